@@ -1,0 +1,117 @@
+"""Check one case end to end: look up the API, rebuild its inputs, run both sides, grade every output.
+
+This is the unit of work a pool worker runs. It never raises for a problem of the case itself: whatever goes
+wrong becomes the case's SKIP or error row with a one-line reason, so one bad record never stops a run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from api_registry import lookup
+from precheck.dump import Case
+from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, Comparison, compare, worst
+from precheck.inputs import InputError, load_tree
+from precheck.runner import SideRun, run_side
+from precheck.targets import GOLDEN, target_side
+
+NO_BACKWARD = " "   # msprobe's blank Backward cell: no backward was compared
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    device: str = "cpu"
+    cosine: float = DEFAULT_COSINE
+    max_abs: float = DEFAULT_MAX_ABS
+
+
+@dataclass(frozen=True)
+class DetailRow:
+    name: str                 # "<API>.forward.output.<i>" or "<API>.backward.output.<i>"
+    comparison: Comparison
+
+
+@dataclass(frozen=True)
+class ApiResult:
+    """One row of the result CSV and its rows of the details CSV."""
+
+    name: str
+    order: int
+    forward: str
+    backward: str
+    message: str
+    details: list[DetailRow] = field(default_factory=list)
+
+
+def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
+    if case.problem:
+        return skipped(case, case.problem)
+    entry = lookup(case.api)
+    if entry is None:
+        return skipped(case, f"not supported: {case.api}")
+    reason = entry.random_reason(case.args, case.kwargs)
+    if reason:
+        return skipped(case, reason)
+    try:
+        args = load_tree(case.args, data_dir)
+        kwargs = load_tree(case.kwargs, data_dir)
+    except InputError as e:
+        return skipped(case, str(e))
+    grad_outputs, backward_problem = None, None
+    if case.has_backward:
+        try:
+            grad_outputs = load_tree(case.grad_outputs, data_dir)
+        except InputError as e:
+            backward_problem = f"backward: {e}"
+    target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device))
+    golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
+    if golden.error:
+        why = "cannot run the recorded call" if target.error else "golden (CPU float64) failed"
+        return skipped(case, f"{why}: {golden.error}")
+    if target.error:
+        row = DetailRow(f"{case.name}.forward.output.0",
+                        Comparison(ERROR, f"target raised {target.error}", None, "", "", None))
+        return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, row.comparison.message, [row])
+    forward = _grade_all(f"{case.name}.forward.output", target.outputs, golden.outputs, options)
+    backward = _grade_grads(case, target, golden, options)
+    backward_status = worst(r.comparison.status for r in backward) if backward else NO_BACKWARD
+    if backward_problem:
+        backward_status = SKIP
+    problems = [f"{r.name.removeprefix(case.name + '.')}: {r.comparison.message}"
+                for r in forward + backward if r.comparison.status != PASS and r.comparison.message]
+    if backward_problem:
+        problems.append(backward_problem)
+    forward_status = worst(r.comparison.status for r in forward)
+    if forward_status == SKIP:
+        problems.insert(0, "the API returned no output to compare")
+    return ApiResult(case.name, case.order, forward_status, backward_status, "; ".join(problems),
+                     forward + backward)
+
+
+def skipped(case: Case, reason: str) -> ApiResult:
+    row = DetailRow(f"{case.name}.forward.output.0", Comparison(SKIP, reason, None, "", "", None))
+    return ApiResult(case.name, case.order, SKIP, NO_BACKWARD, reason, [row])
+
+
+def _grade_all(prefix: str, targets: list, goldens: list, options: CheckOptions) -> list[DetailRow]:
+    if len(targets) != len(goldens):
+        return [DetailRow(f"{prefix}.0", Comparison(
+            ERROR, f"target returned {len(targets)} outputs, golden {len(goldens)}", None, "", "", None))]
+    return [DetailRow(f"{prefix}.{i}", compare(t, g, cosine=options.cosine, max_abs=options.max_abs))
+            for i, (t, g) in enumerate(zip(targets, goldens)) if not (t is None and g is None)]
+
+
+def _grade_grads(case: Case, target: SideRun, golden: SideRun, options: CheckOptions) -> list[DetailRow]:
+    if target.grads is None or golden.grads is None:
+        return []
+    rows = []
+    for i, (t, g) in enumerate(zip(target.grads, golden.grads)):
+        name = f"{case.name}.backward.output.{i}"
+        if t is None and g is None:
+            continue
+        if t is None or g is None:
+            missing = "target" if t is None else "golden"
+            rows.append(DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "", None)))
+        else:
+            rows.append(DetailRow(name, compare(t, g, cosine=options.cosine, max_abs=options.max_abs)))
+    return rows

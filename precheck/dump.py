@@ -1,0 +1,288 @@
+"""Read an msprobe L1 ``dump.json`` into ordered, decoded cases.
+
+A case is one forward record paired with its backward record. Everything a worker needs to rebuild and run the
+call is in the case (argument specs and file names), so a case can be shipped to another process cheaply and
+never carries tensors. A record that cannot be decoded is kept as a case with ``problem`` set: it becomes a SKIP
+row instead of stopping the run.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+TENSOR_TYPES = frozenset({"torch.Tensor", "torch.nn.parameter.Parameter", "mindspore.Tensor",
+                          "mindspore.common.tensor.Tensor", "mindspore.Parameter"})
+_RECORD_KEY = re.compile(r"^(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>\d+)\.(?P<kind>forward|backward)$")
+
+# MindSpore spells dtypes its own way; torch's are matched against the installed torch.
+_MINDSPORE_DTYPES = {
+    "Float16": torch.float16, "Float32": torch.float32, "Float64": torch.float64, "BFloat16": torch.bfloat16,
+    "Int8": torch.int8, "Int16": torch.int16, "Int32": torch.int32, "Int64": torch.int64, "UInt8": torch.uint8,
+    "Bool": torch.bool, "Complex64": torch.complex64, "Complex128": torch.complex128,
+}
+_TORCH_DTYPES = {str(v): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+_NUMPY_SCALARS = {
+    **{f"{p}{t}": float for p in ("", "numpy.") for t in ("float16", "float32", "float64")},
+    **{f"{p}{t}": int for p in ("", "numpy.")
+       for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
+    **{f"{p}{t}": bool for p in ("", "numpy.") for t in ("bool", "bool_")},
+}
+
+
+class DumpError(Exception):
+    """The file as a whole is not a usable msprobe dump (reported as one line, exit code 2)."""
+
+
+class RecordError(Exception):
+    """One record cannot be decoded; its case is reported as SKIP with this message."""
+
+
+@dataclass(frozen=True)
+class Stats:
+    max: float | None
+    min: float | None
+    mean: float | None
+    norm: float | None
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A recorded tensor: what it was (dtype, shape, statistics) and where its data lies, if it was saved."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    stats: Stats
+    requires_grad: bool = False
+    data_name: str | None = None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class DeviceArg:
+    """A recorded ``torch.device``: each side substitutes its own device, the recorded one is kept for messages."""
+
+    recorded: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """One API call to check: decoded forward arguments, recorded outputs, and the backward record if any."""
+
+    name: str                      # "Functional.linear.0"
+    api: str                       # "Functional.linear"
+    order: int                     # position among the dump's forward records
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    outputs: tuple = ()
+    grad_outputs: tuple | None = None   # backward record "input": gradients flowing into the outputs
+    grad_inputs: tuple | None = None    # backward record "output": recorded gradients of the inputs
+    problem: str | None = None     # set when the record could not be decoded
+
+    @property
+    def has_backward(self) -> bool:
+        return self.grad_outputs is not None
+
+
+@dataclass(frozen=True)
+class Dump:
+    path: Path
+    task: str
+    level: str
+    framework: str
+    cases: list[Case]
+
+    @property
+    def data_dir(self) -> Path:
+        """Tensor files are looked for beside dump.json, whatever the recording machine's path says."""
+        return self.path.parent / "dump_tensor_data"
+
+
+def load_dump(path: str | os.PathLike) -> Dump:
+    """Parse dump.json; raise DumpError with a one-line reason when the file is not a usable msprobe dump."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "dump.json"
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise DumpError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise DumpError(f"{path}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise DumpError(f"{path}: not valid JSON: {e}") from None
+    except RecursionError:
+        raise DumpError(f"{path}: JSON nested too deeply") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
+        raise DumpError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
+    task = doc.get("task")
+    if task not in ("tensor", "statistics"):
+        raise DumpError(f"{path}: not an msprobe dump ('task' is {task!r}, expected 'tensor' or 'statistics')")
+    return Dump(path=path, task=task, level=str(doc.get("level", "")), framework=str(doc.get("framework", "")),
+                cases=pair_records(doc["data"]))
+
+
+def pair_records(data: dict[str, Any]) -> list[Case]:
+    """Pair forward and backward records by their stem, in forward dump order; ignore Module.* records."""
+    forwards: dict[str, tuple[str, Any]] = {}
+    backwards: dict[str, Any] = {}
+    odd: list[str] = []
+    for key, record in data.items():
+        if key.startswith("Module.") or key.startswith("Cell."):
+            continue
+        m = _RECORD_KEY.match(key)
+        if m is None:
+            odd.append(key)
+            continue
+        stem = f"{m['api']}.{m['n']}"
+        if m["kind"] == "forward":
+            forwards[stem] = (m["api"], record)
+        else:
+            backwards[stem] = record
+    cases = [_decode_case(stem, api, i, record, backwards.get(stem))
+             for i, (stem, (api, record)) in enumerate(forwards.items())]
+    # Malformed keys are kept as SKIP rows at the end rather than silently dropped.
+    cases += [Case(name=key, api=key, order=len(cases) + j,
+                   problem="malformed record name (expected Prefix.api.N.forward)") for j, key in enumerate(odd)]
+    return cases
+
+
+def _decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
+    try:
+        if not isinstance(fwd, dict):
+            raise RecordError("forward record is not a map")
+        args = decode_value(fwd.get("input_args", []), "input_args")
+        kwargs_raw = fwd.get("input_kwargs", {}) or {}
+        if not isinstance(kwargs_raw, dict):
+            raise RecordError("input_kwargs is not a map")
+        kwargs = {str(k): decode_value(v, f"input_kwargs.{k}") for k, v in kwargs_raw.items()}
+        outputs = decode_value(fwd.get("output", []), "output")
+        grad_outputs = grad_inputs = None
+        if bwd is not None:
+            if not isinstance(bwd, dict):
+                raise RecordError("backward record is not a map")
+            grad_outputs = decode_value(bwd.get("input", []), "backward.input")
+            grad_inputs = decode_value(bwd.get("output", []), "backward.output")
+        if not isinstance(args, tuple):
+            args = (args,)
+        if not isinstance(outputs, tuple):
+            outputs = (outputs,)
+        return Case(name=stem, api=api, order=order, args=args, kwargs=kwargs, outputs=outputs,
+                    grad_outputs=_as_tuple(grad_outputs), grad_inputs=_as_tuple(grad_inputs))
+    except RecordError as e:
+        return Case(name=stem, api=api, order=order, problem=f"bad record: {e}")
+    except RecursionError:
+        return Case(name=stem, api=api, order=order, problem="bad record: arguments nested too deeply")
+
+
+def _as_tuple(value: Any) -> tuple | None:
+    if value is None or isinstance(value, tuple):
+        return value
+    return (value,)
+
+
+def decode_value(raw: Any, where: str) -> Any:
+    """Decode one encoded argument (REFERENCE §1); lists and tuples both become tuples."""
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        return tuple(decode_value(v, f"{where}[{i}]") for i, v in enumerate(raw))
+    if isinstance(raw, (bool, int, float, str)):
+        return raw
+    if not isinstance(raw, dict):
+        raise RecordError(f"{where}: unexpected {type(raw).__name__}")
+    kind = raw.get("type")
+    if kind is None:
+        raise RecordError(f"{where}: argument has no 'type'")
+    if not isinstance(kind, str):
+        raise RecordError(f"{where}: 'type' is not a string")
+    if kind in TENSOR_TYPES:
+        return _decode_tensor(raw, where)
+    value = raw.get("value")
+    if kind in ("int", "float", "bool", "str"):
+        return _scalar(kind, value, where)
+    if kind in _NUMPY_SCALARS:
+        return _scalar(_NUMPY_SCALARS[kind].__name__, value, where)
+    if kind in ("NoneType", "None"):
+        return None
+    if kind == "slice":
+        if not isinstance(value, list) or len(value) != 3:
+            raise RecordError(f"{where}: slice value must be [start, stop, step]")
+        parts = [decode_value(v, f"{where}.value") for v in value]
+        if not all(p is None or isinstance(p, int) and not isinstance(p, bool) for p in parts):
+            raise RecordError(f"{where}: slice bounds must be integers or null")
+        return slice(*parts)
+    if kind in ("ellipsis", "Ellipsis"):
+        return Ellipsis
+    if kind == "torch.Size":
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise RecordError(f"{where}: torch.Size value must be a list of integers")
+        return torch.Size(value)
+    if kind == "torch.dtype":
+        return parse_dtype(value, where)
+    if kind == "torch.device":
+        return DeviceArg(str(value))
+    raise RecordError(f"{where}: unsupported argument type {kind!r}")
+
+
+def _scalar(kind: str, value: Any, where: str) -> Any:
+    if kind == "str":
+        if not isinstance(value, str):
+            raise RecordError(f"{where}: str value is {type(value).__name__}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise RecordError(f"{where}: bool value is {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RecordError(f"{where}: int value is {value!r}")
+        return value
+    number = _number(value)
+    if number is None:
+        raise RecordError(f"{where}: float value is {value!r}")
+    return number
+
+
+def _number(value: Any) -> float | None:
+    """A recorded number; msprobe writes inf/nan as strings or as JSON's Infinity/NaN."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value.strip().lower() in ("inf", "+inf", "-inf", "nan", "infinity", "-infinity"):
+        return float(value)
+    return None
+
+
+def parse_dtype(name: Any, where: str) -> torch.dtype:
+    if isinstance(name, str):
+        if name in _TORCH_DTYPES:
+            return _TORCH_DTYPES[name]
+        if name in _MINDSPORE_DTYPES:
+            return _MINDSPORE_DTYPES[name]
+    raise RecordError(f"{where}: unknown dtype {name!r}")
+
+
+def _decode_tensor(raw: dict, where: str) -> TensorSpec:
+    dtype = parse_dtype(raw.get("dtype"), f"{where}.dtype")
+    shape = raw.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                              for s in shape):
+        raise RecordError(f"{where}: shape must be a list of non-negative integers, got {shape!r}")
+    stats = Stats(*(_number(raw.get(k)) for k in ("Max", "Min", "Mean", "Norm")))
+    data_name = raw.get("data_name")
+    if data_name is not None and not isinstance(data_name, str):
+        raise RecordError(f"{where}: data_name is not a string")
+    return TensorSpec(dtype=dtype, shape=tuple(shape), stats=stats,
+                      requires_grad=raw.get("requires_grad") is True, data_name=data_name)

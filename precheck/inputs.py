@@ -1,0 +1,92 @@
+"""Turn decoded argument specs into real tensors, from the files a tensor-mode dump saved.
+
+Every failure is an InputError whose message names the file and what is wrong with it, so the runner can turn it
+into a SKIP row. Files are loaded without ever executing pickled code (``weights_only=True``, no pickled numpy).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from precheck.dump import TensorSpec
+
+STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
+
+
+class InputError(Exception):
+    """An argument cannot be rebuilt; the message is the SKIP reason."""
+
+
+def map_specs(tree: Any, fn: Callable[[TensorSpec], Any]) -> Any:
+    """Apply ``fn`` to every TensorSpec of a decoded argument tree, keeping the tree's shape."""
+    if isinstance(tree, TensorSpec):
+        return fn(tree)
+    if isinstance(tree, tuple):
+        return tuple(map_specs(v, fn) for v in tree)
+    if isinstance(tree, dict):
+        return {k: map_specs(v, fn) for k, v in tree.items()}
+    return tree
+
+
+def iter_specs(tree: Any):
+    """TensorSpecs of a tree in argument order (positional first, then keyword, depth first)."""
+    if isinstance(tree, TensorSpec):
+        yield tree
+    elif isinstance(tree, tuple):
+        for v in tree:
+            yield from iter_specs(v)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            yield from iter_specs(v)
+
+
+def resolve(data_dir: Path, data_name: str) -> Path:
+    """The file of ``data_name`` inside ``data_dir``; names that would leave the directory are refused."""
+    root = data_dir.resolve()
+    path = (data_dir / data_name).resolve()
+    if path.parent != root and root not in path.parents:
+        raise InputError(f"{data_name}: refused, the path leaves the dump directory")
+    return path
+
+
+def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
+    """Load the saved data of ``spec`` and check it against the recorded shape and dtype."""
+    if spec.data_name is None:
+        raise InputError(STATISTICS_ONLY)
+    path = resolve(data_dir, spec.data_name)
+    if not path.is_file():
+        raise InputError(f"{spec.data_name}: file not found in {data_dir}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            array = np.load(path, allow_pickle=False)
+            if array.dtype.kind not in "biufc":
+                raise InputError(f"{spec.data_name}: unsupported array dtype {array.dtype}")
+            tensor = torch.from_numpy(np.ascontiguousarray(array))
+        elif suffix == ".pt":
+            tensor = torch.load(path, map_location="cpu", weights_only=True)
+        else:
+            raise InputError(f"{spec.data_name}: unknown file type {suffix!r} (expected .pt or .npy)")
+    except InputError:
+        raise
+    except Exception as e:  # any loader failure is this file's problem, reported in one line
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"{spec.data_name}: unreadable: {reason[:300]}") from None
+    if not isinstance(tensor, torch.Tensor):
+        raise InputError(f"{spec.data_name}: holds {type(tensor).__name__}, not a tensor")
+    if tuple(tensor.shape) != spec.shape:
+        raise InputError(f"{spec.data_name}: shape {tuple(tensor.shape)} does not match the recorded {spec.shape}")
+    if tensor.dtype != spec.dtype:
+        # .npy cannot hold bf16, so msprobe stores it widened; any other dtype change means a wrong file.
+        if not (suffix == ".npy" and tensor.dtype.is_floating_point and spec.dtype.is_floating_point):
+            raise InputError(f"{spec.data_name}: dtype {tensor.dtype} does not match the recorded {spec.dtype}")
+        tensor = tensor.to(spec.dtype)
+    return tensor.detach()
+
+
+def load_tree(tree: Any, data_dir: Path) -> Any:
+    """Replace every TensorSpec of a decoded tree by its loaded tensor."""
+    return map_specs(tree, lambda spec: load_tensor(spec, data_dir))

@@ -1,0 +1,92 @@
+"""The two sides of every check: the target (a device, in the recorded dtypes) and the CPU float64 golden.
+
+A side knows how to place a recorded tensor and how to read a recorded dtype or device argument, so the runner
+builds both calls from the same decoded arguments without knowing which side it is building.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+import torch
+
+from precheck.dump import DeviceArg
+
+
+class DeviceError(ValueError):
+    """The requested device does not exist on this machine (a one-line CLI error)."""
+
+
+@dataclass(frozen=True)
+class Side:
+    name: str
+    device: str
+    golden: bool   # the golden raises every floating tensor and dtype to 64 bits
+
+    def dtype(self, dtype: torch.dtype) -> torch.dtype:
+        if not self.golden:
+            return dtype
+        if dtype.is_complex:
+            return torch.complex128
+        return torch.float64 if dtype.is_floating_point else dtype
+
+    def tensor(self, t: torch.Tensor) -> torch.Tensor:
+        """A fresh copy of ``t`` for this side, so in-place APIs never leak from one side to the other."""
+        return t.to(device=self.device, dtype=self.dtype(t.dtype), copy=True)
+
+    def device_arg(self, arg: DeviceArg) -> torch.device:
+        return torch.device(self.device)
+
+    def synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize(self.device)
+        elif self.device.startswith("npu"):
+            torch.npu.synchronize(self.device)  # type: ignore[attr-defined]
+
+
+GOLDEN = Side(name="golden", device="cpu", golden=True)
+
+
+def _npu_available() -> bool:
+    if importlib.util.find_spec("torch_npu") is None:
+        return False
+    try:
+        import torch_npu  # noqa: F401
+        return torch.npu.is_available()  # type: ignore[attr-defined]
+    except Exception:
+        return False
+
+
+def resolve_device(spec: str) -> str:
+    """Turn ``-d`` into a torch device string: ``auto`` picks npu, then cuda, then cpu; a bare index means the
+    accelerator of that index, as msprobe reads it."""
+    spec = spec.strip().lower()
+    if spec == "auto":
+        if _npu_available():
+            return "npu:0"
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if spec.isdigit():
+        if _npu_available():
+            return f"npu:{spec}"
+        if torch.cuda.is_available():
+            return f"cuda:{spec}"
+        raise DeviceError(f"device index {spec} given but no NPU or CUDA device is available")
+    kind, _, index = spec.partition(":")
+    if kind == "cpu":
+        return "cpu"
+    if kind not in ("cuda", "npu", "mps") or index and not index.isdigit():
+        raise DeviceError(f"unknown device {spec!r} (expected auto, cpu, cuda[:i], npu[:i], mps or an index)")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    elif kind == "npu":
+        count = torch.npu.device_count() if _npu_available() else 0  # type: ignore[attr-defined]
+    else:
+        count = 1 if torch.backends.mps.is_available() else 0
+    i = int(index or 0)
+    if i >= count:
+        raise DeviceError(f"device {spec!r} is not available on this machine ({count} {kind} device(s) found)")
+    return f"{kind}:{i}" if kind != "mps" else "mps"
+
+
+def target_side(device: str) -> Side:
+    return Side(name="target", device=device, golden=False)
