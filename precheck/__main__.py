@@ -1,0 +1,5 @@
+import sys
+
+from precheck.cli import main
+
+sys.exit(main())

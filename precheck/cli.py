@@ -1,0 +1,86 @@
+"""``precheck`` command line: a thin layer over :func:`precheck.run_ut.run_ut`.
+
+Exit codes: 0 the run completed (whatever the statuses), 1 ``--fail-on`` tripped, 2 unusable input (one line on
+stderr, no traceback), 130 interrupted (every finished row is already on disk).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from precheck.check import CheckOptions
+from precheck.dump import DumpError
+from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS
+from precheck.targets import DeviceError
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError("must lie in [0, 1]")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be above 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="precheck", description="API precision pre-check for PyTorch dumps")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run_ut", help="replay an msprobe L1 dump against a CPU float64 golden",
+                              description="Replay every API of an msprobe L1 dump on the target device and grade "
+                                          "it against a CPU float64 golden; writes msprobe-compatible CSVs.")
+    run.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON",
+                     help="the dump.json of an msprobe L1 dump (tensor files are read from dump_tensor_data/ "
+                          "beside it)")
+    run.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
+    run.add_argument("-d", "--device", default="auto",
+                     help="target device: auto (npu, else cuda, else cpu), cpu, cuda, cuda:1, npu:0 or a bare index")
+    run.add_argument("-n", "--workers", type=_positive_int, default=None,
+                     help="worker processes (default: the machine's cores; small dumps run in-process)")
+    run.add_argument("--cosine", type=_fraction, default=DEFAULT_COSINE,
+                     help=f"pass needs cosine above this (default {DEFAULT_COSINE})")
+    run.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS,
+                     help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})")
+    run.add_argument("--fail-on", choices=("error", "warning"), default=None,
+                     help="exit 1 when any API's forward or backward status is this or worse (for CI gates)")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from precheck.run_ut import run_ut   # imports torch: keep --help and argument errors fast
+    try:
+        summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers,
+                         options=CheckOptions(cosine=args.cosine, max_abs=args.max_abs),
+                         progress=not args.quiet)
+    except (DumpError, DeviceError) as e:
+        print(f"precheck: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"precheck: error: cannot write results: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("precheck: interrupted; finished rows are in the CSVs", file=sys.stderr)
+        return 130
+    print(summary.describe())
+    if args.fail_on and summary.any_at_or_below(args.fail_on):
+        print(f"precheck: some APIs are at or below '{args.fail_on}' (--fail-on)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

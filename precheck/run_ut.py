@@ -1,0 +1,77 @@
+"""The main job as a library call: a dump in, the two msprobe CSVs and a summary out."""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from precheck.check import ApiResult, CheckOptions
+from precheck.dump import load_dump
+from precheck.grader.status import at_or_below
+from precheck.pool import default_workers, run_cases
+from precheck.report import CsvReport
+from precheck.targets import resolve_device
+
+
+@dataclass
+class RunSummary:
+    result_path: Path
+    details_path: Path
+    device: str
+    wall_seconds: float
+    results: list[ApiResult] = field(default_factory=list)
+
+    @property
+    def counts(self) -> Counter:
+        """APIs per forward status."""
+        return Counter(r.forward for r in self.results)
+
+    @property
+    def apis_per_second(self) -> float:
+        return len(self.results) / self.wall_seconds if self.wall_seconds > 0 else float("inf")
+
+    def any_at_or_below(self, threshold: str) -> bool:
+        """True when some API's forward or backward status is ``threshold`` or worse (``--fail-on``)."""
+        return any(at_or_below(s, threshold) for r in self.results for s in (r.forward, r.backward) if s.strip())
+
+    def describe(self) -> str:
+        counts = ", ".join(f"{k} {self.counts.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
+        backward = Counter(r.backward for r in self.results if r.backward.strip())
+        bw = ", ".join(f"{k} {backward.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
+        return (f"precheck run_ut: {len(self.results)} APIs on {self.device} in {self.wall_seconds:.2f} s "
+                f"({self.apis_per_second:.1f} APIs/s)\n"
+                f"  forward:  {counts}\n  backward: {bw}\n"
+                f"  result:  {self.result_path}\n  details: {self.details_path}")
+
+
+def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, device: str = "auto",
+           workers: int | None = None, options: CheckOptions | None = None, progress: bool = False) -> RunSummary:
+    """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
+
+    Rows are written as APIs complete, so an interrupted run keeps every finished row.
+    """
+    start = time.perf_counter()
+    dump = load_dump(api_info)
+    resolved = resolve_device(device)
+    base = options or CheckOptions()
+    options = CheckOptions(device=resolved, cosine=base.cosine, max_abs=base.max_abs)
+    workers = default_workers() if workers is None else max(1, workers)
+    results: list[ApiResult] = []
+    bar = _progress_bar(len(dump.cases)) if progress else None
+    with CsvReport(out_path) as report:
+        for result in run_cases(dump.cases, dump.data_dir, options, workers):
+            report.add(result)
+            results.append(result)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    results.sort(key=lambda r: r.order)
+    return RunSummary(report.result_path, report.details_path, resolved, time.perf_counter() - start, results)
+
+
+def _progress_bar(total: int):
+    from tqdm import tqdm
+    return tqdm(total=total, unit="API", desc="run_ut", dynamic_ncols=True, mininterval=0.2)
