@@ -105,7 +105,8 @@ def _grade_grads(case: Case, target: SideRun, golden: SideRun, options: CheckOpt
     if target.grads is None or golden.grads is None:
         return []
     rows = []
-    for i, (t, g) in enumerate(zip(target.grads, golden.grads)):
+    for i, t in target.grads.items():
+        g = golden.grads.get(i)
         name = f"{case.name}.backward.output.{i}"
         if t is None and g is None:
             continue

@@ -2,7 +2,9 @@
 
 Gradients are fed into every output that the backward record holds one for (not only output 0), and the
 gradients of every input tensor that required grad during recording are collected, positional and keyword
-alike, in argument order: that order is the ``i`` of ``<API>.backward.output.<i>``.
+alike. ``i`` of ``<API>.backward.output.<i>`` counts every tensor of the positional arguments (depth first,
+whether or not it needs a gradient), as msprobe numbers them, and continues through the keyword arguments,
+which msprobe never compares.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ class SideRun:
     one-line error the call raised."""
 
     outputs: list[Any]
-    grads: list[torch.Tensor | None] | None = None
+    grads: dict[int, torch.Tensor | None] | None = None   # tensor-argument index -> gradient
     error: str | None = None
 
 
@@ -41,13 +43,23 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {first[:300]}" if first else type(e).__name__
 
 
-def _build(tree: Any, loaded: Any, side: Side, leaves: list[torch.Tensor], inplace: bool) -> Any:
-    """This side's argument tree; leaves that need a gradient are created and collected in argument order."""
+class _Leaves:
+    """Numbers the tensor arguments as they are built and keeps those that need a gradient."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.needing_grad: dict[int, torch.Tensor] = {}
+
+
+def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -> Any:
+    """This side's argument tree, built depth first so tensor arguments are numbered in argument order."""
     if isinstance(tree, TensorSpec):
         t = side.tensor(loaded)
+        index = leaves.count
+        leaves.count += 1
         if tree.requires_grad and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
-            leaves.append(t)
+            leaves.needing_grad[index] = t
             # An in-place API may not modify a leaf that requires grad; it modifies a copy the graph tracks.
             return t.clone() if inplace else t
         return t
@@ -65,33 +77,46 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: list[torch.Tensor], inpla
 def run_side(entry: ApiEntry, args: tuple, kwargs: dict, loaded_args: tuple, loaded_kwargs: dict,
              grad_outputs: tuple | None, side: Side) -> SideRun:
     """Forward (and backward where recorded) of one call on one side; exceptions become ``SideRun.error``."""
-    leaves: list[torch.Tensor] = []
+    leaves = _Leaves()
     try:
         call_args = _build(args, loaded_args, side, leaves, entry.inplace)
         call_kwargs = _build(kwargs, loaded_kwargs, side, leaves, entry.inplace)
         func = entry.golden if side.golden and entry.golden else entry.func
-        with torch.set_grad_enabled(bool(leaves)):
+        with torch.set_grad_enabled(bool(leaves.needing_grad)):
             result = func(*call_args, **call_kwargs)
         if result is None and entry.inplace and call_args:
             result = call_args[0]     # __setitem__ and friends return None; the mutated tensor is the output
         outputs = flatten(result)
-        grads = _backward(outputs, leaves, grad_outputs, side) if grad_outputs is not None and leaves else None
+        grads = _backward(outputs, leaves.needing_grad, grad_outputs, side) \
+            if grad_outputs is not None and leaves.needing_grad else None
         side.synchronize()
     except Exception as e:  # the API's own failure is this case's result, never the run's
         return SideRun(outputs=[], error=one_line(e))
     return SideRun(outputs=[_detach(o) for o in outputs], grads=grads)
 
 
-def _backward(outputs: list[Any], leaves: list[torch.Tensor], grad_outputs: tuple,
-              side: Side) -> list[torch.Tensor | None]:
-    grads_in = flatten(grad_outputs)
-    pairs = [(out, side.tensor(g)) for out, g in zip(outputs, grads_in)
+def _backward(outputs: list[Any], leaves: dict[int, torch.Tensor], grad_outputs: tuple,
+              side: Side) -> dict[int, torch.Tensor | None]:
+    pairs = [(out, side.tensor(g)) for out, g in zip(outputs, flatten(grad_outputs))
              if isinstance(out, torch.Tensor) and out.requires_grad and isinstance(g, torch.Tensor)]
     if not pairs:
-        return [None] * len(leaves)
+        return dict.fromkeys(leaves)
+    for i, (out, g) in enumerate(pairs):
+        if out.shape != g.shape:
+            raise ValueError(f"recorded gradient {i} has shape {tuple(g.shape)}, the output {tuple(out.shape)}")
     outs, grads = zip(*pairs)
-    result = torch.autograd.grad(outs, leaves, grads, allow_unused=True)
-    return [None if g is None else g.detach() for g in result]
+    result = _autograd(outs, grads, tuple(leaves.values()))
+    return {i: None if g is None else g.detach() for i, g in zip(leaves, result)}
+
+
+def _autograd(outs: tuple, grads: tuple, inputs: tuple) -> tuple:
+    """torch.autograd.grad without its per-call shape check, whose first use imports sympy (about 0.45 s, a
+    quarter of a small run). Shapes were checked above; torch.autograd.grad is the fallback."""
+    engine = getattr(torch.autograd.Variable, "_execution_engine", None)
+    try:
+        return engine.run_backward(outs, grads, False, False, inputs, True, False)
+    except (AttributeError, TypeError):
+        return torch.autograd.grad(outs, inputs, grads, allow_unused=True)
 
 
 def _detach(value: Any) -> Any:

@@ -137,5 +137,14 @@ def _at(shape: tuple[int, ...], flat: int | None, target: torch.Tensor, golden: 
     if t.is_complex():
         t, g = torch.view_as_real(t), torch.view_as_real(g.to(torch.complex128))
         shape = tuple(t.shape)
-    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if shape else ()
+    index = _unravel(flat, shape)
     return f" ({which} at index {index}: target {t.reshape(-1)[flat].item()!r}, golden {g.reshape(-1)[flat].item()!r})"
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Flat index to a multi-index (torch.unravel_index imports sympy on first use: half a second)."""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))

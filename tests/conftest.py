@@ -1,0 +1,56 @@
+"""Shared helpers: the real dumps under tests/data and a writer for small hand-made dump.json files."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+REAL_DUMPS = {
+    "mlp_fp32_tensor": 6,
+    "gpt2_bf16_tensor": 47,
+    "gpt2_bf16_statistics": 47,
+}
+
+
+def real_dump_json(name: str) -> Path:
+    """The dump.json of one of the recorded dumps (``DUMP/step0/procNNNN/dump.json``)."""
+    found = sorted((DATA / name).glob("step*/*/dump.json"))
+    assert len(found) == 1, f"expected exactly one dump.json under {DATA / name}, found {found}"
+    return found[0]
+
+
+def tensor_rec(dtype: str = "torch.float32", shape: Any = (2, 3), *, data_name: str | None = None,
+               requires_grad: bool = False, type_: str = "torch.Tensor", **stats: Any) -> dict:
+    """One encoded tensor argument as msprobe writes it (REFERENCE §1)."""
+    rec = {"type": type_, "dtype": dtype, "shape": list(shape) if isinstance(shape, tuple) else shape,
+           "Max": 1.0, "Min": -1.0, "Mean": 0.0, "Norm": 2.0, "requires_grad": requires_grad}
+    rec.update(stats)
+    if data_name is not None:
+        rec["data_name"] = data_name
+    return rec
+
+
+def forward_rec(*args: Any, kwargs: dict | None = None, output: list | None = None) -> dict:
+    return {"input_args": list(args), "input_kwargs": kwargs or {},
+            "output": output if output is not None else [tensor_rec()]}
+
+
+@pytest.fixture
+def write_dump(tmp_path: Path) -> Callable[..., Path]:
+    """Write ``{"task", "level", "framework", "dump_data_dir", "data"}`` to tmp_path/dump.json.
+
+    ``data`` may be a dict (written as JSON, order kept) or a raw string (written verbatim, for JSON that only
+    Python's encoder accepts, or that is broken on purpose)."""
+    def write(data: Any, *, task: Any = "tensor", level: str = "L1", framework: str = "pytorch",
+              name: str = "dump.json", raw: str | None = None) -> Path:
+        path = tmp_path / name
+        if raw is not None:
+            path.write_text(raw, encoding="utf-8")
+            return path
+        doc = {"task": task, "level": level, "framework": framework, "dump_data_dir": None, "data": data}
+        path.write_text(json.dumps(doc, indent=1), encoding="utf-8")  # json.dumps writes NaN/Infinity as msprobe
+        return path
+    return write
