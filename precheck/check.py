@@ -89,8 +89,9 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
 
 
 def skipped(case: Case, reason: str) -> ApiResult:
+    """A case that cannot be checked: SKIP forward, and backward too when the dump recorded one."""
     row = DetailRow(f"{case.name}.forward.output.0", Comparison(SKIP, reason, None, "", "", None))
-    return ApiResult(case.name, case.order, SKIP, NO_BACKWARD, reason, [row])
+    return ApiResult(case.name, case.order, SKIP, SKIP if case.has_backward else NO_BACKWARD, reason, [row])
 
 
 def _grade_all(prefix: str, targets: list, goldens: list, options: CheckOptions) -> list[DetailRow]:

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+import torch
+
 from precheck.check import ApiResult, CheckOptions, check_case
 from precheck.dump import Case
 from precheck.inputs import iter_specs
@@ -38,7 +40,6 @@ def use_pool(cases: list[Case], workers: int) -> bool:
 
 
 def _check_in_worker(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
-    import torch
     # Workers split the cores between them; intra-op threads on top of that would oversubscribe.
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
@@ -48,8 +49,15 @@ def _check_in_worker(case: Case, data_dir: Path, options: CheckOptions) -> ApiRe
 def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers: int) -> Iterator[ApiResult]:
     """Yield one ApiResult per case, in completion order."""
     if not use_pool(cases, workers):
-        for case in cases:
-            yield check_case(case, data_dir, options)
+        # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
+        # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for case in cases:
+                yield check_case(case, data_dir, options)
+        finally:
+            torch.set_num_threads(threads)
         return
     from joblib import Parallel, delayed
     parallel = Parallel(n_jobs=min(workers, len(cases)), backend="loky", return_as="generator_unordered")

@@ -1,7 +1,7 @@
 """msprobe-compatible CSVs: written row by row as results stream in, reordered into dump order at the end.
 
-Files are UTF-8 with a BOM, blank cells are a single space and ``Shape`` is a Python tuple string, as msprobe
-writes them, so msprobe's own second-stage tool and our users' scripts read them unchanged.
+Files are UTF-8 with a BOM and CRLF records, blank cells are a single space, floats have 14 fixed decimals and
+``Shape`` is a Python tuple string, as msprobe writes them, so msprobe's own second-stage tool and our users' scripts read them unchanged.
 """
 from __future__ import annotations
 
@@ -23,8 +23,11 @@ BLANK = " "
 
 
 def _cell(value: object) -> str:
+    """msprobe's cell text: floats with 14 fixed decimals, blanks as one space."""
     if value is None or value == "":
         return BLANK
+    if isinstance(value, float):
+        return f"{value:.14f}"
     return str(value)
 
 
@@ -42,7 +45,7 @@ def detail_row(d: DetailRow) -> list[str]:
 
 def _line(row: list[str]) -> str:
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(row)
+    csv.writer(buf).writerow(row)
     return buf.getvalue()
 
 

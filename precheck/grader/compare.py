@@ -44,12 +44,11 @@ def compare(target: Any, golden: Any, *, cosine: float = DEFAULT_COSINE,
                                                                   isinstance(golden, float)):
         result = _compare_tensors(torch.tensor(float(target), dtype=torch.float64),
                                   torch.tensor(float(golden), dtype=torch.float64), cosine, max_abs)
-        return Comparison(result.status, result.message, result.metrics, type(golden).__name__,
-                          type(target).__name__, None)
+        return Comparison(result.status, result.message, result.metrics, str(type(golden)), str(type(target)),
+                          None)
     same = target == golden and type(target) is type(golden) or _is_real_number(target) and target == golden
     return Comparison(PASS if same else ERROR, "" if same else f"value {target!r} != golden {golden!r}",
-                      Metrics(binary_mismatch=0.0 if same else 1.0), type(golden).__name__,
-                      type(target).__name__, None)
+                      Metrics(binary_mismatch=0.0 if same else 1.0), str(type(golden)), str(type(target)), None)
 
 
 def _is_real_number(x: Any) -> bool:
@@ -57,7 +56,8 @@ def _is_real_number(x: Any) -> bool:
 
 
 def _kind(x: Any) -> str:
-    return str(x.dtype) if isinstance(x, torch.Tensor) else type(x).__name__
+    """A value's dtype as msprobe writes it: ``torch.float32`` or ``<class 'int'>``."""
+    return str(x.dtype) if isinstance(x, torch.Tensor) else str(type(x))
 
 
 def _compare_tensors(target: torch.Tensor, golden: torch.Tensor, cosine: float, max_abs: float) -> Comparison:

@@ -1,0 +1,99 @@
+"""The command line a user types: exit codes, one-line errors, the summary, the options."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from precheck.cli import main
+
+DATA = Path(__file__).parent / "data"
+MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
+GPT2 = DATA / "gpt2_bf16_tensor/step0/proc8493/dump.json"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_summary_names_counts_rate_and_both_csvs(tmp_path, capsys):
+    code, out, _ = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", "cpu", "-q")
+    assert code == 0
+    assert "6 APIs on cpu" in out and "APIs/s" in out
+    assert "forward:  pass 6, warning 0, error 0, SKIP 0" in out
+    result = next(tmp_path.glob("accuracy_checking_result_*.csv"))
+    details = next(tmp_path.glob("accuracy_checking_details_*.csv"))
+    assert str(result) in out and str(details) in out
+    assert result.name.removeprefix("accuracy_checking_result_") == \
+        details.name.removeprefix("accuracy_checking_details_")
+    assert len(result.stem.rsplit("_", 1)[1]) == 14   # YYYYmmddHHMMSS
+
+
+def test_progress_bar_goes_to_stderr(tmp_path, capsys):
+    code, out, err = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", "cpu")
+    assert code == 0 and "6/6" in err and "API/s" in err and "6/6" not in out
+
+
+def test_fail_on_gates(tmp_path, capsys):
+    assert run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-q", "--fail-on", "warning")[0] == 0
+    code, _, err = run(capsys, "run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--fail-on", "warning")
+    assert code == 1 and "--fail-on" in err
+    # gpt2 in bf16 has warnings but no error.
+    assert run(capsys, "run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--fail-on", "error")[0] == 0
+
+
+def test_thresholds_are_options(tmp_path, capsys):
+    # With a looser max-abs threshold every bf16 warning of the embedding/add chain becomes a pass.
+    code, out, _ = run(capsys, "run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--max-abs", "1",
+                       "--cosine", "0.9")
+    assert code == 0 and "forward:  pass 40, warning 0, error 0, SKIP 7" in out
+
+
+@pytest.mark.parametrize("content, reason", [
+    (None, "no such file"),
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "not an msprobe dump"),
+    ('{"task": "tensor"}', "not an msprobe dump"),
+    ('{"task": "other", "data": {}}', "'task' is 'other'"),
+])
+def test_unusable_dump_exits_2_with_one_line(tmp_path, capsys, content, reason):
+    path = tmp_path / "dump.json"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run(capsys, "run_ut", "-api_info", str(path), "-o", str(tmp_path / "out"))
+    assert code == 2
+    assert err.count("\n") == 1 and reason in err and str(path) in err and "Traceback" not in err
+
+
+def test_unknown_or_missing_device_exits_2(tmp_path, capsys):
+    code, _, err = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", "tpu")
+    assert code == 2 and "unknown device 'tpu'" in err
+    code, _, err = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", "cuda:7")
+    assert code == 2 and "not available" in err
+
+
+def test_bad_option_values_are_rejected(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run_ut", "-api_info", str(MLP), "-n", "0"])
+    assert e.value.code == 2 and "at least 1" in capsys.readouterr().err
+
+
+def test_installed_entry_point_runs_without_traceback(tmp_path):
+    """The real process: module entry point, exit status and stdout of a bad dump and a good one."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"task": "tensor", "level": "L1", "data": {
+        "Torch.foo.0.forward": {"input_args": [], "input_kwargs": {}, "output": []},
+        "Bad key": {}}}))
+    proc = subprocess.run([sys.executable, "-m", "precheck", "run_ut", "-api_info", str(bad), "-o",
+                           str(tmp_path / "out"), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "SKIP 2" in proc.stdout
+    result = next((tmp_path / "out").glob("accuracy_checking_result_*.csv")).read_text(encoding="utf-8-sig")
+    assert "Torch.foo.0,SKIP, ,not supported: Torch.foo" in result
+    assert "Bad key,SKIP, ,malformed record name" in result

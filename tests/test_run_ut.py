@@ -1,0 +1,153 @@
+"""run_ut end to end on the real dumps and on crafted ones: CSV rows, columns, statuses and order."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from precheck import pool
+from precheck.report import DETAILS_HEADER, RESULT_HEADER
+from precheck.run_ut import run_ut
+
+DATA = Path(__file__).parent / "data"
+MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
+GPT2 = DATA / "gpt2_bf16_tensor/step0/proc8493/dump.json"
+GPT2_STATS = DATA / "gpt2_bf16_statistics/step0/proc8497/dump.json"
+
+
+def read_csv(path: Path) -> list[list[str]]:
+    raw = path.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf"), "msprobe CSVs start with a UTF-8 BOM"
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return list(csv.reader(f))
+
+
+def forward_names(dump: Path) -> list[str]:
+    data = json.loads(dump.read_text())["data"]
+    return [k.removesuffix(".forward") for k in data if k.endswith(".forward")]
+
+
+def test_mlp_fp32_is_pass_pass_on_every_row_in_dump_order(tmp_path):
+    summary = run_ut(MLP, tmp_path, device="cpu")
+    result = read_csv(summary.result_path)
+    assert result[0] == RESULT_HEADER
+    assert [r[0] for r in result[1:]] == forward_names(MLP)
+    assert all(r[1:3] == ["pass", "pass"] for r in result[1:]), result
+    details = read_csv(summary.details_path)
+    assert details[0] == DETAILS_HEADER and len(DETAILS_HEADER) == 23
+    names = [r[0] for r in details[1:]]
+    # linear.0's input x does not require grad: only weight (1) and bias (2) have gradient rows.
+    assert "Functional.linear.0.backward.output.1" in names and "Functional.linear.0.backward.output.2" in names
+    assert "Functional.linear.0.backward.output.0" not in names
+    assert names.count("Functional.layer_norm.0.backward.output.0") == 1
+    assert all(len(r) == 23 for r in details)
+
+
+def test_gpt2_bf16_tensor_grades_every_api_except_random_ones(tmp_path):
+    summary = run_ut(GPT2, tmp_path, device="cpu")
+    rows = read_csv(summary.result_path)[1:]
+    assert [r[0] for r in rows] == forward_names(GPT2)
+    for name, forward, backward, message in rows:
+        random = "dropout" in name or "scaled_dot_product_attention" in name
+        if random:
+            assert forward == "SKIP" and message.startswith("random op"), (name, message)
+        else:
+            assert forward in ("pass", "warning"), (name, forward, message)
+    # bf16 outputs against a float64 golden carry bf16 rounding: most are warnings, none are errors.
+    assert summary.counts["error"] == 0 and summary.counts["warning"] > 0
+    details = read_csv(summary.details_path)[1:]
+    addmm = next(r for r in details if r[0] == "Torch.addmm.0.forward.output.0")
+    assert addmm[1:4] == ["torch.float64", "torch.bfloat16", "(32, 192)"]
+    assert float(addmm[4]) > 0.999 and addmm[21] == "warning"
+    # Backward of addmm: gradients of bias, mat1 and mat2, numbered by positional tensor.
+    assert {f"Torch.addmm.0.backward.output.{i}" for i in range(3)} <= {r[0] for r in details}
+
+
+def test_statistics_dump_gives_one_skip_row_per_forward_record(tmp_path):
+    summary = run_ut(GPT2_STATS, tmp_path, device="cpu")
+    rows = read_csv(summary.result_path)[1:]
+    assert [r[0] for r in rows] == forward_names(GPT2_STATS)
+    assert {r[1] for r in rows} == {"SKIP"}
+    assert any("statistics mode: inputs must be regenerated" in r[3] for r in rows)
+
+
+def test_pool_run_writes_the_same_rows_in_dump_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)   # force the pool even for a small dump
+    assert pool.use_pool(run_ut.__globals__["load_dump"](MLP).cases, 2)
+    pooled = run_ut(MLP, tmp_path / "pool", device="cpu", workers=2)
+    serial = run_ut(MLP, tmp_path / "serial", device="cpu", workers=1)
+    assert read_csv(pooled.result_path) == read_csv(serial.result_path)
+    assert read_csv(pooled.details_path) == read_csv(serial.details_path)
+
+
+def test_small_dump_does_not_start_a_pool():
+    from precheck.dump import load_dump
+    assert not pool.use_pool(load_dump(GPT2).cases, 2)
+
+
+def copy_dump(src: Path, dst: Path) -> Path:
+    shutil.copytree(src.parent, dst)
+    return dst / "dump.json"
+
+
+def test_bad_records_become_skip_rows_and_the_run_goes_on(tmp_path):
+    dump = copy_dump(MLP, tmp_path / "dump")
+    data_dir = dump.parent / "dump_tensor_data"
+    (data_dir / "Functional.gelu.0.forward.input.0.pt").unlink()                       # missing file
+    torch.save(torch.zeros(3, 3), data_dir / "Torch.softmax.0.forward.input.0.pt")      # wrong shape
+    (data_dir / "Tensor.sum.0.forward.input.0.pt").write_bytes(b"not a tensor file")    # unreadable
+    doc = json.loads(dump.read_text())
+    doc["data"] = {k.replace("Functional.layer_norm", "Functional.not_an_api"): v for k, v in doc["data"].items()}
+    dump.write_text(json.dumps(doc))
+    summary = run_ut(dump, tmp_path / "out", device="cpu")
+    rows = {r[0]: r for r in read_csv(summary.result_path)[1:]}
+    assert len(rows) == 6
+    assert rows["Functional.linear.0"][1:3] == ["pass", "pass"]
+    assert rows["Functional.not_an_api.0"][1] == "SKIP"
+    assert rows["Functional.not_an_api.0"][3] == "not supported: Functional.not_an_api"
+    gelu = rows["Functional.gelu.0"]
+    assert gelu[1] == "SKIP" and "Functional.gelu.0.forward.input.0.pt: file not found" in gelu[3]
+    softmax = rows["Torch.softmax.0"]
+    assert softmax[1] == "SKIP" and "shape (3, 3) does not match the recorded (4, 32)" in softmax[3]
+    assert rows["Tensor.sum.0"][1] == "SKIP" and "Tensor.sum.0.forward.input.0.pt: unreadable" in rows["Tensor.sum.0"][3]
+
+
+def test_wrong_target_values_are_graded_error(tmp_path, monkeypatch):
+    """A target whose kernel is wrong must come out as error, with the place and values in the message."""
+    import api_registry
+    real = api_registry.lookup("Torch.softmax")
+    broken = real.__class__(name=real.name, func=lambda x, dim: torch.softmax(x, dim) * 1.05,
+                            standard=real.standard, golden=real.func)
+    table = dict(api_registry.registry())
+    table["Torch.softmax"] = broken
+    monkeypatch.setattr(api_registry, "registry", lambda: table)
+    summary = run_ut(MLP, tmp_path, device="cpu", workers=1)
+    rows = {r[0]: r for r in read_csv(summary.result_path)[1:]}
+    assert rows["Torch.softmax.0"][1] == "error"
+    assert "forward.output.0: max abs error" in rows["Torch.softmax.0"][3]
+    assert "worst at index" in rows["Torch.softmax.0"][3]
+    assert rows["Functional.gelu.0"][1] == "pass"
+
+
+def test_rows_are_on_disk_as_each_api_completes(tmp_path):
+    """An interrupted run keeps every finished row: each row is flushed before the next API runs."""
+    from precheck.check import check_case
+    from precheck.dump import load_dump
+    from precheck.report import CsvReport
+    dump = load_dump(MLP)
+    report = CsvReport(tmp_path)
+    report.add(check_case(dump.cases[0], dump.data_dir))
+    on_disk = report.result_path.read_text(encoding="utf-8-sig").splitlines()
+    assert on_disk[1].startswith("Functional.linear.0,pass,pass")
+    report.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_target_runs_the_gpt2_dump(tmp_path):
+    summary = run_ut(GPT2, tmp_path, device="cuda")
+    assert summary.device == "cuda:0"
+    assert summary.counts["error"] == 0 and summary.counts["pass"] + summary.counts["warning"] == 40
