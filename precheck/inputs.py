@@ -65,7 +65,8 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
             array = np.load(path, allow_pickle=False)
             if array.dtype.kind not in "biufc":
                 raise InputError(f"{spec.data_name}: unsupported array dtype {array.dtype}")
-            tensor = torch.from_numpy(np.ascontiguousarray(array))
+            # torch only takes native byte order; a big-endian file is still a valid file.
+            tensor = torch.from_numpy(np.ascontiguousarray(array.astype(array.dtype.newbyteorder("="), copy=False)))
         elif suffix == ".pt":
             tensor = torch.load(path, map_location="cpu", weights_only=True)
         else:

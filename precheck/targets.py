@@ -72,10 +72,10 @@ def resolve_device(spec: str) -> str:
             return f"cuda:{spec}"
         raise DeviceError(f"device index {spec} given but no NPU or CUDA device is available")
     kind, _, index = spec.partition(":")
+    if kind not in ("cpu", "cuda", "npu", "mps") or index and not index.isdigit():
+        raise DeviceError(f"unknown device {spec!r} (expected auto, cpu, cuda[:i], npu[:i], mps or an index)")
     if kind == "cpu":
         return "cpu"
-    if kind not in ("cuda", "npu", "mps") or index and not index.isdigit():
-        raise DeviceError(f"unknown device {spec!r} (expected auto, cpu, cuda[:i], npu[:i], mps or an index)")
     if kind == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     elif kind == "npu":

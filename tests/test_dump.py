@@ -482,3 +482,18 @@ def test_real_statistics_dump_has_no_data_names():
     specs = [s for c in dump.cases for s in iter_specs((c.args, c.kwargs))]
     assert specs and all(s.data_name is None for s in specs)
     assert any(s.dtype is torch.bfloat16 for s in specs)
+
+
+def test_deeply_nested_arguments_become_a_problem_case(write_dump):
+    arg = {"type": "int", "value": 1}
+    for _ in range(600):
+        arg = [arg]
+    path = write_dump({"Torch.deep.0.forward": forward_rec(arg), "Torch.abs.0.forward": forward_rec(tensor_rec())})
+    deep, good = load_dump(path).cases
+    assert deep.problem is not None and "nested too deeply" in deep.problem
+    assert good.problem is None
+
+
+def test_json_nested_beyond_the_parser_is_a_dump_error(write_dump):
+    raw = '{"task": "tensor", "data": {"Torch.a.0.forward": ' + "[" * 100000 + "]" * 100000 + "}}"
+    assert "nested" in _dump_error(write_dump(None, raw=raw))

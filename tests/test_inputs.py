@@ -202,10 +202,12 @@ def test_structured_dtype_npy_refused(data_dir):
 
 
 @pytest.mark.parametrize("name", ["../x.pt", "../../x.pt", "sub/../../x.pt"])
-def test_relative_escape_refused(data_dir, name):
-    torch.save(torch.ones(2, 3), data_dir.parent / "x.pt")          # the file exists: refusal is about the path
-    torch.save(torch.ones(2, 3), data_dir.parent.parent / "x.pt")
-    message = input_error(spec(name), data_dir)
+def test_relative_escape_refused(tmp_path, name):
+    deep = tmp_path / "a" / "b" / "dump_tensor_data"
+    deep.mkdir(parents=True)
+    torch.save(torch.ones(2, 3), deep.parent / "x.pt")          # the file exists: refusal is about the path
+    torch.save(torch.ones(2, 3), deep.parent.parent / "x.pt")
+    message = input_error(spec(name), deep)
     assert name in message and "refused" in message
 
 
@@ -309,3 +311,9 @@ def test_real_statistics_dump_inputs_refused():
     case = next(c for c in dump.cases if list(iter_specs(c.args)))
     with pytest.raises(InputError, match=STATISTICS_ONLY):
         load_tree(case.args, dump.data_dir)
+
+
+def test_big_endian_npy_loaded(data_dir):
+    array = np.arange(6, dtype=">f4").reshape(2, 3)
+    np.save(data_dir / "be.npy", array)
+    assert np.array_equal(load_tensor(spec("be.npy"), data_dir).numpy(), array)

@@ -46,7 +46,7 @@ def compare(target: Any, golden: Any, *, cosine: float = DEFAULT_COSINE,
                                   torch.tensor(float(golden), dtype=torch.float64), cosine, max_abs)
         return Comparison(result.status, result.message, result.metrics, str(type(golden)), str(type(target)),
                           None)
-    same = target == golden and type(target) is type(golden) or _is_real_number(target) and target == golden
+    same = target == golden and (type(target) is type(golden) or _is_real_number(target) and _is_real_number(golden))
     return Comparison(PASS if same else ERROR, "" if same else f"value {target!r} != golden {golden!r}",
                       Metrics(binary_mismatch=0.0 if same else 1.0), str(type(golden)), str(type(target)), None)
 
