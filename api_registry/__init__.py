@@ -6,7 +6,7 @@ provides. A dump name that is not in the table is not supported: it is never tur
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -29,6 +29,9 @@ class ApiEntry:
     randomness: RandomCheck | None = None
     # Runs the golden side instead of ``func`` where ``func`` itself would round (``Tensor.half`` and friends).
     golden: Callable[..., Any] | None = None
+    # Integer arguments whose negative Min is a sentinel, not a range (argument place -> lowest valid value):
+    # generated cross-entropy targets are class ids or ignore_index, never -5.
+    int_floors: dict[str, int] = field(default_factory=dict)
 
     def random_reason(self, args: tuple, kwargs: dict) -> str | None:
         return self.randomness(args, kwargs) if self.randomness else None
@@ -87,6 +90,8 @@ def _raise_to_double(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Ten
     return self.double() if self.is_floating_point() else self
 
 
+_TARGET_IS_CLASS_ID = {"input_args[1]": 0, "input_kwargs.target": 0}
+_INT_FLOORS = {"Functional.cross_entropy": _TARGET_IS_CLASS_ID, "Functional.nll_loss": _TARGET_IS_CLASS_ID}
 _GOLDEN = {f"Tensor.{n}": _raise_to_double for n in ("float", "half", "bfloat16", "double")}
 
 
@@ -120,7 +125,8 @@ def registry() -> dict[str, ApiEntry]:
                     continue
                 randomness = _always if key in _ALWAYS_RANDOM else _RANDOM.get(key)
                 table[key] = ApiEntry(name=key, func=func, standard=standard, inplace=_is_inplace(name),
-                                      randomness=randomness, golden=_GOLDEN.get(key))
+                                      randomness=randomness, golden=_GOLDEN.get(key),
+                                      int_floors=_INT_FLOORS.get(key, {}))
     return table
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from api_registry import lookup
 from precheck.dump import Case
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, Comparison, compare, worst
-from precheck.inputs import InputError, load_tree
+from precheck.inputs import InputBuilder, InputError, iter_specs
 from precheck.runner import SideRun, run_side
 from precheck.targets import GOLDEN, target_side
 
@@ -23,6 +23,16 @@ class CheckOptions:
     device: str = "cpu"
     cosine: float = DEFAULT_COSINE
     max_abs: float = DEFAULT_MAX_ABS
+    seed: int = 0                   # seeds every generated input, together with the API name and argument place
+    force_random: bool = False      # generate inputs from statistics even where the dump saved the data
+    max_memory: int | None = None   # bytes one case may need; above it the case is a SKIP row
+
+
+def estimated_bytes(case: Case) -> int:
+    """Memory a case needs, roughly: each input and incoming gradient as recorded, its target copy, its
+    float64 golden copy and that copy's gradient."""
+    return sum(spec.numel * (2 * spec.dtype.itemsize + 16)
+               for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)))
 
 
 @dataclass(frozen=True)
@@ -52,26 +62,32 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
     reason = entry.random_reason(case.args, case.kwargs)
     if reason:
         return skipped(case, reason)
+    need = estimated_bytes(case)
+    if options.max_memory is not None and need > options.max_memory:
+        return skipped(case, f"needs about {need / 2**30:.1f} GiB, above --max-memory "
+                             f"{options.max_memory / 2**30:.1f} GiB")
+    builder = InputBuilder(data_dir, case.name, seed=options.seed, force_random=options.force_random,
+                           int_floors=entry.int_floors)
     try:
-        args = load_tree(case.args, data_dir)
-        kwargs = load_tree(case.kwargs, data_dir)
+        args = builder.build(case.args, "input_args")
+        kwargs = builder.build(case.kwargs, "input_kwargs")
     except InputError as e:
         return skipped(case, str(e))
     grad_outputs, backward_problem = None, None
     if case.has_backward:
         try:
-            grad_outputs = load_tree(case.grad_outputs, data_dir)
+            grad_outputs = builder.build(case.grad_outputs, "backward.input")
         except InputError as e:
             backward_problem = f"backward: {e}"
     target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device))
     golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
     if golden.error:
         why = "cannot run the recorded call" if target.error else "golden (CPU float64) failed"
-        return skipped(case, f"{why}: {golden.error}")
+        return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
     if target.error:
-        row = DetailRow(f"{case.name}.forward.output.0",
-                        Comparison(ERROR, f"target raised {target.error}", None, "", "", None))
-        return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, row.comparison.message, [row])
+        message = "; ".join(filter(None, [f"target raised {target.error}", builder.describe()]))
+        row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
+        return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
     forward = _grade_all(f"{case.name}.forward.output", target.outputs, golden.outputs, options)
     backward = _grade_grads(case, target, golden, options)
     backward_status = worst(r.comparison.status for r in backward) if backward else NO_BACKWARD
@@ -81,6 +97,8 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
                 for r in forward + backward if r.comparison.status != PASS and r.comparison.message]
     if backward_problem:
         problems.append(backward_problem)
+    if builder.generated:
+        problems.append(builder.describe())
     forward_status = worst(r.comparison.status for r in forward)
     if forward_status == SKIP:
         problems.insert(0, "the API returned no output to compare")

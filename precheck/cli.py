@@ -35,6 +35,19 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _size(text: str) -> int:
+    """A memory size: bytes, or a number with K, M, G or T (powers of 1024)."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    try:
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 512M, 8G)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be above 0")
+    return int(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="precheck", description="API precision pre-check for PyTorch dumps")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"pass needs cosine above this (default {DEFAULT_COSINE})")
     run.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS,
                      help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})")
+    run.add_argument("--seed", type=int, default=0,
+                     help="seed of inputs generated from statistics; each API's inputs depend only on it and the "
+                          "API's name (default 0)")
+    run.add_argument("--random", action="store_true",
+                     help="generate inputs from the recorded statistics even where the dump saved the data")
+    run.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
+                     help="a record needing more memory than this (e.g. 8G) is a SKIP row (default: half the "
+                          "machine's memory shared among the workers)")
     run.add_argument("--fail-on", choices=("error", "warning"), default=None,
                      help="exit 1 when any API's forward or backward status is this or worse (for CI gates)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -64,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     from precheck.run_ut import run_ut   # imports torch: keep --help and argument errors fast
     try:
         summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers,
-                         options=CheckOptions(cosine=args.cosine, max_abs=args.max_abs),
+                         options=CheckOptions(cosine=args.cosine, max_abs=args.max_abs, seed=args.seed,
+                                              force_random=args.random, max_memory=args.max_memory),
                          progress=not args.quiet)
     except (DumpError, DeviceError) as e:
         print(f"precheck: error: {e}", file=sys.stderr)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from precheck.dump import TensorSpec
+from precheck.synth import rng_for, synthesize
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
 
@@ -22,12 +23,17 @@ class InputError(Exception):
 
 def map_specs(tree: Any, fn: Callable[[TensorSpec], Any]) -> Any:
     """Apply ``fn`` to every TensorSpec of a decoded argument tree, keeping the tree's shape."""
+    return map_specs_at(tree, lambda spec, where: fn(spec), "")
+
+
+def map_specs_at(tree: Any, fn: Callable[[TensorSpec, str], Any], where: str) -> Any:
+    """``map_specs`` that also tells ``fn`` where the spec sits (``input_args[1]``, ``input_kwargs.target``)."""
     if isinstance(tree, TensorSpec):
-        return fn(tree)
+        return fn(tree, where)
     if isinstance(tree, tuple):
-        return tuple(map_specs(v, fn) for v in tree)
+        return tuple(map_specs_at(v, fn, f"{where}[{i}]") for i, v in enumerate(tree))
     if isinstance(tree, dict):
-        return {k: map_specs(v, fn) for k, v in tree.items()}
+        return {k: map_specs_at(v, fn, f"{where}.{k}") for k, v in tree.items()}
     return tree
 
 
@@ -55,7 +61,7 @@ def resolve(data_dir: Path, data_name: str) -> Path:
 def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
     """Load the saved data of ``spec`` and check it against the recorded shape and dtype."""
     if spec.data_name is None:
-        raise InputError(STATISTICS_ONLY)
+        raise InputError(STATISTICS_ONLY)   # reached only by callers that load files and nothing else
     path = resolve(data_dir, spec.data_name)
     if not path.is_file():
         raise InputError(f"{spec.data_name}: file not found in {data_dir}")
@@ -91,3 +97,40 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
 def load_tree(tree: Any, data_dir: Path) -> Any:
     """Replace every TensorSpec of a decoded tree by its loaded tensor."""
     return map_specs(tree, lambda spec: load_tensor(spec, data_dir))
+
+
+class InputBuilder:
+    """Rebuilds the tensors of one case: from the dump's files, or generated from the recorded statistics
+    where no file was saved (statistics mode) or where ``force_random`` asks for it.
+
+    Generated tensors are seeded by (seed, case name, argument place), never by a stream shared across APIs.
+    ``int_floors`` maps an argument place to the lowest valid value of its non-sentinel entries.
+    """
+
+    def __init__(self, data_dir: Path, case_name: str, *, seed: int = 0, force_random: bool = False,
+                 int_floors: dict[str, int] | None = None) -> None:
+        self.data_dir = data_dir
+        self.case_name = case_name
+        self.seed = seed
+        self.force_random = force_random
+        self.int_floors = int_floors or {}
+        self.generated = 0
+        self.notes: list[str] = []
+
+    def build(self, tree: Any, where: str) -> Any:
+        return map_specs_at(tree, self._tensor, where)
+
+    def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
+        if spec.data_name is not None and not self.force_random:
+            return load_tensor(spec, self.data_dir)
+        tensor, note = synthesize(spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where))
+        self.generated += 1
+        if note:
+            self.notes.append(f"{where}: {note}")
+        return tensor
+
+    def describe(self) -> str:
+        """What the Message says about generated inputs: the seed that rebuilds them, and any fallback."""
+        if not self.generated:
+            return ""
+        return "; ".join([f"inputs generated from statistics (seed {self.seed})", *self.notes])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from precheck.check import ApiResult, CheckOptions
@@ -55,9 +55,10 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     start = time.perf_counter()
     dump = load_dump(api_info)
     resolved = resolve_device(device)
-    base = options or CheckOptions()
-    options = CheckOptions(device=resolved, cosine=base.cosine, max_abs=base.max_abs)
     workers = default_workers() if workers is None else max(1, workers)
+    options = replace(options or CheckOptions(), device=resolved)
+    if options.max_memory is None:
+        options = replace(options, max_memory=default_max_memory(workers))
     results: list[ApiResult] = []
     bar = _progress_bar(len(dump.cases)) if progress else None
     with CsvReport(out_path) as report:
@@ -70,6 +71,15 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
         bar.close()
     results.sort(key=lambda r: r.order)
     return RunSummary(report.result_path, report.details_path, resolved, time.perf_counter() - start, results)
+
+
+def default_max_memory(workers: int) -> int:
+    """Half the machine's memory, shared among the workers that may each hold a case at once."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 16 * 2**30
+    return total // (2 * workers)
 
 
 def _progress_bar(total: int):
