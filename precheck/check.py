@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from api_registry import lookup
 from precheck.dump import Case
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, Comparison, compare, worst
 from precheck.inputs import InputBuilder, InputError, iter_specs
 from precheck.runner import SideRun, run_side
-from precheck.targets import GOLDEN, target_side
+from precheck.targets import GOLDEN, reference_side, target_side
 
 NO_BACKWARD = " "   # msprobe's blank Backward cell: no backward was compared
 
@@ -26,6 +27,8 @@ class CheckOptions:
     seed: int = 0                   # seeds every generated input, together with the API name and argument place
     force_random: bool = False      # generate inputs from statistics even where the dump saved the data
     max_memory: int | None = None   # bytes one case may need; above it the case is a SKIP row
+    standard: str = "default"       # precision standard (precheck.grader.standards), or "auto" per API class
+    bench_device: str | None = None  # reference device for the benchmark standard (the same call, target dtypes)
 
 
 def estimated_bytes(case: Case) -> int:
@@ -81,6 +84,8 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
             backward_problem = f"backward: {e}"
     target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device))
     golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
+    reference = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs,
+                         reference_side(options.bench_device)) if options.bench_device else None
     if golden.error:
         why = "cannot run the recorded call" if target.error else "golden (CPU float64) failed"
         return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
@@ -88,8 +93,9 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
         message = "; ".join(filter(None, [f"target raised {target.error}", builder.describe()]))
         row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
         return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
-    forward = _grade_all(f"{case.name}.forward.output", target.outputs, golden.outputs, options)
-    backward = _grade_grads(case, target, golden, options)
+    grade = _Grader(options, entry.standard, reference)
+    forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
+    backward = grade.grads(f"{case.name}.backward.output", target, golden)
     backward_status = worst(r.comparison.status for r in backward) if backward else NO_BACKWARD
     if backward_problem:
         backward_status = SKIP
@@ -99,6 +105,8 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
         problems.append(backward_problem)
     if builder.generated:
         problems.append(builder.describe())
+    if reference is not None and reference.error:
+        problems.append(f"reference on {options.bench_device} failed ({reference.error}): graded without it")
     forward_status = worst(r.comparison.status for r in forward)
     if forward_status == SKIP:
         problems.insert(0, "the API returned no output to compare")
@@ -112,26 +120,42 @@ def skipped(case: Case, reason: str) -> ApiResult:
     return ApiResult(case.name, case.order, SKIP, SKIP if case.has_backward else NO_BACKWARD, reason, [row])
 
 
-def _grade_all(prefix: str, targets: list, goldens: list, options: CheckOptions) -> list[DetailRow]:
-    if len(targets) != len(goldens):
-        return [DetailRow(f"{prefix}.0", Comparison(
-            ERROR, f"target returned {len(targets)} outputs, golden {len(goldens)}", None, "", "", None))]
-    return [DetailRow(f"{prefix}.{i}", compare(t, g, cosine=options.cosine, max_abs=options.max_abs))
-            for i, (t, g) in enumerate(zip(targets, goldens)) if not (t is None and g is None)]
+class _Grader:
+    """Grades one case's outputs with the run's standard, the API's class and the reference run if any."""
 
+    def __init__(self, options: CheckOptions, api_class: str, reference: SideRun | None) -> None:
+        self.options = options
+        self.api_class = api_class
+        self.reference = reference if reference is not None and not reference.error else None
 
-def _grade_grads(case: Case, target: SideRun, golden: SideRun, options: CheckOptions) -> list[DetailRow]:
-    if target.grads is None or golden.grads is None:
-        return []
-    rows = []
-    for i, t in target.grads.items():
-        g = golden.grads.get(i)
-        name = f"{case.name}.backward.output.{i}"
-        if t is None and g is None:
-            continue
-        if t is None or g is None:
-            missing = "target" if t is None else "golden"
-            rows.append(DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "", None)))
-        else:
-            rows.append(DetailRow(name, compare(t, g, cosine=options.cosine, max_abs=options.max_abs)))
-    return rows
+    def _compare(self, target: Any, golden: Any, reference: Any) -> Comparison:
+        o = self.options
+        return compare(target, golden, standard=o.standard, reference=reference, cosine=o.cosine,
+                       max_abs=o.max_abs, api_class=self.api_class)
+
+    def outputs(self, prefix: str, targets: list, goldens: list) -> list[DetailRow]:
+        if len(targets) != len(goldens):
+            return [DetailRow(f"{prefix}.0", Comparison(
+                ERROR, f"target returned {len(targets)} outputs, golden {len(goldens)}", None, "", "", None))]
+        refs = self.reference.outputs if self.reference and len(self.reference.outputs) == len(targets) \
+            else [None] * len(targets)
+        return [DetailRow(f"{prefix}.{i}", self._compare(t, g, r))
+                for i, (t, g, r) in enumerate(zip(targets, goldens, refs)) if not (t is None and g is None)]
+
+    def grads(self, prefix: str, target: SideRun, golden: SideRun) -> list[DetailRow]:
+        if target.grads is None or golden.grads is None:
+            return []
+        ref_grads = (self.reference.grads if self.reference else None) or {}
+        rows = []
+        for i, t in target.grads.items():
+            g = golden.grads.get(i)
+            name = f"{prefix}.{i}"
+            if t is None and g is None:
+                continue
+            if t is None or g is None:
+                missing = "target" if t is None else "golden"
+                rows.append(DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "",
+                                                       None)))
+            else:
+                rows.append(DetailRow(name, self._compare(t, g, ref_grads.get(i))))
+        return rows

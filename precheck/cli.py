@@ -10,7 +10,7 @@ import sys
 
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
-from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS
+from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.targets import DeviceError
 
 
@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"pass needs cosine above this (default {DEFAULT_COSINE})")
     run.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS,
                      help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})")
+    run.add_argument("--standard", choices=STANDARD_CHOICES, default="default",
+                     help="precision standard: default (cosine > --cosine and max abs < --max-abs, dtype-aware "
+                          "warning), msprobe (the incumbent's cascade), absolute, ulp, binary, thousandth, "
+                          "accumulative, benchmark (two references, see --bench-device), or auto (per API class)")
+    run.add_argument("--bench-device", default=None, metavar="DEVICE",
+                     help="run each API also on this device in the target dtypes and grade the target's error "
+                          "relative to it (benchmark standard; default cpu when --standard benchmark)")
     run.add_argument("--seed", type=int, default=0,
                      help="seed of inputs generated from statistics; each API's inputs depend only on it and the "
                           "API's name (default 0)")
@@ -86,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers,
                          options=CheckOptions(cosine=args.cosine, max_abs=args.max_abs, seed=args.seed,
-                                              force_random=args.random, max_memory=args.max_memory),
+                                              force_random=args.random, max_memory=args.max_memory,
+                                              standard=args.standard, bench_device=args.bench_device),
                          progress=not args.quiet)
     except (DumpError, DeviceError) as e:
         print(f"precheck: error: {e}", file=sys.stderr)

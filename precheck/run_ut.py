@@ -57,6 +57,10 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     resolved = resolve_device(device)
     workers = default_workers() if workers is None else max(1, workers)
     options = replace(options or CheckOptions(), device=resolved)
+    if options.standard == "benchmark" and options.bench_device is None:
+        options = replace(options, bench_device="cpu")     # the two-reference verdict needs its reference
+    if options.bench_device is not None:
+        options = replace(options, bench_device=resolve_device(options.bench_device))
     if options.max_memory is None:
         options = replace(options, max_memory=default_max_memory(workers))
     results: list[ApiResult] = []

@@ -90,3 +90,8 @@ def resolve_device(spec: str) -> str:
 
 def target_side(device: str) -> Side:
     return Side(name="target", device=device, golden=False)
+
+
+def reference_side(device: str) -> Side:
+    """The benchmark standard's second reference: the same call in the target dtypes on another device."""
+    return Side(name="reference", device=device, golden=False)

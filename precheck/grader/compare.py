@@ -1,9 +1,9 @@
-"""Grade one target output against its float64 golden with the product's default rule.
+"""Compare one output (or a tree of outputs) against its float64 golden under a precision standard.
 
-Pass iff cosine > ``cosine`` and max absolute error < ``max_abs``. Otherwise warning when the output still meets
-the dtype-aware tolerance of its target dtype (msprobe's in-run cascade, computed against our float64 golden),
-else error. Any non-finite value that the golden does not hold identically is an error. Integer and bool
-outputs must match exactly. One-element outputs have no cosine and are judged by absolute and relative error.
+Integer and bool outputs must match exactly under every standard; Python floats are compared as one-element
+float64 tensors (with a tolerance, never ``==``); other values must be equal. Float outputs get every metric of
+the details CSV and the verdict of the chosen standard (standards.py). Any non-finite value that the golden does
+not hold identically is an error, whatever the standard.
 """
 from __future__ import annotations
 
@@ -12,12 +12,10 @@ from typing import Any
 
 import torch
 
-from precheck.grader.limits import is_low_precision
+from precheck.grader.limits import absolute_regime, accumulative_regime
 from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
-from precheck.grader.status import ERROR, PASS, SKIP, WARNING
-
-DEFAULT_COSINE = 0.99
-DEFAULT_MAX_ABS = 1e-4
+from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve
+from precheck.grader.status import ERROR, PASS
 
 
 @dataclass(frozen=True)
@@ -30,25 +28,60 @@ class Comparison:
     golden_dtype: str
     target_dtype: str
     shape: tuple[int, ...] | None
+    standard: str = ""
 
 
-def compare(target: Any, golden: Any, *, cosine: float = DEFAULT_COSINE,
-            max_abs: float = DEFAULT_MAX_ABS) -> Comparison:
-    """Compare one output leaf: a tensor, a Python number, or any other value compared for equality."""
+def compare(target: Any, golden: Any, *, standard: str = "default", target_dtype: torch.dtype | None = None,
+            reference: Any = None, cosine: float = DEFAULT_COSINE, max_abs: float = DEFAULT_MAX_ABS,
+            api_class: str | None = None) -> Comparison:
+    """Compare one output leaf: a tensor, a Python number, or any other value compared for equality.
+
+    ``target_dtype``: the precision the target was computed in, when ``target`` is held in another dtype (a
+    bf16 result saved as fp32); ``reference``: the same output from a reference device in the target dtype,
+    for the ``benchmark`` standard; ``api_class``: the API's class in api_registry, for ``auto``.
+    """
     if isinstance(target, torch.Tensor) and isinstance(golden, torch.Tensor):
-        return _compare_tensors(target, golden, cosine, max_abs)
+        return _compare_tensors(target, golden, standard, target_dtype, reference, cosine, max_abs, api_class)
     if isinstance(target, torch.Tensor) or isinstance(golden, torch.Tensor):
         return Comparison(ERROR, f"type mismatch: target is {_kind(target)}, golden is {_kind(golden)}", None,
                           _kind(golden), _kind(target), None)
     if _is_real_number(target) and _is_real_number(golden) and (isinstance(target, float) or
                                                                   isinstance(golden, float)):
+        ref = torch.tensor(float(reference), dtype=torch.float64) if _is_real_number(reference) else None
         result = _compare_tensors(torch.tensor(float(target), dtype=torch.float64),
-                                  torch.tensor(float(golden), dtype=torch.float64), cosine, max_abs)
+                                  torch.tensor(float(golden), dtype=torch.float64), standard, None, ref, cosine,
+                                  max_abs, api_class)
         return Comparison(result.status, result.message, result.metrics, str(type(golden)), str(type(target)),
-                          None)
+                          None, result.standard)
     same = target == golden and (type(target) is type(golden) or _is_real_number(target) and _is_real_number(golden))
     return Comparison(PASS if same else ERROR, "" if same else f"value {target!r} != golden {golden!r}",
-                      Metrics(binary_mismatch=0.0 if same else 1.0), str(type(golden)), str(type(target)), None)
+                      Metrics(binary_mismatch=0.0 if same else 1.0), str(type(golden)), str(type(target)), None,
+                      "exact")
+
+
+def compare_tree(target: Any, golden: Any, path: str = "output", **options: Any) -> list[tuple[str, Comparison]]:
+    """Compare nested tuples / lists / dicts of outputs leaf by leaf; a structural difference is an error."""
+    if isinstance(target, (tuple, list)) and not isinstance(target, torch.Size) and \
+            isinstance(golden, (tuple, list)) and not isinstance(golden, torch.Size):
+        if len(target) != len(golden):
+            return [(path, _structure_error(f"target has {len(target)} items, golden {len(golden)}"))]
+        refs = options.pop("reference", None)
+        refs = refs if isinstance(refs, (tuple, list)) and len(refs) == len(target) else [None] * len(target)
+        return [leaf for i, (t, g, r) in enumerate(zip(target, golden, refs))
+                for leaf in compare_tree(t, g, f"{path}[{i}]", reference=r, **options)]
+    if isinstance(target, dict) and isinstance(golden, dict):
+        if target.keys() != golden.keys():
+            return [(path, _structure_error(f"keys differ: target {sorted(map(str, target))}, golden "
+                                            f"{sorted(map(str, golden))}"))]
+        refs = options.pop("reference", None)
+        refs = refs if isinstance(refs, dict) else {}
+        return [leaf for k in target
+                for leaf in compare_tree(target[k], golden[k], f"{path}[{k!r}]", reference=refs.get(k), **options)]
+    return [(path, compare(target, golden, **options))]
+
+
+def _structure_error(message: str) -> Comparison:
+    return Comparison(ERROR, message, None, "", "", None)
 
 
 def _is_real_number(x: Any) -> bool:
@@ -60,7 +93,8 @@ def _kind(x: Any) -> str:
     return str(x.dtype) if isinstance(x, torch.Tensor) else str(type(x))
 
 
-def _compare_tensors(target: torch.Tensor, golden: torch.Tensor, cosine: float, max_abs: float) -> Comparison:
+def _compare_tensors(target: torch.Tensor, golden: torch.Tensor, standard: str, target_dtype: torch.dtype | None,
+                     reference: Any, cosine: float, max_abs: float, api_class: str | None) -> Comparison:
     shape = tuple(target.shape)
     dtypes = dict(golden_dtype=str(golden.dtype), target_dtype=str(target.dtype), shape=shape)
     if tuple(golden.shape) != shape:
@@ -71,61 +105,35 @@ def _compare_tensors(target: torch.Tensor, golden: torch.Tensor, cosine: float, 
     if not is_float and not (golden.dtype.is_floating_point or golden.dtype.is_complex):
         m = exact_metrics(target, golden)
         if m.binary_mismatch == 0:
-            return Comparison(PASS, "", m, **dtypes)
+            return Comparison(PASS, "", m, **dtypes, standard="exact")
         k = round(m.binary_mismatch * target.numel())
         where = _at(shape, m.worst_index, target, golden, "largest difference")
-        return Comparison(ERROR, f"{k}/{target.numel()} elements differ from the golden{where}", m, **dtypes)
-    target_dtype = target.dtype if is_float else torch.float64
-    m = float_metrics(target, golden, target_dtype)
-    status, message = judge(m, target_dtype, cosine, max_abs)
+        return Comparison(ERROR, f"{k}/{target.numel()} elements differ from the golden{where}", m, **dtypes,
+                          standard="exact")
+    dtype = target_dtype or (target.dtype if is_float else torch.float64)
+    has_reference = isinstance(reference, torch.Tensor) and tuple(reference.shape) == shape
+    name = resolve(standard, api_class, has_reference)
+    regime = accumulative_regime(dtype) if name == "accumulative" else absolute_regime(dtype)
+    m = float_metrics(target, golden, dtype, regime)
+    ref = float_metrics(reference, golden, dtype, regime) if has_reference else None
+    status, message = judge(m, dtype, name, cosine=cosine, max_abs=max_abs, reference=ref, api_class=api_class)
     if status != PASS:
         message += _at(shape, m.worst_index, target, golden) if m.nonfinite_mismatches == 0 else \
             _at(shape, m.first_nonfinite_mismatch, target, golden, "first")
-    return Comparison(status, message, m, **dtypes)
+    return Comparison(status, message, m, **dtypes, standard=name)
 
 
-def judge(m: Metrics, target_dtype: torch.dtype, cosine: float = DEFAULT_COSINE,
-          max_abs: float = DEFAULT_MAX_ABS) -> tuple[str, str]:
-    """The default rule on computed metrics: (status, reason); the reason is empty on pass."""
+def judge(m: Metrics, dtype: torch.dtype, standard: str = "default", *, cosine: float = DEFAULT_COSINE,
+          max_abs: float = DEFAULT_MAX_ABS, reference: Metrics | None = None,
+          api_class: str | None = None) -> tuple[str, str]:
+    """A standard's verdict on computed metrics: (status, reason); the reason is empty on pass."""
     if m.nonfinite_mismatches:
-        return ERROR, f"inf/nan mismatch in {m.inf_nan_err_ratio:.4%} of elements"
+        return ERROR, f"inf/nan mismatch at {m.nonfinite_mismatches} position(s)"
     if m.max_abs_err is None:
         return PASS, ""  # every position holds the same non-finite value on both sides
-    cos_ok = m.cosine is None or m.cosine > cosine
-    if cos_ok and m.max_abs_err < max_abs:
-        return PASS, ""
-    reasons = []
-    if not cos_ok:
-        reasons.append(f"cosine {m.cosine:.6f} <= {cosine}")
-    if m.max_abs_err >= max_abs:
-        reasons.append(f"max abs error {m.max_abs_err:.3g} >= {max_abs:g}")
-    verdict = _dtype_cascade(m, target_dtype)
-    if verdict == ERROR:
-        return ERROR, "; ".join(reasons) + f"; beyond the {target_dtype} tolerance ({_cascade_reason(m, target_dtype)})"
-    return WARNING, "; ".join(reasons) + f"; within the {target_dtype} tolerance"
-
-
-def _dtype_cascade(m: Metrics, dtype: torch.dtype) -> str:
-    """msprobe's in-run verdict (REFERENCE §3), against our float64 golden."""
-    if m.cosine is not None and m.cosine <= 0.99:
-        return ERROR
-    if m.max_abs_err < 1e-3:
-        return PASS
-    if is_low_precision(dtype):
-        if m.rel_within_1e2 <= 0.99:
-            return ERROR
-        return WARNING if m.rel_within_1e3 <= 0.999 else PASS
-    if m.rel_within_1e3 <= 0.999:
-        return ERROR
-    return WARNING if m.rel_within_1e4 <= 0.9999 else PASS
-
-
-def _cascade_reason(m: Metrics, dtype: torch.dtype) -> str:
-    if m.cosine is not None and m.cosine <= 0.99:
-        return f"cosine {m.cosine:.6f} <= 0.99"
-    if is_low_precision(dtype):
-        return f"only {m.rel_within_1e2:.4%} of elements within 1e-2 relative error, 99% required"
-    return f"only {m.rel_within_1e3:.4%} of elements within 1e-3 relative error, 99.9% required"
+    name = resolve(standard, api_class, reference is not None)
+    ctx = Context(dtype=dtype, cosine=cosine, max_abs=max_abs, reference=reference, api_class=api_class)
+    return STANDARDS[name](m, ctx)
 
 
 def _at(shape: tuple[int, ...], flat: int | None, target: torch.Tensor, golden: torch.Tensor,
@@ -137,11 +145,11 @@ def _at(shape: tuple[int, ...], flat: int | None, target: torch.Tensor, golden: 
     if t.is_complex():
         t, g = torch.view_as_real(t), torch.view_as_real(g.to(torch.complex128))
         shape = tuple(t.shape)
-    index = _unravel(flat, shape)
+    index = unravel(flat, shape)
     return f" ({which} at index {index}: target {t.reshape(-1)[flat].item()!r}, golden {g.reshape(-1)[flat].item()!r})"
 
 
-def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Flat index to a multi-index (torch.unravel_index imports sympy on first use: half a second)."""
     index = []
     for size in reversed(shape):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from precheck.grader.limits import limits_for
+from precheck.grader.limits import Regime, absolute_regime, limits_for
 
 _EPS = torch.finfo(torch.float64).eps
 
@@ -56,13 +56,16 @@ def _share(mask: torch.Tensor, n: int) -> float:
     return float(mask.sum()) / n if n else 0.0
 
 
-def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torch.dtype) -> Metrics:
-    """All metrics of a floating output; ``target_dtype`` sets the small-value, rtol and ULP rules."""
+def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torch.dtype,
+                  regime: Regime | None = None) -> Metrics:
+    """All metrics of a floating output; ``target_dtype`` sets the small-value, rtol and ULP rules, ``regime``
+    the split of the threshold columns (default: the absolute-threshold standard's)."""
     t, g = _flat64(target), _flat64(golden)
     n = t.numel()
     if n == 0:
         return Metrics()
     lim = limits_for(target_dtype)
+    regime = regime or absolute_regime(target_dtype)
     t_fin, g_fin = torch.isfinite(t), torch.isfinite(g)
     both_nan = torch.isnan(t) & torch.isnan(g)
     agree = (t == g) | both_nan
@@ -76,8 +79,9 @@ def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torc
     index = finite.nonzero().reshape(-1)
     tf, gf = t[finite], g[finite]
     m = tf.numel()
-    common = dict(binary_mismatch=binary_mismatch, inf_nan_err_ratio=n_bad / n, nonfinite_mismatches=n_bad,
-                  first_nonfinite_mismatch=first_bad)
+    # As msprobe: the share of non-finite positions (on either side) that do not agree.
+    common = dict(binary_mismatch=binary_mismatch, inf_nan_err_ratio=_share(bad_nonfinite, n - int((t_fin & g_fin).sum())),
+                  nonfinite_mismatches=n_bad, first_nonfinite_mismatch=first_bad)
     if m == 0:
         return Metrics(**common)
     diff = tf - gf
@@ -88,6 +92,8 @@ def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torc
     small = abs_g <= lim.small_value
     normal = ~small
     n_small, n_normal = int(small.sum()), int(normal.sum())
+    t_small = abs_g <= regime.small_value    # the threshold columns' own split
+    t_normal = ~t_small
     eb = torch.clamp(torch.floor(torch.log2(abs_g)), min=lim.min_eb)  # log2(0) = -inf is clamped to min_eb
     ulp = abs_err * 2.0 ** lim.mantissa_bits * torch.exp2(-eb)   # split: 2^(52 + 1022) would overflow
     rel_normal = rel[normal]
@@ -105,8 +111,8 @@ def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torc
         small_value_err_ratio=_share(small & (abs_err > lim.small_value_atol), n_small),
         max_rel_err=float(rel_normal.max()) if n_normal else 0.0,
         mean_rel_err=float(rel_normal.mean()) if n_normal else 0.0,
-        rel_err_ratio=_share(normal & (rel > lim.rtol), m),
-        abs_err_ratio=_share(small & (abs_err > lim.small_value_atol), m),
+        rel_err_ratio=_share(t_normal & (rel > regime.rtol), int(t_normal.sum())),
+        abs_err_ratio=_share(t_small & (abs_err > regime.atol), int(t_small.sum())),
         ulp_max=float(ulp.max()),
         ulp_mean=float(ulp.mean()),
         ulp_above_ratio=_share(ulp > lim.ulp_threshold, m),
