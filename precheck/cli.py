@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
@@ -84,11 +85,39 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fail-on", choices=("error", "warning"), default=None,
                      help="exit 1 when any API's forward or backward status is this or worse (for CI gates)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    apc = commands.add_parser("api_precision_compare",
+                              help="msprobe's second-stage verdict from an NPU and a GPU details CSV",
+                              description="Compare the details CSVs of the same dump run on a target (-npu) and a "
+                                          "reference device (-gpu); writes api_precision_compare_{result,details}"
+                                          "_{ts}.csv.")
+    apc.add_argument("-npu", "--npu_csv_path", required=True, help="details CSV of the target device")
+    apc.add_argument("-gpu", "--gpu_csv_path", required=True, help="details CSV of the reference device")
+    apc.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
+    apc.add_argument("--standard", choices=("benchmark", "auto"), default="benchmark",
+                     help="benchmark: every float output by the ratio of its errors, as msprobe; auto: each API by "
+                          "the standard of its class")
     return parser
+
+
+def _precision_compare(args: argparse.Namespace) -> int:
+    from precheck.precision_compare import CompareError, api_precision_compare
+    try:
+        summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
+    except CompareError as e:
+        print(f"precheck: error: {e}", file=sys.stderr)
+        return 2
+    counts = Counter(f for f, _ in summary.apis.values())
+    print(f"precheck api_precision_compare: {len(summary.apis)} APIs; forward: "
+          + ", ".join(f"{k} {counts.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
+          + f"\n  result:  {summary.result_path}\n  details: {summary.details_path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "api_precision_compare":
+        return _precision_compare(args)
     from precheck.run_ut import run_ut   # imports torch: keep --help and argument errors fast
     try:
         summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers,

@@ -22,7 +22,7 @@ DETAILS_HEADER = [
 BLANK = " "
 
 
-def _cell(value: object) -> str:
+def cell(value: object) -> str:
     """msprobe's cell text: floats with 14 fixed decimals, blanks as one space."""
     if value is None or value == "":
         return BLANK
@@ -32,15 +32,15 @@ def _cell(value: object) -> str:
 
 
 def result_row(r: ApiResult) -> list[str]:
-    return [r.name, r.forward, r.backward, _cell(r.message)]
+    return [r.name, r.forward, r.backward, cell(r.message)]
 
 
 def detail_row(d: DetailRow) -> list[str]:
     c = d.comparison
     metrics = c.metrics.columns() if c.metrics is not None else [None] * 17
     shape = BLANK if c.shape is None else str(tuple(c.shape))
-    return [d.name, _cell(c.golden_dtype), _cell(c.target_dtype), shape, *map(_cell, metrics), c.status,
-            _cell(c.message)]
+    return [d.name, cell(c.golden_dtype), cell(c.target_dtype), shape, *map(cell, metrics), c.status,
+            cell(c.message)]
 
 
 def _line(row: list[str]) -> str:
@@ -83,15 +83,33 @@ class CsvReport:
         self._result.close()
         self._details.close()
         rows = sorted(self._written, key=lambda w: w[0])
-        for path, header, index in ((self.result_path, RESULT_HEADER, 1), (self.details_path, DETAILS_HEADER, 2)):
-            tmp = path.with_suffix(".csv.tmp")
-            with open(tmp, "w", encoding="utf-8-sig", newline="") as f:
-                f.write(_line(header))
-                f.writelines(w[index] for w in rows)
-            os.replace(tmp, path)
+        _write_lines(self.result_path, RESULT_HEADER, [w[1] for w in rows])
+        _write_lines(self.details_path, DETAILS_HEADER, [w[2] for w in rows])
 
     def __enter__(self) -> "CsvReport":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    """A whole CSV in msprobe's dialect."""
+    _write_lines(path, header, [_line(row) for row in rows])
+
+
+def _write_lines(path: Path, header: list[str], lines: list[str]) -> None:
+    """Header and rendered lines, through a temporary file so no reader ever sees half a file."""
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", encoding="utf-8-sig", newline="") as f:
+        f.write(_line(header))
+        f.writelines(lines)
+    os.replace(tmp, path)
+
+
+def read_csv_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """Header and rows of a CSV written by precheck or msprobe (BOM or not, CRLF or LF)."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        return header, [dict(zip(header, row)) for row in reader if row]

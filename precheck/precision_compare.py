@@ -1,0 +1,208 @@
+"""``precheck api_precision_compare``: msprobe's second-stage verdict from two details CSVs.
+
+The NPU (target) and GPU (reference) details CSVs of the same dump, ours or msprobe's, are matched row by row
+on the output-level API Name. Float outputs are judged by the benchmark standard on the ratios of their error
+columns (or, with ``standard="auto"``, by the standard of the API's class, on the target's columns); integer and
+bool outputs by their binary mismatch rate. The output files have msprobe's names and headers.
+
+Where msprobe loses or misjudges rows, this does not: a row with no match in the GPU file, a duplicate, or a
+malformed name becomes a SKIP row saying so (msprobe drops the first and aborts on the second); a stage-1 error
+whose metrics are blank (a shape mismatch) stays an error (msprobe reads the blanks as 0 and passes it); a blank
+metric is "not measured", never 0.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from api_registry import lookup
+from precheck.dump import parse_dtype, RecordError
+from precheck.grader.metrics import Metrics
+from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
+from precheck.grader.status import ERROR, PASS, SKIP, worst
+from precheck.report import BLANK, DETAILS_HEADER, cell, read_csv_rows, write_csv
+
+RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
+DETAILS_HEADER_2 = [
+    "API Name", "小值域错误比值", "小值域判定结果", "均方根误差比值", "均方根误差判定结果", "相对误差最大值比值", "相对误差最大值判定结果",
+    "相对误差平均值比值", "相对误差平均值判定结果", "误差均衡性比值", "误差均衡性判定结果", "inf/nan错误率", "inf/nan判定结果",
+    "相对误差错误率", "相对误差判定结果", "绝对误差错误率", "绝对误差判定结果", "二进制一致错误率", "二进制一致错误率判定结果",
+    "ULP误差平均值", "ULP误差大于阈值占比", "ULP误差大于阈值占比比值", "ULP误差判定结果", "双千指标", "双千指标判定结果", "比对结果",
+    "比对算法", "Message",
+]
+ALGORITHMS = {"benchmark": "标杆比对法", "absolute": "绝对阈值法", "ulp": "ULP误差比对法", "binary": "二进制一致法",
+              "thousandth": "双千指标法", "accumulative": "累积误差比对法", "default": "precheck默认标准",
+              "msprobe": "msprobe单标杆标准"}
+# Details-CSV column of each Metrics field (the 17 metric columns, in order).
+_METRIC_COLUMNS = dict(zip([f for f in Metrics.__dataclass_fields__][:17], DETAILS_HEADER[4:21]))
+_ROW_NAME = re.compile(r"^(?P<api>.+)\.(?P<direction>forward|backward)\.output\.(?P<index>\d+)$")
+_STATUS = {"pass": PASS, "warning": "warning", "error": ERROR, "skip": SKIP}
+
+
+class CompareError(Exception):
+    """A details CSV cannot be used at all (one line, exit code 2)."""
+
+
+@dataclass(frozen=True)
+class PrecisionCompareSummary:
+    result_path: Path
+    details_path: Path
+    apis: dict[str, tuple[str, str]]     # API -> (forward, backward)
+
+
+def _value(text: str | None) -> float | None:
+    """A metric cell: blank means not measured (None), never 0."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _metrics(row: dict[str, str]) -> Metrics:
+    return Metrics(**{field: _value(row.get(column)) for field, column in _METRIC_COLUMNS.items()})
+
+
+def _dtype(text: str) -> torch.dtype | None:
+    try:
+        return parse_dtype(text.strip(), "DEVICE Dtype")
+    except RecordError:
+        return None
+
+
+def _read(path: Path, side: str) -> list[dict[str, str]]:
+    try:
+        header, rows = read_csv_rows(path)
+    except FileNotFoundError:
+        raise CompareError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise CompareError(f"{path}: cannot read: {e}") from None
+    missing = {"API Name", "DEVICE Dtype", "Status", *_METRIC_COLUMNS.values()} - set(header)
+    if missing:
+        raise CompareError(f"{path} ({side}): not an accuracy_checking_details CSV, missing columns: "
+                           f"{', '.join(sorted(missing))}")
+    return rows
+
+
+def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool, standard: str) -> list[str]:
+    """One details row of the output: its 28 cells."""
+    name = npu["API Name"]
+    out = {column: BLANK for column in DETAILS_HEADER_2}
+    out["API Name"] = name
+    out["Message"] = BLANK
+
+    def finish(status: str, algorithm: str, message: str) -> list[str]:
+        out["比对结果"], out["比对算法"], out["Message"] = status, ALGORITHMS.get(algorithm, algorithm or BLANK), \
+            message or BLANK
+        return [out[c] for c in DETAILS_HEADER_2]
+
+    stage1 = _STATUS.get(npu.get("Status", "").strip().lower(), "")
+    message = npu.get("Message", "").strip()
+    if _ROW_NAME.match(name) is None:
+        return finish(SKIP, "", f"The API name {name} is invalid.")
+    if gpu is None:
+        return finish(SKIP, "", "no row of this name in the GPU details")
+    if duplicate:
+        return finish(SKIP, "", "several rows of this name in the GPU details")
+    dtype = _dtype(npu.get("DEVICE Dtype", ""))
+    m = _metrics(npu)
+    if stage1 == SKIP or not npu.get("DEVICE Dtype", "").strip():
+        return finish(SKIP, "", message or "skipped in the first stage")
+    if all(v is None for v in m.columns()):
+        # Nothing measured: a stage-1 verdict without metrics (shape or type mismatch) stands as it was.
+        return finish(ERROR if stage1 == ERROR else SKIP, "", message or "no metrics to compare")
+    if dtype is None or not (dtype.is_floating_point or dtype.is_complex):
+        rate = m.binary_mismatch
+        out["二进制一致错误率"] = cell(rate)
+        status = PASS if rate == 0 else ERROR
+        out["二进制一致错误率判定结果"] = status
+        return finish(status, "binary", "" if status == PASS else "ERROR: 二进制一致错误率超过阈值")
+    if dtype in (torch.float64,) or dtype.is_complex:
+        return finish(SKIP, "", "This data type does not support benchmark compare.")
+    api = _ROW_NAME.match(name)["api"]
+    entry = lookup(api.rsplit(".", 1)[0]) if "." in api else None
+    api_class = entry.standard if entry else None
+    ref = _metrics(gpu)
+    name_std = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
+    if name_std == "benchmark":
+        return finish(*_benchmark(out, m, ref, dtype, api_class))
+    status, reason = STANDARDS[name_std](_filled(m), Context(dtype=dtype, reference=_filled(ref),
+                                                             api_class=api_class))
+    return finish(status, name_std, reason)
+
+
+def _filled(m: Metrics) -> Metrics:
+    """Blank columns of an otherwise measured row read as 0 for the single-side standards."""
+    return Metrics(**{f: (0.0 if v is None else v) for f, v in zip(_METRIC_COLUMNS, m.columns())})
+
+
+def _benchmark(out: dict[str, str], m: Metrics, ref: Metrics, dtype: torch.dtype,
+               api_class: str | None) -> tuple[str, str, str]:
+    columns = (("小值域错误比值", "小值域判定结果"), ("均方根误差比值", "均方根误差判定结果"),
+               ("相对误差最大值比值", "相对误差最大值判定结果"), ("相对误差平均值比值", "相对误差平均值判定结果"),
+               ("误差均衡性比值", "误差均衡性判定结果"))
+    messages, statuses = [], []
+    ratios = benchmark_ratios(_filled(m), _filled(ref), dtype, api_class)
+    for (ratio_col, verdict_col), r in zip(columns, ratios):
+        if not (math.isfinite(r.mine) and math.isfinite(r.theirs)):
+            same = r.mine == r.theirs or math.isnan(r.mine) and math.isnan(r.theirs)
+            status = PASS if same else ERROR
+            out[ratio_col] = BLANK
+            messages.append(f"{r.name}: inf/nan {'on both sides' if same else 'on one side only'}")
+        else:
+            status = ERROR if r.failed else PASS
+            out[ratio_col] = cell(r.ratio)
+            if r.failed:
+                messages.append(f"{r.name} {r.ratio:.3g}x the GPU's, above {r.limit:g}x")
+        out[verdict_col] = status
+        if r.counts:
+            statuses.append(status)
+    return worst(statuses), "benchmark", "; ".join(messages)
+
+
+def api_precision_compare(npu_csv: str | os.PathLike, gpu_csv: str | os.PathLike, out_dir: str | os.PathLike,
+                          standard: str = "benchmark") -> PrecisionCompareSummary:
+    """Compare two details CSVs and write msprobe's ``api_precision_compare_{result,details}_{ts}.csv``."""
+    npu_rows = _read(Path(npu_csv), "-npu")
+    gpu_rows = _read(Path(gpu_csv), "-gpu")
+    gpu: dict[str, dict[str, str]] = {}
+    duplicates: set[str] = set()
+    for row in gpu_rows:
+        if row["API Name"] in gpu:
+            duplicates.add(row["API Name"])
+        gpu[row["API Name"]] = row
+    details: list[list[str]] = []
+    per_api: dict[str, dict[str, list[str]]] = {}
+    messages: dict[str, str] = {}
+    for row in npu_rows:
+        cells = _judge_row(row, gpu.get(row["API Name"]), row["API Name"] in duplicates, standard)
+        details.append(cells)
+        m = _ROW_NAME.match(row["API Name"])
+        api, direction = (m["api"], m["direction"]) if m else (row["API Name"], "forward")
+        per_api.setdefault(api, {"forward": [], "backward": []})[direction].append(cells[-3])
+        if cells[-3] != PASS and cells[-1].strip():
+            messages.setdefault(api, f"{row['API Name'].removeprefix(api + '.')}: {cells[-1]}")
+    results = {api: (_aggregate(d["forward"]), _aggregate(d["backward"])) for api, d in per_api.items()}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ts = time.strftime("%Y%m%d%H%M%S")
+    result_path = out / f"api_precision_compare_result_{ts}.csv"
+    details_path = out / f"api_precision_compare_details_{ts}.csv"
+    write_csv(details_path, DETAILS_HEADER_2, details)
+    write_csv(result_path, RESULT_HEADER, [[api, f, b, messages.get(api, BLANK)] for api, (f, b) in results.items()])
+    return PrecisionCompareSummary(result_path, details_path, results)
+
+
+def _aggregate(statuses: list[str]) -> str:
+    """msprobe's rule: blank when nothing, SKIP when all skipped, else the worst graded status."""
+    if not statuses:
+        return BLANK
+    return worst(s for s in statuses if s != SKIP) if any(s != SKIP for s in statuses) else SKIP
