@@ -265,6 +265,11 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _statistic(value: Any) -> float | None:
+    """A recorded statistic; a bool tensor's Max/Min are JSON true/false."""
+    return float(value) if isinstance(value, bool) else _number(value)
+
+
 def parse_dtype(name: Any, where: str) -> torch.dtype:
     if isinstance(name, str):
         if name in _TORCH_DTYPES:
@@ -280,7 +285,7 @@ def _decode_tensor(raw: dict, where: str) -> TensorSpec:
     if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                               for s in shape):
         raise RecordError(f"{where}: shape must be a list of non-negative integers, got {shape!r}")
-    stats = Stats(*(_number(raw.get(k)) for k in ("Max", "Min", "Mean", "Norm")))
+    stats = Stats(*(_statistic(raw.get(k)) for k in ("Max", "Min", "Mean", "Norm")))
     data_name = raw.get("data_name")
     if data_name is not None and not isinstance(data_name, str):
         raise RecordError(f"{where}: data_name is not a string")

@@ -123,7 +123,11 @@ class InputBuilder:
     def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
         if spec.data_name is not None and not self.force_random:
             return load_tensor(spec, self.data_dir)
-        tensor, note = synthesize(spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where))
+        try:
+            tensor, note = synthesize(spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where))
+        except Exception as e:  # statistics no generator foresaw: this record's SKIP, never the run's end
+            raise InputError(f"{where}: cannot generate from statistics {spec.stats}: {type(e).__name__}: {e}") \
+                from None
         self.generated += 1
         if note:
             self.notes.append(f"{where}: {note}")

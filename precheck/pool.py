@@ -18,7 +18,8 @@ from precheck.inputs import iter_specs
 
 # Serial cost model, calibrated with benchmarks/bench_run_ut.py on a 2-core machine.
 SECONDS_PER_CASE = 4e-3
-SECONDS_PER_ELEMENT = 2e-8
+SECONDS_PER_ELEMENT = 2e-8             # loaded from a file
+SECONDS_PER_GENERATED_ELEMENT = 2.5e-7  # rebuilt from statistics (precheck/synth.py)
 POOL_START_SECONDS = 2.0
 
 
@@ -26,16 +27,20 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def estimated_serial_seconds(cases: list[Case]) -> float:
-    elements = sum(spec.numel for case in cases for spec in iter_specs((case.args, case.kwargs)))
-    return len(cases) * SECONDS_PER_CASE + elements * SECONDS_PER_ELEMENT
+def estimated_serial_seconds(cases: list[Case], force_random: bool = False) -> float:
+    seconds = len(cases) * SECONDS_PER_CASE
+    for case in cases:
+        for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)):
+            generated = force_random or spec.data_name is None
+            seconds += spec.numel * (SECONDS_PER_GENERATED_ELEMENT if generated else SECONDS_PER_ELEMENT)
+    return seconds
 
 
-def use_pool(cases: list[Case], workers: int) -> bool:
+def use_pool(cases: list[Case], workers: int, force_random: bool = False) -> bool:
     """A pool pays off when the work it saves exceeds what it costs to start."""
     if workers <= 1 or len(cases) < 2:
         return False
-    serial = estimated_serial_seconds(cases)
+    serial = estimated_serial_seconds(cases, force_random)
     return serial - serial / min(workers, len(cases)) > POOL_START_SECONDS
 
 
@@ -48,7 +53,7 @@ def _check_in_worker(case: Case, data_dir: Path, options: CheckOptions) -> ApiRe
 
 def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers: int) -> Iterator[ApiResult]:
     """Yield one ApiResult per case, in completion order."""
-    if not use_pool(cases, workers):
+    if not use_pool(cases, workers, options.force_random):
         # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
         # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
         threads = torch.get_num_threads()

@@ -23,7 +23,7 @@ import torch
 
 from precheck.dump import TensorSpec
 
-_CORRECTION_ROUNDS = 60
+_CORRECTION_ROUNDS = 200
 
 
 def rng_for(seed: int, case_name: str, where: str) -> np.random.Generator:
@@ -102,17 +102,25 @@ def _floats(n: int, spec: TensorSpec, rng: np.random.Generator) -> tuple[torch.T
     specials = specials[:n]
     m_fin = n - len(specials)
     if specials:
-        hi, lo = _finite_bounds(s.max, s.min)
-        values, _ = _moment_matched(m_fin, hi, lo, None, None, rng)
-        note = f"statistics hold inf/nan: placed {len(specials)} non-finite value(s), the rest drawn in [{lo:g}, {hi:g}]"
+        hi, lo = _finite_bounds(s.max, s.min, s.mean, s.norm, n)
+        if m_fin == 0:
+            values = np.empty(0)
+        elif m_fin == 1:   # one finite slot: the recorded finite bound, if there is one
+            values = np.array([s.min if _finite(s.min) else s.max if _finite(s.max) else 0.0])
+        else:
+            values, _ = _moment_matched(m_fin, hi, lo, None, None, rng)
+        note = f"statistics hold inf/nan: placed {len(specials)} non-finite value(s)" + \
+            (f", the rest drawn in [{lo:g}, {hi:g}]" if m_fin else "")
         full = np.empty(n)
         order = rng.permutation(n)
         full[order[:len(specials)]] = specials
         full[order[len(specials):]] = values
         out = torch.from_numpy(full).to(real_dtype)
     elif not (_finite(s.max) and _finite(s.min)):
-        values, _ = _moment_matched(n, *_finite_bounds(s.max, s.min), s.mean, s.norm, rng)
-        out, note = torch.from_numpy(values).to(real_dtype), "Max/Min not recorded: bounds guessed from Mean/Norm"
+        hi, lo = _finite_bounds(s.max, s.min, s.mean, s.norm, n)
+        values, _ = _moment_matched(n, hi, lo, s.mean, s.norm, rng)
+        out = torch.from_numpy(values).to(real_dtype)
+        note = f"Max/Min not recorded: drawn in [{lo:g}, {hi:g}] (Mean -/+ 3 standard deviations from Mean/Norm)"
     else:
         values, note = _moment_matched(n, s.max, s.min, s.mean, s.norm, rng)
         target_sum = n * s.mean if _finite(s.mean) else float(values.sum())
@@ -120,16 +128,20 @@ def _floats(n: int, spec: TensorSpec, rng: np.random.Generator) -> tuple[torch.T
     return out.to(spec.dtype), note
 
 
-def _finite_bounds(mx: float | None, mn: float | None) -> tuple[float, float]:
-    """Bounds for the finite part when the recorded ones are not finite: mirror the known one, or [-1, 1]."""
+def _finite_bounds(mx: float | None, mn: float | None, mean: float | None, norm: float | None,
+                   n: int) -> tuple[float, float]:
+    """Bounds for values whose recorded Max or Min is missing or not finite: the known bound, else Mean -/+ 3
+    standard deviations (from Mean and Norm), else [-1, 1]."""
     hi = mx if _finite(mx) else None
     lo = mn if _finite(mn) else None
-    if hi is None and lo is None:
-        return 1.0, -1.0
-    if hi is None:
-        hi = max(abs(lo), 1.0)
-    if lo is None:
-        lo = -max(abs(hi), 1.0)
+    if _finite(mean) and _finite(norm):
+        sd = math.sqrt(max(norm * norm / n - mean * mean, 0.0)) or abs(mean) or 1.0
+        guess_hi, guess_lo = mean + 3 * sd, mean - 3 * sd
+    else:
+        known = abs(hi if hi is not None else lo if lo is not None else 1.0) or 1.0
+        guess_hi, guess_lo = known, -known
+    hi = guess_hi if hi is None else hi
+    lo = guess_lo if lo is None else lo
     return (hi, lo) if hi >= lo else (lo, hi)
 
 
@@ -161,13 +173,21 @@ def _moment_matched(n: int, mx: float, mn: float, mean: float | None, norm: floa
         v_max = (mx - a_clamped) * (a_clamped - mn)
         v_clamped = min(max(v, 0.0), v_max)
         scale = max(abs(mx), abs(mn)) or 1.0
-        if abs(a_clamped - a) > 1e-9 * scale or abs(v_clamped - v) > 1e-6 * max(v_max, abs(v), 1e-300):
+        # v = b - a^2 cancels: judge it against the size of the terms that cancel, not against v_max alone.
+        if abs(a_clamped - a) > 1e-9 * scale or abs(v_clamped - v) > 1e-6 * max(v_max, abs(v), a * a, 1e-300):
             note = ("infeasible statistics (Mean/Norm cannot be met inside [Min, Max]): "
                     "closest feasible tensor built")
         a, v = a_clamped, v_clamped
     body = _bounded_sample(r, mx, mn, a, v, rng)
+    if r and not note and not _moments_met(body, a, v, mx, mn):
+        note = "Mean/Norm met only approximately (the values crowd the bounds)"
     values = np.concatenate([[mx, mn], body])
     return values[rng.permutation(n)], note
+
+
+def _moments_met(y: np.ndarray, a: float, v: float, mx: float, mn: float) -> bool:
+    scale = max(abs(mx), abs(mn), 1e-300)
+    return abs(y.mean() - a) <= 1e-9 * scale and abs(y.var() - v) <= 1e-7 * max(v, a * a, 1e-300)
 
 
 def _bounded_sample(r: int, mx: float, mn: float, a: float, v: float, rng: np.random.Generator) -> np.ndarray:
@@ -178,16 +198,74 @@ def _bounded_sample(r: int, mx: float, mn: float, a: float, v: float, rng: np.ra
     p = (a - mn) / width
     if v <= 0 or p <= 0 or p >= 1:
         return np.full(r, a)
+    v_max = (mx - a) * (a - mn)
+    if v >= v_max * (1 - 1e-9):
+        # Two-valued (a mask, a clamp at both ends): exactly the counts the mean asks for, then the pair fix.
+        k = int(round(p * r))
+        y = np.where(np.arange(r) < k, mx, mn).astype(float)[rng.permutation(r)]
+        return _exact_pair(y, r * a, r * (v + a * a), mx, mn)
     s = p * (1 - p) * width * width / v - 1   # alpha + beta of the Beta law with this mean and variance
-    y = mn + width * rng.beta(max(p * s, 1e-3), max((1 - p) * s, 1e-3), size=r) if s > 0 else \
-        np.where(rng.random(r) < p, mx, mn).astype(float)
-    target_sd = math.sqrt(v)
-    for _ in range(_CORRECTION_ROUNDS):
-        sd = y.std()
-        y = a + (y - y.mean()) * (target_sd / sd) if sd > 0 else np.full(r, a)
-        np.clip(y, mn, mx, out=y)
-        if abs(y.mean() - a) <= 1e-12 * (abs(a) + width) and abs(y.std() - target_sd) <= 1e-9 * (target_sd + 1e-300):
+    for _ in range(8):   # a few elements piled on a bound may leave no room to fit: draw again
+        y = mn + width * rng.beta(max(p * s, 1e-3), max((1 - p) * s, 1e-3), size=r)
+        y = _exact_pair(_fit_moments(y, a, v, mx, mn), r * a, r * (v + a * a), mx, mn)
+        if _moments_met(y, a, v, mx, mn):
             break
+    return y
+
+
+def _fit_moments(y: np.ndarray, a: float, v: float, mx: float, mn: float) -> np.ndarray:
+    """Rescale the values strictly inside the bounds so that, with those sitting on a bound, the mean and
+    variance are met. Values pushed onto a bound stay there; if the bounds hold too much, everything shrinks
+    toward the mean a little and the fit goes on."""
+    r = y.size
+    total, squares = r * a, r * (v + a * a)
+    for _ in range(_CORRECTION_ROUNDS):
+        hi, lo = y >= mx, y <= mn
+        free = ~(hi | lo)
+        nf = int(free.sum())
+        if nf < 2:
+            break
+        n_hi, n_lo = int(hi.sum()), int(lo.sum())
+        af = (total - n_hi * mx - n_lo * mn) / nf
+        vf = (squares - n_hi * mx * mx - n_lo * mn * mn) / nf - af * af
+        if not (mn < af < mx) or vf < 0:
+            y = a + (y - a) * 0.95          # too much on the bounds: release some
+            continue
+        yf = y[free]
+        sd = yf.std()
+        y[free] = np.clip(af + (yf - yf.mean()) * (math.sqrt(vf) / sd) if sd > 0 else np.full(nf, af), mn, mx)
+        if _moments_met(y, a, v, mx, mn):
+            break
+    return y
+
+
+def _exact_pair(y: np.ndarray, total: float, squares: float, mx: float, mn: float) -> np.ndarray:
+    """Absorb what is left of the sum and sum of squares into two values, solved in closed form
+    (x1 + x2 = S, x1^2 + x2^2 = Q), trying pairs until both land inside the bounds."""
+    r = y.size
+    if r < 2:
+        return y
+    s_all, q_all = float(y.sum()), float((y * y).sum())
+    distance = np.abs(y - total / r)
+    k = min(16, r - 1)      # the values nearest the mean and the farthest: an O(n) selection, no full sort
+    candidates = np.unique(np.concatenate([np.argpartition(distance, k)[:k + 1],
+                                           np.argpartition(-distance, k)[:k + 1]]))
+    for i in range(len(candidates)):
+        for j in range(i + 1, len(candidates)):
+            a_i, a_j = candidates[i], candidates[j]
+            if a_i == a_j:
+                continue
+            s_need = total - (s_all - y[a_i] - y[a_j])
+            q_need = squares - (q_all - y[a_i] ** 2 - y[a_j] ** 2)
+            disc = 2 * q_need - s_need * s_need
+            if disc < 0:
+                continue
+            root = math.sqrt(disc)
+            x1, x2 = (s_need + root) / 2, (s_need - root) / 2
+            if mn <= x2 and x1 <= mx:
+                y = y.copy()
+                y[a_i], y[a_j] = x1, x2
+                return y
     return y
 
 
@@ -209,10 +287,9 @@ def _round_keeping_sum(values: torch.Tensor, dtype: torch.dtype, target_sum: flo
             & (step > 0) & (step <= abs(residual))
         if not bool(movable.any()):
             break
-        idx = movable.nonzero().reshape(-1)
-        order = torch.argsort(step[idx], descending=True, stable=True)
-        take = int(torch.searchsorted(torch.cumsum(step[idx][order], 0), abs(residual), right=True))
-        chosen = idx[order[:max(take, 1)]]
+        idx = movable.nonzero().reshape(-1)     # positions are in random order already: no sort needed
+        take = int(torch.searchsorted(torch.cumsum(step[idx], 0), abs(residual), right=True))
+        chosen = idx[:max(take, 1)]
         out[chosen] = other[chosen]
         residual = target_sum - float(out.double().sum())
     return out
