@@ -199,7 +199,7 @@ def _bounded_sample(r: int, mx: float, mn: float, a: float, v: float, rng: np.ra
         return np.empty(0)
     width = mx - mn
     p = (a - mn) / width
-    if v <= 0 or p <= 0 or p >= 1:
+    if r == 1 or v <= 1e-12 * width * width or p <= 0 or p >= 1:   # no spread left (up to float64 noise)
         return np.full(r, a)
     v_max = (mx - a) * (a - mn)
     if v >= v_max * (1 - 1e-9):
