@@ -5,16 +5,19 @@ wrong becomes the case's SKIP or error row with a one-line reason, so one bad re
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from api_registry import lookup
-from precheck.dump import Case
+from precheck.dump import Case, TensorSpec
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, Comparison, compare, worst
 from precheck.inputs import InputBuilder, InputError, iter_specs
-from precheck.runner import SideRun, run_side
-from precheck.targets import GOLDEN, reference_side, target_side
+from precheck.recorded import StatisticsOnly, grade_statistics, recorded_run
+from precheck.runner import SideRun, flatten, run_side
+from precheck.targets import GOLDEN, compiled, reference_side, target_side
 
 NO_BACKWARD = " "   # msprobe's blank Backward cell: no backward was compared
 
@@ -29,6 +32,7 @@ class CheckOptions:
     max_memory: int | None = None   # bytes one case may need; above it the case is a SKIP row
     standard: str = "default"       # precision standard (precheck.grader.standards), or "auto" per API class
     bench_device: str | None = None  # reference device for the benchmark standard (the same call, target dtypes)
+    target: str = "device"          # device (re-run on `device`), recorded (the dump's outputs), compile
 
 
 def estimated_bytes(case: Case) -> int:
@@ -57,6 +61,20 @@ class ApiResult:
 
 
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
+    result = _check(case, data_dir, options)
+    if options.target == "device":
+        return result
+    # Other targets are named in every details row's Message (DEVICE Dtype keeps msprobe's meaning).
+    label = TARGET_LABELS[options.target]
+    details = [DetailRow(d.name, replace(d.comparison, message="; ".join(filter(str.strip, [label, d.comparison.message]))))
+               for d in result.details]
+    return replace(result, details=details)
+
+
+TARGET_LABELS = {"recorded": "target: recorded outputs", "compile": "target: torch.compile"}
+
+
+def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     if case.problem:
         return skipped(case, case.problem)
     entry = lookup(case.api)
@@ -82,8 +100,23 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
             grad_outputs = builder.build(case.grad_outputs, "backward.input")
         except InputError as e:
             backward_problem = f"backward: {e}"
-    target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device))
     golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
+    notes: list[str] = []
+    if options.target == "recorded":
+        if golden.error:
+            return skipped(case, f"golden (CPU float64) failed: {golden.error}")
+        try:
+            target, notes = recorded_run(case, builder, golden)
+        except StatisticsOnly:
+            return _statistics_result(case, golden, builder)
+        except InputError as e:
+            return skipped(case, f"recorded output: {e}")
+    else:
+        func = compiled(entry.func, case.signature()) if options.target == "compile" else None
+        target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device),
+                          func)
+        if target.compile_failed:
+            return skipped(case, f"torch.compile failed: {target.error}")
     reference = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs,
                          reference_side(options.bench_device)) if options.bench_device else None
     if golden.error:
@@ -97,12 +130,13 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
     forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
     backward = grade.grads(f"{case.name}.backward.output", target, golden)
     backward_status = worst(r.comparison.status for r in backward) if backward else NO_BACKWARD
-    if backward_problem:
-        backward_status = SKIP
+    if backward_problem or not backward and options.target == "recorded" and golden.grads:
+        backward_status = SKIP      # a backward was recorded but nothing of it could be graded
     problems = [f"{r.name.removeprefix(case.name + '.')}: {r.comparison.message}"
                 for r in forward + backward if r.comparison.status != PASS and r.comparison.message]
     if backward_problem:
         problems.append(backward_problem)
+    problems += notes
     if builder.generated:
         problems.append(builder.describe())
     if reference is not None and reference.error:
@@ -112,6 +146,23 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
         problems.insert(0, "the API returned no output to compare")
     return ApiResult(case.name, case.order, forward_status, backward_status, "; ".join(problems),
                      forward + backward)
+
+
+def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder) -> ApiResult:
+    """``--target recorded`` on a statistics-only record: each output's recorded statistics against the
+    golden's, never worse than warning."""
+    rows = []
+    for i, (spec, g) in enumerate(zip(flatten(case.outputs), golden.outputs)):
+        if isinstance(spec, TensorSpec) and isinstance(g, torch.Tensor):
+            verdict = grade_statistics(spec, g)
+            rows.append(DetailRow(f"{case.name}.forward.output.{i}", Comparison(
+                verdict.status, verdict.message, None, str(g.dtype), str(spec.dtype), spec.shape, "statistics")))
+    if not rows:
+        return skipped(case, "statistics only, and no tensor output to grade them on")
+    status = worst(r.comparison.status for r in rows)
+    messages = [r.comparison.message for r in rows if r.comparison.status != PASS] or [rows[0].comparison.message]
+    message = "; ".join(filter(None, [*messages, builder.describe()]))
+    return ApiResult(case.name, case.order, status, SKIP if case.has_backward else NO_BACKWARD, message, rows)
 
 
 def skipped(case: Case, reason: str) -> ApiResult:
@@ -147,7 +198,7 @@ class _Grader:
             return []
         ref_grads = (self.reference.grads if self.reference else None) or {}
         rows = []
-        for i, t in target.grads.items():
+        for i, t in sorted(target.grads.items()):
             g = golden.grads.get(i)
             name = f"{prefix}.{i}"
             if t is None and g is None:

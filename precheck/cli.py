@@ -12,7 +12,7 @@ from collections import Counter
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
-from precheck.targets import DeviceError
+from precheck.targets import TARGETS, DeviceError
 
 
 def _positive_int(text: str) -> int:
@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
     run.add_argument("-d", "--device", default="auto",
                      help="target device: auto (npu, else cuda, else cpu), cpu, cuda, cuda:1, npu:0 or a bare index")
+    run.add_argument("--target", choices=TARGETS, default="device",
+                     help="what is graded: device (re-run each API on -d), recorded (the outputs and gradients the "
+                          "dump saved: no accelerator needed), compile (each API through torch.compile on -d)")
     run.add_argument("-n", "--workers", type=_positive_int, default=None,
                      help="worker processes (default: the machine's cores; small dumps run in-process)")
     run.add_argument("--cosine", type=_fraction, default=DEFAULT_COSINE,
@@ -123,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers,
                          options=CheckOptions(cosine=args.cosine, max_abs=args.max_abs, seed=args.seed,
                                               force_random=args.random, max_memory=args.max_memory,
-                                              standard=args.standard, bench_device=args.bench_device),
+                                              standard=args.standard, bench_device=args.bench_device,
+                                              target=args.target),
                          progress=not args.quiet)
-    except (DumpError, DeviceError) as e:
+    except (DumpError, DeviceError, ValueError) as e:
         print(f"precheck: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -92,6 +92,19 @@ class Case:
     def has_backward(self) -> bool:
         return self.grad_outputs is not None
 
+    def signature(self) -> tuple:
+        """What makes two calls of one API the same check: the API, every tensor's shape, dtype and whether it
+        needs a gradient, and every other argument's value (not the statistics, not the file names)."""
+        def key(tree: Any) -> Any:
+            if isinstance(tree, TensorSpec):
+                return ("T", tree.shape, str(tree.dtype), tree.requires_grad)
+            if isinstance(tree, tuple):
+                return tuple(key(v) for v in tree)
+            if isinstance(tree, dict):
+                return tuple(sorted((k, key(v)) for k, v in tree.items()))
+            return repr(tree)
+        return (self.api, key(self.args), key(self.kwargs), self.has_backward)
+
 
 @dataclass(frozen=True)
 class Dump:

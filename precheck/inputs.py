@@ -120,6 +120,10 @@ class InputBuilder:
     def build(self, tree: Any, where: str) -> Any:
         return map_specs_at(tree, self._tensor, where)
 
+    def load(self, tree: Any, where: str) -> Any:
+        """Saved data only (recorded outputs are never generated)."""
+        return map_specs_at(tree, lambda spec, _: load_tensor(spec, self.data_dir), where)
+
     def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
         if spec.data_name is not None and not self.force_random:
             return load_tensor(spec, self.data_dir)

@@ -20,6 +20,7 @@ from precheck.inputs import iter_specs
 SECONDS_PER_CASE = 4e-3
 SECONDS_PER_ELEMENT = 2e-8             # loaded from a file
 SECONDS_PER_GENERATED_ELEMENT = 2.5e-7  # rebuilt from statistics (precheck/synth.py)
+SECONDS_PER_COMPILE = 4.0              # torch.compile (inductor, CPU) of one signature, forward and backward
 POOL_START_SECONDS = 2.0
 
 
@@ -27,20 +28,22 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def estimated_serial_seconds(cases: list[Case], force_random: bool = False) -> float:
+def estimated_serial_seconds(cases: list[Case], options: CheckOptions) -> float:
     seconds = len(cases) * SECONDS_PER_CASE
+    if options.target == "compile":
+        seconds += SECONDS_PER_COMPILE * len({case.signature() for case in cases if not case.problem})
     for case in cases:
         for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)):
-            generated = force_random or spec.data_name is None
+            generated = options.force_random or spec.data_name is None
             seconds += spec.numel * (SECONDS_PER_GENERATED_ELEMENT if generated else SECONDS_PER_ELEMENT)
     return seconds
 
 
-def use_pool(cases: list[Case], workers: int, force_random: bool = False) -> bool:
+def use_pool(cases: list[Case], workers: int, options: CheckOptions = CheckOptions()) -> bool:
     """A pool pays off when the work it saves exceeds what it costs to start."""
     if workers <= 1 or len(cases) < 2:
         return False
-    serial = estimated_serial_seconds(cases, force_random)
+    serial = estimated_serial_seconds(cases, options)
     return serial - serial / min(workers, len(cases)) > POOL_START_SECONDS
 
 
@@ -53,7 +56,7 @@ def _check_in_worker(case: Case, data_dir: Path, options: CheckOptions) -> ApiRe
 
 def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers: int) -> Iterator[ApiResult]:
     """Yield one ApiResult per case, in completion order."""
-    if not use_pool(cases, workers, options.force_random):
+    if not use_pool(cases, workers, options):
         # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
         # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
         threads = torch.get_num_threads()

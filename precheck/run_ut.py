@@ -12,7 +12,7 @@ from precheck.dump import load_dump
 from precheck.grader.status import at_or_below
 from precheck.pool import default_workers, run_cases
 from precheck.report import CsvReport
-from precheck.targets import resolve_device
+from precheck.targets import TARGETS, resolve_device
 
 
 @dataclass
@@ -20,6 +20,7 @@ class RunSummary:
     result_path: Path
     details_path: Path
     device: str
+    target: str
     wall_seconds: float
     results: list[ApiResult] = field(default_factory=list)
 
@@ -40,7 +41,9 @@ class RunSummary:
         counts = ", ".join(f"{k} {self.counts.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
         backward = Counter(r.backward for r in self.results if r.backward.strip())
         bw = ", ".join(f"{k} {backward.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
-        return (f"precheck run_ut: {len(self.results)} APIs on {self.device} in {self.wall_seconds:.2f} s "
+        where = {"device": f"on {self.device}", "recorded": "against their recorded outputs",
+                 "compile": f"through torch.compile on {self.device}"}[self.target]
+        return (f"precheck run_ut: {len(self.results)} APIs {where} in {self.wall_seconds:.2f} s "
                 f"({self.apis_per_second:.1f} APIs/s)\n"
                 f"  forward:  {counts}\n  backward: {bw}\n"
                 f"  result:  {self.result_path}\n  details: {self.details_path}")
@@ -59,6 +62,11 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     options = replace(options or CheckOptions(), device=resolved)
     if options.standard == "benchmark" and options.bench_device is None:
         options = replace(options, bench_device="cpu")     # the two-reference verdict needs its reference
+    if options.target not in TARGETS:
+        raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
+    if options.target == "recorded" and options.force_random:
+        raise ValueError("--random and --target recorded exclude each other: recorded outputs come from the "
+                         "recorded inputs")
     if options.bench_device is not None:
         options = replace(options, bench_device=resolve_device(options.bench_device))
     if options.max_memory is None:
@@ -74,7 +82,8 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     if bar is not None:
         bar.close()
     results.sort(key=lambda r: r.order)
-    return RunSummary(report.result_path, report.details_path, resolved, time.perf_counter() - start, results)
+    return RunSummary(report.result_path, report.details_path, resolved, options.target,
+                      time.perf_counter() - start, results)
 
 
 def default_max_memory(workers: int) -> int:

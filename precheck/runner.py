@@ -9,13 +9,13 @@ which msprobe never compares.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from api_registry import ApiEntry
 from precheck.dump import DeviceArg, TensorSpec
-from precheck.targets import Side
+from precheck.targets import CompileError, Side
 
 
 @dataclass
@@ -26,6 +26,7 @@ class SideRun:
     outputs: list[Any]
     grads: dict[int, torch.Tensor | None] | None = None   # tensor-argument index -> gradient
     error: str | None = None
+    compile_failed: bool = False    # the error is the compiler's, not the API's
 
 
 def flatten(value: Any) -> list[Any]:
@@ -75,13 +76,14 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -
 
 
 def run_side(entry: ApiEntry, args: tuple, kwargs: dict, loaded_args: tuple, loaded_kwargs: dict,
-             grad_outputs: tuple | None, side: Side) -> SideRun:
-    """Forward (and backward where recorded) of one call on one side; exceptions become ``SideRun.error``."""
+             grad_outputs: tuple | None, side: Side, func: Callable[..., Any] | None = None) -> SideRun:
+    """Forward (and backward where recorded) of one call on one side; exceptions become ``SideRun.error``.
+    ``func`` replaces the API's callable (a compiled one)."""
     leaves = _Leaves()
     try:
         call_args = _build(args, loaded_args, side, leaves, entry.inplace)
         call_kwargs = _build(kwargs, loaded_kwargs, side, leaves, entry.inplace)
-        func = entry.golden if side.golden and entry.golden else entry.func
+        func = func or (entry.golden if side.golden and entry.golden else entry.func)
         with torch.set_grad_enabled(bool(leaves.needing_grad)):
             result = func(*call_args, **call_kwargs)
         if result is None and entry.inplace and call_args:
@@ -90,6 +92,8 @@ def run_side(entry: ApiEntry, args: tuple, kwargs: dict, loaded_args: tuple, loa
         grads = _backward(outputs, leaves.needing_grad, grad_outputs, side) \
             if grad_outputs is not None and leaves.needing_grad else None
         side.synchronize()
+    except CompileError as e:
+        return SideRun(outputs=[], error=str(e), compile_failed=True)
     except Exception as e:  # the API's own failure is this case's result, never the run's
         return SideRun(outputs=[], error=one_line(e))
     return SideRun(outputs=[_detach(o) for o in outputs], grads=grads)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
@@ -95,3 +96,36 @@ def target_side(device: str) -> Side:
 def reference_side(device: str) -> Side:
     """The benchmark standard's second reference: the same call in the target dtypes on another device."""
     return Side(name="reference", device=device, golden=False)
+
+
+TARGETS = ("device", "recorded", "compile")
+
+
+class CompileError(Exception):
+    """torch.compile could not compile the call: the case is a SKIP row with the compiler's reason."""
+
+
+_COMPILED: dict[tuple, Callable[..., Any]] = {}
+
+
+def compiled(func: Callable[..., Any], signature: tuple) -> Callable[..., Any]:
+    """``func`` through torch.compile (inductor), compiled once per (API, signature) in this process.
+    Compiler failures are raised as CompileError (the case's SKIP reason), the API's own errors unchanged."""
+    if signature not in _COMPILED:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return func(*args, **kwargs)
+        # dynamo caches compiled graphs per code object and falls back to eager, silently, after 8 of them:
+        # each signature gets a code object of its own so every one is really compiled.
+        call.__code__ = call.__code__.replace(co_name=f"precheck_compiled_{len(_COMPILED)}")
+        _COMPILED[signature] = torch.compile(call, dynamic=False)
+    compiled_call = _COMPILED[signature]
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return compiled_call(*args, **kwargs)
+        except Exception as e:
+            if type(e).__module__.startswith(("torch._dynamo", "torch._inductor")):
+                text = str(e).strip().splitlines()
+                raise CompileError(f"{type(e).__name__}: {text[0][:300] if text else ''}") from None
+            raise
+    return run

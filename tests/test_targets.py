@@ -1,0 +1,160 @@
+"""--target recorded and --target compile: what is graded, and what a corrupted recording looks like."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from precheck.check import CheckOptions
+from precheck.cli import main
+from precheck.run_ut import run_ut
+
+DATA = Path(__file__).parent / "data"
+MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
+GPT2 = DATA / "gpt2_bf16_tensor/step0/proc8493/dump.json"
+GPT2_STATS = DATA / "gpt2_bf16_statistics/step0/proc8497/dump.json"
+RECORDED = CheckOptions(target="recorded")
+
+
+def rows_of(summary) -> dict[str, list[str]]:
+    return {r.name: [r.forward, r.backward, r.message] for r in summary.results}
+
+
+def corrupt(dump_dir: Path, name: str, fn) -> None:
+    path = dump_dir / "dump_tensor_data" / name
+    torch.save(fn(torch.load(path, weights_only=True)), path)
+
+
+@pytest.fixture
+def mlp_copy(tmp_path) -> Path:
+    shutil.copytree(MLP.parent, tmp_path / "dump")
+    return tmp_path / "dump"
+
+
+def test_untouched_fp32_recording_passes(tmp_path):
+    summary = run_ut(MLP, tmp_path, options=RECORDED)
+    assert all(r.forward == "pass" and r.backward == "pass" for r in summary.results), rows_of(summary)
+    assert "against their recorded outputs" in summary.describe()
+    # The target is named in every details row.
+    assert all(d.comparison.message.startswith("target: recorded outputs") for r in summary.results
+               for d in r.details)
+
+
+def test_corrupted_outputs_are_errors_on_exactly_those_apis(mlp_copy, tmp_path):
+    gen = torch.Generator().manual_seed(0)
+    corrupt(mlp_copy, "Functional.gelu.0.forward.output.0.pt",                      # 1% relative noise
+            lambda t: t * (1 + 0.01 * torch.randn(t.shape, generator=gen)))
+
+    def one_nan(t):
+        t = t.clone()
+        t.view(-1)[7] = float("nan")
+        return t
+
+    def one_sign(t):
+        t = t.clone()
+        flat = t.view(-1)
+        i = int(flat.abs().argmax())
+        flat[i] = -flat[i]
+        return t
+
+    corrupt(mlp_copy, "Torch.softmax.0.forward.output.0.pt", one_nan)                  # one NaN
+    corrupt(mlp_copy, "Functional.linear.1.forward.output.0.pt", one_sign)             # a sign flip
+    corrupt(mlp_copy, "Functional.layer_norm.0.forward.output.0.pt",                   # off-by-one shift
+            lambda t: torch.roll(t, 1, dims=-1))
+    summary = run_ut(mlp_copy / "dump.json", tmp_path / "out", options=RECORDED)
+    rows = rows_of(summary)
+    bad = {"Functional.gelu.0", "Torch.softmax.0", "Functional.linear.1", "Functional.layer_norm.0"}
+    assert {name for name, (fwd, _, _) in rows.items() if fwd == "error"} == bad, rows
+    assert rows["Functional.linear.0"][:2] == ["pass", "pass"] and rows["Tensor.sum.0"][:2] == ["pass", "pass"]
+    assert "inf/nan mismatch at 1 position(s)" in rows["Torch.softmax.0"][2]
+    # Corrupted outputs do not touch the recorded gradients: backward still passes.
+    assert all(bwd == "pass" for _, bwd, _ in rows.values())
+
+
+def test_corrupted_gradient_is_a_backward_error(mlp_copy, tmp_path):
+    corrupt(mlp_copy, "Torch.softmax.0.backward.output.0.pt", lambda t: t * 1.05)
+    rows = rows_of(run_ut(mlp_copy / "dump.json", tmp_path / "out", options=RECORDED))
+    assert rows["Torch.softmax.0"][:2] == ["pass", "error"]
+    assert "backward.output.0" in rows["Torch.softmax.0"][2]
+
+
+def test_recorded_gradients_are_matched_by_shape(tmp_path):
+    """msprobe saves Functional.linear's gradients in addmm's order (bias, input, weight transposed)."""
+    summary = run_ut(MLP, tmp_path, options=RECORDED)
+    linear = next(r for r in summary.results if r.name == "Functional.linear.0")
+    names = [d.name for d in linear.details]
+    assert names == ["Functional.linear.0.forward.output.0", "Functional.linear.0.backward.output.1",
+                     "Functional.linear.0.backward.output.2"]
+    assert all(d.comparison.status == "pass" for d in linear.details)
+
+
+def test_unmatchable_recorded_gradient_is_reported_not_graded(tmp_path):
+    summary = run_ut(GPT2, tmp_path, options=RECORDED)
+    rows = rows_of(summary)
+    # lm_head's recorded gradient has shape (32, 500): no input of linear has it.
+    assert rows["Functional.linear.0"][1] == "SKIP"
+    assert "recorded gradient 0 of shape (32, 500) matches no input gradient" in rows["Functional.linear.0"][2]
+    assert summary.counts["error"] == 0
+    graded = [r for r in summary.results if r.forward != "SKIP"]
+    assert len(graded) == 40
+
+
+def test_statistics_records_are_graded_on_their_statistics_never_error(tmp_path):
+    summary = run_ut(GPT2_STATS, tmp_path, options=RECORDED)
+    graded = [r for r in summary.results if r.forward != "SKIP"]
+    assert len(graded) == 40
+    assert all(r.forward in ("pass", "warning") for r in graded)
+    assert all("statistics only" in r.message for r in graded)
+    assert all(d.comparison.standard == "statistics" for r in graded for d in r.details)
+
+
+def test_recorded_and_random_exclude_each_other(tmp_path, capsys):
+    code = main(["run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "--target", "recorded", "--random"])
+    err = capsys.readouterr().err
+    assert code == 2 and "exclude each other" in err and err.count("\n") == 1
+
+
+def test_missing_recorded_output_file_is_a_skip(mlp_copy, tmp_path):
+    (mlp_copy / "dump_tensor_data" / "Functional.gelu.0.forward.output.0.pt").unlink()
+    rows = rows_of(run_ut(mlp_copy / "dump.json", tmp_path / "out", options=RECORDED))
+    assert rows["Functional.gelu.0"][0] == "SKIP"
+    assert "recorded output: Functional.gelu.0.forward.output.0.pt: file not found" in rows["Functional.gelu.0"][2]
+    assert rows["Functional.linear.0"][0] == "pass"
+
+
+def one_api_dump(src: Path, api: str, into: Path) -> Path:
+    """A copy of a dump that holds one API's forward and backward records."""
+    doc = json.loads(src.read_text())
+    doc["data"] = {k: v for k, v in doc["data"].items() if k.startswith(api + ".")}
+    into.mkdir(parents=True)
+    (into / "dump.json").write_text(json.dumps(doc))
+    (into / "dump_tensor_data").symlink_to(src.parent / "dump_tensor_data")
+    return into / "dump.json"
+
+
+def test_compile_target_grades_a_compiled_kernel(tmp_path):
+    dump = one_api_dump(MLP, "Torch.softmax.0", tmp_path / "dump")
+    summary = run_ut(dump, tmp_path / "out", options=CheckOptions(target="compile"))
+    assert [(r.forward, r.backward) for r in summary.results] == [("pass", "pass")]
+    assert all(d.comparison.message.startswith("target: torch.compile") for d in summary.results[0].details)
+
+
+def test_compile_failure_is_a_skip_with_the_compilers_reason(tmp_path, monkeypatch):
+    import torch._dynamo.exc as dynamo_exc
+
+    from precheck import targets
+
+    def broken_compile(fn, **kwargs):
+        def call(*a, **k):
+            raise dynamo_exc.Unsupported("call_function UserDefinedObjectVariable is not supported\nmore")
+        return call
+
+    monkeypatch.setattr(targets, "_COMPILED", {})
+    monkeypatch.setattr(targets.torch, "compile", broken_compile)
+    summary = run_ut(MLP, tmp_path, options=CheckOptions(target="compile"), workers=1)   # the patch is ours
+    assert {r.forward for r in summary.results} == {"SKIP"}
+    assert summary.results[0].message == \
+        "torch.compile failed: Unsupported: call_function UserDefinedObjectVariable is not supported"
