@@ -114,11 +114,15 @@ def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool,
         return finish(SKIP, "", "several rows of this name in the GPU details")
     dtype = _dtype(npu.get("DEVICE Dtype", ""))
     m = _metrics(npu)
-    if stage1 == SKIP or not npu.get("DEVICE Dtype", "").strip():
+    if stage1 == SKIP:
         return finish(SKIP, "", message or "skipped in the first stage")
     if all(v is None for v in m.columns()):
         # Nothing measured: a stage-1 verdict without metrics (shape or type mismatch) stands as it was.
         return finish(ERROR if stage1 == ERROR else SKIP, "", message or "no metrics to compare")
+    if not npu.get("DEVICE Dtype", "").strip():
+        return finish(SKIP, "", message or "no device dtype in the first stage")
+    if all(v is None for v in _metrics(gpu).columns()):
+        return finish(SKIP, "", "the GPU row has no metrics to compare with")
     if dtype is None or not (dtype.is_floating_point or dtype.is_complex):
         rate = m.binary_mismatch
         out["二进制一致错误率"] = cell(rate)

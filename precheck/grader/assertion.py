@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from precheck.grader.compare import Comparison, compare_tree, unravel
-from precheck.grader.limits import limits_for
+from precheck.grader.metrics import Metrics
 from precheck.grader.status import ERROR, WARNING, at_or_below
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype (REFERENCE §3).
@@ -59,13 +59,13 @@ def explain(c: Comparison, actual: Any = None, golden: Any = None, path: str = "
              + (f", shape {c.shape}" if c.shape is not None else "") + f"): {c.message}"]
     if isinstance(actual, torch.Tensor) and isinstance(golden, torch.Tensor) and actual.shape == golden.shape \
             and actual.numel() and (actual.is_floating_point() or actual.is_complex()):
-        lines += _element_report(actual, golden)
+        lines += _element_report(actual, golden, c.metrics)
     if c.metrics is not None and c.metrics.cosine is not None:
         lines.append(f"Cosine similarity: {c.metrics.cosine:.8f}")
     return "\n".join(lines)
 
 
-def _element_report(actual: torch.Tensor, golden: torch.Tensor) -> list[str]:
+def _element_report(actual: torch.Tensor, golden: torch.Tensor, metrics: Metrics | None) -> list[str]:
     a = actual.detach().cpu()
     g = golden.detach().cpu()
     dtype = a.dtype.to_real() if a.is_complex() else a.dtype
@@ -76,9 +76,9 @@ def _element_report(actual: torch.Tensor, golden: torch.Tensor) -> list[str]:
     shape = tuple(a.shape)
     same_nonfinite = (a64 == g64) | (torch.isnan(a64) & torch.isnan(g64))
     abs_err = torch.where(same_nonfinite, torch.zeros_like(a64), (a64 - g64).abs())
-    abs_err = torch.nan_to_num(abs_err, nan=math.inf)
+    abs_err = torch.nan_to_num(abs_err, nan=math.inf, posinf=math.inf)
     rel_err = abs_err / g64.abs()
-    rel_err = torch.where(abs_err == 0, torch.zeros_like(rel_err), torch.nan_to_num(rel_err, nan=math.inf))
+    rel_err = torch.where(abs_err == 0, torch.zeros_like(rel_err), torch.nan_to_num(rel_err, nan=math.inf, posinf=math.inf))
     mismatch = abs_err > atol + rtol * g64.abs().nan_to_num(posinf=0.0)
     n, k = a64.numel(), int(mismatch.sum())
     lines = [f"Mismatched elements: {k} / {n} ({k / n:.1%}) outside assert_close's {dtype} tolerance "
@@ -93,20 +93,20 @@ def _element_report(actual: torch.Tensor, golden: torch.Tensor) -> list[str]:
     finite = torch.isfinite(abs_err)
     if bool(finite.any()):
         e = abs_err[finite]
-        lim = limits_for(dtype)
         gf = g64[finite].abs()
-        eb = torch.clamp(torch.floor(torch.log2(gf)), min=lim.min_eb)
-        ulp = e * 2.0 ** lim.mantissa_bits * torch.exp2(-eb)
-        lines.append(f"Absolute error: mean {float(e.mean()):.3g}, p99 {_p99(e):.3g}, "
-                     f"max {float(e.max()):.3g}; ULP ({dtype}): mean {float(ulp.mean()):.3g}, "
-                     f"max {float(ulp.max()):.3g}")
-        need_atol = float((e - rtol * gf).clamp(min=0).max())
-        nz = gf > 0
-        need_rtol = float(((e[nz] - atol).clamp(min=0) / gf[nz]).max()) if bool(nz.any()) else math.inf
-        if bool(((e > atol) & ~nz).any()):
-            need_rtol = math.inf   # an error where the golden is 0 can only be covered by atol
-        lines.append(f"Minimum tolerance that would have passed: atol={need_atol:.3g} (with rtol={rtol:g}) "
-                     f"or rtol={need_rtol:.3g} (with atol={atol:g})")
+        ulp = f"; ULP ({dtype}): mean {metrics.ulp_mean:.3g}, max {metrics.ulp_max:.3g}" \
+            if metrics is not None and metrics.ulp_max is not None else ""
+        lines.append(f"Absolute error: mean {float(e.mean()):.3g}, p99 {_p99(e):.3g}, max {float(e.max()):.3g}{ulp}")
+        if bool(finite.all()):
+            need_atol = float((e - rtol * gf).clamp(min=0).max())
+            nz = gf > 0
+            need_rtol = float(((e[nz] - atol).clamp(min=0) / gf[nz]).max()) if bool(nz.any()) else math.inf
+            if bool(((e > atol) & ~nz).any()):
+                need_rtol = math.inf   # an error where the golden is 0 can only be covered by atol
+            lines.append(f"Minimum tolerance that would have passed: atol={_up(need_atol)} (with rtol={rtol:g}) "
+                         f"or rtol={_up(need_rtol)} (with atol={atol:g})")
+        else:
+            lines.append("Minimum tolerance that would have passed: none (inf/nan mismatch)")
     if not bool(finite.all()):
         lines.append(f"Non-finite mismatches: {int((~finite).sum())} element(s) hold inf/nan on one side only")
     return lines
@@ -116,3 +116,12 @@ def _p99(values: torch.Tensor) -> float:
     """99th percentile by rank (torch.quantile refuses tensors above 16M elements)."""
     k = max(1, math.ceil(0.99 * values.numel()))
     return float(torch.kthvalue(values, k).values)
+
+
+def _up(value: float) -> str:
+    """Three significant digits, rounded up: a printed tolerance must itself pass."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    exponent = math.floor(math.log10(value)) - 2
+    step = 10.0 ** exponent
+    return f"{math.ceil(value / step * (1 - 1e-12)) * step:.3g}"

@@ -40,6 +40,7 @@ def compare(target: Any, golden: Any, *, standard: str = "default", target_dtype
     bf16 result saved as fp32); ``reference``: the same output from a reference device in the target dtype,
     for the ``benchmark`` standard; ``api_class``: the API's class in api_registry, for ``auto``.
     """
+    resolve(standard, api_class, reference is not None)   # a misspelt standard fails for every kind of output
     if isinstance(target, torch.Tensor) and isinstance(golden, torch.Tensor):
         return _compare_tensors(target, golden, standard, target_dtype, reference, cosine, max_abs, api_class)
     if isinstance(target, torch.Tensor) or isinstance(golden, torch.Tensor):

@@ -1,0 +1,267 @@
+"""``precheck regress``: the regression gate between two result CSVs of the same dump.
+
+A team keeps the result CSV of a run it accepted (the *baseline*) and compares every new run (the *current*) with
+it, so that CI goes red when an API's precision gets worse, not merely when some API is imperfect (a bf16 model
+has dozens of warnings that nobody will ever fix). Both files may come from precheck (``run_ut``,
+``api_precision_compare``) or from msprobe: UTF-8 with or without a BOM, CRLF or LF, ``API name`` (stage 1) or
+``API Name`` (stage 2), status spellings in any case, rows of 3 fields (msprobe omits Message unless SKIP) or 4.
+Rows are matched by API name, whatever their order.
+
+Ordering of statuses (one direction, Forward or Backward):
+
+    error  is worse than  warning  is worse than  pass          (graded statuses)
+    SKIP and a blank cell (" ": the API has no backward)         (not graded)
+
+An ``error`` counts as failing; a ``warning`` counts as passing (with a warning): bf16 outputs are mostly
+warnings against a float64 golden, so a warning that stays a warning is not news.
+
+Outcome of one direction, baseline -> current:
+
+    graded -> graded, rank worse (pass->warning, pass->error, warning->error)   FAIL
+    graded -> graded, rank better (error->warning, error->pass, warning->pass)  IMPROVED
+    graded -> graded, same rank: error->error                                    STILL_FAILING
+                                 pass->pass, warning->warning                    PASS
+    graded -> not graded (pass/warning/error -> SKIP or blank)                   FAIL  (a check was lost: an
+                                                                                        error that became a SKIP
+                                                                                        must not pass the gate)
+    not graded -> pass or warning                                                IMPROVED  (coverage gained)
+    not graded -> error                                                          FAIL  (an error the baseline
+                                                                                        did not have)
+    not graded -> not graded (SKIP/blank in any combination)                     PASS  (nothing to compare)
+
+Outcome of one API: decided by presence first (in the baseline only: MISSING; in the current only: NEW), else the
+most significant of its two directions' outcomes, by this precedence:
+
+    FAIL > IMPROVED > STILL_FAILING > PASS
+
+A worsening anywhere wins; an improvement outranks an unchanged error because it means the baseline is stale
+(``--strict`` then asks for it to be refreshed) while the tables still show the remaining error.
+
+Exit code (:meth:`RegressReport.exit_code`): 1 when any API is FAIL or MISSING, or, with ``strict``, IMPROVED;
+0 otherwise. NEW APIs never change it (they have no baseline to regress from). Unusable input raises
+:class:`RegressError` (the CLI's exit 2).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from precheck.grader.status import ERROR, PASS, SKIP, WARNING
+from precheck.report import read_csv_rows
+
+PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
+    "PASS", "FAIL", "IMPROVED", "STILL_FAILING", "MISSING", "NEW")
+# Report order: the outcomes that need a person first.
+OUTCOMES = (FAIL, MISSING, IMPROVED, STILL_FAILING, NEW, PASS_OUTCOME)
+# Precedence when an API's Forward and Backward outcomes differ (MISSING and NEW are decided before statuses).
+_PRECEDENCE = {FAIL: 3, IMPROVED: 2, STILL_FAILING: 1, PASS_OUTCOME: 0}
+_RANK = {PASS: 0, WARNING: 1, ERROR: 2}           # graded statuses only; SKIP and blank are not graded
+_SPELLINGS = {"pass": PASS, "warning": WARNING, "error": ERROR, "skip": SKIP}
+_API_COLUMN = "api name"                          # "API name" (stage 1) or "API Name" (stage 2), any case
+_FORWARD_COLUMN = "forward test success"
+_BACKWARD_COLUMN = "backward test success"
+REPORT_MD = "regress_report.md"
+REPORT_JSON = "regress_report.json"
+
+Status = Optional[str]                            # pass / warning / error / SKIP, None for a blank cell
+
+
+class RegressError(Exception):
+    """A result CSV cannot be used at all (missing, unreadable, not a result CSV): one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Statuses:
+    """One API's statuses in one file, in precheck's spelling; None is a blank cell (no backward)."""
+    forward: Status
+    backward: Status
+
+    def to_dict(self) -> dict[str, Status]:
+        return {"forward": self.forward, "backward": self.backward}
+
+
+@dataclass(frozen=True)
+class ApiOutcome:
+    """One API's verdict; ``baseline`` / ``current`` is None where the API is absent from that file."""
+    api: str
+    outcome: str
+    baseline: Optional[Statuses]
+    current: Optional[Statuses]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"api": self.api, "outcome": self.outcome,
+                "baseline": None if self.baseline is None else self.baseline.to_dict(),
+                "current": None if self.current is None else self.current.to_dict()}
+
+
+@dataclass(frozen=True)
+class RegressReport:
+    """Every API of both files (baseline order, then the current file's new APIs in its order) and its outcome."""
+    baseline_path: str
+    current_path: str
+    apis: list[ApiOutcome]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """APIs per outcome, every outcome present (0 included) so scripts never meet a missing key."""
+        found = Counter(a.outcome for a in self.apis)
+        return {outcome: found.get(outcome, 0) for outcome in OUTCOMES}
+
+    def exit_code(self, strict: bool = False) -> int:
+        """1 when something got worse or went missing (or, strict, improved: the baseline is stale), else 0."""
+        counts = self.counts
+        if counts[FAIL] or counts[MISSING] or (strict and counts[IMPROVED]):
+            return 1
+        return 0
+
+    def summary(self) -> str:
+        """One line of counts per outcome, for the terminal."""
+        counts = self.counts
+        return f"{len(self.apis)} APIs; " + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES)
+
+    def to_json(self) -> str:
+        """Deterministic JSON (sorted keys, no timestamps): same inputs, byte-identical file, so it can be diffed
+        and committed."""
+        doc = {"baseline": self.baseline_path, "current": self.current_path, "counts": self.counts,
+               "apis": [a.to_dict() for a in self.apis]}
+        return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    def to_markdown(self) -> str:
+        """A title, the counts, then one table per non-PASS outcome that occurred (for a CI job summary or a PR
+        comment: PASS rows are the bulk and tell nobody anything)."""
+        counts = self.counts
+        lines = ["# precheck regress", "",
+                 f"- baseline: `{self.baseline_path}`", f"- current: `{self.current_path}`", "",
+                 "| outcome | APIs |", "|---|---|"]
+        lines += [f"| {o} | {counts[o]} |" for o in OUTCOMES]
+        lines.append(f"| total | {len(self.apis)} |")
+        for outcome in OUTCOMES:
+            rows = [a for a in self.apis if a.outcome == outcome]
+            if outcome == PASS_OUTCOME or not rows:
+                continue
+            lines += ["", f"## {outcome} ({len(rows)})", "",
+                      "| API | baseline forward | baseline backward | current forward | current backward |",
+                      "|---|---|---|---|---|"]
+            for a in rows:
+                lines.append("| " + " | ".join([_md(a.api), *_md_side(a.baseline), *_md_side(a.current)]) + " |")
+        return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _md_side(side: Optional[Statuses]) -> list[str]:
+    if side is None:
+        return ["absent", "absent"]
+    return ["-" if s is None else s for s in (side.forward, side.backward)]
+
+
+# ================================================================================================= reading
+
+def _status(text: str, api: str, column: str, path: Path) -> Status:
+    t = text.strip()
+    if not t:
+        return None
+    try:
+        return _SPELLINGS[t.lower()]
+    except KeyError:
+        raise RegressError(f"{path}: not a result CSV: {column} of {api} is {t!r} "
+                           "(expected pass, warning, error, SKIP or blank)") from None
+
+
+def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:
+    """API name -> statuses of one result CSV, in file order; RegressError when the file cannot be used.
+
+    Strict on what would make matching ambiguous (a duplicate or blank API name, an unknown status), lenient on
+    what msprobe and precheck legitimately differ in (BOM, line ends, header case, a missing Message field)."""
+    p = Path(path)
+    if not p.exists():
+        raise RegressError(f"{p}: no such file")
+    if not p.is_file():
+        raise RegressError(f"{p}: not a file")
+    try:
+        header, rows = read_csv_rows(p)
+    except UnicodeDecodeError:
+        raise RegressError(f"{p}: not a result CSV (not UTF-8 text)") from None
+    except OSError as e:
+        raise RegressError(f"{p}: cannot read: {e.strerror or e}") from None
+    except Exception as e:                        # csv.Error: NUL bytes, runaway fields
+        raise RegressError(f"{p}: not a result CSV ({e})") from None
+    columns = {h.strip().lower(): h for h in header}
+    wanted = (_API_COLUMN, _FORWARD_COLUMN, _BACKWARD_COLUMN)
+    absent = [w for w in wanted if w not in columns]
+    if absent:
+        names = {_API_COLUMN: "API name", _FORWARD_COLUMN: "Forward Test Success",
+                 _BACKWARD_COLUMN: "Backward Test Success"}
+        raise RegressError(f"{p}: not a result CSV (no {', '.join(repr(names[a]) for a in absent)} column)")
+    api_col, fwd_col, bwd_col = (columns[w] for w in wanted)
+    out: dict[str, Statuses] = {}
+    for number, row in enumerate(rows, start=1):
+        api = row.get(api_col, "").strip()
+        if not api:
+            raise RegressError(f"{p}: not a result CSV: data row {number} has no API name")
+        if bwd_col not in row:
+            raise RegressError(f"{p}: not a result CSV: the row of {api} has {len(row)} field(s), "
+                               "expected 3 or 4")
+        if api in out:
+            raise RegressError(f"{p}: API {api} appears twice: rows cannot be matched by name")
+        out[api] = Statuses(_status(row[fwd_col], api, "Forward Test Success", p),
+                            _status(row[bwd_col], api, "Backward Test Success", p))
+    return out
+
+
+# ================================================================================================= judging
+
+def direction_outcome(baseline: Status, current: Status) -> str:
+    """Outcome of one direction (see the module docstring for the table and why)."""
+    old, new = _RANK.get(baseline), _RANK.get(current)   # None: SKIP or blank, not graded
+    if old is None and new is None:
+        return PASS_OUTCOME
+    if old is None:
+        return FAIL if current == ERROR else IMPROVED
+    if new is None or new > old:
+        return FAIL
+    if new < old:
+        return IMPROVED
+    return STILL_FAILING if current == ERROR else PASS_OUTCOME
+
+
+def api_outcome(baseline: Optional[Statuses], current: Optional[Statuses]) -> str:
+    """MISSING / NEW by presence, else the most significant of the Forward and Backward outcomes."""
+    if current is None:
+        return MISSING
+    if baseline is None:
+        return NEW
+    return max((direction_outcome(baseline.forward, current.forward),
+                direction_outcome(baseline.backward, current.backward)), key=_PRECEDENCE.__getitem__)
+
+
+def regress(baseline: str | os.PathLike, current: str | os.PathLike) -> RegressReport:
+    """Compare two result CSVs API by API; RegressError when either cannot be used.
+
+    APIs are listed in baseline order, then the current file's new ones in its order, so the report reads like
+    the dump and is identical from run to run."""
+    old = read_result_csv(baseline)
+    new = read_result_csv(current)
+    apis = [ApiOutcome(api, api_outcome(s, new.get(api)), s, new.get(api)) for api, s in old.items()]
+    apis += [ApiOutcome(api, NEW, None, s) for api, s in new.items() if api not in old]
+    return RegressReport(os.fspath(baseline), os.fspath(current), apis)
+
+
+def write_report(report: RegressReport, out_dir: str | os.PathLike = ".") -> tuple[Path, Path]:
+    """Write regress_report.md and regress_report.json into out_dir (made if needed); fixed names, so a CI job
+    can publish them without globbing. Returns (markdown path, JSON path)."""
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    md_path, json_path = folder / REPORT_MD, folder / REPORT_JSON
+    for path, text in ((md_path, report.to_markdown()), (json_path, report.to_json())):
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:   # LF on every OS: byte-identical files
+            f.write(text)
+        os.replace(tmp, path)                                      # no reader ever sees half a report
+    return md_path, json_path
