@@ -214,8 +214,9 @@ def _metrics(**kw):
 @pytest.mark.parametrize("kw, dtype, expected", [
     (dict(max_abs_err=0.0), torch.float32, PASS),
     (dict(max_abs_err=DEFAULT_MAX_ABS), torch.float32, WARNING),
-    (dict(max_abs_err=0.0, cosine=0.99), torch.float32, ERROR),
-    (dict(max_abs_err=0.0, cosine=0.9901), torch.float32, PASS),
+    (dict(max_abs_err=5e-5, cosine=0.99), torch.float32, ERROR),
+    (dict(max_abs_err=5e-5, cosine=0.9901), torch.float32, PASS),
+    (dict(max_abs_err=0.0, cosine=0.5), torch.float32, PASS),       # no error worth a direction
     (dict(cosine=None, max_abs_err=5e-5), torch.float32, PASS),
     (dict(cosine=None, max_abs_err=5e-4), torch.float32, WARNING),
     (dict(rel_within_1e2=0.99), torch.bfloat16, ERROR),
