@@ -13,7 +13,7 @@ import torch
 
 from api_registry import lookup
 from precheck.dump import Case, TensorSpec
-from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, Comparison, compare, worst
+from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
 from precheck.inputs import InputBuilder, InputError, iter_specs
 from precheck.recorded import StatisticsOnly, grade_statistics, recorded_run
 from precheck.runner import SideRun, flatten, run_side
@@ -33,6 +33,8 @@ class CheckOptions:
     standard: str = "default"       # precision standard (precheck.grader.standards), or "auto" per API class
     bench_device: str | None = None  # reference device for the benchmark standard (the same call, target dtypes)
     target: str = "device"          # device (re-run on `device`), recorded (the dump's outputs), compile
+    keep_tensors: bool = False      # keep inputs, target and golden outputs in the result (generated tests)
+    save_error_data: str | None = None  # folder for the inputs and outputs of every API that is not pass
 
 
 def estimated_bytes(case: Case) -> int:
@@ -46,6 +48,8 @@ def estimated_bytes(case: Case) -> int:
 class DetailRow:
     name: str                 # "<API>.forward.output.<i>" or "<API>.backward.output.<i>"
     comparison: Comparison
+    target: Any = None        # the compared values, kept only with CheckOptions.keep_tensors
+    golden: Any = None
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,17 @@ class ApiResult:
     backward: str
     message: str
     details: list[DetailRow] = field(default_factory=list)
+    inputs: dict[str, Any] | None = None   # input tensors by argument place, only with CheckOptions.keep_tensors
 
 
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
-    result = _check(case, data_dir, options)
+    if options.save_error_data and not options.keep_tensors:
+        result = _check(case, data_dir, replace(options, keep_tensors=True))
+        if {result.forward, result.backward} & {WARNING, ERROR}:
+            save_error_data(result, Path(options.save_error_data))
+        result = replace(result, inputs=None, details=[replace(d, target=None, golden=None) for d in result.details])
+    else:
+        result = _check(case, data_dir, options)
     if options.target == "device":
         return result
     # Other targets are named in every details row's Message (DEVICE Dtype keeps msprobe's meaning).
@@ -145,7 +156,22 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     if forward_status == SKIP:
         problems.insert(0, "the API returned no output to compare")
     return ApiResult(case.name, case.order, forward_status, backward_status, "; ".join(problems),
-                     forward + backward)
+                     forward + backward, builder.tensors if options.keep_tensors else None)
+
+
+def save_error_data(result: ApiResult, root: Path) -> Path:
+    """The inputs, target and golden outputs of one API, once, under names that say what each file is:
+    ``<API>/input_args[0].pt``, ``<API>/forward.output.0.target.pt``, ``<API>/backward.output.1.golden.pt``."""
+    folder = root / result.name
+    folder.mkdir(parents=True, exist_ok=True)
+    for where, tensor in (result.inputs or {}).items():
+        torch.save(tensor, folder / f"{where}.pt")
+    for d in result.details:
+        short = d.name.removeprefix(result.name + ".")
+        for side, value in (("target", d.target), ("golden", d.golden)):
+            if isinstance(value, torch.Tensor):
+                torch.save(value.cpu(), folder / f"{short}.{side}.pt")
+    return folder
 
 
 def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder) -> ApiResult:
@@ -179,10 +205,11 @@ class _Grader:
         self.api_class = api_class
         self.reference = reference if reference is not None and not reference.error else None
 
-    def _compare(self, target: Any, golden: Any, reference: Any) -> Comparison:
+    def _row(self, name: str, target: Any, golden: Any, reference: Any) -> DetailRow:
         o = self.options
-        return compare(target, golden, standard=o.standard, reference=reference, cosine=o.cosine,
-                       max_abs=o.max_abs, api_class=self.api_class)
+        comparison = compare(target, golden, standard=o.standard, reference=reference, cosine=o.cosine,
+                             max_abs=o.max_abs, api_class=self.api_class)
+        return DetailRow(name, comparison, *((target, golden) if o.keep_tensors else ()))
 
     def outputs(self, prefix: str, targets: list, goldens: list) -> list[DetailRow]:
         if len(targets) != len(goldens):
@@ -190,7 +217,7 @@ class _Grader:
                 ERROR, f"target returned {len(targets)} outputs, golden {len(goldens)}", None, "", "", None))]
         refs = self.reference.outputs if self.reference and len(self.reference.outputs) == len(targets) \
             else [None] * len(targets)
-        return [DetailRow(f"{prefix}.{i}", self._compare(t, g, r))
+        return [self._row(f"{prefix}.{i}", t, g, r)
                 for i, (t, g, r) in enumerate(zip(targets, goldens, refs)) if not (t is None and g is None)]
 
     def grads(self, prefix: str, target: SideRun, golden: SideRun) -> list[DetailRow]:
@@ -208,5 +235,5 @@ class _Grader:
                 rows.append(DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "",
                                                        None)))
             else:
-                rows.append(DetailRow(name, self._compare(t, g, ref_grads.get(i))))
+                rows.append(self._row(name, t, g, ref_grads.get(i)))
         return rows

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from collections import Counter
 
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
+from precheck.inputs import InputError
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.targets import TARGETS, DeviceError
 
@@ -85,9 +87,34 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
                      help="a record needing more memory than this (e.g. 8G) is a SKIP row (default: half the "
                           "machine's memory shared among the workers)")
+    run.add_argument("-save_error_data", "--save_error_data", action="store_true",
+                     help="save the inputs, target and golden outputs of every API that is not pass under "
+                          "OUT_PATH/ut_error_data/<API>/")
     run.add_argument("--fail-on", choices=("error", "warning"), default=None,
                      help="exit 1 when any API's forward or backward status is this or worse (for CI gates)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    gen = commands.add_parser("generate", help="write a pytest suite: one test per forward API of a dump",
+                              description="Write a self-contained pytest suite that checks every forward API of "
+                                          "the dump (forward and backward) with the given grading options.")
+    gen.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON", help="the dump.json to test")
+    gen.add_argument("-o", "--out_path", required=True, metavar="SUITE", help="folder for the suite")
+    gen.add_argument("--copy-data", action="store_true",
+                     help="copy the dump and the tensor files the tests read into SUITE/data/")
+    gen.add_argument("-d", "--device", default="auto", help="target device when the suite runs (default auto)")
+    gen.add_argument("--standard", choices=STANDARD_CHOICES, default="default", help="precision standard")
+    gen.add_argument("--target", choices=TARGETS, default="device", help="what the tests grade")
+    gen.add_argument("--cosine", type=_fraction, default=DEFAULT_COSINE)
+    gen.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS)
+    gen.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
+
+    rep = commands.add_parser("repro", help="write a standalone torch script reproducing one API's check",
+                              description="Write repro_<API>.py and its inputs: the call on a device in the "
+                                          "recorded dtypes against a CPU float64 golden, needing only torch.")
+    rep.add_argument("api_name", metavar="API_NAME", help="a forward record's name, e.g. Torch.addmm.0")
+    rep.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON")
+    rep.add_argument("-o", "--out_path", default=".", help="folder for the script and its inputs")
+    rep.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
 
     apc = commands.add_parser("api_precision_compare",
                               help="msprobe's second-stage verdict from an NPU and a GPU details CSV",
@@ -100,6 +127,18 @@ def build_parser() -> argparse.ArgumentParser:
     apc.add_argument("--standard", choices=("benchmark", "auto"), default="benchmark",
                      help="benchmark: every float output by the ratio of its errors, as msprobe; auto: each API by "
                           "the standard of its class")
+
+    reg = commands.add_parser("regress", help="regression gate: compare a result CSV with a baseline result CSV",
+                              description="Compare two result CSVs (precheck's or msprobe's) API by API on their "
+                                          "Forward and Backward statuses; writes regress_report.md and "
+                                          "regress_report.json. Exit 1 when an API got worse (FAIL) or went "
+                                          "MISSING (with --strict also when one IMPROVED), 0 otherwise.")
+    reg.add_argument("--baseline", required=True, metavar="OLD_RESULT_CSV", help="the accepted result CSV")
+    reg.add_argument("--current", required=True, metavar="NEW_RESULT_CSV", help="the result CSV to judge")
+    reg.add_argument("-o", "--out_path", default=".", metavar="REPORT_DIR",
+                     help="folder for regress_report.md and regress_report.json (default: current folder)")
+    reg.add_argument("--strict", action="store_true",
+                     help="also exit 1 when an API IMPROVED, so the baseline gets refreshed")
     return parser
 
 
@@ -117,17 +156,81 @@ def _precision_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _regress(args: argparse.Namespace) -> int:
+    from precheck.regress import FAIL, IMPROVED, MISSING, RegressError, regress, write_report
+    try:
+        report = regress(args.baseline, args.current)
+    except RegressError as e:
+        print(f"precheck: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        md_path, json_path = write_report(report, args.out_path)
+    except OSError as e:
+        print(f"precheck: error: cannot write the report: {e}", file=sys.stderr)
+        return 2
+    print(f"precheck regress: {report.summary()}\n  markdown: {md_path}\n  json:     {json_path}")
+    code = report.exit_code(args.strict)
+    if code:
+        counts = report.counts
+        why = [f"{counts[FAIL]} got worse (FAIL)" if counts[FAIL] else "",
+               f"{counts[MISSING]} went MISSING" if counts[MISSING] else "",
+               f"{counts[IMPROVED]} IMPROVED (--strict: refresh the baseline)"
+               if args.strict and counts[IMPROVED] else ""]
+        print("precheck: regress: " + "; ".join(w for w in why if w), file=sys.stderr)
+    return code
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from precheck.testgen import generate
+    options = CheckOptions(device=args.device, standard=args.standard, target=args.target, cosine=args.cosine,
+                           max_abs=args.max_abs, seed=args.seed)
+    try:
+        test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
+    except DumpError as e:
+        print(f"precheck: error: {e}", file=sys.stderr)
+        return 2
+    print(f"precheck generate: suite written to {test.parent} (run: pytest {test.parent})")
+    return 0
+
+
+def _repro(args: argparse.Namespace) -> int:
+    from precheck.repro import ReproError, write_repro
+    try:
+        script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
+    except (DumpError, ReproError, InputError) as e:
+        print(f"precheck: error: {e}", file=sys.stderr)
+        return 2
+    print(f"precheck repro: {script} (run: python {script} [DEVICE])")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:     # `precheck ... | head`: the reader left, nothing more to say
+        sys.stderr.close()
+        return 0
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "repro":
+        return _repro(args)
     if args.command == "api_precision_compare":
         return _precision_compare(args)
+    if args.command == "generate":
+        return _generate(args)
+    if args.command == "regress":
+        return _regress(args)
     from precheck.run_ut import run_ut   # imports torch: keep --help and argument errors fast
     try:
         summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers,
                          options=CheckOptions(cosine=args.cosine, max_abs=args.max_abs, seed=args.seed,
                                               force_random=args.random, max_memory=args.max_memory,
                                               standard=args.standard, bench_device=args.bench_device,
-                                              target=args.target),
+                                              target=args.target,
+                                              save_error_data=str(Path(args.out_path) / "ut_error_data")
+                                              if args.save_error_data else None),
                          progress=not args.quiet)
     except (DumpError, DeviceError, ValueError) as e:
         print(f"precheck: error: {e}", file=sys.stderr)

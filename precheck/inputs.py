@@ -116,6 +116,7 @@ class InputBuilder:
         self.int_floors = int_floors or {}
         self.generated = 0
         self.notes: list[str] = []
+        self.tensors: dict[str, torch.Tensor] = {}   # every tensor built, by argument place (error data, repro)
 
     def build(self, tree: Any, where: str) -> Any:
         return map_specs_at(tree, self._tensor, where)
@@ -125,6 +126,11 @@ class InputBuilder:
         return map_specs_at(tree, lambda spec, _: load_tensor(spec, self.data_dir), where)
 
     def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
+        tensor = self._make(spec, where)
+        self.tensors[where] = tensor
+        return tensor
+
+    def _make(self, spec: TensorSpec, where: str) -> torch.Tensor:
         if spec.data_name is not None and not self.force_random:
             return load_tensor(spec, self.data_dir)
         try:

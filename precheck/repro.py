@@ -1,0 +1,185 @@
+"""``precheck repro API_NAME``: one API's discrepancy as a standalone script that needs only torch.
+
+The script and its inputs go to one folder: ``repro_<API>.py`` and ``<API>.inputs.pt`` (a dict of tensors by
+argument place, loadable with ``weights_only=True``). Non-tensor arguments are written into the script as Python
+literals. It runs the call on a device in the recorded dtypes and on the CPU in float64, feeds the recorded
+gradients where the dump has a backward, and prints what differs, so a kernel owner can reproduce a finding
+without precheck, msprobe or the dump.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from api_registry import lookup
+from precheck.dump import DeviceArg, TensorSpec, load_dump
+from precheck.inputs import InputBuilder
+
+_MODULES = {"Functional": "torch.nn.functional", "Torch": "torch", "Tensor": "torch.Tensor"}
+
+_SCRIPT = '''"""Reproduces precheck's check of {name} ({func}) from {dump}.
+
+Target: the call on DEVICE in the recorded dtypes. Golden: the same call on the CPU in float64.
+Run: python {script} [DEVICE]      (default cpu; e.g. cuda, npu:0)
+"""
+import math
+import pathlib
+import sys
+
+import torch
+
+DEVICE = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+T = torch.load(pathlib.Path(__file__).resolve().parent / "{data}", weights_only=True)
+NEEDS_GRAD = {needs_grad!r}
+INPLACE = {inplace!r}
+
+
+def build(golden):
+    leaves = {{}}
+
+    def t(place):
+        x = T[place]
+        if golden and (x.is_floating_point() or x.is_complex()):
+            x = x.to("cpu", torch.complex128 if x.is_complex() else torch.float64)
+        else:
+            x = x.to("cpu" if golden else DEVICE)
+        x = x.clone()
+        if place in NEEDS_GRAD:
+            x.requires_grad_(True)
+            leaves[place] = x
+            return x.clone() if INPLACE else x
+        return x
+
+    def dt(dtype):
+        return torch.float64 if golden and dtype.is_floating_point else dtype
+
+    device = torch.device("cpu" if golden else DEVICE)
+    args = {args}
+    kwargs = {kwargs}
+    return args, kwargs, leaves
+
+
+def flat(x):
+    if isinstance(x, (tuple, list)) and not isinstance(x, torch.Size):
+        return [leaf for v in x for leaf in flat(v)]
+    return [x]
+
+
+def run(golden):
+    args, kwargs, leaves = build(golden)
+    outputs = flat({func}(*args, **kwargs))
+    grads = {{}}
+    grad_outputs = {grad_outputs}
+    pairs = [(o, g.to(o.device, o.dtype)) for o, g in zip(outputs, grad_outputs)
+             if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
+    if pairs and leaves:
+        found = torch.autograd.grad([o for o, _ in pairs], list(leaves.values()), [g for _, g in pairs],
+                                    allow_unused=True)
+        grads = dict(zip(leaves, found))
+    return outputs, grads
+
+
+def report(label, target, golden):
+    if not isinstance(target, torch.Tensor):
+        print(f"{{label}}: target {{target!r}}, golden {{golden!r}}")
+        return
+    t = target.detach().cpu().double()
+    g = golden.detach().cpu().double()
+    err = (t - g).abs()
+    rel = err / g.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    worst = int(err.nan_to_num(math.inf).argmax()) if err.numel() else 0
+    print(f"{{label}}: {{tuple(t.shape)}} {{target.dtype}}: max abs error {{float(err.max()) if err.numel() else 0:.6g}}"
+          f" at flat index {{worst}} (target {{t.reshape(-1)[worst].item() if t.numel() else None!r}}, golden "
+          f"{{g.reshape(-1)[worst].item() if g.numel() else None!r}}), max rel error "
+          f"{{float(rel.max()) if rel.numel() else 0:.6g}}, non-finite mismatches "
+          f"{{int((t.isfinite() != g.isfinite()).sum())}}")
+
+
+target_out, target_grads = run(golden=False)
+golden_out, golden_grads = run(golden=True)
+for i, (t, g) in enumerate(zip(target_out, golden_out)):
+    report(f"forward.output.{{i}}", t, g)
+for place, g in golden_grads.items():
+    if g is not None and target_grads.get(place) is not None:
+        report(f"gradient of {{place}}", target_grads[place], g)
+'''
+
+
+class ReproError(Exception):
+    """The API cannot be reproduced (one line, exit code 2)."""
+
+
+def safe_name(name: str) -> str:
+    return re.sub(r"[^\w.\-]", "_", name)
+
+
+def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
+    """Write the script and its inputs for one API of a dump; returns the script's path."""
+    dump = load_dump(api_info)
+    case = next((c for c in dump.cases if c.name == api_name), None)
+    if case is None:
+        raise ReproError(f"{api_name}: no such forward record in {dump.path}")
+    if case.problem:
+        raise ReproError(f"{api_name}: {case.problem}")
+    entry = lookup(case.api)
+    prefix, _, rest = case.api.partition(".")
+    if entry is None or prefix not in _MODULES:
+        raise ReproError(f"{api_name}: not supported: {case.api}")
+    builder = InputBuilder(dump.data_dir, case.name, seed=seed, int_floors=entry.int_floors)
+    builder.build(case.args, "input_args")
+    builder.build(case.kwargs, "input_kwargs")
+    if case.has_backward:
+        builder.build(case.grad_outputs, "backward.input")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = safe_name(case.name)
+    data = f"{stem}.inputs.pt"
+    torch.save(builder.tensors, out / data)
+    needs_grad = sorted(where for where, spec in _places(case.args, "input_args") + _places(case.kwargs, "input_kwargs")
+                        if spec.requires_grad and (spec.dtype.is_floating_point or spec.dtype.is_complex))
+    grad_outputs = _literal(case.grad_outputs, "backward.input", gradients=True) if case.has_backward else "[]"
+    script = out / f"repro_{stem}.py"
+    script.write_text(_SCRIPT.format(
+        name=case.name, func=f"{_MODULES[prefix]}.{rest}", dump=f"{dump.path.parent.name}/{dump.path.name}",
+        script=script.name, data=data, needs_grad=set(needs_grad), inplace=entry.inplace,
+        args=_literal(case.args, "input_args"), kwargs=_literal(case.kwargs, "input_kwargs"),
+        grad_outputs=grad_outputs), encoding="utf-8")
+    return script
+
+
+def _places(tree: Any, where: str) -> list[tuple[str, TensorSpec]]:
+    if isinstance(tree, TensorSpec):
+        return [(where, tree)]
+    if isinstance(tree, tuple):
+        return [p for i, v in enumerate(tree) for p in _places(v, f"{where}[{i}]")]
+    if isinstance(tree, dict):
+        return [p for k, v in tree.items() for p in _places(v, f"{where}.{k}")]
+    return []
+
+
+def _literal(tree: Any, where: str, gradients: bool = False) -> str:
+    """Python source that rebuilds a decoded argument tree inside the script's ``build``."""
+    if isinstance(tree, TensorSpec):
+        return f"T[{where!r}]" if gradients else f"t({where!r})"
+    if isinstance(tree, tuple):
+        items = [_literal(v, f"{where}[{i}]", gradients) for i, v in enumerate(tree)]
+        return ("[" + ", ".join(items) + "]") if gradients else "(" + "".join(f"{x}, " for x in items) + ")"
+    if isinstance(tree, dict):
+        return "{" + ", ".join(f"{k!r}: {_literal(v, f'{where}.{k}', gradients)}" for k, v in tree.items()) + "}"
+    if isinstance(tree, torch.dtype):
+        return f"dt({tree})"
+    if isinstance(tree, DeviceArg):
+        return "device"
+    if isinstance(tree, torch.Size):
+        return f"torch.Size({list(tree)!r})"
+    if isinstance(tree, float) and not math.isfinite(tree):
+        return f"float({str(tree)!r})"
+    if tree is Ellipsis:
+        return "..."
+    return repr(tree)     # int, float, bool, str, None, slice
+
