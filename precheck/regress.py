@@ -198,7 +198,8 @@ def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:
     if absent:
         names = {_API_COLUMN: "API name", _FORWARD_COLUMN: "Forward Test Success",
                  _BACKWARD_COLUMN: "Backward Test Success"}
-        raise RegressError(f"{p}: not a result CSV (no {', '.join(repr(names[a]) for a in absent)} column)")
+        raise RegressError(f"{p}: not a result CSV (no {', '.join(repr(names[a]) for a in absent)} "
+                          f"column{'s' if len(absent) > 1 else ''})")
     api_col, fwd_col, bwd_col = (columns[w] for w in wanted)
     out: dict[str, Statuses] = {}
     for number, row in enumerate(rows, start=1):
