@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from api_registry import catalogue
+from api_registry import catalogue, testing
 
 RandomCheck = Callable[[tuple, dict], "str | None"]
 
@@ -127,6 +127,9 @@ def registry() -> dict[str, ApiEntry]:
                 table[key] = ApiEntry(name=key, func=func, standard=standard, inplace=_is_inplace(name),
                                       randomness=randomness, golden=_GOLDEN.get(key),
                                       int_floors=_INT_FLOORS.get(key, {}))
+    if testing.enabled():
+        table.update({name: ApiEntry(name=name, func=func, standard=catalogue.OTHER)
+                      for name, func in testing.MISBEHAVING.items()})
     return table
 
 

@@ -35,6 +35,7 @@ class CheckOptions:
     target: str = "device"          # device (re-run on `device`), recorded (the dump's outputs), compile
     keep_tensors: bool = False      # keep inputs, target and golden outputs in the result (generated tests)
     save_error_data: str | None = None  # folder for the inputs and outputs of every API that is not pass
+    timeout: float | None = None    # seconds one API may take in a pool worker (None: scaled by size)
 
 
 def estimated_bytes(case: Case) -> int:

@@ -14,6 +14,7 @@ from precheck.check import CheckOptions
 from precheck.dump import DumpError
 from precheck.inputs import InputError
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+from precheck.report import ResumeError
 from precheck.targets import TARGETS, DeviceError
 
 
@@ -87,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
                      help="a record needing more memory than this (e.g. 8G) is a SKIP row (default: half the "
                           "machine's memory shared among the workers)")
+    run.add_argument("-csv_path", "--csv_path", default=None, metavar="RESULT_CSV",
+                     help="continue an interrupted run: its accuracy_checking_result_<ts>.csv (the details CSV "
+                          "beside it is continued too); only the APIs it lacks are checked")
+    run.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS",
+                     help="seconds one API may take in a worker before it is an error row (default: 120 s plus "
+                          "1 s per million input elements, plus 300 s with --target compile)")
     run.add_argument("-save_error_data", "--save_error_data", action="store_true",
                      help="save the inputs, target and golden outputs of every API that is not pass under "
                           "OUT_PATH/ut_error_data/<API>/")
@@ -230,9 +237,10 @@ def _main(argv: list[str] | None = None) -> int:
                                               standard=args.standard, bench_device=args.bench_device,
                                               target=args.target,
                                               save_error_data=str(Path(args.out_path) / "ut_error_data")
-                                              if args.save_error_data else None),
+                                              if args.save_error_data else None, timeout=args.timeout),
+                         csv_path=args.csv_path,
                          progress=not args.quiet)
-    except (DumpError, DeviceError, ValueError) as e:
+    except (DumpError, DeviceError, ResumeError, ValueError) as e:
         print(f"precheck: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

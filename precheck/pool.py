@@ -1,18 +1,33 @@
-"""Schedule cases over a joblib (loky) worker pool and stream results back as they complete.
+"""Schedule cases over supervised worker processes and stream results back as they complete.
 
-A task carries the case (argument specs and file names, never tensors); the worker loads its own inputs. Starting
-a pool costs about two seconds on a 2-core machine (every worker imports torch), so a dump whose estimated serial
-cost is below that runs in this process instead: a small dump never pays for a pool it does not need.
+A task carries the case (argument specs and file names, never tensors); the worker loads its own inputs. Each
+worker checks one case at a time under supervision: a worker that dies (segfault, abort, ``os._exit``, out of
+memory) or runs past the case's timeout is replaced, and that case becomes an error row saying so, while the
+run goes on. (joblib's loky pool cannot do this: one dead worker breaks every task in flight.)
+
+Starting a pool costs about two seconds on a 2-core machine (every worker imports torch), so a dump whose
+estimated serial cost is below that runs in this process instead: a small dump never pays for a pool it does not
+need. In-process runs are protected by the resume journal instead (report.py): an API that killed the run twice
+is recorded as such, never retried forever.
 """
 from __future__ import annotations
 
+import math
+import multiprocessing
 import os
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as connection_wait
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
-from precheck.check import ApiResult, CheckOptions, check_case
+from precheck.check import NO_BACKWARD, ApiResult, CheckOptions, DetailRow, check_case
+from precheck.grader import ERROR, Comparison
 from precheck.dump import Case
 from precheck.inputs import iter_specs
 
@@ -22,6 +37,7 @@ SECONDS_PER_ELEMENT = 2e-8             # loaded from a file
 SECONDS_PER_GENERATED_ELEMENT = 2.5e-7  # rebuilt from statistics (precheck/synth.py)
 SECONDS_PER_COMPILE = 4.0              # torch.compile (inductor, CPU) of one signature, forward and backward
 POOL_START_SECONDS = 2.0
+DEFAULT_TIMEOUT = 120.0                # seconds per API before the scaling by size
 
 
 def default_workers() -> int:
@@ -47,15 +63,17 @@ def use_pool(cases: list[Case], workers: int, options: CheckOptions = CheckOptio
     return serial - serial / min(workers, len(cases)) > POOL_START_SECONDS
 
 
-def _check_in_worker(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
-    # Workers split the cores between them; intra-op threads on top of that would oversubscribe.
-    if torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
-    return check_case(case, data_dir, options)
+def case_timeout(case: Case, options: CheckOptions) -> float:
+    """``--timeout`` as given, or a generous default scaled by the case's size (and compilation)."""
+    if options.timeout is not None:
+        return options.timeout
+    elements = sum(spec.numel for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)))
+    return DEFAULT_TIMEOUT + elements / 1e6 + (300.0 if options.target == "compile" else 0.0)
 
 
-def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers: int) -> Iterator[ApiResult]:
-    """Yield one ApiResult per case, in completion order."""
+def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers: int,
+              on_start: Callable[[Case], None] = lambda case: None) -> Iterator[ApiResult]:
+    """Yield one ApiResult per case, in completion order. ``on_start`` is told before a case starts."""
     if not use_pool(cases, workers, options):
         # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
         # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
@@ -63,10 +81,115 @@ def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers:
         torch.set_num_threads(1)
         try:
             for case in cases:
+                on_start(case)
                 yield check_case(case, data_dir, options)
         finally:
             torch.set_num_threads(threads)
         return
-    from joblib import Parallel, delayed
-    parallel = Parallel(n_jobs=min(workers, len(cases)), backend="loky", return_as="generator_unordered")
-    yield from parallel(delayed(_check_in_worker)(case, data_dir, options) for case in cases)
+    yield from _Supervisor(data_dir, options, min(workers, len(cases))).run(cases, on_start)
+
+
+def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> None:
+    torch.set_num_threads(1)   # workers split the cores between them
+    while True:
+        case = conn.recv()
+        if case is None:
+            return
+        conn.send(check_case(case, data_dir, options))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    case: Case | None = None
+    deadline: float = math.inf
+
+
+class _Supervisor:
+    """Worker processes fed one case at a time; a dead or stuck worker costs its case, not the run."""
+
+    def __init__(self, data_dir: Path, options: CheckOptions, size: int) -> None:
+        self.data_dir, self.options, self.size = data_dir, options, size
+        self.context = multiprocessing.get_context("spawn")   # never fork a process that runs torch threads
+
+    def _start(self) -> _Worker:
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=_worker_main, args=(child, self.data_dir, self.options),
+                                       daemon=True)
+        process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def run(self, cases: list[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
+        pending = deque(cases)
+        workers = [self._start() for _ in range(self.size)]
+        try:
+            while pending or any(w.case for w in workers):
+                for i, w in enumerate(workers):
+                    if w.case is None and pending and not w.process.is_alive():
+                        workers[i] = w = self._replace(w)     # died between cases
+                    if w.case is None and pending:
+                        w.case = pending.popleft()
+                        on_start(w.case)
+                        w.deadline = time.monotonic() + case_timeout(w.case, self.options)
+                        w.conn.send(w.case)
+                busy = [w for w in workers if w.case is not None]
+                wait_for = min(w.deadline for w in busy) - time.monotonic()
+                ready = set(connection_wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
+                                            timeout=max(0.0, wait_for)))
+                for i, w in enumerate(workers):
+                    if w.case is None:
+                        continue
+                    result = None
+                    if w.conn in ready or w.process.sentinel in ready:
+                        try:
+                            result = w.conn.recv() if w.conn.poll() else None
+                        except (EOFError, OSError):
+                            result = None
+                        if result is None:
+                            w.process.join(1)
+                            result = failed(w.case, _death(w.process.exitcode))
+                            workers[i] = self._replace(w)
+                    elif time.monotonic() >= w.deadline:
+                        result = failed(w.case, f"timed out after {case_timeout(w.case, self.options):g} s")
+                        workers[i] = self._replace(w)
+                    if result is not None:
+                        workers[i].case = None
+                        yield result
+        finally:
+            for w in workers:
+                self._stop(w)
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        worker.process.kill()
+        worker.process.join(5)
+        worker.conn.close()
+        return self._start()
+
+    @staticmethod
+    def _stop(worker: _Worker) -> None:
+        try:
+            worker.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        worker.process.join(2)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join(2)
+        worker.conn.close()
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"worker crashed: signal {-exitcode} ({signal.Signals(-exitcode).name})"
+        except ValueError:
+            return f"worker crashed: signal {-exitcode}"
+    return f"worker crashed: exit code {exitcode}"
+
+
+def failed(case: Case, reason: str) -> ApiResult:
+    """The error row of a case that took its worker (or the run) down."""
+    row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, reason, None, "", "", None))
+    return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, reason, [row])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import time
 from pathlib import Path
 
@@ -22,24 +23,53 @@ DETAILS_HEADER = [
 BLANK = " "
 
 
+# OWASP's CSV injection list (a spreadsheet starts a formula at =, +, -, @, tab or carriage return), and the
+# full-width forms that CJK spreadsheets also take as a formula.
+_FORMULA_START = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
+_NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE)
+MAX_CELL = 32767    # a spreadsheet cell's limit, and well below the csv module's default field limit (131072)
+
+
+def text(value: str) -> str:
+    """A text cell (name, message, dtype) as written: never the start of a spreadsheet formula, never longer than a
+    cell can be, always encodable as UTF-8.
+
+    A text that a spreadsheet would run as a formula gets a single quote in front (OWASP); a number written as
+    text (``-0.5``, ``-inf``) stays as it is, for msprobe's readers parse it. Lone surrogates (JSON allows
+    ``\\ud800``) are written as their escape.
+    """
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(value) > MAX_CELL:
+        value = f"{value[:MAX_CELL - 40]}... ({len(value) - MAX_CELL + 40} more characters)"
+    if value[:1] in _FORMULA_START and not _NUMBER.fullmatch(value):
+        value = "'" + value
+    return value
+
+
 def cell(value: object) -> str:
-    """msprobe's cell text: floats with 14 fixed decimals, blanks as one space."""
+    """msprobe's cell text: floats with 14 fixed decimals, blanks as one space, text through :func:`text`."""
     if value is None or value == "":
         return BLANK
     if isinstance(value, float):
         return f"{value:.14f}"
+    if isinstance(value, str):
+        return text(value)
     return str(value)
 
 
 def result_row(r: ApiResult) -> list[str]:
-    return [r.name, r.forward, r.backward, cell(r.message)]
+    return [text(r.name), r.forward, r.backward, cell(r.message)]
 
 
 def detail_row(d: DetailRow) -> list[str]:
     c = d.comparison
     metrics = c.metrics.columns() if c.metrics is not None else [None] * 17
     shape = BLANK if c.shape is None else str(tuple(c.shape))
-    return [d.name, cell(c.golden_dtype), cell(c.target_dtype), shape, *map(cell, metrics), c.status,
+    return [text(d.name), cell(c.golden_dtype), cell(c.target_dtype), shape, *map(cell, metrics), c.status,
             cell(c.message)]
 
 
@@ -49,53 +79,119 @@ def _line(row: list[str]) -> str:
     return buf.getvalue()
 
 
-class CsvReport:
-    """The pair of CSV files of one run. Every finished API is on disk (flushed) before the next is written."""
+class ResumeError(Exception):
+    """The CSV named by -csv_path cannot be continued (one line, exit code 2)."""
 
-    def __init__(self, out_dir: str | os.PathLike, timestamp: str | None = None) -> None:
-        self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        ts = timestamp or time.strftime("%Y%m%d%H%M%S")
+
+_RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14})\.csv$")
+
+
+class CsvReport:
+    """The pair of CSV files of one run. Every finished API is on disk (flushed) before the next starts: its
+    details rows first, then its result row, so a result row always has all its details.
+
+    Resuming (``resume`` = a result CSV of an interrupted run) repairs a torn last line, drops details rows of
+    APIs without a result row, and continues both files; the journal beside them counts how often each API was
+    started, so an API that killed the run twice is recorded as such instead of being retried forever.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike, timestamp: str | None = None, *,
+                 resume: str | os.PathLike | None = None, orders: dict[str, int] | None = None) -> None:
+        self._written: list[tuple[int, str, str]] = []   # (order, result line, details lines)
+        self.completed: set[str] = set()
+        self.started: dict[str, int] = {}
+        if resume is not None:
+            path = Path(resume)
+            m = _RESULT_NAME.match(path.name)
+            if m is None or not path.is_file():
+                raise ResumeError(f"{path}: not an accuracy_checking_result_<YYYYmmddHHMMSS>.csv file")
+            self.out_dir, ts = path.parent, m.group(1)
+        else:
+            self.out_dir = Path(out_dir)
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            ts = timestamp or time.strftime("%Y%m%d%H%M%S")
         self.result_path = self.out_dir / f"accuracy_checking_result_{ts}.csv"
         self.details_path = self.out_dir / f"accuracy_checking_details_{ts}.csv"
-        self._result = open(self.result_path, "w", encoding="utf-8-sig", newline="")
-        self._details = open(self.details_path, "w", encoding="utf-8-sig", newline="")
-        self._result.write(_line(RESULT_HEADER))
-        self._details.write(_line(DETAILS_HEADER))
-        self._flush()
-        self._written: list[tuple[int, str, str]] = []   # (order, result line, details lines)
+        self.journal_path = self.out_dir / f"accuracy_checking_result_{ts}.journal"
+        if resume is not None:
+            self._load(orders or {})
+        else:
+            _write_lines(self.result_path, RESULT_HEADER, [])
+            _write_lines(self.details_path, DETAILS_HEADER, [])
+            self.journal_path.write_text("", encoding="utf-8")
+        self._result = open(self.result_path, "a", encoding="utf-8", newline="")
+        self._details = open(self.details_path, "a", encoding="utf-8", newline="")
+        self._journal = open(self.journal_path, "a", encoding="utf-8")
+
+    def _load(self, orders: dict[str, int]) -> None:
+        if not self.details_path.is_file():
+            raise ResumeError(f"{self.details_path}: missing, cannot resume {self.result_path.name}")
+        header, results = _read_complete_rows(self.result_path)
+        if header != RESULT_HEADER:
+            raise ResumeError(f"{self.result_path}: not a precheck result CSV (header {header})")
+        _, details = _read_complete_rows(self.details_path)
+        by_api: dict[str, list[str]] = {}
+        for row in details:
+            api = row[0].rsplit(".", 3)[0] if row else ""
+            by_api.setdefault(api, []).append(_line(row))
+        for row in results:
+            name = row[0]
+            self.completed.add(name)
+            self._written.append((orders.get(name, len(orders)), _line(row), "".join(by_api.get(name, []))))
+        _write_lines(self.result_path, RESULT_HEADER, [w[1] for w in self._written])
+        _write_lines(self.details_path, DETAILS_HEADER, [w[2] for w in self._written])
+        if self.journal_path.is_file():
+            for line in self.journal_path.read_text(encoding="utf-8").splitlines():
+                kind, _, name = line.partition("\t")
+                if kind == "start" and name not in self.completed:
+                    self.started[name] = self.started.get(name, 0) + 1
+
+    def start(self, name: str) -> None:
+        """Journal that ``name`` starts, before it runs: a kill during it is then known on resume."""
+        self._journal.write(f"start\t{name}\n")
+        self._journal.flush()
 
     def add(self, r: ApiResult) -> None:
         result = _line(result_row(r))
         details = "".join(_line(detail_row(d)) for d in r.details)
-        self._result.write(result)
+        # A flush puts the rows in the OS's hands: they survive the process being killed at any moment.
         self._details.write(details)
-        self._flush()
+        self._details.flush()
+        self._result.write(result)
+        self._result.flush()
         self._written.append((r.order, result, details))
 
-    def _flush(self) -> None:
-        # A flush puts the row in the OS's hands: it survives the process being killed at any moment.
-        self._result.flush()
-        self._details.flush()
-
-    def close(self) -> None:
-        """Rewrite both files in dump order (results arrive in completion order) and close them."""
-        self._result.close()
-        self._details.close()
+    def close(self, complete: bool = True) -> None:
+        """Rewrite both files in dump order (results arrive in completion order) and close them; a complete run
+        needs its journal no more."""
+        for f in (self._result, self._details, self._journal):
+            f.close()
         rows = sorted(self._written, key=lambda w: w[0])
         _write_lines(self.result_path, RESULT_HEADER, [w[1] for w in rows])
         _write_lines(self.details_path, DETAILS_HEADER, [w[2] for w in rows])
+        if complete:
+            self.journal_path.unlink(missing_ok=True)
 
     def __enter__(self) -> "CsvReport":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type | None, *exc: object) -> None:
+        self.close(complete=kind is None)
+
+
+def _read_complete_rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Rows of a CSV cut at its last complete line (a run killed mid-write leaves half a line)."""
+    text = path.read_bytes().decode("utf-8-sig", errors="replace")
+    if not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    return (rows[0] if rows else []), [r for r in rows[1:] if r]
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
-    """A whole CSV in msprobe's dialect."""
-    _write_lines(path, header, [_line(row) for row in rows])
+    """A whole CSV in msprobe's dialect; every cell is text here (numbers already rendered), so each goes through
+    :func:`text` (a rendered number is left as it is)."""
+    _write_lines(path, header, [_line([text(str(v)) for v in row]) for row in rows])
 
 
 def _write_lines(path: Path, header: list[str], lines: list[str]) -> None:

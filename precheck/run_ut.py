@@ -10,7 +10,7 @@ from pathlib import Path
 from precheck.check import ApiResult, CheckOptions
 from precheck.dump import load_dump
 from precheck.grader.status import at_or_below
-from precheck.pool import default_workers, run_cases
+from precheck.pool import default_workers, failed, run_cases
 from precheck.report import CsvReport
 from precheck.targets import TARGETS, resolve_device
 
@@ -23,6 +23,7 @@ class RunSummary:
     target: str
     wall_seconds: float
     results: list[ApiResult] = field(default_factory=list)
+    resumed: int = 0      # APIs already in the CSVs of the run this call continued
 
     @property
     def counts(self) -> Counter:
@@ -43,17 +44,21 @@ class RunSummary:
         bw = ", ".join(f"{k} {backward.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
         where = {"device": f"on {self.device}", "recorded": "against their recorded outputs",
                  "compile": f"through torch.compile on {self.device}"}[self.target]
-        return (f"precheck run_ut: {len(self.results)} APIs {where} in {self.wall_seconds:.2f} s "
+        again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
+        return (f"precheck run_ut: {len(self.results)} APIs {where}{again} in {self.wall_seconds:.2f} s "
                 f"({self.apis_per_second:.1f} APIs/s)\n"
                 f"  forward:  {counts}\n  backward: {bw}\n"
                 f"  result:  {self.result_path}\n  details: {self.details_path}")
 
 
 def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, device: str = "auto",
-           workers: int | None = None, options: CheckOptions | None = None, progress: bool = False) -> RunSummary:
+           workers: int | None = None, options: CheckOptions | None = None, progress: bool = False,
+           csv_path: str | os.PathLike | None = None) -> RunSummary:
     """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
 
-    Rows are written as APIs complete, so an interrupted run keeps every finished row.
+    Rows are written as APIs complete, so an interrupted run keeps every finished row; ``csv_path`` (the result
+    CSV of an interrupted run) continues it in the same files, checking only the APIs it lacks. ``results`` of
+    the summary hold the APIs checked by this call.
     """
     start = time.perf_counter()
     dump = load_dump(api_info)
@@ -73,8 +78,20 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
         options = replace(options, max_memory=default_max_memory(workers))
     results: list[ApiResult] = []
     bar = _progress_bar(len(dump.cases)) if progress else None
-    with CsvReport(out_path) as report:
-        for result in run_cases(dump.cases, dump.data_dir, options, workers):
+    orders = {case.name: case.order for case in dump.cases}
+    with CsvReport(out_path, resume=csv_path, orders=orders) as report:
+        todo = []
+        for case in dump.cases:
+            if case.name in report.completed:
+                continue
+            if report.started.get(case.name, 0) >= 2:   # it took the run down twice: never a third time
+                results.append(failed(case, "killed the run twice while being checked; not retried"))
+                report.add(results[-1])
+            else:
+                todo.append(case)
+        if bar is not None:
+            bar.update(len(dump.cases) - len(todo))
+        for result in run_cases(todo, dump.data_dir, options, workers, on_start=lambda c: report.start(c.name)):
             report.add(result)
             results.append(result)
             if bar is not None:
@@ -83,7 +100,7 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
         bar.close()
     results.sort(key=lambda r: r.order)
     return RunSummary(report.result_path, report.details_path, resolved, options.target,
-                      time.perf_counter() - start, results)
+                      time.perf_counter() - start, results, len(report.completed))
 
 
 def default_max_memory(workers: int) -> int:

@@ -1,0 +1,132 @@
+"""Never lose work: APIs that crash or hang their worker, runs killed with -9 and resumed, torn lines."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import api_registry
+from precheck import pool
+from precheck.check import CheckOptions
+from precheck.run_ut import run_ut
+
+STATS_TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": -1.0,
+                "Mean": 0.0, "Norm": 1.5, "requires_grad": False}
+
+
+def make_dump(path: Path, names: list[str]) -> Path:
+    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None,
+           "data": {f"{n}.forward": {"input_args": [STATS_TENSOR], "input_kwargs": {}, "output": [STATS_TENSOR]}
+                    for n in names}}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture
+def misbehaving(monkeypatch):
+    """The test-only APIs that crash and hang, in this process and in every worker it starts."""
+    monkeypatch.setenv("PRECHECK_TEST_APIS", "1")
+    api_registry.registry.cache_clear()
+    yield
+    monkeypatch.delenv("PRECHECK_TEST_APIS")
+    api_registry.registry.cache_clear()
+
+
+def rows(path: Path) -> list[list[str]]:
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return list(csv.reader(f))[1:]
+
+
+def cli(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PRECHECK_TEST_APIS="1")
+    return subprocess.Popen([sys.executable, "-m", "precheck", "run_ut", "-q", "-d", "cpu", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_crashing_and_hanging_apis_become_error_rows_and_the_run_goes_on(tmp_path, misbehaving, monkeypatch):
+    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)   # a pool even for this small dump
+    dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_segfault.0", "Torch.tanh.0", "Torch.precheck_abort.0",
+                                              "Torch.precheck_exit.0", "Torch.precheck_hang.0", "Torch.sigmoid.0"])
+    summary = run_ut(dump, tmp_path / "out", device="cpu", workers=2, options=CheckOptions(timeout=3))
+    got = {r.name: (r.forward, r.message) for r in summary.results}
+    assert got["Torch.precheck_segfault.0"] == ("error", "worker crashed: signal 11 (SIGSEGV)")
+    assert got["Torch.precheck_abort.0"] == ("error", "worker crashed: signal 6 (SIGABRT)")
+    assert got["Torch.precheck_exit.0"] == ("error", "worker crashed: exit code 3")
+    assert got["Torch.precheck_hang.0"] == ("error", "timed out after 3 s")
+    assert got["Torch.tanh.0"][0] == got["Torch.sigmoid.0"][0] == "pass"
+    assert [r[0] for r in rows(summary.result_path)] == [f"{n}.0" for n in (
+        "Torch.precheck_segfault", "Torch.tanh", "Torch.precheck_abort", "Torch.precheck_exit",
+        "Torch.precheck_hang", "Torch.sigmoid")]
+
+
+def test_an_api_that_kills_the_run_twice_is_recorded_not_retried(tmp_path):
+    dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_segfault.0",
+                                              "Torch.precheck_slow.1"])
+    out = tmp_path / "out"
+    first = cli("-api_info", str(dump), "-o", str(out))
+    first.communicate(timeout=120)
+    assert first.returncode == -signal.SIGSEGV        # in-process: the crash takes the run down...
+    result = next(out.glob("accuracy_checking_result_*.csv"))
+    assert [r[0] for r in rows(result)] == ["Torch.precheck_slow.0"]   # ...but not the finished row
+    second = cli("-api_info", str(dump), "-csv_path", str(result))
+    second.communicate(timeout=120)
+    assert second.returncode == -signal.SIGSEGV       # resumed, it is tried once more
+    third = cli("-api_info", str(dump), "-csv_path", str(result))
+    stdout, _ = third.communicate(timeout=120)
+    assert third.returncode == 0, stdout
+    assert "continuing a run that had 1 APIs" in stdout
+    assert [r[:2] for r in rows(result)] == [["Torch.precheck_slow.0", "pass"],
+                                            ["Torch.precheck_segfault.0", "error"],
+                                            ["Torch.precheck_slow.1", "pass"]]
+    assert rows(result)[1][3] == "killed the run twice while being checked; not retried"
+    assert not list(out.glob("*.journal"))            # a complete run leaves no journal
+
+
+def test_kill_9_then_resume_gives_exactly_the_rows_of_an_uninterrupted_run(tmp_path):
+    names = [f"Torch.precheck_slow.{i}" for i in range(10)] + ["Torch.tanh.0", "Torch.exp.0"]
+    dump = make_dump(tmp_path / "dump.json", names)
+    clean = cli("-api_info", str(dump), "-o", str(tmp_path / "clean"))
+    clean.communicate(timeout=120)
+    expected_result = rows(next((tmp_path / "clean").glob("accuracy_checking_result_*.csv")))
+    expected_details = rows(next((tmp_path / "clean").glob("accuracy_checking_details_*.csv")))
+
+    out = tmp_path / "killed"
+    run = cli("-api_info", str(dump), "-o", str(out))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = list(out.glob("accuracy_checking_result_*.csv"))
+        if found and len(rows(found[0])) >= 3:
+            break
+        time.sleep(0.05)
+    run.send_signal(signal.SIGKILL)
+    run.communicate(timeout=30)
+    result = next(out.glob("accuracy_checking_result_*.csv"))
+    details = next(out.glob("accuracy_checking_details_*.csv"))
+    assert 3 <= len(rows(result)) < len(names)
+    # A torn last line, as a kill in the middle of a write leaves it, is repaired on resume.
+    with open(result, "a", encoding="utf-8") as f:
+        f.write("Torch.precheck_slow.9,pa")
+    with open(details, "a", encoding="utf-8") as f:
+        f.write("Torch.precheck_slow.9.forward.output.0,torch.float64,torch.fl")
+    resumed = cli("-api_info", str(dump), "-csv_path", str(result))
+    resumed.communicate(timeout=120)
+    assert resumed.returncode == 0
+    assert rows(result) == expected_result
+    assert rows(details) == expected_details
+
+
+def test_resume_refuses_a_file_that_is_not_a_result_csv(tmp_path, capsys):
+    from precheck.cli import main
+    dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0"])
+    bogus = tmp_path / "notes.csv"
+    bogus.write_text("x")
+    assert main(["run_ut", "-api_info", str(dump), "-csv_path", str(bogus), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not an accuracy_checking_result_<YYYYmmddHHMMSS>.csv file" in err
