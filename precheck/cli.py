@@ -15,6 +15,7 @@ from precheck.dump import DumpError
 from precheck.inputs import InputError
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.report import ResumeError
+from precheck.selection import ConfigError, load_api_lists
 from precheck.targets import TARGETS, DeviceError
 
 
@@ -94,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS",
                      help="seconds one API may take in a worker before it is an error row (default: 120 s plus "
                           "1 s per million input elements, plus 300 s with --target compile)")
+    run.add_argument("-f", "--filter_api", action="store_true",
+                     help="check one call per signature (API, shapes, dtypes, non-tensor arguments); the others "
+                          "are left out and counted in the summary")
+    run.add_argument("-config", "--config", default=None, metavar="CONFIG_JSON",
+                     help="msprobe-style white_list / black_list of API names (at the top level or under run_ut)")
     run.add_argument("-save_error_data", "--save_error_data", action="store_true",
                      help="save the inputs, target and golden outputs of every API that is not pass under "
                           "OUT_PATH/ut_error_data/<API>/")
@@ -238,9 +244,10 @@ def _main(argv: list[str] | None = None) -> int:
                                               target=args.target,
                                               save_error_data=str(Path(args.out_path) / "ut_error_data")
                                               if args.save_error_data else None, timeout=args.timeout),
-                         csv_path=args.csv_path,
+                         csv_path=args.csv_path, filter_api=args.filter_api,
+                         api_lists=load_api_lists(args.config) if args.config else None,
                          progress=not args.quiet)
-    except (DumpError, DeviceError, ResumeError, ValueError) as e:
+    except (DumpError, DeviceError, ResumeError, ConfigError, ValueError) as e:
         print(f"precheck: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

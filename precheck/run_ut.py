@@ -7,11 +7,12 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from precheck.check import ApiResult, CheckOptions
+from precheck.check import ApiResult, CheckOptions, skipped
 from precheck.dump import load_dump
 from precheck.grader.status import at_or_below
 from precheck.pool import default_workers, failed, run_cases
 from precheck.report import CsvReport
+from precheck.selection import ApiLists, first_of_each_signature
 from precheck.targets import TARGETS, resolve_device
 
 
@@ -24,6 +25,7 @@ class RunSummary:
     wall_seconds: float
     results: list[ApiResult] = field(default_factory=list)
     resumed: int = 0      # APIs already in the CSVs of the run this call continued
+    filtered: int = 0     # calls left out by --filter_api (a signature checked already)
 
     @property
     def counts(self) -> Counter:
@@ -45,6 +47,8 @@ class RunSummary:
         where = {"device": f"on {self.device}", "recorded": "against their recorded outputs",
                  "compile": f"through torch.compile on {self.device}"}[self.target]
         again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
+        if self.filtered:
+            again += f" ({self.filtered} calls with an already checked signature skipped by --filter_api)"
         return (f"precheck run_ut: {len(self.results)} APIs {where}{again} in {self.wall_seconds:.2f} s "
                 f"({self.apis_per_second:.1f} APIs/s)\n"
                 f"  forward:  {counts}\n  backward: {bw}\n"
@@ -53,12 +57,14 @@ class RunSummary:
 
 def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, device: str = "auto",
            workers: int | None = None, options: CheckOptions | None = None, progress: bool = False,
-           csv_path: str | os.PathLike | None = None) -> RunSummary:
+           csv_path: str | os.PathLike | None = None, api_lists: ApiLists | None = None,
+           filter_api: bool = False) -> RunSummary:
     """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
 
     Rows are written as APIs complete, so an interrupted run keeps every finished row; ``csv_path`` (the result
     CSV of an interrupted run) continues it in the same files, checking only the APIs it lacks. ``results`` of
-    the summary hold the APIs checked by this call.
+    the summary hold the APIs checked by this call. ``api_lists`` (msprobe's white / black lists) turn the APIs
+    they leave out into SKIP rows; ``filter_api`` checks one call per signature and leaves the others out.
     """
     start = time.perf_counter()
     dump = load_dump(api_info)
@@ -80,12 +86,15 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     bar = _progress_bar(len(dump.cases)) if progress else None
     orders = {case.name: case.order for case in dump.cases}
     with CsvReport(out_path, resume=csv_path, orders=orders) as report:
+        cases, filtered = first_of_each_signature(dump.cases) if filter_api else (dump.cases, 0)
         todo = []
-        for case in dump.cases:
+        for case in cases:
             if case.name in report.completed:
                 continue
-            if report.started.get(case.name, 0) >= 2:   # it took the run down twice: never a third time
-                results.append(failed(case, "killed the run twice while being checked; not retried"))
+            listed_out = api_lists.excluded(case) if api_lists else None
+            if listed_out or report.started.get(case.name, 0) >= 2:   # killed the run twice: never a third time
+                results.append(skipped(case, listed_out) if listed_out else
+                               failed(case, "killed the run twice while being checked; not retried"))
                 report.add(results[-1])
             else:
                 todo.append(case)
@@ -100,7 +109,7 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
         bar.close()
     results.sort(key=lambda r: r.order)
     return RunSummary(report.result_path, report.details_path, resolved, options.target,
-                      time.perf_counter() - start, results, len(report.completed))
+                      time.perf_counter() - start, results, len(report.completed), filtered)
 
 
 def default_max_memory(workers: int) -> int:
