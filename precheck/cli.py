@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS",
                      help="seconds one API may take in a worker before it is an error row (default: 120 s plus "
                           "1 s per million input elements, plus 300 s with --target compile)")
+    run.add_argument("--backend", choices=("local", "dask"), default="local",
+                     help="local worker processes (default), or a Dask cluster (needs --scheduler and the dask "
+                          "extra; its workers must see the dump's path)")
+    run.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")
     run.add_argument("-f", "--filter_api", action="store_true",
                      help="check one call per signature (API, shapes, dtypes, non-tensor arguments); the others "
                           "are left out and counted in the summary")
@@ -217,6 +221,14 @@ def _repro(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scheduler(args: argparse.Namespace) -> str | None:
+    if args.backend == "dask" and not args.scheduler:
+        raise ValueError("--backend dask needs --scheduler ADDRESS")
+    if args.scheduler and args.backend != "dask":
+        raise ValueError("--scheduler goes with --backend dask")
+    return args.scheduler
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -245,6 +257,7 @@ def _main(argv: list[str] | None = None) -> int:
                                               save_error_data=str(Path(args.out_path) / "ut_error_data")
                                               if args.save_error_data else None, timeout=args.timeout),
                          csv_path=args.csv_path, filter_api=args.filter_api,
+                         scheduler=_scheduler(args),
                          api_lists=load_api_lists(args.config) if args.config else None,
                          progress=not args.quiet)
     except (DumpError, DeviceError, ResumeError, ConfigError, ValueError) as e:

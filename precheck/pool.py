@@ -72,8 +72,13 @@ def case_timeout(case: Case, options: CheckOptions) -> float:
 
 
 def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers: int,
-              on_start: Callable[[Case], None] = lambda case: None) -> Iterator[ApiResult]:
-    """Yield one ApiResult per case, in completion order. ``on_start`` is told before a case starts."""
+              on_start: Callable[[Case], None] = lambda case: None,
+              scheduler: str | None = None) -> Iterator[ApiResult]:
+    """Yield one ApiResult per case, in completion order. ``on_start`` is told before a case starts;
+    ``scheduler`` (a Dask scheduler address) spreads the cases over that cluster instead of local workers."""
+    if scheduler is not None:
+        yield from _on_dask(cases, data_dir, options, scheduler, on_start)
+        return
     if not use_pool(cases, workers, options):
         # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
         # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
@@ -87,6 +92,34 @@ def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers:
             torch.set_num_threads(threads)
         return
     yield from _Supervisor(data_dir, options, min(workers, len(cases))).run(cases, on_start)
+
+
+def _check_remote(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
+    """One case on a Dask worker, with the thread discipline of a local worker."""
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    return check_case(case, data_dir, options)
+
+
+def _on_dask(cases: list[Case], data_dir: Path, options: CheckOptions, scheduler: str,
+             on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
+    """Cases as tasks of a Dask cluster whose workers see the dump's path. A task that keeps killing its
+    workers comes back as the case's error row (Dask retries it on other workers first)."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ValueError("--backend dask needs the dask extra: pip install 'precheck[dask]'") from None
+    data_dir = data_dir.resolve()
+    with Client(scheduler) as client:
+        by_future = {}
+        for case in cases:
+            on_start(case)
+            by_future[client.submit(_check_remote, case, data_dir, options, pure=False)] = case
+        for future in as_completed(by_future):
+            try:
+                yield future.result()
+            except Exception as e:  # the cluster's failure is this case's row, never the run's end
+                yield failed(by_future[future], f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
 
 
 def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> None:

@@ -58,13 +58,14 @@ class RunSummary:
 def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, device: str = "auto",
            workers: int | None = None, options: CheckOptions | None = None, progress: bool = False,
            csv_path: str | os.PathLike | None = None, api_lists: ApiLists | None = None,
-           filter_api: bool = False) -> RunSummary:
+           filter_api: bool = False, scheduler: str | None = None) -> RunSummary:
     """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
 
     Rows are written as APIs complete, so an interrupted run keeps every finished row; ``csv_path`` (the result
     CSV of an interrupted run) continues it in the same files, checking only the APIs it lacks. ``results`` of
     the summary hold the APIs checked by this call. ``api_lists`` (msprobe's white / black lists) turn the APIs
-    they leave out into SKIP rows; ``filter_api`` checks one call per signature and leaves the others out.
+    they leave out into SKIP rows; ``filter_api`` checks one call per signature and leaves the others out;
+    ``scheduler`` (a Dask scheduler address) runs the checks on that cluster.
     """
     start = time.perf_counter()
     dump = load_dump(api_info)
@@ -100,7 +101,8 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
                 todo.append(case)
         if bar is not None:
             bar.update(len(dump.cases) - len(todo))
-        for result in run_cases(todo, dump.data_dir, options, workers, on_start=lambda c: report.start(c.name)):
+        for result in run_cases(todo, dump.data_dir, options, workers, on_start=lambda c: report.start(c.name),
+                                scheduler=scheduler):
             report.add(result)
             results.append(result)
             if bar is not None:

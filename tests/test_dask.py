@@ -1,0 +1,46 @@
+"""--backend dask: the same run spread over a Dask cluster of real worker processes gives the same CSVs."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from precheck.check import CheckOptions
+from precheck.cli import main
+from precheck.run_ut import run_ut
+
+distributed = pytest.importorskip("distributed")
+
+DATA = Path(__file__).parent / "data"
+GPT2 = DATA / "gpt2_bf16_tensor/step0/proc8493/dump.json"
+GPT2_STATS = DATA / "gpt2_bf16_statistics/step0/proc8497/dump.json"
+
+
+def read(path: Path) -> list[list[str]]:
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as c:
+        yield c.scheduler_address
+
+
+@pytest.mark.parametrize("dump", [GPT2, GPT2_STATS], ids=["tensor", "statistics"])
+def test_dask_run_equals_local_run(tmp_path, cluster, dump):
+    options = CheckOptions(standard="auto")
+    local = run_ut(dump, tmp_path / "local", device="cpu", workers=1, options=options)
+    remote = run_ut(dump, tmp_path / "dask", device="cpu", options=options, scheduler=cluster)
+    assert read(remote.result_path) == read(local.result_path)
+    assert read(remote.details_path) == read(local.details_path)
+
+
+def test_dask_cli_options(tmp_path, cluster, capsys):
+    assert main(["run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--backend", "dask",
+                 "--scheduler", cluster]) == 0
+    assert "47 APIs" in capsys.readouterr().out
+    assert main(["run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--backend", "dask"]) == 2
+    assert "--backend dask needs --scheduler ADDRESS" in capsys.readouterr().err
