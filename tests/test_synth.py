@@ -111,25 +111,15 @@ def real_tensors(draw, lo: int = 2, hi: int = 2000) -> torch.Tensor:
 # ------------------------------------------------------------------------ 1. feasible statistics, property
 
 @SETTINGS
-@given(real_tensors(lo=64))
+@given(real_tensors())
 def test_feasible_statistics_are_met(t):
     want = spec_of(t)
     out, note = synthesize(want, rng_for(0, "Torch.prop.0", "input_args[0]"))
     assert tuple(out.shape) == tuple(t.shape) and out.dtype == t.dtype
     assert bool(torch.isfinite(out).all())
-    assert note == "", note   # statistics of a real tensor are feasible: no fallback note
-    assert_moments_met(out, want.stats)
-
-
-@SETTINGS
-@given(real_tensors(hi=63))
-def test_small_tensors_meet_their_statistics(t):
-    want = spec_of(t)
-    out, note = synthesize(want, rng_for(0, "Torch.prop.0", "input_args[0]"))
-    assert tuple(out.shape) == tuple(t.shape) and out.dtype == t.dtype
     got = stats_of(out)
     assert got.max == want.stats.max and got.min == want.stats.min
-    assert note == "", note
+    assert note == "", note   # statistics of a real tensor are feasible: no fallback note
     assert_moments_met(out, want.stats)
 
 
