@@ -16,7 +16,7 @@ from precheck.dump import Case, TensorSpec
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
 from precheck.inputs import InputBuilder, InputError, iter_specs
 from precheck.recorded import StatisticsOnly, grade_statistics, recorded_run
-from precheck.runner import SideRun, flatten, run_side
+from precheck.runner import SideRun, flatten, one_line, run_side
 from precheck.targets import GOLDEN, compiled, reference_side, target_side
 
 NO_BACKWARD = " "   # msprobe's blank Backward cell: no backward was compared
@@ -39,10 +39,11 @@ class CheckOptions:
 
 
 def estimated_bytes(case: Case) -> int:
-    """Memory a case needs, roughly: each input and incoming gradient as recorded, its target copy, its
-    float64 golden copy and that copy's gradient."""
+    """Memory a case needs, roughly: each input, recorded output and incoming gradient as recorded, its target
+    copy, its float64 golden copy and that copy's gradient. Outputs count because an API can make a huge one
+    from a small input (``Tensor.repeat`` with large integer arguments)."""
     return sum(spec.numel * (2 * spec.dtype.itemsize + 16)
-               for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)))
+               for spec in iter_specs((case.args, case.kwargs, case.outputs, case.grad_outputs)))
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,8 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         return skipped(case, reason)
     need = estimated_bytes(case)
     if options.max_memory is not None and need > options.max_memory:
-        return skipped(case, f"needs about {need / 2**30:.1f} GiB, above --max-memory "
-                             f"{options.max_memory / 2**30:.1f} GiB")
+        return skipped(case, f"needs about {need / 2**30:.3g} GiB, above --max-memory "
+                             f"{options.max_memory / 2**30:.3g} GiB")
     builder = InputBuilder(data_dir, case.name, seed=options.seed, force_random=options.force_random,
                            int_floors=entry.int_floors)
     try:
@@ -139,8 +140,13 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
         return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
     grade = _Grader(options, entry.standard, reference)
-    forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
-    backward = grade.grads(f"{case.name}.backward.output", target, golden)
+    try:
+        forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
+        backward = grade.grads(f"{case.name}.backward.output", target, golden)
+    except Exception as e:  # outputs no grader rule foresaw: this API's error row, never the run's end
+        message = f"grader failed: {one_line(e)}"
+        row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
+        return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
     backward_status = worst(r.comparison.status for r in backward) if backward else NO_BACKWARD
     if backward_problem or not backward and options.target == "recorded" and golden.grads:
         backward_status = SKIP      # a backward was recorded but nothing of it could be graded

@@ -7,6 +7,7 @@ row instead of stopping the run.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -19,7 +20,10 @@ import torch
 
 TENSOR_TYPES = frozenset({"torch.Tensor", "torch.nn.parameter.Parameter", "mindspore.Tensor",
                           "mindspore.common.tensor.Tensor", "mindspore.Parameter"})
-_RECORD_KEY = re.compile(r"^(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>\d+)\.(?P<kind>forward|backward)$")
+_RECORD_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")  # fullmatch
+MAX_NAME = 256       # characters of a record key (msprobe's longest are under 100); longer keys are malformed
+MAX_PROBLEM = 500    # characters of a decoding problem (a message quoting a huge recorded value is cut)
+MAX_ELEMENTS = 2**63 - 1   # torch sizes and element counts are int64
 
 # MindSpore spells dtypes its own way; torch's are matched against the installed torch.
 _MINDSPORE_DTYPES = {
@@ -140,7 +144,8 @@ def load_dump(path: str | os.PathLike) -> Dump:
         raise DumpError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
     task = doc.get("task")
     if task not in ("tensor", "statistics"):
-        raise DumpError(f"{path}: not an msprobe dump ('task' is {task!r}, expected 'tensor' or 'statistics')")
+        raise DumpError(f"{path}: not an msprobe dump ('task' is {_clip(repr(task), 80)}, expected 'tensor' or "
+                        f"'statistics')")
     return Dump(path=path, task=task, level=str(doc.get("level", "")), framework=str(doc.get("framework", "")),
                 cases=pair_records(doc["data"]))
 
@@ -153,7 +158,8 @@ def pair_records(data: dict[str, Any]) -> list[Case]:
     for key, record in data.items():
         if key.startswith("Module.") or key.startswith("Cell."):
             continue
-        m = _RECORD_KEY.match(key)
+        # fullmatch: `$` would also match before a trailing newline, and "X.0.forward\n" would replace X.0.
+        m = _RECORD_KEY.fullmatch(key) if len(key) <= MAX_NAME else None
         if m is None:
             odd.append(key)
             continue
@@ -165,9 +171,30 @@ def pair_records(data: dict[str, Any]) -> list[Case]:
     cases = [_decode_case(stem, api, i, record, backwards.get(stem))
              for i, (stem, (api, record)) in enumerate(forwards.items())]
     # Malformed keys are kept as SKIP rows at the end rather than silently dropped.
-    cases += [Case(name=key, api=key, order=len(cases) + j,
-                   problem="malformed record name (expected Prefix.api.N.forward)") for j, key in enumerate(odd)]
+    cases += [Case(name=shown_name(key), api=shown_name(key), order=len(cases) + j, problem=_key_problem(key))
+              for j, key in enumerate(odd)]
     return cases
+
+
+def shown_name(key: str) -> str:
+    """The row name of a malformed record key: one printable line (control characters and lone surrogates
+    escaped as in Python's ``ascii``), at most about MAX_NAME characters (a longer key keeps its start, its
+    length and a digest, so two long keys stay apart)."""
+    name = key if key.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in key)
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+        name = f"{name[:MAX_NAME - 48]}... ({len(key)} characters, sha256 {digest})"
+    return name
+
+
+def _key_problem(key: str) -> str:
+    if len(key) > MAX_NAME:
+        return f"malformed record name: {len(key)} characters long (at most {MAX_NAME})"
+    return "malformed record name (expected Prefix.api.N.forward)"
+
+
+def _clip(text: str, limit: int = MAX_PROBLEM) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def _decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
@@ -193,7 +220,7 @@ def _decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
         return Case(name=stem, api=api, order=order, args=args, kwargs=kwargs, outputs=outputs,
                     grad_outputs=_as_tuple(grad_outputs), grad_inputs=_as_tuple(grad_inputs))
     except RecordError as e:
-        return Case(name=stem, api=api, order=order, problem=f"bad record: {e}")
+        return Case(name=stem, api=api, order=order, problem=f"bad record: {_clip(str(e))}")
     except RecursionError:
         return Case(name=stem, api=api, order=order, problem="bad record: arguments nested too deeply")
 
@@ -297,10 +324,28 @@ def _decode_tensor(raw: dict, where: str) -> TensorSpec:
     shape = raw.get("shape")
     if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                               for s in shape):
-        raise RecordError(f"{where}: shape must be a list of non-negative integers, got {shape!r}")
+        raise RecordError(f"{where}: shape must be a list of non-negative integers, got {_clip(repr(shape), 200)}")
+    if _too_many_elements(shape):
+        # torch counts elements in int64: no tensor ever had this shape (and its size would overflow a float).
+        raise RecordError(f"{where}: shape {_clip(repr(shape), 200)} has more elements than a tensor can hold "
+                          f"(2**63 - 1)")
     stats = Stats(*(_statistic(raw.get(k)) for k in ("Max", "Min", "Mean", "Norm")))
     data_name = raw.get("data_name")
     if data_name is not None and not isinstance(data_name, str):
         raise RecordError(f"{where}: data_name is not a string")
     return TensorSpec(dtype=dtype, shape=tuple(shape), stats=stats,
                       requires_grad=raw.get("requires_grad") is True, data_name=data_name)
+
+
+def _too_many_elements(shape: list[int]) -> bool:
+    """More elements (or a longer dimension) than int64 counts; stops multiplying once past it."""
+    if any(s > MAX_ELEMENTS for s in shape):
+        return True
+    if 0 in shape:
+        return False
+    count = 1
+    for s in shape:
+        count *= s
+        if count > MAX_ELEMENTS:
+            return True
+    return False

@@ -49,13 +49,32 @@ def iter_specs(tree: Any):
             yield from iter_specs(v)
 
 
+def shown(data_name: str) -> str:
+    """``data_name`` as messages name it: one printable line (control characters and lone surrogates escaped),
+    cut after 200 characters."""
+    name = data_name if data_name.isprintable() else \
+        "".join(c if c.isprintable() else ascii(c)[1:-1] for c in data_name)
+    return name if len(name) <= 200 else f"{name[:200]}... ({len(data_name)} characters)"
+
+
 def resolve(data_dir: Path, data_name: str) -> Path:
-    """The file of ``data_name`` inside ``data_dir``; names that would leave the directory are refused."""
-    root = data_dir.resolve()
-    path = (data_dir / data_name).resolve()
-    if path.parent != root and root not in path.parents:
-        raise InputError(f"{data_name}: refused, the path leaves the dump directory")
+    """The file of ``data_name`` inside ``data_dir``; names that would leave the directory (``..``, absolute
+    paths, symbolic links pointing out) are refused, and so are names no file can have (NUL bytes, too long)."""
+    try:
+        root = data_dir.resolve()
+        path = (data_dir / data_name).resolve()
+    except (OSError, ValueError, RuntimeError) as e:    # NUL byte, name too long, symlink loop
+        raise InputError(f"{shown(data_name)}: refused, not a usable file name ({_reason(e)})") from None
+    if path == root:
+        raise InputError(f"{shown(data_name)}: refused, names the dump directory itself, not a file in it")
+    if root not in path.parents:
+        raise InputError(f"{shown(data_name)}: refused, the path leaves the dump directory")
     return path
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
 
 def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
@@ -63,33 +82,45 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
     if spec.data_name is None:
         raise InputError(STATISTICS_ONLY)   # reached only by callers that load files and nothing else
     path = resolve(data_dir, spec.data_name)
-    if not path.is_file():
-        raise InputError(f"{spec.data_name}: file not found in {data_dir}")
+    name = shown(spec.data_name)
+    try:
+        found = path.is_file()
+    except OSError as e:
+        raise InputError(f"{name}: cannot access: {_reason(e)}") from None
+    if not found:
+        raise InputError(f"{name}: file not found in {data_dir}")
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
-            array = np.load(path, allow_pickle=False)
+            # Mapped, not read: the header's shape and dtype are checked before a byte is copied, so a small
+            # file declaring a huge array never allocates it, and an object array (pickles) is never loaded.
+            try:
+                array = np.load(path, mmap_mode="r", allow_pickle=False)
+            except OSError:     # a file system without mmap: read it (np.load still refuses pickles)
+                array = np.load(path, allow_pickle=False)
             if array.dtype.kind not in "biufc":
-                raise InputError(f"{spec.data_name}: unsupported array dtype {array.dtype}")
+                raise InputError(f"{name}: unsupported array dtype {array.dtype}")
+            if array.shape != spec.shape:
+                raise InputError(f"{name}: shape {array.shape} does not match the recorded {spec.shape}")
+            array = np.array(array)
             # torch only takes native byte order; a big-endian file is still a valid file.
             tensor = torch.from_numpy(np.ascontiguousarray(array.astype(array.dtype.newbyteorder("="), copy=False)))
         elif suffix == ".pt":
             tensor = torch.load(path, map_location="cpu", weights_only=True)
         else:
-            raise InputError(f"{spec.data_name}: unknown file type {suffix!r} (expected .pt or .npy)")
+            raise InputError(f"{name}: unknown file type {suffix!r} (expected .pt or .npy)")
     except InputError:
         raise
     except Exception as e:  # any loader failure is this file's problem, reported in one line
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise InputError(f"{spec.data_name}: unreadable: {reason[:300]}") from None
+        raise InputError(f"{name}: unreadable: {_reason(e)}") from None
     if not isinstance(tensor, torch.Tensor):
-        raise InputError(f"{spec.data_name}: holds {type(tensor).__name__}, not a tensor")
+        raise InputError(f"{name}: holds {type(tensor).__name__}, not a tensor")
     if tuple(tensor.shape) != spec.shape:
-        raise InputError(f"{spec.data_name}: shape {tuple(tensor.shape)} does not match the recorded {spec.shape}")
+        raise InputError(f"{name}: shape {tuple(tensor.shape)} does not match the recorded {spec.shape}")
     if tensor.dtype != spec.dtype:
         # .npy cannot hold bf16, so msprobe stores it widened; any other dtype change means a wrong file.
         if not (suffix == ".npy" and tensor.dtype.is_floating_point and spec.dtype.is_floating_point):
-            raise InputError(f"{spec.data_name}: dtype {tensor.dtype} does not match the recorded {spec.dtype}")
+            raise InputError(f"{name}: dtype {tensor.dtype} does not match the recorded {spec.dtype}")
         tensor = tensor.to(spec.dtype)
     return tensor.detach()
 

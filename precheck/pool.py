@@ -38,6 +38,7 @@ SECONDS_PER_GENERATED_ELEMENT = 2.5e-7  # rebuilt from statistics (precheck/synt
 SECONDS_PER_COMPILE = 4.0              # torch.compile (inductor, CPU) of one signature, forward and backward
 POOL_START_SECONDS = 2.0
 DEFAULT_TIMEOUT = 120.0                # seconds per API before the scaling by size
+MAX_TIMEOUT = 86400.0                  # a day: the most any wait is told (the OS refuses larger timestamps)
 
 
 def default_workers() -> int:
@@ -66,9 +67,9 @@ def use_pool(cases: list[Case], workers: int, options: CheckOptions = CheckOptio
 def case_timeout(case: Case, options: CheckOptions) -> float:
     """``--timeout`` as given, or a generous default scaled by the case's size (and compilation)."""
     if options.timeout is not None:
-        return options.timeout
+        return min(options.timeout, MAX_TIMEOUT)
     elements = sum(spec.numel for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)))
-    return DEFAULT_TIMEOUT + elements / 1e6 + (300.0 if options.target == "compile" else 0.0)
+    return min(DEFAULT_TIMEOUT + elements / 1e6 + (300.0 if options.target == "compile" else 0.0), MAX_TIMEOUT)
 
 
 def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers: int,
@@ -170,7 +171,7 @@ class _Supervisor:
                 busy = [w for w in workers if w.case is not None]
                 wait_for = min(w.deadline for w in busy) - time.monotonic()
                 ready = set(connection_wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
-                                            timeout=max(0.0, wait_for)))
+                                            timeout=min(max(0.0, wait_for), MAX_TIMEOUT)))
                 for i, w in enumerate(workers):
                     if w.case is None:
                         continue

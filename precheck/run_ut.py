@@ -11,7 +11,7 @@ from precheck.check import ApiResult, CheckOptions, skipped
 from precheck.dump import load_dump
 from precheck.grader.status import at_or_below
 from precheck.pool import default_workers, failed, run_cases
-from precheck.report import CsvReport
+from precheck.report import CsvReport, text
 from precheck.selection import ApiLists, first_of_each_signature
 from precheck.targets import TARGETS, resolve_device
 
@@ -85,12 +85,12 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
         options = replace(options, max_memory=default_max_memory(workers))
     results: list[ApiResult] = []
     bar = _progress_bar(len(dump.cases)) if progress else None
-    orders = {case.name: case.order for case in dump.cases}
+    orders = {text(case.name): case.order for case in dump.cases}   # names as the CSVs hold them
     with CsvReport(out_path, resume=csv_path, orders=orders) as report:
         cases, filtered = first_of_each_signature(dump.cases) if filter_api else (dump.cases, 0)
         todo = []
         for case in cases:
-            if case.name in report.completed:
+            if text(case.name) in report.completed:
                 continue
             listed_out = api_lists.excluded(case) if api_lists else None
             if listed_out or report.started.get(case.name, 0) >= 2:   # killed the run twice: never a third time

@@ -144,7 +144,7 @@ def _at(shape: tuple[int, ...], flat: int | None, target: torch.Tensor, golden: 
         return ""
     t, g = target.detach().cpu(), golden.detach().cpu()
     if t.is_complex():
-        t, g = torch.view_as_real(t), torch.view_as_real(g.to(torch.complex128))
+        t, g = torch.view_as_real(t.resolve_conj()), torch.view_as_real(g.to(torch.complex128).resolve_conj())
         shape = tuple(t.shape)
     index = unravel(flat, shape)
     return f" ({which} at index {index}: target {t.reshape(-1)[flat].item()!r}, golden {g.reshape(-1)[flat].item()!r})"

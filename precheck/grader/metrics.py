@@ -48,7 +48,7 @@ class Metrics:
 def _flat64(t: torch.Tensor) -> torch.Tensor:
     t = t.detach().cpu()
     if t.is_complex():
-        t = torch.view_as_real(t.to(torch.complex128))
+        t = torch.view_as_real(t.to(torch.complex128).resolve_conj())   # fft outputs can be conjugate views
     return t.to(torch.float64).reshape(-1)
 
 
