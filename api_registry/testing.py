@@ -34,9 +34,28 @@ def slow_identity(x: torch.Tensor, seconds: float = 0.3) -> torch.Tensor:
     return x * 1
 
 
+_POISONED = []
+
+
+def sticky_device_error(x: torch.Tensor) -> torch.Tensor:
+    """Fails on the target side (not float64) and leaves the process unusable, as a CUDA illegal memory access
+    leaves its context."""
+    if x.dtype == torch.float64:
+        return x * 1
+    _POISONED.append(True)
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+def needs_clean_process(x: torch.Tensor) -> torch.Tensor:
+    if _POISONED:
+        raise RuntimeError("CUDA error: the context of this process is broken")
+    return x * 1
+
+
 MISBEHAVING = {"Torch.precheck_segfault": segfault, "Torch.precheck_abort": abort,
                "Torch.precheck_exit": exit_hard, "Torch.precheck_hang": hang,
-               "Torch.precheck_slow": slow_identity}
+               "Torch.precheck_slow": slow_identity, "Torch.precheck_sticky": sticky_device_error,
+               "Torch.precheck_clean": needs_clean_process}
 
 
 def enabled() -> bool:

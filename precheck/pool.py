@@ -123,13 +123,21 @@ def _on_dask(cases: list[Case], data_dir: Path, options: CheckOptions, scheduler
                 yield failed(by_future[future], f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
 
 
+# Device errors after which a process's device context cannot be trusted: its worker is replaced.
+STICKY_ERRORS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "NPU error", "ACL error", "out of memory")
+
+
 def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> None:
     torch.set_num_threads(1)   # workers split the cores between them
     while True:
         case = conn.recv()
         if case is None:
             return
-        conn.send(check_case(case, data_dir, options))
+        result = check_case(case, data_dir, options)
+        retire = result.forward == ERROR and any(s in result.message for s in STICKY_ERRORS)
+        conn.send((result, retire))
+        if retire:
+            return
 
 
 @dataclass
@@ -175,13 +183,15 @@ class _Supervisor:
                 for i, w in enumerate(workers):
                     if w.case is None:
                         continue
-                    result = None
+                    result, retire = None, False
                     if w.conn in ready or w.process.sentinel in ready:
                         try:
-                            result = w.conn.recv() if w.conn.poll() else None
+                            result, retire = w.conn.recv() if w.conn.poll() else (None, False)
                         except (EOFError, OSError):
                             result = None
-                        if result is None:
+                        if retire:        # a sticky device error: this worker's device is not trusted again
+                            workers[i] = self._replace(w)
+                        elif result is None:
                             w.process.join(1)
                             result = failed(w.case, _death(w.process.exitcode))
                             workers[i] = self._replace(w)

@@ -66,6 +66,15 @@ def test_crashing_and_hanging_apis_become_error_rows_and_the_run_goes_on(tmp_pat
         "Torch.precheck_hang", "Torch.sigmoid")]
 
 
+def test_a_sticky_device_error_retires_its_worker(tmp_path, misbehaving, monkeypatch):
+    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)
+    names = ["Torch.precheck_sticky.0"] + [f"Torch.precheck_clean.{i}" for i in range(6)]
+    summary = run_ut(make_dump(tmp_path / "dump.json", names), tmp_path / "out", device="cpu", workers=2)
+    got = {r.name: r.forward for r in summary.results}
+    assert got.pop("Torch.precheck_sticky.0") == "error"
+    assert set(got.values()) == {"pass"}      # no later API ran in the broken process
+
+
 def test_an_api_that_kills_the_run_twice_is_recorded_not_retried(tmp_path):
     dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_segfault.0",
                                               "Torch.precheck_slow.1"])
