@@ -65,7 +65,7 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -
             return t.clone() if inplace else t
         return t
     if isinstance(tree, tuple):
-        return tuple(_build(v, l, side, leaves, inplace) for v, l in zip(tree, loaded))
+        return tuple(_build(v, value, side, leaves, inplace) for v, value in zip(tree, loaded))
     if isinstance(tree, dict):
         return {k: _build(v, loaded[k], side, leaves, inplace) for k, v in tree.items()}
     if isinstance(tree, torch.dtype):

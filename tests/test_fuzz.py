@@ -26,7 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 

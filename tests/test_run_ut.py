@@ -51,7 +51,7 @@ def test_gpt2_bf16_tensor_grades_every_api_except_random_ones(tmp_path):
     summary = run_ut(GPT2, tmp_path, device="cpu")
     rows = read_csv(summary.result_path)[1:]
     assert [r[0] for r in rows] == forward_names(GPT2)
-    for name, forward, backward, message in rows:
+    for name, forward, _, message in rows:
         random = "dropout" in name or "scaled_dot_product_attention" in name
         if random:
             assert forward == "SKIP" and message.startswith("random op"), (name, message)
@@ -71,7 +71,7 @@ def test_statistics_dump_is_graded_from_generated_inputs(tmp_path):
     summary = run_ut(GPT2_STATS, tmp_path, device="cpu")
     rows = read_csv(summary.result_path)[1:]
     assert [r[0] for r in rows] == forward_names(GPT2_STATS)
-    for name, forward, backward, message in rows:
+    for name, forward, _, message in rows:
         if "dropout" in name or "scaled_dot_product_attention" in name:
             assert forward == "SKIP"
         else:
