@@ -12,9 +12,9 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import torch
 
@@ -131,31 +131,117 @@ def load_dump(path: str | os.PathLike) -> Dump:
         path = path / "dump.json"
     try:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+            doc, cases = _stream(_JsonStream(f))
     except FileNotFoundError:
         raise DumpError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise DumpError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
-        raise DumpError(f"{path}: not valid JSON: {e}") from None
+        raise DumpError(f"{path}: not valid JSON: {e.msg} (character {e.pos})") from None
     except RecursionError:
         raise DumpError(f"{path}: JSON nested too deeply") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
+    if doc is None or cases is None:
         raise DumpError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
     task = doc.get("task")
     if task not in ("tensor", "statistics"):
         raise DumpError(f"{path}: not an msprobe dump ('task' is {_clip(repr(task), 80)}, expected 'tensor' or "
                         f"'statistics')")
     return Dump(path=path, task=task, level=str(doc.get("level", "")), framework=str(doc.get("framework", "")),
-                cases=pair_records(doc["data"]))
+                cases=cases)
 
 
-def pair_records(data: dict[str, Any]) -> list[Case]:
-    """Pair forward and backward records by their stem, in forward dump order; ignore Module.* records."""
-    forwards: dict[str, tuple[str, Any]] = {}
-    backwards: dict[str, Any] = {}
+class _JsonStream:
+    """Reads one JSON document piece by piece, so a gigabyte dump.json is never held whole: at most a chunk
+    and the record being decoded are in memory."""
+
+    _WS = re.compile(r"[ \t\n\r]*")
+    _DECODER = json.JSONDecoder()
+    CHUNK = 1 << 20
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.buf, self.pos, self.eof = f, "", 0, False
+
+    def _fill(self) -> bool:
+        chunk = self.f.read(self.CHUNK)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf, self.pos = self.buf[self.pos:] + chunk, 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space ("" at the end of the file)."""
+        while True:
+            self.pos = self._WS.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._fill():
+                return ""
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            raise json.JSONDecodeError(f"expected {char!r}", self.buf, self.pos)
+        self.pos += 1
+
+    def value(self) -> Any:
+        self.peek()
+        while True:
+            try:
+                value, end = self._DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError:
+                if self._fill():
+                    continue          # the value runs past what has been read so far
+                raise
+            if end == len(self.buf) and self._fill():
+                continue              # a number cut at the chunk's end may go on
+            self.pos = end
+            return value
+
+    def keys(self) -> Iterator[str]:
+        """The keys of the object that starts here; the caller reads each key's value before the next."""
+        self.expect("{")
+        if self.peek() == "}":
+            self.pos += 1
+            return
+        while True:
+            key = self.value()
+            if not isinstance(key, str):
+                raise json.JSONDecodeError("object keys must be strings", self.buf, self.pos)
+            self.expect(":")
+            yield key
+            char = self.peek()
+            self.pos += 1
+            if char == "}":
+                return
+            if char != ",":
+                raise json.JSONDecodeError("expected ',' or '}'", self.buf, self.pos - 1)
+
+
+def _stream(js: _JsonStream) -> tuple[dict | None, list[Case] | None]:
+    """The top-level fields of a dump and its cases, the ``data`` map decoded record by record."""
+    if js.peek() != "{":
+        js.value()                    # a valid document that is not an object is not a dump; invalid JSON raises
+        return None, None
+    doc: dict[str, Any] = {}
+    cases = None
+    for key in js.keys():
+        if key == "data" and js.peek() == "{":
+            cases = pair_records((name, js.value()) for name in js.keys())
+        else:
+            doc[key] = js.value()
+    if js.peek() != "":
+        raise json.JSONDecodeError("extra data after the document", js.buf, js.pos)
+    return doc, cases
+
+
+def pair_records(data: dict[str, Any] | Iterable[tuple[str, Any]]) -> list[Case]:
+    """Pair forward and backward records by their stem, in forward dump order; ignore Module.* records.
+    Records may stream in: a forward record is decoded as it arrives, so raw JSON is held only for a backward
+    record that comes before its forward."""
+    forwards: dict[str, Case] = {}
+    early_backwards: dict[str, Any] = {}
     odd: list[str] = []
-    for key, record in data.items():
+    for key, record in data.items() if isinstance(data, dict) else data:
         if key.startswith("Module.") or key.startswith("Cell."):
             continue
         # fullmatch: `$` would also match before a trailing newline, and "X.0.forward\n" would replace X.0.
@@ -165,11 +251,13 @@ def pair_records(data: dict[str, Any]) -> list[Case]:
             continue
         stem = f"{m['api']}.{m['n']}"
         if m["kind"] == "forward":
-            forwards[stem] = (m["api"], record)
+            order = forwards[stem].order if stem in forwards else len(forwards)   # a repeated key keeps its place
+            forwards[stem] = _decode_case(stem, m["api"], order, record, early_backwards.pop(stem, None))
+        elif stem in forwards:
+            forwards[stem] = _with_backward(forwards[stem], record)
         else:
-            backwards[stem] = record
-    cases = [_decode_case(stem, api, i, record, backwards.get(stem))
-             for i, (stem, (api, record)) in enumerate(forwards.items())]
+            early_backwards[stem] = record
+    cases = list(forwards.values())
     # Malformed keys are kept as SKIP rows at the end rather than silently dropped.
     cases += [Case(name=shown_name(key), api=shown_name(key), order=len(cases) + j, problem=_key_problem(key))
               for j, key in enumerate(odd)]
@@ -207,22 +295,33 @@ def _decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
             raise RecordError("input_kwargs is not a map")
         kwargs = {str(k): decode_value(v, f"input_kwargs.{k}") for k, v in kwargs_raw.items()}
         outputs = decode_value(fwd.get("output", []), "output")
-        grad_outputs = grad_inputs = None
-        if bwd is not None:
-            if not isinstance(bwd, dict):
-                raise RecordError("backward record is not a map")
-            grad_outputs = decode_value(bwd.get("input", []), "backward.input")
-            grad_inputs = decode_value(bwd.get("output", []), "backward.output")
         if not isinstance(args, tuple):
             args = (args,)
         if not isinstance(outputs, tuple):
             outputs = (outputs,)
-        return Case(name=stem, api=api, order=order, args=args, kwargs=kwargs, outputs=outputs,
-                    grad_outputs=_as_tuple(grad_outputs), grad_inputs=_as_tuple(grad_inputs))
+        case = Case(name=stem, api=api, order=order, args=args, kwargs=kwargs, outputs=outputs)
     except RecordError as e:
         return Case(name=stem, api=api, order=order, problem=f"bad record: {_clip(str(e))}")
     except RecursionError:
         return Case(name=stem, api=api, order=order, problem="bad record: arguments nested too deeply")
+    return case if bwd is None else _with_backward(case, bwd)
+
+
+def _with_backward(case: Case, bwd: Any) -> Case:
+    """A decoded forward case with its backward record; a bad backward record makes the case a bad record."""
+    if case.problem:
+        return case
+    try:
+        if not isinstance(bwd, dict):
+            raise RecordError("backward record is not a map")
+        grad_outputs = decode_value(bwd.get("input", []), "backward.input")
+        grad_inputs = decode_value(bwd.get("output", []), "backward.output")
+    except RecordError as e:
+        return Case(name=case.name, api=case.api, order=case.order, problem=f"bad record: {_clip(str(e))}")
+    except RecursionError:
+        return Case(name=case.name, api=case.api, order=case.order,
+                    problem="bad record: arguments nested too deeply")
+    return replace(case, grad_outputs=_as_tuple(grad_outputs), grad_inputs=_as_tuple(grad_inputs))
 
 
 def _as_tuple(value: Any) -> tuple | None:
