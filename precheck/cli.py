@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS)
     gen.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
 
+    apis = commands.add_parser("apis", help="list the supported APIs, or a dump's APIs that would be skipped",
+                               description="Without --check: supported APIs per prefix and standard class. With "
+                                           "--check: the forward records of a dump that would be SKIP rows, "
+                                           "grouped by reason, without running anything.")
+    apis.add_argument("--check", metavar="DUMP_JSON", default=None, help="the dump.json to check")
+    apis.add_argument("--names", action="store_true", help="also print every supported name")
+
     rep = commands.add_parser("repro", help="write a standalone torch script reproducing one API's check",
                               description="Write repro_<API>.py and its inputs: the call on a device in the "
                                           "recorded dtypes against a CPU float64 golden, needing only torch.")
@@ -210,6 +217,22 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _apis(args: argparse.Namespace) -> int:
+    from api_registry import registry
+    from precheck.apis import describe_skips, describe_supported
+    if args.check:
+        try:
+            print(describe_skips(args.check))
+        except DumpError as e:
+            print(f"precheck: error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    print(describe_supported())
+    if args.names:
+        print("\n".join(sorted(registry())))
+    return 0
+
+
 def _repro(args: argparse.Namespace) -> int:
     from precheck.repro import ReproError, write_repro
     try:
@@ -241,6 +264,8 @@ def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "repro":
         return _repro(args)
+    if args.command == "apis":
+        return _apis(args)
     if args.command == "api_precision_compare":
         return _precision_compare(args)
     if args.command == "generate":

@@ -1,0 +1,59 @@
+"""``precheck apis``: what precheck can run, and which APIs of a dump would be SKIP rows before running it.
+
+The check needs no tensors and runs nothing: it reads the dump and asks the registry, so a user learns in a
+second which part of a large dump a run would leave unchecked, and why.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+
+from api_registry import lookup, registry
+from precheck.dump import load_dump
+
+
+def supported() -> dict[str, Counter]:
+    """Supported API names per prefix, counted per precision-standard class."""
+    table: dict[str, Counter] = defaultdict(Counter)
+    for name, entry in registry().items():
+        table[name.split(".", 1)[0]][entry.standard] += 1
+    return dict(table)
+
+
+def would_skip(api_info: str | os.PathLike) -> tuple[int, dict[str, list[str]]]:
+    """The number of forward records, and each reason to skip with the calls it applies to, in dump order."""
+    dump = load_dump(api_info)
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for case in dump.cases:
+        if case.problem:
+            reasons[case.problem].append(case.name)
+            continue
+        entry = lookup(case.api)
+        if entry is None:
+            reasons[f"not supported: {case.api}"].append(case.name)
+            continue
+        why = entry.random_reason(case.args, case.kwargs)
+        if why:
+            reasons[why].append(case.name)
+    return len(dump.cases), dict(reasons)
+
+
+def describe_supported() -> str:
+    table = supported()
+    classes = sorted({c for counts in table.values() for c in counts})
+    lines = [f"{'prefix':12}" + "".join(f"{c:>11}" for c in classes) + f"{'total':>8}"]
+    for prefix in sorted(table):
+        counts = table[prefix]
+        lines.append(f"{prefix:12}" + "".join(f"{counts.get(c, 0):11d}" for c in classes)
+                     + f"{sum(counts.values()):8d}")
+    return "\n".join(lines)
+
+
+def describe_skips(api_info: str | os.PathLike) -> str:
+    total, reasons = would_skip(api_info)
+    skipped = sum(len(v) for v in reasons.values())
+    lines = [f"{api_info}: {total} forward records, {skipped} would be SKIP rows, {total - skipped} checked"]
+    for reason, names in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
+        lines.append(f"  {len(names):5d}  {reason}: {shown}")
+    return "\n".join(lines)

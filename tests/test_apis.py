@@ -1,0 +1,42 @@
+"""precheck apis: the supported list, and a dump's would-be SKIPs without running anything."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from precheck.apis import supported, would_skip
+from precheck.cli import main
+from precheck.run_ut import run_ut
+
+GPT2 = Path(__file__).parent / "data/gpt2_bf16_tensor/step0/proc8493/dump.json"
+
+
+def test_supported_counts_every_prefix_and_class():
+    table = supported()
+    assert set(table) >= {"Functional", "Torch", "Tensor"}
+    assert table["Torch"]["matmul"] >= 10 and table["Functional"]["conv"] >= 6
+
+
+def test_check_predicts_exactly_the_skip_rows_of_a_run(tmp_path):
+    doc = json.loads(GPT2.read_text())
+    doc["data"]["Torch.not_an_api.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": []}
+    doc["data"]["bad key"] = {}
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps(doc))
+    (tmp_path / "dump_tensor_data").symlink_to(GPT2.parent / "dump_tensor_data")
+    total, reasons = would_skip(dump)
+    predicted = {name for names in reasons.values() for name in names}
+    summary = run_ut(dump, tmp_path / "out", device="cpu")
+    assert total == len(summary.results) == 49
+    assert predicted == {r.name for r in summary.results if r.forward == "SKIP"}
+    assert reasons["not supported: Torch.not_an_api"] == ["Torch.not_an_api.0"]
+
+
+def test_cli(capsys):
+    assert main(["apis"]) == 0
+    assert "Functional" in capsys.readouterr().out
+    assert main(["apis", "--check", str(GPT2)]) == 0
+    out = capsys.readouterr().out
+    assert "47 forward records, 7 would be SKIP rows, 40 checked" in out
+    assert main(["apis", "--check", "/nonexistent/dump.json"]) == 2
+    assert "no such file" in capsys.readouterr().err
