@@ -14,6 +14,7 @@ from precheck.check import CheckOptions
 from precheck.dump import DumpError
 from precheck.inputs import InputError
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+from precheck.pool import WorkerStartError
 from precheck.report import ResumeError
 from precheck.selection import ConfigError, load_api_lists
 from precheck.targets import TARGETS, DeviceError
@@ -285,7 +286,7 @@ def _main(argv: list[str] | None = None) -> int:
                          scheduler=_scheduler(args),
                          api_lists=load_api_lists(args.config) if args.config else None,
                          progress=not args.quiet)
-    except (DumpError, DeviceError, ResumeError, ConfigError, ValueError) as e:
+    except (DumpError, DeviceError, ResumeError, ConfigError, WorkerStartError, ValueError) as e:
         print(f"precheck: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from api_registry import lookup
 from precheck.check import NO_BACKWARD, ApiResult, CheckOptions, DetailRow, check_case
 from precheck.grader import ERROR, Comparison
 from precheck.dump import Case
@@ -123,12 +124,22 @@ def _on_dask(cases: list[Case], data_dir: Path, options: CheckOptions, scheduler
                 yield failed(by_future[future], f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
 
 
+READY = "ready"
+STARTUP_SECONDS = 300.0
+
+
+class WorkerStartError(RuntimeError):
+    """No worker process could start (the environment, not a case): one line, exit code 2."""
+
+
 # Device errors after which a process's device context cannot be trusted: its worker is replaced.
 STICKY_ERRORS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "NPU error", "ACL error", "out of memory")
 
 
 def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> None:
     torch.set_num_threads(1)   # workers split the cores between them
+    lookup("Torch.add")        # build the API table now, so no case's timeout pays for it
+    conn.send(READY)
     while True:
         case = conn.recv()
         if case is None:
@@ -155,17 +166,34 @@ class _Supervisor:
         self.data_dir, self.options, self.size = data_dir, options, size
         self.context = multiprocessing.get_context("spawn")   # never fork a process that runs torch threads
 
-    def _start(self) -> _Worker:
+    def _start(self, wait: bool = True) -> _Worker:
         parent, child = self.context.Pipe()
         process = self.context.Process(target=_worker_main, args=(child, self.data_dir, self.options),
                                        daemon=True)
         process.start()
         child.close()
-        return _Worker(process, parent)
+        worker = _Worker(process, parent)
+        if wait:
+            self._ready(worker)
+        return worker
+
+    @staticmethod
+    def _ready(worker: _Worker) -> None:
+        """Wait until the worker has imported torch, so its start-up never counts against a case's timeout."""
+        try:
+            if worker.conn.poll(STARTUP_SECONDS) and worker.conn.recv() == READY:
+                return
+        except (EOFError, OSError):
+            pass
+        worker.process.kill()
+        raise WorkerStartError(f"a worker process did not start within {STARTUP_SECONDS:g} s "
+                               f"(exit code {worker.process.exitcode})")
 
     def run(self, cases: list[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
         pending = deque(cases)
-        workers = [self._start() for _ in range(self.size)]
+        workers = [self._start(wait=False) for _ in range(self.size)]   # they import torch in parallel
+        for w in workers:
+            self._ready(w)
         try:
             while pending or any(w.case for w in workers):
                 for i, w in enumerate(workers):
