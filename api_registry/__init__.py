@@ -1,7 +1,11 @@
 """The catalogue of APIs precheck can run, keyed by their msprobe dump name (``Functional.linear``).
 
-The table is built once per process from the candidate names of ``catalogue.py`` and what the installed torch
-provides. A dump name that is not in the table is not supported: it is never turned into an attribute lookup.
+The table is built once per process from what the installed torch provides: the public functions of
+torch.nn.functional, torch (with linalg, fft and special), the methods of torch.Tensor, torch._VF, and the ATen
+operators with their overloads (``Aten.add.Tensor`` -> torch.ops.aten.add.Tensor, resolved on first use). A dump
+name that is not in the table is not supported: it is never turned into an attribute lookup. ``catalogue.py``
+says which precision-standard class grades each family and which names are never run (file access, global
+state, hooks).
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from api_registry import catalogue, testing
-
-RandomCheck = Callable[[tuple, dict], "str | None"]
+from api_registry.canonical import Canonical, canonical_for
+from api_registry.randomness import RandomCheck, randomness_of
 
 
 @dataclass(frozen=True)
@@ -32,57 +36,15 @@ class ApiEntry:
     # Integer arguments whose negative Min is a sentinel, not a range (argument place -> lowest valid value):
     # generated cross-entropy targets are class ids or ignore_index, never -5.
     int_floors: dict[str, int] = field(default_factory=dict)
+    # Integer arguments the CPU only takes as int64 (an NPU records int32 class ids): widened on both sides.
+    long_args: frozenset[str] = frozenset()
+    # Rewrites each side's outputs where two correct runs may differ (tied sort indices, eigenvector signs).
+    canonical: Canonical | None = None
+    # The result may differ from run to run on an accelerator (atomic accumulation): said in the message.
+    nondeterministic: bool = False
 
     def random_reason(self, args: tuple, kwargs: dict) -> str | None:
         return self.randomness(args, kwargs) if self.randomness else None
-
-
-def _arg(args: tuple, kwargs: dict, pos: int, name: str, default: Any) -> Any:
-    if name in kwargs:
-        return kwargs[name]
-    return args[pos] if len(args) > pos else default
-
-
-def _dropout(p_pos: int, p_name: str, p_default: float, train_pos: int | None, train_name: str,
-             train_default: bool) -> RandomCheck:
-    """A call is random when its probability is above zero and it runs in training mode."""
-    def check(args: tuple, kwargs: dict) -> str | None:
-        p = _arg(args, kwargs, p_pos, p_name, p_default)
-        training = kwargs.get(train_name, train_default) if train_pos is None else \
-            _arg(args, kwargs, train_pos, train_name, train_default)
-        if isinstance(p, (int, float)) and p > 0 and training:
-            return f"random op: {p_name}={p} in training mode, outputs are random draws"
-        return None
-    return check
-
-
-def _always(args: tuple, kwargs: dict) -> str:
-    return "random op: outputs are random draws"
-
-
-def _rrelu(args: tuple, kwargs: dict) -> str | None:
-    return "random op: rrelu in training mode draws its slopes" if _arg(args, kwargs, 3, "training", False) \
-        else None
-
-
-_F_DROPOUT = _dropout(1, "p", 0.5, 2, "training", True)
-_RANDOM = {
-    "Functional.dropout": _F_DROPOUT, "Functional.dropout1d": _F_DROPOUT, "Functional.dropout2d": _F_DROPOUT,
-    "Functional.dropout3d": _F_DROPOUT, "Functional.alpha_dropout": _dropout(1, "p", 0.5, 2, "training", False),
-    "Functional.feature_alpha_dropout": _dropout(1, "p", 0.5, 2, "training", False),
-    "Functional.scaled_dot_product_attention": _dropout(4, "dropout_p", 0.0, None, "training", True),
-    "Functional.rrelu": _rrelu, "Functional.rrelu_": _rrelu,
-    "Torch.dropout": _dropout(1, "p", 0.5, 2, "train", True),
-    "Torch.feature_dropout": _dropout(1, "p", 0.5, 2, "train", True),
-    "Torch.alpha_dropout": _dropout(1, "p", 0.5, 2, "train", True),
-}
-_ALWAYS_RANDOM = {
-    "Functional.gumbel_softmax", "Functional.fractional_max_pool2d", "Functional.fractional_max_pool3d",
-    *(f"Torch.{n}" for n in "rand rand_like randn randn_like randint randint_like randperm bernoulli normal "
-      "multinomial poisson".split()),
-    *(f"Tensor.{n}" for n in "bernoulli bernoulli_ normal_ uniform_ exponential_ random_ cauchy_ log_normal_ "
-      "geometric_ multinomial".split()),
-}
 
 
 def _raise_to_double(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -92,7 +54,19 @@ def _raise_to_double(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Ten
 
 _TARGET_IS_CLASS_ID = {"input_args[1]": 0, "input_kwargs.target": 0}
 _INT_FLOORS = {"Functional.cross_entropy": _TARGET_IS_CLASS_ID, "Functional.nll_loss": _TARGET_IS_CLASS_ID}
+_TARGET = frozenset({"input_args[1]", "input_kwargs.target"})
+_LONG_ARGS = {
+    **{f"Functional.{n}": _TARGET for n in ("cross_entropy", "nll_loss", "multi_margin_loss",
+                                             "multilabel_margin_loss")},
+    "Functional.one_hot": frozenset({"input_args[0]", "input_kwargs.tensor"}),
+    "Torch.take": frozenset({"input_args[1]", "input_kwargs.index"}),
+    "Tensor.take": frozenset({"input_args[1]", "input_kwargs.index"}),
+}
 _GOLDEN = {f"Tensor.{n}": _raise_to_double for n in ("float", "half", "bfloat16", "double")}
+
+
+def _is_function(obj: Any) -> bool:
+    return callable(obj) and not isinstance(obj, type)
 
 
 def _resolve(root: Any, dotted: str) -> Any | None:
@@ -101,7 +75,7 @@ def _resolve(root: Any, dotted: str) -> Any | None:
         obj = getattr(obj, part, None)
         if obj is None:
             return None
-    return obj if callable(obj) else None
+    return obj if _is_function(obj) else None
 
 
 def _is_inplace(name: str) -> bool:
@@ -110,29 +84,89 @@ def _is_inplace(name: str) -> bool:
     return name.endswith("_")
 
 
+def _public(root: Any, prefix: str = "") -> list[str]:
+    """The public function names of a module or class, as dump names spell them (``linalg.inv``)."""
+    return [prefix + n for n in dir(root) if not n.startswith("_") and _is_function(getattr(root, n, None))]
+
+
+def _candidates() -> dict[str, tuple[Any, list[str]]]:
+    """Per dump prefix: the object names resolve on, and every name it can run."""
+    torch_names = _public(torch._C._VariableFunctions) + catalogue.TORCH_PYTHON + \
+        [n for sub in ("linalg", "fft", "special") for n in _public(getattr(torch, sub), sub + ".")]
+    return {
+        "Functional": (F, _public(F)),
+        "Torch": (torch, torch_names),
+        "Tensor": (torch.Tensor, _public(torch.Tensor) + catalogue.TENSOR_DUNDERS.split()),
+        "VF": (torch._VF, _public(torch._C._VariableFunctions)),
+    }
+
+
+def _entry(key: str, prefix: str, base: str, func: Callable[..., Any]) -> ApiEntry:
+    return ApiEntry(name=key, func=func, standard=catalogue.class_of(prefix, base), inplace=_is_inplace(base),
+                    randomness=randomness_of(key, base), golden=_GOLDEN.get(key),
+                    int_floors=_INT_FLOORS.get(key, {}), long_args=_LONG_ARGS.get(key, frozenset()),
+                    canonical=canonical_for(base), nondeterministic=base.rstrip("_") in catalogue.NONDETERMINISTIC)
+
+
 @functools.lru_cache(maxsize=1)
 def registry() -> dict[str, ApiEntry]:
-    """Every supported dump name mapped to its entry, built once per process."""
-    roots = {"Functional": (F, catalogue.FUNCTIONAL), "Torch": (torch, catalogue.TORCH),
-             "Tensor": (torch.Tensor, catalogue.TENSOR)}
+    """Every supported dump name of the Functional, Torch, Tensor and VF prefixes mapped to its entry, built
+    once per process (ATen names are resolved on first use: there are thousands)."""
     table: dict[str, ApiEntry] = {}
-    for prefix, (root, classes) in roots.items():
-        for standard, names in classes.items():
-            for name in names.split():
-                func = _resolve(root, name)
-                key = f"{prefix}.{name}"
-                if func is None or key in table:
-                    continue
-                randomness = _always if key in _ALWAYS_RANDOM else _RANDOM.get(key)
-                table[key] = ApiEntry(name=key, func=func, standard=standard, inplace=_is_inplace(name),
-                                      randomness=randomness, golden=_GOLDEN.get(key),
-                                      int_floors=_INT_FLOORS.get(key, {}))
+    for prefix, (root, names) in _candidates().items():
+        for name in names:
+            key = f"{prefix}.{name}"
+            if key in table or catalogue.denied(prefix, name):
+                continue
+            func = _resolve(root, name)
+            if func is not None:
+                table[key] = _entry(key, prefix, name, func)
     if testing.enabled():
         table.update({name: ApiEntry(name=name, func=func, standard=catalogue.OTHER)
                       for name, func in testing.MISBEHAVING.items()})
     return table
 
 
+@functools.lru_cache(maxsize=1)
+def aten_names() -> frozenset[str]:
+    """``add.Tensor``, ``add_.Scalar``, ``sum.default`` ...: every ATen operator overload this torch has."""
+    names = set()
+    for qualified in torch._C._dispatch_get_all_op_names():
+        if qualified.startswith("aten::"):
+            op, _, overload = qualified[len("aten::"):].partition(".")
+            names.add(f"{op}.{overload or 'default'}")
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=None)
+def _aten(key: str) -> ApiEntry | None:
+    name = key[len("Aten."):]
+    if name not in aten_names() or catalogue.denied("Aten", name.partition(".")[0]):
+        return None
+    op, _, overload = name.partition(".")
+    try:
+        func = getattr(getattr(torch.ops.aten, op), overload)
+    except (AttributeError, RuntimeError):
+        return None
+    entry = _entry(key, "Aten", op, func)
+    writes_out = overload == "out" or overload.endswith("_out")
+    return ApiEntry(**{**entry.__dict__, "inplace": entry.inplace or writes_out})
+
+
 def lookup(api: str) -> ApiEntry | None:
-    """The entry of a dump API name such as ``Tensor.__add__``; None when precheck does not support it."""
+    """The entry of a dump API name such as ``Tensor.__add__`` or ``Aten.add.Tensor``; None when precheck does
+    not support it (``why_unsupported`` says why)."""
+    if api.startswith("Aten."):
+        return _aten(api)
     return registry().get(api)
+
+
+def why_unsupported(api: str) -> str:
+    """The SKIP reason of a dump name with no entry: what it would need that a pre-check cannot give it."""
+    prefix = api.partition(".")[0]
+    if prefix in ("Distributed", "MindSpeed"):
+        return f"{prefix.lower()} op {api}: needs a process group and its peer ranks, which a pre-check of one " \
+               "process does not have"
+    if prefix == "NPU":
+        return f"NPU op {api}: no CPU reference implementation"
+    return f"not supported: {api}"

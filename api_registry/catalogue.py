@@ -1,8 +1,11 @@
-"""Which APIs precheck runs, grouped by the precision-standard class that grades them.
+"""How the registry judges each API: its precision-standard class, and the names it never runs.
 
-Names are candidates: the registry keeps those the installed torch provides. Nothing here is ever looked up by a
-string taken from a dump; the dump's name is only a key into the table built from these lists.
+The registry runs every public function torch provides; these lists give each family the class that
+``--standard auto`` grades it by (an API not listed is OTHER: the default or benchmark standard) and deny the
+names that are not computations (file access, global state, hooks, quantised and vendor-library internals).
+Nothing here is ever looked up by a string taken from a dump; the dump's name is only a key into the table.
 """
+import re
 
 # Class names used by `--standard auto` (grader issue): how a family of ops is best judged.
 MATMUL = "matmul"          # accumulating products: ULP-style bound
@@ -23,15 +26,17 @@ _MATMUL = "matmul mm bmm addmm addbmm baddbmm addmv addr mv dot vdot einsum oute
 _CONV = "conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d"
 _REDUCTION = """
 sum mean prod cumsum cumprod norm var std var_mean std_mean logsumexp nansum nanmean dist trace logcumsumexp
+scatter_add index_add scatter_reduce index_reduce
 """
 _BINARY = """
 cat concat concatenate stack hstack vstack dstack split chunk narrow reshape flatten squeeze unsqueeze transpose
-permute t flip fliplr flipud roll rot90 gather scatter scatter_add index_select masked_select masked_fill take
+permute t flip fliplr flipud roll rot90 gather scatter index_select masked_select masked_fill take
 tril triu repeat_interleave tile broadcast_to diag diagonal unbind movedim moveaxis swapaxes swapdims select
 eq ne lt le gt ge equal isnan isinf isfinite isposinf isneginf isclose logical_and logical_or logical_not
 logical_xor bitwise_and bitwise_or bitwise_xor bitwise_not argmax argmin max min amax amin aminmax sort argsort
 topk unique nonzero where zeros_like ones_like full_like empty_like clone detach count_nonzero any all
-index_put index_copy index_fill masked_scatter tensor_split
+index_put index_copy index_fill masked_scatter tensor_split kthvalue mode median nanmedian cummax cummin msort
+argwhere unique_consecutive take_along_dim
 """
 _OTHER = """
 softmax log_softmax layer_norm group_norm batch_norm instance_norm embedding cross cdist cosine_similarity
@@ -92,12 +97,12 @@ TENSOR = {
         type_as to type
     """,
     MATMUL: _MATMUL.replace("chain_matmul", "") + " __matmul__ __rmatmul__ addmm_ baddbmm_",
-    REDUCTION: _REDUCTION + " cumsum_",
+    REDUCTION: _REDUCTION + " cumsum_ index_add_ scatter_add_ scatter_reduce_ index_reduce_",
     BINARY: _BINARY + """
         __getitem__ __setitem__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __and__ __or__ __xor__ __rand__ __ror__
         __rxor__ __iand__ __ior__ __ixor__ __invert__ __lshift__ __rshift__ __ilshift__ __irshift__
         view view_as reshape_as contiguous expand expand_as repeat copy_ int long bool short byte char
-        masked_scatter_ index_put_ index_copy_ index_fill_ index_add index_add_ scatter_ scatter_add_ tril_ triu_
+        masked_scatter_ index_put_ index_copy_ index_fill_ scatter_ tril_ triu_
         transpose_ squeeze_ unsqueeze_ t_ item size dim numel
     """,
     OTHER: """
@@ -105,3 +110,54 @@ TENSOR = {
         bernoulli bernoulli_ normal_ uniform_ exponential_ random_ cauchy_ log_normal_ geometric_ multinomial
     """,
 }
+
+# Python-level torch functions outside torch._VF that compute something.
+TORCH_PYTHON = ["broadcast_shapes", "unique", "unravel_index", "lu"]
+TENSOR_DUNDERS = _DUNDERS + """
+    __matmul__ __rmatmul__ __getitem__ __setitem__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __and__ __or__ __xor__
+    __rand__ __ror__ __rxor__ __iand__ __ior__ __ixor__ __invert__ __lshift__ __rshift__ __ilshift__ __irshift__
+    __rlshift__ __rrshift__ __imatmul__ __pos__ __bool__ __float__ __int__ __index__ __len__
+"""
+
+# Never run, whatever a dump holds: they touch files, global or autograd state, or a vendor library's internals.
+_DENIED = {
+    "Torch": re.compile(r"(from_file|from_numpy|frombuffer|from_dlpack|to_dlpack|fbgemm_.*|mkldnn_.*|miopen_.*"
+                        r"|cudnn_.*|quantize.*|q_.*|sparse_.*|sym_.*|is_vulkan_available|set_.*|get_.*|seed"
+                        r"|manual_seed|initial_seed|load|save)"),
+    "Tensor": re.compile(r"(apply_|map_|map2_|backward|register_.*|retain_grad|record_stream|share_memory_"
+                         r"|pin_memory|storage|untyped_storage|storage_type|data_ptr|const_data_ptr|numpy|tolist"
+                         r"|module_load|as_subclass|reinforce|set_|new|q_.*|int_repr|dequantize|to_mkldnn"
+                         r"|sparse_resize_.*|resize_as_sparse_)"),
+    "Functional": re.compile(r"(handle_torch_function|has_torch_function.*|boolean_dispatch|assert_int_or_pair)"),
+}
+_DENIED["VF"] = _DENIED["Torch"]
+_DENIED["Aten"] = re.compile(r"(_.*|from_file|set_.*|record_stream|copy_sparse_to_sparse_|.*quantize.*|q_.*"
+                             r"|fbgemm_.*|mkldnn_.*|miopen_.*|cudnn_.*|lift.*|sym_.*)")
+
+# Results built by atomic accumulation on accelerators: a rerun may differ in the last bits.
+NONDETERMINISTIC = set("""
+index_add scatter_add scatter_reduce index_reduce index_put put embedding_bag bincount histc cumsum
+""".split())
+
+
+def denied(prefix: str, name: str) -> bool:
+    pattern = _DENIED.get(prefix)
+    return bool(pattern and pattern.fullmatch(name))
+
+
+def _classes(table: dict[str, str]) -> dict[str, str]:
+    return {name: cls for cls, names in table.items() for name in names.split()}
+
+
+_BY_PREFIX = {"Torch": _classes(TORCH), "Functional": _classes(FUNCTIONAL), "Tensor": _classes(TENSOR)}
+_ANY = {**_BY_PREFIX["Functional"], **_BY_PREFIX["Tensor"], **_BY_PREFIX["Torch"]}
+
+
+def class_of(prefix: str, name: str) -> str:
+    """The class of a dump name's base (``linear``, ``add_``, ``native_layer_norm``); OTHER when unknown.
+    VF and ATen names share torch's spelling: ``_softmax`` and ``native_layer_norm`` are softmax and layer_norm."""
+    own = _BY_PREFIX.get(prefix, {})
+    for candidate in (name, name.rstrip("_"), name.lstrip("_"), name.removeprefix("native_").rstrip("_")):
+        if candidate in own or candidate in _ANY:
+            return own.get(candidate) or _ANY[candidate]
+    return CONV if "convolution" in name else OTHER

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections import Counter, defaultdict
 
-from api_registry import lookup, registry
+from api_registry import lookup, registry, why_unsupported
 from precheck.dump import load_dump
 
 
@@ -30,7 +30,7 @@ def would_skip(api_info: str | os.PathLike) -> tuple[int, dict[str, list[str]]]:
             continue
         entry = lookup(case.api)
         if entry is None:
-            reasons[f"not supported: {case.api}"].append(case.name)
+            reasons[why_unsupported(case.api)].append(case.name)
             continue
         why = entry.random_reason(case.args, case.kwargs)
         if why:

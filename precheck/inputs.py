@@ -135,16 +135,18 @@ class InputBuilder:
     where no file was saved (statistics mode) or where ``force_random`` asks for it.
 
     Generated tensors are seeded by (seed, case name, argument place), never by a stream shared across APIs.
-    ``int_floors`` maps an argument place to the lowest valid value of its non-sentinel entries.
+    ``int_floors`` maps an argument place to the lowest valid value of its non-sentinel entries; ``long_args``
+    names the places whose narrower integers are widened to int64 (the CPU takes class ids only as int64).
     """
 
     def __init__(self, data_dir: Path, case_name: str, *, seed: int = 0, force_random: bool = False,
-                 int_floors: dict[str, int] | None = None) -> None:
+                 int_floors: dict[str, int] | None = None, long_args: frozenset[str] = frozenset()) -> None:
         self.data_dir = data_dir
         self.case_name = case_name
         self.seed = seed
         self.force_random = force_random
         self.int_floors = int_floors or {}
+        self.long_args = long_args
         self.generated = 0
         self.notes: list[str] = []
         self.tensors: dict[str, torch.Tensor] = {}   # every tensor built, by argument place (error data, repro)
@@ -158,6 +160,9 @@ class InputBuilder:
 
     def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
         tensor = self._make(spec, where)
+        if where in self.long_args and tensor.dtype in (torch.int8, torch.int16, torch.int32):
+            self.notes.append(f"{where}: {tensor.dtype} widened to int64")
+            tensor = tensor.long()
         self.tensors[where] = tensor
         return tensor
 

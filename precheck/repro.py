@@ -130,7 +130,8 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
     prefix, _, rest = case.api.partition(".")
     if entry is None or prefix not in _MODULES:
         raise ReproError(f"{api_name}: not supported: {case.api}")
-    builder = InputBuilder(dump.data_dir, case.name, seed=seed, int_floors=entry.int_floors)
+    builder = InputBuilder(dump.data_dir, case.name, seed=seed, int_floors=entry.int_floors,
+                           long_args=entry.long_args)
     builder.build(case.args, "input_args")
     builder.build(case.kwargs, "input_kwargs")
     if case.has_backward:

@@ -92,6 +92,8 @@ def run_side(entry: ApiEntry, args: tuple, kwargs: dict, loaded_args: tuple, loa
         grads = _backward(outputs, leaves.needing_grad, grad_outputs, side) \
             if grad_outputs is not None and leaves.needing_grad else None
         side.synchronize()
+        if entry.canonical:
+            outputs = entry.canonical(call_args, call_kwargs, [_detach(o) for o in outputs])
     except CompileError as e:
         return SideRun(outputs=[], error=str(e), compile_failed=True)
     except Exception as e:  # the API's own failure is this case's result, never the run's
