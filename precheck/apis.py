@@ -8,15 +8,20 @@ from __future__ import annotations
 import os
 from collections import Counter, defaultdict
 
-from api_registry import lookup, registry, why_unsupported
+from api_registry import aten_names, catalogue, lookup, registry, why_unsupported
 from precheck.dump import load_dump
 
 
 def supported() -> dict[str, Counter]:
-    """Supported API names per prefix, counted per precision-standard class."""
+    """Supported API names per prefix, counted per precision-standard class (ATen overloads are counted by their
+    names, without resolving thousands of operators)."""
     table: dict[str, Counter] = defaultdict(Counter)
     for name, entry in registry().items():
         table[name.split(".", 1)[0]][entry.standard] += 1
+    for name in aten_names():
+        op = name.partition(".")[0]
+        if not catalogue.denied("Aten", op):
+            table["Aten"][catalogue.class_of("Aten", op)] += 1
     return dict(table)
 
 

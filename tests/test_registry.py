@@ -1,0 +1,197 @@
+"""The registry: every prefix a dump can hold runs (Aten overloads, VF), unsafe names never do, ambiguous outputs
+are canonicalised before grading, and what cannot run is a SKIP row saying why."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+
+import api_registry
+from api_registry import catalogue, lookup, why_unsupported
+from api_registry.canonical import canonical_for
+from precheck.cli import main
+from precheck.run_ut import run_ut
+from tests.conftest import tensor_rec
+
+
+class Saved:
+    """Builds a tensor-mode dump: each tensor goes to dump_tensor_data/ and is referenced by its record."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "dump_tensor_data").mkdir(parents=True, exist_ok=True)
+        self.count = 0
+
+    def __call__(self, t: torch.Tensor, requires_grad: bool = False) -> dict:
+        self.count += 1
+        name = f"t{self.count}.pt"
+        torch.save(t, self.root / "dump_tensor_data" / name)
+        stats = t.double() if t.numel() else torch.zeros(1, dtype=torch.float64)
+        return tensor_rec(str(t.dtype), tuple(t.shape), data_name=name, requires_grad=requires_grad,
+                          Max=stats.max().item(), Min=stats.min().item(), Mean=stats.mean().item(),
+                          Norm=stats.norm().item())
+
+
+def _rows(out: Path) -> dict[str, list[str]]:
+    with next(out.glob("accuracy_checking_result_*.csv")).open(encoding="utf-8-sig") as f:
+        return {r[0]: r[1:] for r in list(csv.reader(f))[1:]}
+
+
+def _run(write_dump, tmp_path: Path, data: dict) -> dict[str, list[str]]:
+    dump = write_dump(data)
+    run_ut(dump, tmp_path / "out", device="cpu")
+    return _rows(tmp_path / "out")
+
+
+def test_aten_overloads_run_and_pass(write_dump, tmp_path):
+    s = Saved(tmp_path)
+    torch.manual_seed(0)
+    a, b, m = torch.randn(3, 4), torch.randn(3, 4), torch.randn(4, 5)
+    ties = torch.tensor([2.0, 1.0, 2.0, 1.0, 0.5])
+    data = {
+        "Aten.add.Tensor.0.forward": {"input_args": [s(a), s(b)], "input_kwargs": {"alpha": {"type": "int",
+                                                                                            "value": 2}},
+                                      "output": [s(a + 2 * b)]},
+        "Aten.mm.default.0.forward": {"input_args": [s(a), s(m)], "input_kwargs": {}, "output": [s(a @ m)]},
+        "Aten.sum.dim_IntList.0.forward": {"input_args": [s(a), [{"type": "int", "value": 1}]], "input_kwargs": {},
+                                           "output": [s(a.sum(1))]},
+        "Aten.mul_.Tensor.0.forward": {"input_args": [s(a), s(b)], "input_kwargs": {}, "output": [s(a * b)]},
+        "Aten.sort.default.0.forward": {"input_args": [s(ties)], "input_kwargs": {},
+                                        "output": [s(ties.sort().values), s(ties.sort().indices)]},
+        "Aten.bernoulli.default.0.forward": {"input_args": [s(torch.full((64,), 0.5))], "input_kwargs": {},
+                                             "output": [s(torch.ones(64))]},
+    }
+    rows = _run(write_dump, tmp_path, data)
+    for name in ("Aten.add.Tensor.0", "Aten.mm.default.0", "Aten.sum.dim_IntList.0", "Aten.mul_.Tensor.0",
+                 "Aten.sort.default.0"):
+        assert rows[name][0] == "pass", (name, rows[name])
+    assert rows["Aten.bernoulli.default.0"][0] != "error"     # random: checked statistically or SKIP, never diffed
+
+
+def test_vf_runs_and_distributed_mindspeed_npu_skip_with_reasons(write_dump, tmp_path):
+    s = Saved(tmp_path)
+    x = torch.randn(3, 4)
+    data = {
+        "VF.tanh.0.forward": {"input_args": [s(x)], "input_kwargs": {}, "output": [s(x.tanh())]},
+        "Distributed.all_reduce.0.forward": {"input_args": [s(x)], "input_kwargs": {}, "output": [s(x)]},
+        "MindSpeed.npu_ring_attention_update.0.forward": {"input_args": [s(x)], "input_kwargs": {},
+                                                          "output": [s(x)]},
+        "NPU.npu_no_such_fused_op.0.forward": {"input_args": [s(x)], "input_kwargs": {}, "output": [s(x)]},
+    }
+    rows = _run(write_dump, tmp_path, data)
+    assert rows["VF.tanh.0"][0] == "pass"
+    assert rows["Distributed.all_reduce.0"][0] == "SKIP"
+    assert "needs a process group" in rows["Distributed.all_reduce.0"][2]
+    assert "needs a process group" in rows["MindSpeed.npu_ring_attention_update.0"][2]
+    assert rows["NPU.npu_no_such_fused_op.0"][2] == "NPU op NPU.npu_no_such_fused_op: no CPU reference implementation"
+
+
+def test_int32_class_ids_are_widened_for_the_cpu(write_dump, tmp_path):
+    s = Saved(tmp_path)
+    logits, target = torch.randn(4, 5), torch.tensor([1, 0, 4, 2], dtype=torch.int32)
+    loss = torch.nn.functional.cross_entropy(logits, target.long())
+    rows = _run(write_dump, tmp_path, {"Functional.cross_entropy.0.forward": {
+        "input_args": [s(logits), s(target)], "input_kwargs": {}, "output": [s(loss)]}})
+    assert rows["Functional.cross_entropy.0"][0] == "pass"
+
+
+@pytest.mark.parametrize("name", ["Torch.load", "Torch.save", "Torch.from_file", "Torch.manual_seed",
+                                  "Torch.set_default_dtype", "Tensor.register_hook", "Tensor.backward",
+                                  "Tensor.apply_", "Tensor.numpy", "Tensor.__class__", "Tensor.__reduce_ex__",
+                                  "Functional.handle_torch_function", "Aten._foo.default", "Aten.add.NoSuchOverload",
+                                  "Aten.add", "Torch.os.system", "Tensor.__init__"])
+def test_names_that_are_not_computations_never_run(name):
+    assert lookup(name) is None
+    assert why_unsupported(name) == f"not supported: {name}"
+
+
+def test_every_prefix_is_built_from_torch():
+    reg = api_registry.registry()
+    for name in ("Functional.scaled_dot_product_attention", "Torch.linalg.eigh", "Torch.fft.rfft",
+                 "Torch.special.erf", "Tensor.__radd__", "Tensor.__rmatmul__", "Tensor.__setitem__", "Tensor.add_",
+                 "VF.lstm", "Torch.einsum", "Tensor.index_add_"):
+        assert name in reg, name
+    assert lookup("Aten.add.Tensor").func is torch.ops.aten.add.Tensor
+    assert lookup("Aten.add_.Tensor").inplace and lookup("Aten.add.out").inplace
+    assert not lookup("Aten.add.Tensor").inplace
+    assert lookup("Tensor.index_add_").nondeterministic
+
+
+@pytest.mark.parametrize("prefix, name, cls", [
+    ("Aten", "addmm", catalogue.MATMUL), ("Aten", "convolution", catalogue.CONV), ("Aten", "native_layer_norm",
+                                                                                   catalogue.OTHER),
+    ("Aten", "sum", catalogue.REDUCTION), ("Aten", "add_", catalogue.POINTWISE), ("VF", "bmm", catalogue.MATMUL),
+    ("Tensor", "scatter_add_", catalogue.REDUCTION), ("Torch", "sort", catalogue.BINARY),
+    ("Torch", "zeta_unknown_name", catalogue.OTHER)])
+def test_standard_class_of_each_family(prefix, name, cls):
+    assert catalogue.class_of(prefix, name) == cls
+
+
+@pytest.mark.parametrize("api, args, kwargs, random", [
+    ("Functional.dropout", (torch.ones(3),), {"p": 0.1}, True),
+    ("Functional.dropout", (torch.ones(3),), {"p": 0.1, "training": False}, False),
+    ("Functional.dropout", (torch.ones(3), 0.0), {}, False),
+    ("Functional.scaled_dot_product_attention", (1, 2, 3), {"dropout_p": 0.1}, True),
+    ("Functional.scaled_dot_product_attention", (1, 2, 3, None, 0.0), {}, False),
+    ("Torch.randn", (2, 3), {}, True), ("Tensor.uniform_", (torch.ones(2),), {}, True),
+    ("Aten.native_dropout.default", (torch.ones(2), 0.5, False), {}, False),
+    ("Aten.native_dropout.default", (torch.ones(2), 0.5, True), {}, True),
+    ("Aten.normal.Tensor_float", (torch.ones(2),), {}, True),
+    ("VF.lstm", (1, 2, 3, True, 2, 0.2, True), {}, True), ("VF.lstm", (1, 2, 3, True, 1, 0.2, True), {}, False),
+    ("Torch.add", (torch.ones(2), 1), {}, False), ("Aten.add.Tensor", (torch.ones(2), 1), {}, False)])
+def test_randomness_is_decided_per_call(api, args, kwargs, random):
+    assert (lookup(api).random_reason(args, kwargs) is not None) == random
+
+
+def test_tied_indices_are_graded_by_the_values_they_select():
+    canonical = canonical_for("sort")
+    x = torch.tensor([[2.0, 1.0, 2.0, 1.0]])
+    one = canonical((x,), {}, [x.sort().values, torch.tensor([[1, 3, 0, 2]])])
+    other = canonical((x,), {}, [x.sort().values, torch.tensor([[3, 1, 2, 0]])])
+    assert torch.equal(one[1], other[1])
+    wrong = canonical((x,), {}, [x.sort().values, torch.tensor([[1, 0, 3, 2]])])
+    assert not torch.equal(one[1], wrong[1])
+    # keepdim=False selections lose the dim; the reduce-all form has no index to rewrite
+    y = torch.tensor([[1.0, 5.0], [5.0, 5.0]])
+    assert torch.equal(canonical_for("max")((y, 1), {}, [*y.max(1)])[1], torch.tensor([5.0, 5.0]))
+    assert canonical_for("max")((y,), {}, [y.max()])[0] == 5.0
+    assert torch.equal(canonical_for("argmax")((y,), {}, [torch.tensor(3)])[0], torch.tensor(5.0))
+    assert torch.equal(canonical_for("topk")((y, 1), {"dim": 0}, [*y.topk(1, dim=0)])[1], torch.tensor([[5.0, 5.0]]))
+
+
+def test_eigen_and_singular_vectors_lose_their_sign():
+    a = torch.randn(4, 4, dtype=torch.float64)
+    sym = a + a.T
+    values, vectors = torch.linalg.eigh(sym)
+    flipped = vectors * torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
+    eigh = canonical_for("linalg.eigh")
+    assert torch.allclose(eigh((sym,), {}, [values, vectors])[1], eigh((sym,), {}, [values, flipped])[1])
+    u, s, vh = torch.linalg.svd(a)
+    sign = torch.tensor([-1.0, 1.0, -1.0, 1.0], dtype=torch.float64)
+    svd = canonical_for("linalg.svd")
+    one, other = svd((a,), {}, [u, s, vh]), svd((a,), {}, [u * sign, s, vh * sign[:, None]])
+    assert all(torch.allclose(x, y) for x, y in zip(one, other))
+    assert torch.allclose(one[0] @ torch.diag(one[1]) @ one[2], a)      # still a decomposition of a
+    q, r = torch.linalg.qr(a)
+    qr = canonical_for("linalg.qr")
+    cq, cr = qr((a,), {}, [q * sign, r * sign[:, None]])
+    assert (torch.diagonal(cr) >= 0).all() and torch.allclose(cq @ cr, a)
+
+
+def test_unordered_unique_and_uninitialised_memory():
+    unique = canonical_for("unique")
+    x = torch.tensor([3, 1, 3, 2])
+    values, inverse, counts = torch.tensor([3, 2, 1]), torch.tensor([0, 2, 0, 1]), torch.tensor([2, 1, 1])
+    out = unique((x, False, True, True), {}, [values, inverse, counts])
+    assert out[0].tolist() == [1, 2, 3] and out[1].tolist() == [3, 1, 3, 2] and out[2].tolist() == [1, 1, 2]
+    assert canonical_for("empty")((2, 3), {}, [torch.empty(2, 3)]) == [(2, 3)]
+
+
+def test_apis_lists_every_prefix(capsys):
+    assert main(["apis"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    prefixes = {line.split()[0]: int(line.split()[-1]) for line in lines[1:]}
+    assert set(prefixes) >= {"Aten", "Functional", "Tensor", "Torch", "VF"}
+    assert prefixes["Aten"] > 1000 and prefixes["Functional"] > 100 and prefixes["Tensor"] > 400
