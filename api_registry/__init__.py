@@ -10,13 +10,15 @@ state, hooks).
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
-from api_registry import catalogue, testing
+from api_registry import catalogue, npu, testing
 from api_registry.canonical import Canonical, canonical_for
 from api_registry.randomness import RandomCheck, randomness_of
 
@@ -42,6 +44,11 @@ class ApiEntry:
     canonical: Canonical | None = None
     # The result may differ from run to run on an accelerator (atomic accumulation): said in the message.
     nondeterministic: bool = False
+    # msprobe records torch.linalg.svd as Torch.svd, like torch.svd: the call whose outputs have the recorded
+    # shapes is the one that was made (check.py tries this entry when ``func``'s outputs do not fit).
+    alternate: ApiEntry | None = None
+    # Only this kind of device runs the real op (NPU fused ops); elsewhere the recorded outputs are the target.
+    needs_device: str | None = None
 
     def random_reason(self, args: tuple, kwargs: dict) -> str | None:
         return self.randomness(args, kwargs) if self.randomness else None
@@ -121,9 +128,26 @@ def registry() -> dict[str, ApiEntry]:
             func = _resolve(root, name)
             if func is not None:
                 table[key] = _entry(key, prefix, name, func)
+    for name in _public(torch.linalg):
+        key = f"Torch.{name}"
+        linalg = _entry(key, "Torch", f"linalg.{name}", getattr(torch.linalg, name))
+        table[key] = ApiEntry(**{**table[key].__dict__, "alternate": linalg}) if key in table else linalg
+    table.update(_npu_entries())
     if testing.enabled():
         table.update({name: ApiEntry(name=name, func=func, standard=catalogue.OTHER)
                       for name, func in testing.MISBEHAVING.items()})
+    return table
+
+
+def _npu_entries() -> dict[str, ApiEntry]:
+    """NPU fused ops: the golden is always the CPU reference; the target is torch_npu's op where it is installed."""
+    torch_npu = importlib.import_module("torch_npu") if importlib.util.find_spec("torch_npu") else None
+    table = {}
+    for name, (reference, standard) in npu.REFERENCES.items():
+        key = f"NPU.{name}"
+        table[key] = ApiEntry(name=key, func=getattr(torch_npu, name, reference), standard=standard,
+                              golden=reference, randomness=randomness_of(key, name), canonical=canonical_for(name),
+                              needs_device="npu")
     return table
 
 
@@ -168,5 +192,6 @@ def why_unsupported(api: str) -> str:
         return f"{prefix.lower()} op {api}: needs a process group and its peer ranks, which a pre-check of one " \
                "process does not have"
     if prefix == "NPU":
-        return f"NPU op {api}: no CPU reference implementation"
+        return f"NPU op {api}: no CPU reference implementation (precheck has references of " \
+               f"{len(npu.REFERENCES)} fused ops: precheck apis lists them)"
     return f"not supported: {api}"

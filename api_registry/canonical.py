@@ -9,7 +9,7 @@ devices as errors, so each side's outputs are rewritten, with that side's own in
 - unordered ``unique`` is sorted, its inverse becomes the values it reconstructs;
 - eigen- and singular vectors get a fixed sign (the largest entry of each vector positive), Q of a QR a positive
   diagonal of R, complex eigenvectors a fixed phase;
-- uninitialised outputs (``empty`` and friends) become their shape.
+- uninitialised outputs (``empty`` and friends) become their shape; a generator's seed and offset are dropped.
 """
 from __future__ import annotations
 
@@ -84,6 +84,8 @@ def unique(args: tuple, kwargs: dict, outputs: list) -> list:
 
 def _sign_of_columns(vectors: torch.Tensor) -> torch.Tensor:
     """+1 or -1 per column (last dim of the transposed view): the sign of its largest-magnitude entry."""
+    if vectors.shape[-2] == 0:
+        return torch.ones_like(vectors[..., :1, :])
     biggest = vectors.abs().argmax(dim=-2, keepdim=True)
     sign = torch.sign(vectors.gather(-2, biggest))
     return torch.where(sign == 0, torch.ones_like(sign), sign)
@@ -100,6 +102,8 @@ def eigh(args: tuple, kwargs: dict, outputs: list) -> list:
 
 
 def _fixed_phase(vectors: torch.Tensor) -> torch.Tensor:
+    if vectors.shape[-2] == 0:
+        return vectors
     biggest = vectors.abs().argmax(dim=-2, keepdim=True)
     pivot = vectors.gather(-2, biggest)
     phase = pivot / pivot.abs().clamp_min(torch.finfo(pivot.real.dtype).tiny)
@@ -165,6 +169,13 @@ def uninitialised(args: tuple, kwargs: dict, outputs: list) -> list:
     return [tuple(o.shape) if isinstance(o, torch.Tensor) else o for o in outputs]
 
 
+def generator_state(*places: int) -> Canonical:
+    """Outputs that report the random generator's seed and offset (npu_fusion_attention) are not results."""
+    def canonical(args: tuple, kwargs: dict, outputs: list) -> list:
+        return [None if i in places else o for i, o in enumerate(outputs)]
+    return canonical
+
+
 # Base API name (without prefix and overload) -> canonicaliser, for every prefix.
 _VALUES_AND_INDICES = {"sort": selection(1, -1), "argsort": selection(1, -1), "topk": selection(2, -1),
                        "kthvalue": selection(2, -1), "mode": selection(1, -1), "median": selection(1, None),
@@ -173,7 +184,7 @@ _VALUES_AND_INDICES = {"sort": selection(1, -1), "argsort": selection(1, -1), "t
 CANONICAL: dict[str, Canonical] = {
     **_VALUES_AND_INDICES, "argmax": arg_extreme, "argmin": arg_extreme, "unique": unique,
     "linalg.eigh": eigh, "linalg.svd": svd(True), "svd": svd(False), "linalg.qr": qr, "qr": qr,
-    "linalg.eig": eig, "linalg.eigvals": eigvals,
+    "linalg.eig": eig, "linalg.eigvals": eigvals, "npu_fusion_attention": generator_state(4, 5),
     **{name: uninitialised for name in ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                                         "empty_permuted")},
 }

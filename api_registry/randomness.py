@@ -48,6 +48,12 @@ def _recurrent(args: tuple, kwargs: dict) -> str | None:
     return None
 
 
+def _fusion_attention(args: tuple, kwargs: dict) -> str | None:
+    keep = arg(args, kwargs, 9, "keep_prob", 1.0)
+    return f"random op: keep_prob={keep} draws a dropout mask inside the fused attention" \
+        if isinstance(keep, (int, float)) and keep < 1 else None
+
+
 _F_DROPOUT = dropout_like(1, "p", 0.5, 2, "training", True)
 _T_DROPOUT = dropout_like(1, "p", 0.5, 2, "train", True)
 _PER_CALL: dict[str, RandomCheck] = {
@@ -55,6 +61,7 @@ _PER_CALL: dict[str, RandomCheck] = {
     "Functional.dropout3d": _F_DROPOUT, "Functional.alpha_dropout": dropout_like(1, "p", 0.5, 2, "training", False),
     "Functional.feature_alpha_dropout": dropout_like(1, "p", 0.5, 2, "training", False),
     "Functional.scaled_dot_product_attention": dropout_like(4, "dropout_p", 0.0, None, "training", True),
+    "Functional.multi_head_attention_forward": dropout_like(10, "dropout_p", 0.0, 13, "training", True),
     "Functional.rrelu": _rrelu, "Functional.rrelu_": _rrelu,
     "Torch.dropout": _T_DROPOUT, "Torch.dropout_": _T_DROPOUT, "Torch.feature_dropout": _T_DROPOUT,
     "Torch.feature_dropout_": _T_DROPOUT, "Torch.alpha_dropout": _T_DROPOUT, "Torch.alpha_dropout_": _T_DROPOUT,
@@ -62,6 +69,7 @@ _PER_CALL: dict[str, RandomCheck] = {
     "Torch.rrelu": _rrelu, "Torch.rrelu_": _rrelu,
     **{f"{prefix}.{n}": _recurrent for prefix in ("Torch", "VF") for n in ("lstm", "gru", "rnn_tanh", "rnn_relu")},
     "Torch.native_dropout": dropout_like(1, "p", 0.5, 2, "train", True),
+    "NPU.npu_fusion_attention": _fusion_attention,
     "Aten.native_dropout.default": dropout_like(1, "p", 0.5, 2, "train", True),
     "Aten.dropout.default": _T_DROPOUT, "Aten.alpha_dropout.default": _T_DROPOUT,
     "Aten.feature_dropout.default": _T_DROPOUT,

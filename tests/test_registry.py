@@ -11,6 +11,7 @@ import torch
 import api_registry
 from api_registry import catalogue, lookup, why_unsupported
 from api_registry.canonical import canonical_for
+from precheck.check import CheckOptions
 from precheck.cli import main
 from precheck.run_ut import run_ut
 from tests.conftest import tensor_rec
@@ -85,7 +86,65 @@ def test_vf_runs_and_distributed_mindspeed_npu_skip_with_reasons(write_dump, tmp
     assert rows["Distributed.all_reduce.0"][0] == "SKIP"
     assert "needs a process group" in rows["Distributed.all_reduce.0"][2]
     assert "needs a process group" in rows["MindSpeed.npu_ring_attention_update.0"][2]
-    assert rows["NPU.npu_no_such_fused_op.0"][2] == "NPU op NPU.npu_no_such_fused_op: no CPU reference implementation"
+    assert rows["NPU.npu_no_such_fused_op.0"][2].startswith(
+        "NPU op NPU.npu_no_such_fused_op: no CPU reference implementation")
+
+
+def _npu_dump(s: Saved, scale: float = 1.0, keep_prob: float = 1.0) -> dict:
+    """An NPU dump as the device recorded it: rms_norm (its rstd in float32) and a causal fusion attention."""
+    torch.manual_seed(1)
+    x, gamma = torch.randn(2, 5, 8, dtype=torch.bfloat16), torch.rand(8, dtype=torch.bfloat16) + 0.5
+    x64 = x.double()
+    rstd = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6)
+    y = (x64 * rstd * gamma.double() * scale).to(torch.bfloat16)
+    q, k, v = (torch.randn(1, 4, 16, dtype=torch.bfloat16) for _ in range(3))   # BSH, 2 heads of 8
+    qh, kh, vh = (t.double().view(1, 4, 2, 8).transpose(1, 2) for t in (q, k, v))
+    att = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=8 ** -0.5)
+    att = att.transpose(1, 2).reshape(1, 4, 16).to(torch.bfloat16)
+    mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1)
+    scores = (qh @ kh.transpose(-2, -1) * 8 ** -0.5).masked_fill(mask, float("-inf"))
+    top = scores.amax(-1, keepdim=True)
+    softmax_max = top.expand(1, 2, 4, 8).float()
+    softmax_sum = (scores - top).exp().sum(-1, keepdim=True).expand(1, 2, 4, 8).float()
+    i = lambda n: {"type": "int", "value": n}   # noqa: E731
+    return {
+        "NPU.npu_rms_norm.0.forward": {"input_args": [s(x), s(gamma)], "input_kwargs": {"epsilon": {
+            "type": "float", "value": 1e-6}}, "output": [s(y), s(rstd.float())]},
+        "NPU.npu_fusion_attention.0.forward": {
+            "input_args": [s(q), s(k), s(v), {"type": "int", "value": 2}, {"type": "str", "value": "BSH"}],
+            "input_kwargs": {"atten_mask": s(mask), "scale": {"type": "float", "value": 8 ** -0.5},
+                             "keep_prob": {"type": "float", "value": keep_prob},
+                             "sparse_mode": {"type": "int", "value": 2}},
+            # the NPU's softmax max and sum are float32 (B, N, S, 8); seed and offset are its generator's state
+            "output": [s(att), s(softmax_max), s(softmax_sum), s(torch.zeros(0, dtype=torch.bfloat16)), i(1234), i(99), i(32)]},
+    }
+
+
+def _recorded(write_dump, tmp_path: Path, data: dict) -> dict[str, list[str]]:
+    run_ut(write_dump(data), tmp_path / "out", device="cpu", options=CheckOptions(target="recorded"))
+    return _rows(tmp_path / "out")
+
+
+def test_npu_fused_ops_are_graded_against_their_cpu_reference(write_dump, tmp_path):
+    rows = _recorded(write_dump, tmp_path, _npu_dump(Saved(tmp_path)))
+    assert rows["NPU.npu_rms_norm.0"][0] in ("pass", "warning"), rows     # bf16 rounding: within its tolerance
+    assert rows["NPU.npu_fusion_attention.0"][0] in ("pass", "warning"), rows
+
+
+def test_a_wrong_npu_result_is_an_error(write_dump, tmp_path):
+    rows = _recorded(write_dump, tmp_path, _npu_dump(Saved(tmp_path), scale=1.05))
+    assert rows["NPU.npu_rms_norm.0"][0] == "error"
+
+
+def test_npu_ops_need_an_npu_or_the_recorded_target(write_dump, tmp_path):
+    data = _npu_dump(Saved(tmp_path), keep_prob=0.9)
+    rows = _run(write_dump, tmp_path, data)
+    assert rows["NPU.npu_rms_norm.0"] == ["SKIP", " ", "NPU.npu_rms_norm is an NPU fused op: it runs on an NPU, not "
+                                          "on cpu; --target recorded grades its recorded outputs against the CPU "
+                                          "reference"]
+    rows = _recorded(write_dump, tmp_path / "again", data)
+    assert rows["NPU.npu_fusion_attention.0"][0] == "SKIP"
+    assert "keep_prob=0.9 draws a dropout mask" in rows["NPU.npu_fusion_attention.0"][2]
 
 
 def test_int32_class_ids_are_widened_for_the_cpu(write_dump, tmp_path):
@@ -195,3 +254,21 @@ def test_apis_lists_every_prefix(capsys):
     prefixes = {line.split()[0]: int(line.split()[-1]) for line in lines[1:]}
     assert set(prefixes) >= {"Aten", "Functional", "Tensor", "Torch", "VF"}
     assert prefixes["Aten"] > 1000 and prefixes["Functional"] > 100 and prefixes["Tensor"] > 400
+
+
+def test_msprobe_names_of_linalg_calls_run_the_call_that_was_made(write_dump, tmp_path):
+    """msprobe records torch.linalg.svd as Torch.svd, like torch.svd: the outputs' shapes tell which it was."""
+    s = Saved(tmp_path)
+    a = torch.randn(3, 4)
+    u, sv, vh = torch.linalg.svd(a)
+    old_u, old_s, old_v = torch.svd(a)
+    rows = _run(write_dump, tmp_path, {
+        "Torch.svd.0.forward": {"input_args": [s(a)], "input_kwargs": {}, "output": [s(u), s(sv), s(vh)]},
+        "Torch.svd.1.forward": {"input_args": [s(a)], "input_kwargs": {}, "output": [s(old_u), s(old_s), s(old_v)]},
+        "Torch.inv.0.forward": {"input_args": [s(a[:, :3])], "input_kwargs": {},
+                                "output": [s(torch.linalg.inv(a[:, :3]))]},
+        "Tensor.to.0.forward": {"input_args": [s(a), {}], "input_kwargs": {"memory_format": {
+            "type": "torch.memory_format", "format": "preserve_format"}}, "output": [s(a.double())]},
+    })
+    assert {name: row[0] for name, row in rows.items()} == {"Torch.svd.0": "pass", "Torch.svd.1": "pass",
+                                                          "Torch.inv.0": "pass", "Tensor.to.0": "pass"}
