@@ -32,6 +32,8 @@ _MINDSPORE_DTYPES = {
     "Bool": torch.bool, "Complex64": torch.complex64, "Complex128": torch.complex128,
 }
 _TORCH_DTYPES = {str(v): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+_MEMORY_FORMATS = {name: getattr(torch, name) for name in ("preserve_format", "contiguous_format", "channels_last",
+                                                          "channels_last_3d")}
 _NUMPY_SCALARS = {
     **{f"{p}{t}": float for p in ("", "numpy.") for t in ("float16", "float32", "float64")},
     **{f"{p}{t}": int for p in ("", "numpy.")
@@ -289,7 +291,7 @@ def _decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
     try:
         if not isinstance(fwd, dict):
             raise RecordError("forward record is not a map")
-        args = decode_value(fwd.get("input_args", []), "input_args")
+        args = decode_value(_recorded_dtype_args(api, fwd), "input_args")
         kwargs_raw = fwd.get("input_kwargs", {}) or {}
         if not isinstance(kwargs_raw, dict):
             raise RecordError("input_kwargs is not a map")
@@ -305,6 +307,18 @@ def _decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
     except RecursionError:
         return Case(name=stem, api=api, order=order, problem="bad record: arguments nested too deeply")
     return case if bwd is None else _with_backward(case, bwd)
+
+
+def _recorded_dtype_args(api: str, fwd: dict) -> Any:
+    """msprobe writes the dtype of ``x.to(torch.float16)`` as ``{}``: a cast's unrecorded argument is the dtype
+    its output was recorded with."""
+    raw = fwd.get("input_args", [])
+    output = fwd.get("output")
+    first = output[0] if isinstance(output, list) and output else output
+    if api not in ("Tensor.to", "Tensor.type") or not isinstance(raw, list) or {} not in raw or \
+            not isinstance(first, dict) or not isinstance(first.get("dtype"), str):
+        return raw
+    return [{"type": "torch.dtype", "value": first["dtype"]} if v == {} else v for v in raw]
 
 
 def _with_backward(case: Case, bwd: Any) -> Case:
@@ -371,6 +385,11 @@ def decode_value(raw: Any, where: str) -> Any:
         return parse_dtype(value, where)
     if kind == "torch.device":
         return DeviceArg(str(value))
+    if kind == "torch.memory_format":
+        fmt = raw.get("format")
+        if fmt not in _MEMORY_FORMATS:
+            raise RecordError(f"{where}: unknown memory format {_clip(repr(fmt), 60)}")
+        return _MEMORY_FORMATS[fmt]
     raise RecordError(f"{where}: unsupported argument type {kind!r}")
 
 

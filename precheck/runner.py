@@ -47,8 +47,9 @@ def one_line(e: BaseException) -> str:
 class _Leaves:
     """Numbers the tensor arguments as they are built and keeps those that need a gradient."""
 
-    def __init__(self) -> None:
+    def __init__(self, grad: bool) -> None:
         self.count = 0
+        self.grad = grad        # False for an out= call: autograd refuses those, and msprobe saw no backward
         self.needing_grad: dict[int, torch.Tensor] = {}
 
 
@@ -58,7 +59,7 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -
         t = side.tensor(loaded)
         index = leaves.count
         leaves.count += 1
-        if tree.requires_grad and (t.is_floating_point() or t.is_complex()):
+        if leaves.grad and tree.requires_grad and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
             leaves.needing_grad[index] = t
             # An in-place API may not modify a leaf that requires grad; it modifies a copy the graph tracks.
@@ -79,7 +80,7 @@ def run_side(entry: ApiEntry, args: tuple, kwargs: dict, loaded_args: tuple, loa
              grad_outputs: tuple | None, side: Side, func: Callable[..., Any] | None = None) -> SideRun:
     """Forward (and backward where recorded) of one call on one side; exceptions become ``SideRun.error``.
     ``func`` replaces the API's callable (a compiled one)."""
-    leaves = _Leaves()
+    leaves = _Leaves(grad=kwargs.get("out") is None)
     try:
         call_args = _build(args, loaded_args, side, leaves, entry.inplace)
         call_kwargs = _build(kwargs, loaded_kwargs, side, leaves, entry.inplace)
