@@ -694,3 +694,13 @@ def test_run_ut_auto_routes_rows_to_several_standards(tmp_path):
     assert by_api["Functional.layer_norm"] == {"default"}           # "other" without a reference
     assert by_api["Functional.pad"] == {"exact"}                    # int output
     assert summary.details_path.exists()
+
+
+def test_an_output_that_cancels_to_zero_has_no_direction_to_grade():
+    """A gradient that is 1e-16 in float64 and 1e-8 in float32 is zero on both sides at float32's scale: its
+    cosine is noise against noise (batch_norm, softmin backward), not an error; a real value there still is."""
+    from precheck.grader import compare
+    golden = torch.linspace(-1, 1, 50, dtype=torch.float64) * 1e-16
+    noise = torch.linspace(1, -1, 50, dtype=torch.float32) * 7e-8
+    assert compare(noise, golden).status == "pass"
+    assert compare(noise * 1e4, golden).status == "error"

@@ -39,6 +39,7 @@ class Metrics:
     worst_index: int | None = None
     nonfinite_mismatches: int = 0
     first_nonfinite_mismatch: int | None = None
+    golden_max_abs: float | None = None      # largest finite |golden|: is the output zero at the dtype's scale?
 
     def columns(self) -> list[float | None]:
         """The 17 metric columns of the details CSV, in its order."""
@@ -117,6 +118,7 @@ def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torc
         ulp_mean=float(ulp.mean()),
         ulp_above_ratio=_share(ulp > lim.ulp_threshold, m),
         worst_index=int(index[worst]),
+        golden_max_abs=float(abs_g.max()),
         **common,
     )
 
