@@ -9,6 +9,7 @@ import os
 from collections import Counter, defaultdict
 
 from api_registry import aten_names, catalogue, lookup, registry, why_unsupported
+from precheck import stochastic
 from precheck.dump import load_dump
 
 
@@ -38,7 +39,7 @@ def would_skip(api_info: str | os.PathLike) -> tuple[int, dict[str, list[str]]]:
             reasons[why_unsupported(case.api)].append(case.name)
             continue
         why = entry.random_reason(case.args, case.kwargs)
-        if why:
+        if why and not stochastic.checkable(entry):
             reasons[why].append(case.name)
     return len(dump.cases), dict(reasons)
 

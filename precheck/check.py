@@ -11,12 +11,14 @@ from typing import Any
 
 import torch
 
-from api_registry import lookup, why_unsupported
+from api_registry import ApiEntry, lookup, why_unsupported
+from precheck import stochastic
 from precheck.dump import Case, TensorSpec
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
 from precheck.inputs import InputBuilder, InputError, iter_specs
 from precheck.recorded import StatisticsOnly, grade_statistics, recorded_run
 from precheck.runner import SideRun, flatten, one_line, run_side
+from precheck.synth import rng_for
 from precheck.targets import GOLDEN, compiled, reference_side, target_side
 
 NO_BACKWARD = " "   # msprobe's blank Backward cell: no backward was compared
@@ -93,8 +95,12 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     entry = lookup(case.api)
     if entry is None:
         return skipped(case, why_unsupported(case.api))
+    if entry.needs_device and options.target != "recorded" and not options.device.startswith(entry.needs_device):
+        return skipped(case, f"{case.api} is an {entry.needs_device.upper()} fused op: it runs on an "
+                             f"{entry.needs_device.upper()}, not on {options.device}; --target recorded grades its "
+                             f"recorded outputs against the CPU reference")
     reason = entry.random_reason(case.args, case.kwargs)
-    if reason:
+    if reason and not stochastic.checkable(entry):
         return skipped(case, reason)
     need = estimated_bytes(case)
     if options.max_memory is not None and need > options.max_memory:
@@ -113,7 +119,13 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
             grad_outputs = builder.build(case.grad_outputs, "backward.input")
         except InputError as e:
             backward_problem = f"backward: {e}"
+    if reason:
+        return _random(case, entry, args, kwargs, grad_outputs, builder, options)
     golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
+    if entry.alternate is not None and not _fits(golden, case):
+        other = run_side(entry.alternate, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
+        if _fits(other, case):
+            entry, golden = entry.alternate, other
     notes: list[str] = []
     if options.target == "recorded":
         if golden.error:
@@ -128,8 +140,11 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
             return skipped(case, f"recorded output: {e}")
     else:
         func = compiled(entry.func, case.signature()) if options.target == "compile" else None
-        target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device),
-                          func)
+        # Seeded like generated inputs, so one --seed gives one draw and the same CSVs on every run.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(rng_for(options.seed, case.name, "draw").integers(2**62)))
+            target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs,
+                              target_side(options.device), func)
         if target.compile_failed:
             return skipped(case, f"torch.compile failed: {target.error}")
     reference = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs,
@@ -138,9 +153,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         why = "cannot run the recorded call" if target.error else "golden (CPU float64) failed"
         return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
     if target.error:
-        message = "; ".join(filter(None, [f"target raised {target.error}", builder.describe()]))
-        row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
-        return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
+        return _target_failed(case, target, builder)
     grade = _Grader(options, entry.standard, reference)
     try:
         forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
@@ -168,6 +181,55 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         problems.insert(0, "the API returned no output to compare")
     return ApiResult(case.name, case.order, forward_status, backward_status, "; ".join(problems),
                      forward + backward, builder.tensors if options.keep_tensors else None)
+
+
+def _fits(run: SideRun, case: Case) -> bool:
+    """Whether a golden run produced outputs of the recorded shapes (which of two same-named APIs was called)."""
+    recorded = [tuple(s.shape) for s in flatten(case.outputs) if isinstance(s, TensorSpec)]
+    return not run.error and recorded == [tuple(o.shape) for o in run.outputs if isinstance(o, torch.Tensor)]
+
+
+def _target_failed(case: Case, target: SideRun, builder: InputBuilder) -> ApiResult:
+    message = "; ".join(filter(None, [f"target raised {target.error}", builder.describe()]))
+    row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
+    return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
+
+
+def _random(case: Case, entry: ApiEntry, args: tuple, kwargs: dict, grad_outputs: tuple | None,
+            builder: InputBuilder, options: CheckOptions) -> ApiResult:
+    """A random call: one target run, graded by the law of its outputs (stochastic.py)."""
+    if options.target == "recorded":
+        if any(isinstance(o, TensorSpec) and o.data_name is None for o in flatten(case.outputs)):
+            return skipped(case, "random op: its recorded outputs are statistics only")
+        try:
+            target = SideRun(outputs=flatten(builder.load(case.outputs, "output")))
+        except InputError as e:
+            return skipped(case, f"recorded output: {e}")
+        grad_outputs = None
+    else:
+        func = compiled(entry.func, case.signature()) if options.target == "compile" else None
+        # Seeded like generated inputs, so one --seed gives one draw and the same CSVs on every run.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(rng_for(options.seed, case.name, "draw").integers(2**62)))
+            target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs,
+                              target_side(options.device), func)
+        if target.compile_failed:
+            return skipped(case, f"torch.compile failed: {target.error}")
+        if target.error:
+            return _target_failed(case, target, builder)
+    graded = stochastic.grade(case, entry, args, kwargs, target, grad_outputs)
+    if isinstance(graded, str):
+        return skipped(case, "; ".join(filter(None, [graded, builder.describe()])))
+    rows = [DetailRow(name, comparison) for name, comparison in graded]
+    forward = [r for r in rows if ".forward." in r.name]
+    backward = [r for r in rows if ".backward." in r.name]
+    backward_status = worst(r.comparison.status for r in backward) if backward else \
+        SKIP if case.has_backward else NO_BACKWARD
+    problems = [r.comparison.message for r in rows if r.comparison.status != PASS]
+    if builder.generated:
+        problems.append(builder.describe())
+    return ApiResult(case.name, case.order, worst(r.comparison.status for r in forward), backward_status,
+                     "; ".join(problems), rows)
 
 
 def save_error_data(result: ApiResult, root: Path) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from api_registry import lookup
+from precheck import stochastic
 from precheck.dump import parse_dtype, RecordError
 from precheck.grader.metrics import Metrics
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
@@ -116,6 +117,9 @@ def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool,
     m = _metrics(npu)
     if stage1 == SKIP:
         return finish(SKIP, "", message or "skipped in the first stage")
+    if stochastic.VERDICT in message:
+        # Two devices' random draws differ by design: the first stage's check of their law is the verdict.
+        return finish(stage1, "", message)
     if all(v is None for v in m.columns()):
         # Nothing measured: a stage-1 verdict without metrics (shape or type mismatch) stands as it was.
         return finish(ERROR if stage1 == ERROR else SKIP, "", message or "no metrics to compare")

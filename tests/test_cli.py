@@ -51,7 +51,7 @@ def test_thresholds_are_options(tmp_path, capsys):
     # With a looser max-abs threshold every bf16 warning of the embedding/add chain becomes a pass.
     code, out, _ = run(capsys, "run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--max-abs", "1",
                        "--cosine", "0.9")
-    assert code == 0 and "forward:  pass 40, warning 0, error 0, SKIP 7" in out
+    assert code == 0 and "forward:  pass 47, warning 0, error 0, SKIP 0" in out
 
 
 @pytest.mark.parametrize("content, reason", [

@@ -662,14 +662,13 @@ def gpt2_benchmark(tmp_path_factory):
 def test_run_ut_benchmark_against_the_same_cpu_passes_every_non_random_api(gpt2_benchmark):
     results = gpt2_benchmark.results
     assert len(results) == 47
-    random = [r for r in results if r.message.startswith("random op")]
+    random = [r for r in results if r.details[0].comparison.standard == "statistical"]
     assert {r.name.rsplit(".", 1)[0] for r in random} == {"Functional.dropout",
                                                           "Functional.scaled_dot_product_attention"}
     for r in results:
-        if r in random:
-            assert r.forward == "SKIP"
-            continue
         assert r.forward == PASS, (r.name, r.message)
+        if r in random:       # a draw has no benchmark to compare with: checked by its law
+            continue
         assert r.backward in (PASS, " "), (r.name, r.message)
         for d in r.details:
             assert d.comparison.standard in ("benchmark", "exact"), d.name

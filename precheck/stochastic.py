@@ -1,0 +1,64 @@
+"""Check a random call by the law of its outputs, never by comparing two draws.
+
+The target runs once (on the device, compiled, or as recorded); its outputs, and for the dropout family its
+input gradients, go to the API's statistical check in api_registry.random_checks (share of zeros within binomial
+bounds of p, survivors equal to x / (1 - p), a sampler's moments against its parameters, a permutation being one).
+The verdict is the details row of output 0 (and of input 0's gradient): pass when every property holds, error
+naming the one that does not. A call no check can judge is a SKIP row saying why.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from api_registry import ApiEntry
+from api_registry.random_checks import BACKWARD_CHECKS, CHECKS, Finding, NotCheckable
+from precheck.dump import Case
+from precheck.grader import ERROR, PASS, Comparison
+from precheck.runner import SideRun, flatten
+
+STANDARD = "statistical"
+# Every message of a statistical verdict starts so: api_precision_compare keeps such a verdict as it is.
+VERDICT = "random op, checked statistically"
+
+
+def checkable(entry: ApiEntry) -> bool:
+    return entry.name in CHECKS
+
+
+def _cpu(value: Any) -> Any:
+    return value.detach().cpu() if isinstance(value, torch.Tensor) else value
+
+
+def _row(findings: list[Finding], value: Any) -> Comparison:
+    failed = [f for f in findings if not f.passed]
+    message = "; ".join(f.message for f in (failed or findings))
+    shape = tuple(value.shape) if isinstance(value, torch.Tensor) else None
+    dtype = str(value.dtype) if isinstance(value, torch.Tensor) else ""
+    return Comparison(ERROR if failed else PASS, f"{VERDICT}: {message}", None, "", dtype,
+                      shape, STANDARD)
+
+
+def grade(case: Case, entry: ApiEntry, args: tuple, kwargs: dict, target: SideRun,
+          grad_outputs: tuple | None) -> list[tuple[str, Comparison]] | str:
+    """(detail row name, comparison) per graded output, or the SKIP reason. ``args``/``kwargs`` are the call's
+    inputs as rebuilt before the call (an in-place sampler's first argument is its output)."""
+    outputs = [_cpu(o) for o in target.outputs]
+    try:
+        findings = CHECKS[entry.name](args, kwargs, outputs)
+    except NotCheckable as e:
+        return f"random op: {e}"
+    if not findings:
+        return "random op: nothing to check in its outputs"
+    rows = [(f"{case.name}.forward.output.0", _row(findings, outputs[0] if outputs else None))]
+    backward = BACKWARD_CHECKS.get(entry.name)
+    if backward and target.grads and grad_outputs is not None:
+        grads = {i: _cpu(g) for i, g in target.grads.items()}
+        try:
+            found = backward(args, kwargs, outputs, [_cpu(g) for g in flatten(grad_outputs)], grads)
+        except NotCheckable:
+            found = []
+        if found:
+            rows.append((f"{case.name}.backward.output.0", _row(found, grads.get(0))))
+    return rows
