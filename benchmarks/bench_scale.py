@@ -25,17 +25,15 @@ def make_dump(records: int, into: Path) -> Path:
     forwards = [(k, v) for k, v in doc["data"].items() if k.endswith(".forward")]
     backwards = {k: v for k, v in doc["data"].items() if k.endswith(".backward")}
     data, counters = {}, {}
-    while len(data) < 2 * records and sum(1 for k in data if k.endswith(".forward")) < records:
-        for key, record in forwards:
-            api = key.rsplit(".", 2)[0]
-            n = counters.get(api, 0)
-            counters[api] = n + 1
-            data[f"{api}.{n}.forward"] = record
-            back = backwards.get(key.replace(".forward", ".backward"))
-            if back is not None:
-                data[f"{api}.{n}.backward"] = back
-            if sum(1 for k in data if k.endswith(".forward")) >= records:
-                break
+    for made in range(records):
+        key, record = forwards[made % len(forwards)]
+        api = key.rsplit(".", 2)[0]
+        n = counters.get(api, 0)
+        counters[api] = n + 1
+        data[f"{api}.{n}.forward"] = record
+        back = backwards.get(key.replace(".forward", ".backward"))
+        if back is not None:
+            data[f"{api}.{n}.backward"] = back
     doc["data"] = data
     path = into / f"dump_{records}.json"
     path.write_text(json.dumps(doc))

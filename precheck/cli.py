@@ -275,7 +275,7 @@ def _main(argv: list[str] | None = None) -> int:
         return _regress(args)
     from precheck.run_ut import run_ut   # imports torch: keep --help and argument errors fast
     try:
-        summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers,
+        summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers, keep_results=False,
                          options=CheckOptions(cosine=args.cosine, max_abs=args.max_abs, seed=args.seed,
                                               force_random=args.random, max_memory=args.max_memory,
                                               standard=args.standard, bench_device=args.bench_device,

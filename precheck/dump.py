@@ -14,7 +14,9 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from array import array
+from collections.abc import Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -118,7 +120,7 @@ class Dump:
     task: str
     level: str
     framework: str
-    cases: list[Case]
+    cases: "Cases"
 
     @property
     def data_dir(self) -> Path:
@@ -127,34 +129,39 @@ class Dump:
 
 
 def load_dump(path: str | os.PathLike) -> Dump:
-    """Parse dump.json; raise DumpError with a one-line reason when the file is not a usable msprobe dump."""
+    """Index dump.json; raise DumpError with a one-line reason when the file is not a usable msprobe dump.
+
+    The file is read once to find where each record lies and to pair forwards with backwards; each case is
+    decoded from its bytes when it is used. A gigabyte dump is never held in memory, decoded or not: what stays
+    is a name and two byte spans per record."""
     path = Path(path)
     if path.is_dir():
         path = path / "dump.json"
     try:
-        with open(path, encoding="utf-8") as f:
-            doc, cases = _stream(_JsonStream(f))
+        with open(path, "rb") as f:
+            doc, pairing = _stream(_JsonStream(f))
     except FileNotFoundError:
         raise DumpError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise DumpError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
-        raise DumpError(f"{path}: not valid JSON: {e.msg} (character {e.pos})") from None
+        raise DumpError(f"{path}: not valid JSON: {e.msg} (byte {e.pos})") from None
     except RecursionError:
         raise DumpError(f"{path}: JSON nested too deeply") from None
-    if doc is None or cases is None:
+    if doc is None or pairing is None:
         raise DumpError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
     task = doc.get("task")
     if task not in ("tensor", "statistics"):
         raise DumpError(f"{path}: not an msprobe dump ('task' is {_clip(repr(task), 80)}, expected 'tensor' or "
                         f"'statistics')")
     return Dump(path=path, task=task, level=str(doc.get("level", "")), framework=str(doc.get("framework", "")),
-                cases=cases)
+                cases=Cases(pairing, _FileRecords(path, pairing.spans)))
 
 
 class _JsonStream:
     """Reads one JSON document piece by piece, so a gigabyte dump.json is never held whole: at most a chunk
-    and the record being decoded are in memory."""
+    and the record being decoded are in memory. Bytes are read as Latin-1, one character per byte, so a
+    position is a byte offset into the file (UTF-8 text is decoded properly where a record is decoded)."""
 
     _WS = re.compile(r"[ \t\n\r]*")
     _DECODER = json.JSONDecoder()
@@ -162,14 +169,20 @@ class _JsonStream:
 
     def __init__(self, f: Any) -> None:
         self.f, self.buf, self.pos, self.eof = f, "", 0, False
+        self.base = 0    # file offset of buf[0]
 
     def _fill(self) -> bool:
         chunk = self.f.read(self.CHUNK)
         if not chunk:
             self.eof = True
             return False
-        self.buf, self.pos = self.buf[self.pos:] + chunk, 0
+        self.base += self.pos
+        self.buf, self.pos = self.buf[self.pos:] + chunk.decode("latin-1"), 0
         return True
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
 
     def peek(self) -> str:
         """The next character that is not white space ("" at the end of the file)."""
@@ -180,9 +193,12 @@ class _JsonStream:
             if not self._fill():
                 return ""
 
+    def _error(self, message: str) -> json.JSONDecodeError:
+        return json.JSONDecodeError(message, "", self.offset)
+
     def expect(self, char: str) -> None:
         if self.peek() != char:
-            raise json.JSONDecodeError(f"expected {char!r}", self.buf, self.pos)
+            raise self._error(f"expected {char!r}")
         self.pos += 1
 
     def value(self) -> Any:
@@ -190,17 +206,25 @@ class _JsonStream:
         while True:
             try:
                 value, end = self._DECODER.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as e:
                 if self._fill():
                     continue          # the value runs past what has been read so far
-                raise
+                raise json.JSONDecodeError(e.msg, "", self.base + e.pos) from None
             if end == len(self.buf) and self._fill():
                 continue              # a number cut at the chunk's end may go on
             self.pos = end
             return value
 
+    def skip(self) -> tuple[int, int]:
+        """Read past the value that starts here; its (start, end) byte offsets."""
+        self.peek()
+        start = self.offset
+        self.value()
+        return start, self.offset
+
     def keys(self) -> Iterator[str]:
-        """The keys of the object that starts here; the caller reads each key's value before the next."""
+        """The keys of the object that starts here (as UTF-8 text); the caller reads each key's value before
+        the next."""
         self.expect("{")
         if self.peek() == "}":
             self.pos += 1
@@ -208,62 +232,188 @@ class _JsonStream:
         while True:
             key = self.value()
             if not isinstance(key, str):
-                raise json.JSONDecodeError("object keys must be strings", self.buf, self.pos)
+                raise self._error("object keys must be strings")
             self.expect(":")
-            yield key
+            yield _utf8(key)
             char = self.peek()
             self.pos += 1
             if char == "}":
                 return
             if char != ",":
-                raise json.JSONDecodeError("expected ',' or '}'", self.buf, self.pos - 1)
+                raise self._error("expected ',' or '}'")
 
 
-def _stream(js: _JsonStream) -> tuple[dict | None, list[Case] | None]:
-    """The top-level fields of a dump and its cases, the ``data`` map decoded record by record."""
+def _utf8(text: str) -> str:
+    """A string read as Latin-1 bytes, as the UTF-8 text it encodes (kept as read if it is not UTF-8, or if JSON
+    escapes already made it text)."""
+    if text.isascii():
+        return text
+    try:
+        return text.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return text
+
+
+def _utf8_values(value: Any) -> Any:
+    if isinstance(value, str):
+        return _utf8(value)
+    if isinstance(value, list):
+        return [_utf8_values(v) for v in value]
+    if isinstance(value, dict):
+        return {_utf8(k): _utf8_values(v) for k, v in value.items()}
+    return value
+
+
+def _stream(js: _JsonStream) -> tuple[dict | None, "_Pairing | None"]:
+    """The top-level fields of a dump and its records' pairing, the ``data`` map indexed record by record."""
     if js.peek() != "{":
         js.value()                    # a valid document that is not an object is not a dump; invalid JSON raises
         return None, None
     doc: dict[str, Any] = {}
-    cases = None
+    pairing = None
     for key in js.keys():
         if key == "data" and js.peek() == "{":
-            cases = pair_records((name, js.value()) for name in js.keys())
+            pairing = _Pairing()
+            for name in js.keys():
+                pairing.add(name, pairing.spans.add(*js.skip()))
         else:
-            doc[key] = js.value()
+            doc[key] = _utf8_values(js.value())
     if js.peek() != "":
-        raise json.JSONDecodeError("extra data after the document", js.buf, js.pos)
-    return doc, cases
+        raise js._error("extra data after the document")
+    return doc, pairing
 
 
-def pair_records(data: dict[str, Any] | Iterable[tuple[str, Any]]) -> list[Case]:
-    """Pair forward and backward records by their stem, in forward dump order; ignore Module.* records.
-    Records may stream in: a forward record is decoded as it arrives, so raw JSON is held only for a backward
-    record that comes before its forward."""
-    forwards: dict[str, Case] = {}
-    early_backwards: dict[str, Any] = {}
-    odd: list[str] = []
-    for key, record in data.items() if isinstance(data, dict) else data:
+class _Spans:
+    """Byte spans of records in the file, 16 bytes each."""
+
+    def __init__(self) -> None:
+        self.starts, self.ends = array("q"), array("q")
+
+    def add(self, start: int, end: int) -> int:
+        self.starts.append(start)
+        self.ends.append(end)
+        return len(self.starts) - 1
+
+
+class _Pairing:
+    """Pairs forward and backward records by their stem as keys stream in, in forward dump order; ignores
+    Module.* records. A record is held as a handle (its byte span's index, or its place in a list), never
+    decoded here."""
+
+    def __init__(self) -> None:
+        self.spans = _Spans()
+        self.stems: list[str] = []
+        self.forwards, self.backwards = array("q"), array("q")    # handles per forward slot; -1: none
+        self._slots: dict[str, int] = {}
+        self._early: dict[str, int] = {}      # backward records that came before their forward
+        self.odd: list[str] = []              # malformed keys, kept as SKIP rows at the end
+
+    def add(self, key: str, handle: int) -> None:
         if key.startswith("Module.") or key.startswith("Cell."):
-            continue
+            return
         # fullmatch: `$` would also match before a trailing newline, and "X.0.forward\n" would replace X.0.
         m = _RECORD_KEY.fullmatch(key) if len(key) <= MAX_NAME else None
         if m is None:
-            odd.append(key)
-            continue
+            self.odd.append(key)
+            return
         stem = f"{m['api']}.{m['n']}"
+        slot = self._slots.get(stem)
         if m["kind"] == "forward":
-            order = forwards[stem].order if stem in forwards else len(forwards)   # a repeated key keeps its place
-            forwards[stem] = _decode_case(stem, m["api"], order, record, early_backwards.pop(stem, None))
-        elif stem in forwards:
-            forwards[stem] = _with_backward(forwards[stem], record)
+            if slot is None:            # a repeated key keeps its place; the later record replaces the earlier
+                slot = self._slots[stem] = len(self.stems)
+                self.stems.append(stem)
+                self.forwards.append(handle)
+                self.backwards.append(-1)
+            self.forwards[slot] = handle
+            self.backwards[slot] = self._early.pop(stem, -1)
+        elif slot is not None:
+            self.backwards[slot] = handle
         else:
-            early_backwards[stem] = record
-    cases = list(forwards.values())
-    # Malformed keys are kept as SKIP rows at the end rather than silently dropped.
-    cases += [Case(name=shown_name(key), api=shown_name(key), order=len(cases) + j, problem=_key_problem(key))
-              for j, key in enumerate(odd)]
-    return cases
+            self._early[stem] = handle
+
+
+class _FileRecords:
+    """Records read back from their byte spans in dump.json, each decoded when its case is used."""
+
+    def __init__(self, path: Path, spans: _Spans) -> None:
+        self.path, self.spans = path, spans
+
+    def __call__(self, handle: int) -> Any:
+        start, end = self.spans.starts[handle], self.spans.ends[handle]
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            raw = f.read(end - start)
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise RecordError(f"record is not UTF-8 text (byte {start + e.start})") from None
+        except json.JSONDecodeError as e:
+            raise RecordError(f"dump.json changed while being read ({e.msg})") from None
+
+
+class Cases(Sequence):
+    """The cases of a dump, in forward dump order, each decoded when it is used (malformed keys last)."""
+
+    def __init__(self, pairing: _Pairing, records: Callable[[int], Any]) -> None:
+        self._pairing, self._records = pairing, records
+
+    @property
+    def names(self) -> list[str]:
+        """Every case's row name, without decoding a record."""
+        return self._pairing.stems + [shown_name(key) for key in self._pairing.odd]
+
+    def __len__(self) -> int:
+        return len(self._pairing.stems) + len(self._pairing.odd)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, Cases)) and list(self) == list(other)
+
+    def select(self, indices: Sequence[int]) -> Sequence[Case]:
+        """The cases at ``indices``, decoded one at a time as they are used."""
+        return _Selection(self, indices)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getitem__(self, i: int) -> Case:  # type: ignore[override]
+        p = self._pairing
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        if i >= len(p.stems):
+            key = p.odd[i - len(p.stems)]
+            return Case(name=shown_name(key), api=shown_name(key), order=i, problem=_key_problem(key))
+        stem = p.stems[i]
+        api = stem.rsplit(".", 1)[0]
+        try:
+            fwd = self._records(p.forwards[i])
+            bwd = self._records(p.backwards[i]) if p.backwards[i] >= 0 else None
+        except RecordError as e:
+            return Case(name=stem, api=api, order=i, problem=f"bad record: {_clip(str(e))}")
+        return _decode_case(stem, api, i, fwd, bwd)
+
+
+class _Selection(Sequence):
+    def __init__(self, cases: Cases, indices: Sequence[int]) -> None:
+        self._cases, self._indices = cases, indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, i: int) -> Case:  # type: ignore[override]
+        return self._cases[self._indices[i]]
+
+
+def pair_records(data: dict[str, Any] | Iterable[tuple[str, Any]]) -> Cases:
+    """The cases of a ``data`` map already in memory (a dump.json loaded by other means)."""
+    records: list[Any] = []
+    pairing = _Pairing()
+    for key, record in data.items() if isinstance(data, dict) else data:
+        records.append(record)
+        pairing.add(key, len(records) - 1)
+    return Cases(pairing, records.__getitem__)
 
 
 def shown_name(key: str) -> str:

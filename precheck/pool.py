@@ -12,12 +12,14 @@ is recorded as such, never retried forever.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import multiprocessing
 import os
 import signal
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as connection_wait
@@ -46,23 +48,29 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def estimated_serial_seconds(cases: list[Case], options: CheckOptions) -> float:
+def estimated_serial_seconds(cases: Sequence[Case], options: CheckOptions, enough: float = math.inf) -> float:
+    """Seconds the cases would take one after the other; counting stops once ``enough`` is reached, so a large
+    dump is not decoded twice to learn that it is large."""
     seconds = len(cases) * SECONDS_PER_CASE
-    if options.target == "compile":
-        seconds += SECONDS_PER_COMPILE * len({case.signature() for case in cases if not case.problem})
+    signatures = set()
     for case in cases:
+        if seconds >= enough:
+            break
+        if options.target == "compile" and not case.problem and case.signature() not in signatures:
+            signatures.add(case.signature())
+            seconds += SECONDS_PER_COMPILE
         for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)):
             generated = options.force_random or spec.data_name is None
             seconds += spec.numel * (SECONDS_PER_GENERATED_ELEMENT if generated else SECONDS_PER_ELEMENT)
     return seconds
 
 
-def use_pool(cases: list[Case], workers: int, options: CheckOptions = CheckOptions()) -> bool:
+def use_pool(cases: Sequence[Case], workers: int, options: CheckOptions = CheckOptions()) -> bool:
     """A pool pays off when the work it saves exceeds what it costs to start."""
     if workers <= 1 or len(cases) < 2:
         return False
-    serial = estimated_serial_seconds(cases, options)
-    return serial - serial / min(workers, len(cases)) > POOL_START_SECONDS
+    share = 1 - 1 / min(workers, len(cases))      # of the serial time that a pool saves
+    return estimated_serial_seconds(cases, options, POOL_START_SECONDS / share + 1) * share > POOL_START_SECONDS
 
 
 def case_timeout(case: Case, options: CheckOptions) -> float:
@@ -73,7 +81,7 @@ def case_timeout(case: Case, options: CheckOptions) -> float:
     return min(DEFAULT_TIMEOUT + elements / 1e6 + (300.0 if options.target == "compile" else 0.0), MAX_TIMEOUT)
 
 
-def run_cases(cases: list[Case], data_dir: Path, options: CheckOptions, workers: int,
+def run_cases(cases: Sequence[Case], data_dir: Path, options: CheckOptions, workers: int,
               on_start: Callable[[Case], None] = lambda case: None,
               scheduler: str | None = None) -> Iterator[ApiResult]:
     """Yield one ApiResult per case, in completion order. ``on_start`` is told before a case starts;
@@ -103,7 +111,7 @@ def _check_remote(case: Case, data_dir: Path, options: CheckOptions) -> ApiResul
     return check_case(case, data_dir, options)
 
 
-def _on_dask(cases: list[Case], data_dir: Path, options: CheckOptions, scheduler: str,
+def _on_dask(cases: Sequence[Case], data_dir: Path, options: CheckOptions, scheduler: str,
              on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
     """Cases as tasks of a Dask cluster whose workers see the dump's path. A task that keeps killing its
     workers comes back as the case's error row (Dask retries it on other workers first)."""
@@ -189,8 +197,9 @@ class _Supervisor:
         raise WorkerStartError(f"a worker process did not start within {STARTUP_SECONDS:g} s "
                                f"(exit code {worker.process.exitcode})")
 
-    def run(self, cases: list[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
-        pending = deque(cases)
+    def run(self, cases: Sequence[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
+        source = iter(cases)
+        pending = deque(itertools.islice(source, 1))     # the next case; the rest stay undecoded in the dump
         workers = [self._start(wait=False) for _ in range(self.size)]   # they import torch in parallel
         for w in workers:
             self._ready(w)
@@ -201,6 +210,7 @@ class _Supervisor:
                         workers[i] = w = self._replace(w)     # died between cases
                     if w.case is None and pending:
                         w.case = pending.popleft()
+                        pending.extend(itertools.islice(source, 1))
                         on_start(w.case)
                         w.deadline = time.monotonic() + case_timeout(w.case, self.options)
                         w.conn.send(w.case)

@@ -10,7 +10,9 @@ import io
 import os
 import re
 import time
+from array import array
 from pathlib import Path
+from typing import BinaryIO
 
 from precheck.check import ApiResult, DetailRow
 
@@ -93,11 +95,14 @@ class CsvReport:
     Resuming (``resume`` = a result CSV of an interrupted run) repairs a torn last line, drops details rows of
     APIs without a result row, and continues both files; the journal beside them counts how often each API was
     started, so an API that killed the run twice is recorded as such instead of being retried forever.
+    Memory does not grow with the rows: per API only its dump order and where its lines lie are kept, and the
+    files are put in dump order at the end by copying those byte ranges.
     """
 
     def __init__(self, out_dir: str | os.PathLike, timestamp: str | None = None, *,
                  resume: str | os.PathLike | None = None, orders: dict[str, int] | None = None) -> None:
-        self._written: list[tuple[int, str, str]] = []   # (order, result line, details lines)
+        self._orders = array("q")
+        self._spans = {"result": array("q"), "details": array("q")}    # (start, end) byte offsets per API
         self.completed: set[str] = set()
         self.started: dict[str, int] = {}
         if resume is not None:
@@ -113,17 +118,17 @@ class CsvReport:
         self.result_path = self.out_dir / f"accuracy_checking_result_{ts}.csv"
         self.details_path = self.out_dir / f"accuracy_checking_details_{ts}.csv"
         self.journal_path = self.out_dir / f"accuracy_checking_result_{ts}.journal"
-        if resume is not None:
-            self._load(orders or {})
-        else:
-            _write_lines(self.result_path, RESULT_HEADER, [])
-            _write_lines(self.details_path, DETAILS_HEADER, [])
+        kept = self._interrupted(orders or {}) if resume is not None else []
+        self._files = {"result": _restart(self.result_path, RESULT_HEADER),
+                       "details": _restart(self.details_path, DETAILS_HEADER)}
+        for order, result, details in kept:
+            self._write(order, result, details)
+        if resume is None:
             self.journal_path.write_text("", encoding="utf-8")
-        self._result = open(self.result_path, "a", encoding="utf-8", newline="")
-        self._details = open(self.details_path, "a", encoding="utf-8", newline="")
         self._journal = open(self.journal_path, "a", encoding="utf-8")
 
-    def _load(self, orders: dict[str, int]) -> None:
+    def _interrupted(self, orders: dict[str, int]) -> list[tuple[int, str, str]]:
+        """The complete rows of the run being resumed, and how often each unfinished API was started."""
         if not self.details_path.is_file():
             raise ResumeError(f"{self.details_path}: missing, cannot resume {self.result_path.name}")
         header, results = _read_complete_rows(self.result_path)
@@ -134,17 +139,17 @@ class CsvReport:
         for row in details:
             api = row[0].rsplit(".", 3)[0] if row else ""
             by_api.setdefault(api, []).append(_line(row))
+        kept = []
         for row in results:
             name = row[0]
             self.completed.add(name)
-            self._written.append((orders.get(name, len(orders)), _line(row), "".join(by_api.get(name, []))))
-        _write_lines(self.result_path, RESULT_HEADER, [w[1] for w in self._written])
-        _write_lines(self.details_path, DETAILS_HEADER, [w[2] for w in self._written])
+            kept.append((orders.get(name, len(orders)), _line(row), "".join(by_api.get(name, []))))
         if self.journal_path.is_file():
             for line in self.journal_path.read_text(encoding="utf-8").splitlines():
                 kind, _, name = line.partition("\t")
                 if kind == "start" and name not in self.completed:
                     self.started[name] = self.started.get(name, 0) + 1
+        return kept
 
     def start(self, name: str) -> None:
         """Journal that ``name`` starts, before it runs: a kill during it is then known on resume."""
@@ -152,23 +157,35 @@ class CsvReport:
         self._journal.flush()
 
     def add(self, r: ApiResult) -> None:
-        result = _line(result_row(r))
-        details = "".join(_line(detail_row(d)) for d in r.details)
-        # A flush puts the rows in the OS's hands: they survive the process being killed at any moment.
-        self._details.write(details)
-        self._details.flush()
-        self._result.write(result)
-        self._result.flush()
-        self._written.append((r.order, result, details))
+        self._write(r.order, _line(result_row(r)), "".join(_line(detail_row(d)) for d in r.details))
+
+    def _write(self, order: int, result: str, details: str) -> None:
+        # Details first: a result row on disk always has its details. A flush puts the rows in the OS's hands:
+        # they survive the process being killed at any moment.
+        for kind, text_ in (("details", details), ("result", result)):
+            f = self._files[kind]
+            start = f.tell()
+            f.write(text_.encode("utf-8"))
+            f.flush()
+            self._spans[kind].extend((start, f.tell()))
+        self._orders.append(order)
 
     def close(self, complete: bool = True) -> None:
-        """Rewrite both files in dump order (results arrive in completion order) and close them; a complete run
+        """Put both files in dump order (results arrive in completion order) and close them; a complete run
         needs its journal no more."""
-        for f in (self._result, self._details, self._journal):
+        for f in (*self._files.values(), self._journal):
             f.close()
-        rows = sorted(self._written, key=lambda w: w[0])
-        _write_lines(self.result_path, RESULT_HEADER, [w[1] for w in rows])
-        _write_lines(self.details_path, DETAILS_HEADER, [w[2] for w in rows])
+        ranked = sorted(range(len(self._orders)), key=self._orders.__getitem__)
+        for kind, path, header in (("result", self.result_path, RESULT_HEADER),
+                                   ("details", self.details_path, DETAILS_HEADER)):
+            spans = self._spans[kind]
+            tmp = path.with_suffix(".csv.tmp")
+            with open(path, "rb") as src, open(tmp, "wb") as dst:
+                dst.write(_BOM + _line(header).encode("utf-8"))
+                for i in ranked:
+                    src.seek(spans[2 * i])
+                    dst.write(src.read(spans[2 * i + 1] - spans[2 * i]))
+            os.replace(tmp, path)
         if complete:
             self.journal_path.unlink(missing_ok=True)
 
@@ -177,6 +194,15 @@ class CsvReport:
 
     def __exit__(self, kind: type | None, *exc: object) -> None:
         self.close(complete=kind is None)
+
+
+_BOM = "\ufeff".encode("utf-8")
+
+
+def _restart(path: Path, header: list[str]) -> BinaryIO:
+    """A CSV holding only its header, open for appending rows."""
+    _write_lines(path, header, [])
+    return open(path, "ab")
 
 
 def _read_complete_rows(path: Path) -> tuple[list[str], list[list[str]]]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,7 +13,7 @@ from precheck.dump import load_dump
 from precheck.grader.status import at_or_below
 from precheck.pool import default_workers, failed, run_cases
 from precheck.report import CsvReport, text
-from precheck.selection import ApiLists, first_of_each_signature
+from precheck.selection import ApiLists, SignatureFilter
 from precheck.targets import TARGETS, resolve_device
 
 
@@ -23,33 +24,44 @@ class RunSummary:
     device: str
     target: str
     wall_seconds: float
-    results: list[ApiResult] = field(default_factory=list)
+    results: list[ApiResult] = field(default_factory=list)   # kept only with run_ut(keep_results=True)
     resumed: int = 0      # APIs already in the CSVs of the run this call continued
     filtered: int = 0     # calls left out by --filter_api (a signature checked already)
+    statuses: Counter = field(default_factory=Counter)   # (forward, backward) -> APIs checked by this call
+
+    @property
+    def checked(self) -> int:
+        return sum(self.statuses.values())
 
     @property
     def counts(self) -> Counter:
         """APIs per forward status."""
-        return Counter(r.forward for r in self.results)
+        forward: Counter = Counter()
+        for (f, _), n in self.statuses.items():
+            forward[f] += n
+        return forward
 
     @property
     def apis_per_second(self) -> float:
-        return len(self.results) / self.wall_seconds if self.wall_seconds > 0 else float("inf")
+        return self.checked / self.wall_seconds if self.wall_seconds > 0 else float("inf")
 
     def any_at_or_below(self, threshold: str) -> bool:
         """True when some API's forward or backward status is ``threshold`` or worse (``--fail-on``)."""
-        return any(at_or_below(s, threshold) for r in self.results for s in (r.forward, r.backward) if s.strip())
+        return any(at_or_below(s, threshold) for pair in self.statuses for s in pair if s.strip())
 
     def describe(self) -> str:
         counts = ", ".join(f"{k} {self.counts.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
-        backward = Counter(r.backward for r in self.results if r.backward.strip())
+        backward = Counter()
+        for (_, b), n in self.statuses.items():
+            if b.strip():
+                backward[b] += n
         bw = ", ".join(f"{k} {backward.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
         where = {"device": f"on {self.device}", "recorded": "against their recorded outputs",
                  "compile": f"through torch.compile on {self.device}"}[self.target]
         again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
         if self.filtered:
             again += f" ({self.filtered} calls with an already checked signature skipped by --filter_api)"
-        return (f"precheck run_ut: {len(self.results)} APIs {where}{again} in {self.wall_seconds:.2f} s "
+        return (f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
                 f"({self.apis_per_second:.1f} APIs/s)\n"
                 f"  forward:  {counts}\n  backward: {bw}\n"
                 f"  result:  {self.result_path}\n  details: {self.details_path}")
@@ -58,14 +70,15 @@ class RunSummary:
 def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, device: str = "auto",
            workers: int | None = None, options: CheckOptions | None = None, progress: bool = False,
            csv_path: str | os.PathLike | None = None, api_lists: ApiLists | None = None,
-           filter_api: bool = False, scheduler: str | None = None) -> RunSummary:
+           filter_api: bool = False, scheduler: str | None = None, keep_results: bool = True) -> RunSummary:
     """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
 
     Rows are written as APIs complete, so an interrupted run keeps every finished row; ``csv_path`` (the result
     CSV of an interrupted run) continues it in the same files, checking only the APIs it lacks. ``results`` of
     the summary hold the APIs checked by this call. ``api_lists`` (msprobe's white / black lists) turn the APIs
     they leave out into SKIP rows; ``filter_api`` checks one call per signature and leaves the others out;
-    ``scheduler`` (a Dask scheduler address) runs the checks on that cluster.
+    ``scheduler`` (a Dask scheduler address) runs the checks on that cluster; ``keep_results`` False keeps only
+    the counts of statuses in the summary, so a run's memory does not grow with the number of records.
     """
     start = time.perf_counter()
     dump = load_dump(api_info)
@@ -84,34 +97,42 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     if options.max_memory is None:
         options = replace(options, max_memory=default_max_memory(workers))
     results: list[ApiResult] = []
+    statuses: Counter = Counter()
+
+    def keep(result: ApiResult) -> None:
+        statuses[result.forward, result.backward] += 1
+        if keep_results:
+            results.append(result)
     bar = _progress_bar(len(dump.cases)) if progress else None
-    orders = {text(case.name): case.order for case in dump.cases}   # names as the CSVs hold them
+    orders = {text(name): i for i, name in enumerate(dump.cases.names)}   # names as the CSVs hold them
+    signatures = SignatureFilter() if filter_api else None
     with CsvReport(out_path, resume=csv_path, orders=orders) as report:
-        cases, filtered = first_of_each_signature(dump.cases) if filter_api else (dump.cases, 0)
-        todo = []
-        for case in cases:
-            if text(case.name) in report.completed:
+        todo = array("q")     # indices of the cases to run: cases are decoded again when they run, never held
+        for case in dump.cases:
+            if signatures is not None and not signatures.keep(case) or text(case.name) in report.completed:
                 continue
             listed_out = api_lists.excluded(case) if api_lists else None
             if listed_out or report.started.get(case.name, 0) >= 2:   # killed the run twice: never a third time
-                results.append(skipped(case, listed_out) if listed_out else
-                               failed(case, "killed the run twice while being checked; not retried"))
-                report.add(results[-1])
+                result = skipped(case, listed_out) if listed_out else \
+                    failed(case, "killed the run twice while being checked; not retried")
+                report.add(result)
+                keep(result)
             else:
-                todo.append(case)
+                todo.append(case.order)
         if bar is not None:
             bar.update(len(dump.cases) - len(todo))
-        for result in run_cases(todo, dump.data_dir, options, workers, on_start=lambda c: report.start(c.name),
-                                scheduler=scheduler):
+        for result in run_cases(dump.cases.select(todo), dump.data_dir, options, workers,
+                                on_start=lambda c: report.start(c.name), scheduler=scheduler):
             report.add(result)
-            results.append(result)
+            keep(result)
             if bar is not None:
                 bar.update(1)
     if bar is not None:
         bar.close()
     results.sort(key=lambda r: r.order)
     return RunSummary(report.result_path, report.details_path, resolved, options.target,
-                      time.perf_counter() - start, results, len(report.completed), filtered)
+                      time.perf_counter() - start, results, len(report.completed),
+                      signatures.left_out if signatures else 0, statuses)
 
 
 def default_max_memory(workers: int) -> int:

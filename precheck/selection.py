@@ -54,13 +54,18 @@ def load_api_lists(path: str | os.PathLike) -> ApiLists:
     return ApiLists(lists["white_list"], lists["black_list"])
 
 
-def first_of_each_signature(cases: list[Case]) -> tuple[list[Case], int]:
-    """The first call of every signature, in dump order, and how many calls were left out."""
-    seen: set[tuple] = set()
-    kept = []
-    for case in cases:
+class SignatureFilter:
+    """``--filter_api``: keeps the first call of every signature, as cases stream by in dump order, and counts
+    the calls it leaves out (it holds the signatures seen, never the cases)."""
+
+    def __init__(self) -> None:
+        self.seen: set[tuple] = set()
+        self.left_out = 0
+
+    def keep(self, case: Case) -> bool:
         key = case.signature() if not case.problem else ("problem", case.name)
-        if key not in seen:
-            seen.add(key)
-            kept.append(case)
-    return kept, len(cases) - len(kept)
+        if key in self.seen:
+            self.left_out += 1
+            return False
+        self.seen.add(key)
+        return True

@@ -174,3 +174,13 @@ def test_cuda_target_runs_the_gpt2_dump(tmp_path):
     summary = run_ut(GPT2, tmp_path, device="cuda")
     assert summary.device == "cuda:0"
     assert summary.counts["error"] == 0 and summary.counts["pass"] + summary.counts["warning"] == 40
+
+
+def test_a_run_that_keeps_no_results_counts_the_same(tmp_path):
+    # The CLI keeps only counts, so a run's memory does not grow with the number of records.
+    kept = run_ut(GPT2_STATS, tmp_path / "kept", device="cpu", workers=1)
+    counted = run_ut(GPT2_STATS, tmp_path / "counted", device="cpu", workers=1, keep_results=False)
+    assert counted.results == [] and len(kept.results) == counted.checked == 47
+    assert counted.counts == kept.counts and counted.statuses == kept.statuses
+    assert counted.describe().split(" in ")[0] == kept.describe().split(" in ")[0]
+    assert read_csv(counted.result_path) == read_csv(kept.result_path)

@@ -1,12 +1,16 @@
 """dump.json is read piece by piece: the same cases whatever the chunk size, and the same one-line errors."""
 from __future__ import annotations
 
+import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from precheck import dump as dump_module
-from precheck.dump import DumpError, load_dump
+from precheck.dump import DumpError, load_dump, pair_records
 
 DATA = Path(__file__).parent / "data"
 DUMPS = [DATA / "gpt2_bf16_tensor/step0/proc8493/dump.json", DATA / "gpt2_bf16_statistics/step0/proc8497/dump.json",
@@ -42,3 +46,50 @@ def test_broken_documents_are_one_line_errors(tmp_path, text, reason):
     with pytest.raises(DumpError, match=reason) as e:
         load_dump(path)
     assert "\n" not in str(e.value)
+
+
+OPINFO = [DATA / "opinfo_fp32_all", DATA / "opinfo_bf16_all_stats"]
+
+
+def _dump_json(root: Path) -> Path:
+    return next(root.rglob("dump.json"))
+
+
+@pytest.mark.parametrize("path", DUMPS + [_dump_json(p) for p in OPINFO], ids=lambda p: p.parts[-4])
+def test_indexed_cases_equal_the_whole_document_decoded(path):
+    assert load_dump(path).cases == pair_records(json.loads(path.read_text(encoding="utf-8"))["data"])
+
+
+# Non-ASCII text where a dump can hold it: API names, string arguments, the top-level fields.
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(_TEXT, min_size=1, max_size=4), values=st.lists(_TEXT, min_size=1, max_size=4),
+       chunk=st.integers(1, 9), ascii_only=st.booleans())
+def test_unicode_reads_the_same_at_any_chunk_size(tmp_path, monkeypatch, names, values, chunk, ascii_only):
+    data = {}
+    for i, name in enumerate(names):
+        data[f"Torch.{name}.{i}.forward"] = {"input_args": [{"type": "str", "value": v} for v in values],
+                                             "input_kwargs": {name: {"type": "str", "value": name}}}
+    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": "".join(values),
+           "data": data}
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(doc, ensure_ascii=ascii_only), encoding="utf-8")
+    monkeypatch.setattr(dump_module._JsonStream, "CHUNK", chunk)
+    assert load_dump(path).cases == pair_records(data)
+
+
+def test_the_index_holds_no_record(tmp_path):
+    # Each record carries a 20 kB string; what load_dump keeps is its name and byte span, not the record.
+    big = "x" * 20_000
+    data = {f"Torch.tanh.{i}.forward": {"input_args": [{"type": "str", "value": big}], "input_kwargs": {}}
+            for i in range(500)}
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": "statistics", "data": data}))
+    tracemalloc.start()
+    dump = load_dump(path)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert held < 500 * 1000          # under 1 kB a record, for a 10 MB file
+    assert dump.cases[499].args == (big,)    # decoded from the file when used
