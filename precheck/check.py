@@ -120,7 +120,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         except InputError as e:
             backward_problem = f"backward: {e}"
     if reason:
-        return _random(case, entry, args, kwargs, grad_outputs, builder, options)
+        return _random(case, entry, args, kwargs, grad_outputs, builder, options, backward_problem)
     golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
     if entry.alternate is not None and not _fits(golden, case):
         other = run_side(entry.alternate, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
@@ -196,7 +196,7 @@ def _target_failed(case: Case, target: SideRun, builder: InputBuilder) -> ApiRes
 
 
 def _random(case: Case, entry: ApiEntry, args: tuple, kwargs: dict, grad_outputs: tuple | None,
-            builder: InputBuilder, options: CheckOptions) -> ApiResult:
+            builder: InputBuilder, options: CheckOptions, backward_problem: str | None) -> ApiResult:
     """A random call: one target run, graded by the law of its outputs (stochastic.py)."""
     if options.target == "recorded":
         if any(isinstance(o, TensorSpec) and o.data_name is None for o in flatten(case.outputs)):
@@ -226,6 +226,9 @@ def _random(case: Case, entry: ApiEntry, args: tuple, kwargs: dict, grad_outputs
     backward_status = worst(r.comparison.status for r in backward) if backward else \
         SKIP if case.has_backward else NO_BACKWARD
     problems = [r.comparison.message for r in rows if r.comparison.status != PASS]
+    if backward_status == SKIP:
+        problems.append(backward_problem or "backward: not checked (the gradients of a random call are checked "
+                                            "for the dropout family on a device target)")
     if builder.generated:
         problems.append(builder.describe())
     return ApiResult(case.name, case.order, worst(r.comparison.status for r in forward), backward_status,
