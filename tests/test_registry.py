@@ -40,6 +40,11 @@ def _rows(out: Path) -> dict[str, list[str]]:
         return {r[0]: r[1:] for r in list(csv.reader(f))[1:]}
 
 
+def _details(out: Path) -> dict[str, list[str]]:
+    with next(out.glob("accuracy_checking_details_*.csv")).open(encoding="utf-8-sig") as f:
+        return {r[0]: r[1:] for r in list(csv.reader(f))[1:]}
+
+
 def _run(write_dump, tmp_path: Path, data: dict) -> dict[str, list[str]]:
     dump = write_dump(data)
     run_ut(dump, tmp_path / "out", device="cpu")
@@ -272,3 +277,23 @@ def test_msprobe_names_of_linalg_calls_run_the_call_that_was_made(write_dump, tm
     })
     assert {name: row[0] for name, row in rows.items()} == {"Torch.svd.0": "pass", "Torch.svd.1": "pass",
                                                           "Torch.inv.0": "pass", "Tensor.to.0": "pass"}
+
+
+@pytest.mark.parametrize("recorded, status", [
+    (lambda x, mask: x * mask / 0.5, "pass"),          # what dropout(p=0.5) computes
+    (lambda x, mask: x.clone(), "error"),              # nothing dropped
+    (lambda x, mask: x * mask, "error"),               # survivors not scaled by 1 / (1 - p)
+])
+def test_a_recorded_dropout_is_graded_by_the_law_of_its_draw(write_dump, tmp_path, recorded, status):
+    s = Saved(tmp_path)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(64, 64, generator=gen) + 0.5
+    mask = (torch.rand(64, 64, generator=gen) >= 0.5).float()
+    data = {"Functional.dropout.0.forward": {
+        "input_args": [s(x)], "input_kwargs": {"p": {"type": "float", "value": 0.5},
+                                               "training": {"type": "bool", "value": True}},
+        "output": [s(recorded(x, mask))]}}
+    rows = _recorded(write_dump, tmp_path, data)
+    assert rows["Functional.dropout.0"][0] == status, rows
+    details = _details(tmp_path / "out")["Functional.dropout.0.forward.output.0"]
+    assert details[-1].startswith("target: recorded outputs; random op, checked statistically: ")
