@@ -12,6 +12,9 @@ REAL_DUMPS = {
     "mlp_fp32_tensor": 6,
     "gpt2_bf16_tensor": 47,
     "gpt2_bf16_statistics": 47,
+    "bert_bf16_tensor": 52,
+    "cnn_bf16_tensor": 13,
+    "llama_fp32_statistics": 119,
 }
 
 

@@ -1,0 +1,59 @@
+"""Small training models for real msprobe dumps beyond GPT-2: BERT (dropout and attention dropout in training mode),
+LLaMA (RMSNorm, rotary embeddings, grouped-query attention, SiLU gates), and a CNN with batch norm, max pooling,
+Dropout2d and an LSTM. Each function takes a dtype and returns (model, run) for make_dump.py's MODEL argument.
+
+Regenerate the bundled dumps (the throwaway venv of opinfo_dump.py; risk_level ALL as there):
+    cd /work/main/benchmarks
+    PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:bert bf16 tensor /tmp/bert
+    PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:cnn bf16 tensor /tmp/cnn
+    PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:llama fp32 statistics /tmp/llama
+then copy each OUT/step0 into tests/data/{bert_bf16_tensor,cnn_bf16_tensor,llama_fp32_statistics}/.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def bert(dt):
+    from transformers import BertConfig, BertForMaskedLM
+    m = BertForMaskedLM(BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                                   vocab_size=300, max_position_embeddings=64)).to(dt)
+    m.train()
+    ids = torch.randint(0, 300, (2, 12))
+    return m, lambda: m(input_ids=ids, labels=ids).loss
+
+
+def llama(dt):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    m = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                                     intermediate_size=128, vocab_size=300, max_position_embeddings=64)).to(dt)
+    m.train()
+    ids = torch.randint(0, 300, (2, 12))
+    return m, lambda: m(input_ids=ids, labels=ids).loss
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 16, 3, stride=2)
+        self.drop = nn.Dropout2d(0.2)
+        self.lstm = nn.LSTM(16, 12, batch_first=True)
+        self.fc = nn.Linear(12, 5)
+
+    def forward(self, x, y):
+        h = F.max_pool2d(F.relu(self.bn(self.c1(x))), 2)
+        h = self.drop(F.silu(self.c2(h)))
+        h = F.adaptive_avg_pool2d(h, (1, 4)).flatten(2).transpose(1, 2)
+        out, _ = self.lstm(h)
+        return F.cross_entropy(self.fc(out[:, -1]), y, label_smoothing=0.1)
+
+
+def cnn(dt):
+    m = CNN().to(dt)
+    m.train()
+    x = torch.randn(4, 3, 16, 16, dtype=dt)
+    y = torch.randint(0, 5, (4,))
+    return m, lambda: m(x, y)
