@@ -955,6 +955,11 @@ def _heads(t: torch.Tensor, q: torch.Tensor, gqa: bool) -> torch.Tensor:
     return t.repeat_interleave(q.shape[-3] // t.shape[-3], dim=-3)
 
 
+def _broadcast(*shapes: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes without its first-use import of sympy (0.2 s of a run): empty tensors broadcast."""
+    return torch.broadcast_tensors(*(torch.empty((*shape, 0)) for shape in shapes))[0].shape[:-1]
+
+
 def _attention(args: tuple, kwargs: dict, outputs: list) -> _Attention:
     """The call's attention weights in float64, with batch dims broadcast and flattened.
 
@@ -979,7 +984,7 @@ def _attention(args: tuple, kwargs: dict, outputs: list) -> _Attention:
     spread = (q64.abs() @ k64.abs() * scale).amax(-1, keepdim=True)
     accumulate = 2.0 ** -53 if q.dtype == torch.float64 else 2.0 ** -24
     rtol = 2 * _rtol(out.dtype) + 4 * accumulate * spread
-    batch = torch.broadcast_shapes(weights.shape[:-2], v.shape[:-2])
+    batch = _broadcast(weights.shape[:-2], v.shape[:-2])
     want = (*batch, weights.shape[-2], v.shape[-1])
     if tuple(out.shape) != want:
         raise NotCheckable(f"output shape {tuple(out.shape)} is not the attention's {want}")
