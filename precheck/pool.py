@@ -113,23 +113,55 @@ def _check_remote(case: Case, data_dir: Path, options: CheckOptions) -> ApiResul
 
 def _on_dask(cases: Sequence[Case], data_dir: Path, options: CheckOptions, scheduler: str,
              on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
-    """Cases as tasks of a Dask cluster whose workers see the dump's path. A task that keeps killing its
-    workers comes back as the case's error row (Dask retries it on other workers first)."""
+    """Cases as tasks of a Dask cluster whose workers see the dump's path, as many at a time as the cluster has
+    threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task that
+    keeps killing its workers comes back as the case's error row (Dask retries it on other workers first); one
+    that runs past its timeout is an error row, and its worker is restarted, since a thread cannot be stopped."""
     try:
-        from distributed import Client, as_completed
+        from distributed import Client, wait
     except ImportError:
         raise ValueError("--backend dask needs the dask extra: pip install 'precheck[dask]'") from None
     data_dir = data_dir.resolve()
+    todo = iter(cases)
     with Client(scheduler) as client:
-        by_future = {}
-        for case in cases:
-            on_start(case)
-            by_future[client.submit(_check_remote, case, data_dir, options, pure=False)] = case
-        for future in as_completed(by_future):
+        window = max(1, sum(client.nthreads().values()))
+        running: dict[Any, tuple[Case, float]] = {}     # future -> (case, deadline)
+        while True:
+            for case in itertools.islice(todo, window - len(running)):
+                on_start(case)
+                future = client.submit(_check_remote, case, data_dir, options, pure=False)
+                running[future] = (case, time.monotonic() + case_timeout(case, options))
+            if not running:
+                return
+            soonest = min(deadline for _, deadline in running.values())
             try:
-                yield future.result()
-            except Exception as e:  # the cluster's failure is this case's row, never the run's end
-                yield failed(by_future[future], f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
+                done, _ = wait(list(running), timeout=max(soonest - time.monotonic(), 0.01),
+                               return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            for future in done:
+                case, _ = running.pop(future)
+                try:
+                    yield future.result()
+                except Exception as e:  # the cluster's failure is this case's row, never the run's end
+                    yield failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
+            now = time.monotonic()
+            for future in [f for f, (_, deadline) in running.items() if deadline <= now]:
+                case, _ = running.pop(future)
+                _restart_worker_of(client, future)
+                yield failed(case, f"timed out after {case_timeout(case, options):g} s")
+
+
+def _restart_worker_of(client: Any, future: Any) -> None:
+    """Stop a stuck task the only way Dask can: restart the worker running it (its nanny starts a fresh one;
+    Dask reschedules that worker's other tasks)."""
+    workers = [address for address, keys in client.processing().items() if future.key in keys]
+    future.cancel()
+    if workers:
+        try:
+            client.restart_workers(workers)
+        except Exception:  # a worker without a nanny cannot be restarted: the cancelled task's thread stays busy
+            pass
 
 
 READY = "ready"
