@@ -24,6 +24,10 @@ from api_registry.canonical import Canonical, canonical_for
 from api_registry.randomness import RandomCheck, randomness_of
 
 
+# (recorded args, recorded outputs) -> {argument place: count of True}
+MaskCounts = Callable[[Any, Any], dict[str, int]]
+
+
 @dataclass(frozen=True)
 class ApiEntry:
     """How to run one API and what the grader needs to know about it."""
@@ -41,6 +45,9 @@ class ApiEntry:
     int_floors: dict[str, int] = field(default_factory=dict)
     # Integer arguments the CPU only takes as int64 (an NPU records int32 class ids): widened on both sides.
     long_args: frozenset[str] = frozenset()
+    # Bool masks whose count of True sets the output's length, read from the recorded outputs (argument place ->
+    # count): msprobe records no share of True for a bool tensor, so a generated mask gets the recorded count.
+    mask_counts: MaskCounts | None = None
     # Rewrites each side's outputs where two correct runs may differ (tied sort indices, eigenvector signs).
     canonical: Canonical | None = None
     # The result may differ from run to run on an accelerator (atomic accumulation): said in the message.
@@ -70,6 +77,22 @@ _LONG_ARGS = {
     "Torch.take": frozenset({"input_args[1]", "input_kwargs.index"}),
     "Tensor.take": frozenset({"input_args[1]", "input_kwargs.index"}),
 }
+def _rows_selected(whole_shape: bool) -> MaskCounts:
+    """``x[mask]`` (mask over x's leading dimensions) and ``masked_select(x, mask)`` (mask shaped like x): the
+    output has one row per True."""
+    def counts(args: Any, outputs: Any) -> dict[str, int]:
+        source, mask = (list(args) + [None, None])[:2]
+        out = outputs[0] if isinstance(outputs, (list, tuple)) and outputs else None
+        if getattr(mask, "dtype", None) != torch.bool or not all(hasattr(t, "shape") for t in (source, out)):
+            return {}
+        mask_shape, source_shape = tuple(mask.shape), tuple(source.shape)
+        fits = mask_shape == source_shape if whole_shape else mask_shape == source_shape[:len(mask_shape)]
+        return {"input_args[1]": out.shape[0]} if fits and len(out.shape) else {}
+    return counts
+
+
+_MASK_COUNTS = {"Tensor.__getitem__": _rows_selected(False), "Torch.masked_select": _rows_selected(True),
+                "Tensor.masked_select": _rows_selected(True)}
 _GOLDEN = {f"Tensor.{n}": _raise_to_double for n in ("float", "half", "bfloat16", "double")}
 
 
@@ -113,6 +136,7 @@ def _entry(key: str, prefix: str, base: str, func: Callable[..., Any]) -> ApiEnt
     return ApiEntry(name=key, func=func, standard=catalogue.class_of(prefix, base), inplace=_is_inplace(base),
                     randomness=randomness_of(key, base), golden=_GOLDEN.get(key),
                     int_floors=_INT_FLOORS.get(key, {}), long_args=_LONG_ARGS.get(key, frozenset()),
+                    mask_counts=_MASK_COUNTS.get(key),
                     canonical=canonical_for(base), nondeterministic=base.rstrip("_") in catalogue.NONDETERMINISTIC)
 
 

@@ -16,7 +16,7 @@ from api_registry import ApiEntry, lookup, why_unsupported
 from precheck import stochastic
 from precheck.dump import Case, TensorSpec
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
-from precheck.inputs import InputBuilder, InputError, iter_specs
+from precheck.inputs import InputBuilder, InputError, builder_for, iter_specs
 from precheck.recorded import StatisticsOnly, grade_statistics, recorded_run
 from precheck.runner import SideRun, flatten, one_line, run_side
 from precheck.synth import rng_for
@@ -107,8 +107,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     if options.max_memory is not None and need > options.max_memory:
         return skipped(case, f"needs about {need / 2**30:.3g} GiB, above --max-memory "
                              f"{options.max_memory / 2**30:.3g} GiB")
-    builder = InputBuilder(data_dir, case.name, seed=options.seed, force_random=options.force_random,
-                           int_floors=entry.int_floors, long_args=entry.long_args)
+    builder = builder_for(entry, case, data_dir, seed=options.seed, force_random=options.force_random)
     try:
         args = builder.build(case.args, "input_args")
         kwargs = builder.build(case.kwargs, "input_kwargs")

@@ -11,7 +11,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from precheck.dump import TensorSpec
+from api_registry import ApiEntry
+from precheck.dump import Case, TensorSpec
 from precheck.synth import rng_for, synthesize
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
@@ -136,17 +137,20 @@ class InputBuilder:
 
     Generated tensors are seeded by (seed, case name, argument place), never by a stream shared across APIs.
     ``int_floors`` maps an argument place to the lowest valid value of its non-sentinel entries; ``long_args``
-    names the places whose narrower integers are widened to int64 (the CPU takes class ids only as int64).
+    names the places whose narrower integers are widened to int64 (the CPU takes class ids only as int64);
+    ``true_counts`` gives generated bool masks at those places the count of True the recorded output implies.
     """
 
     def __init__(self, data_dir: Path, case_name: str, *, seed: int = 0, force_random: bool = False,
-                 int_floors: dict[str, int] | None = None, long_args: frozenset[str] = frozenset()) -> None:
+                 int_floors: dict[str, int] | None = None, long_args: frozenset[str] = frozenset(),
+                 true_counts: dict[str, int] | None = None) -> None:
         self.data_dir = data_dir
         self.case_name = case_name
         self.seed = seed
         self.force_random = force_random
         self.int_floors = int_floors or {}
         self.long_args = long_args
+        self.true_counts = true_counts or {}
         self.generated = 0
         self.notes: list[str] = []
         self.tensors: dict[str, torch.Tensor] = {}   # every tensor built, by argument place (error data, repro)
@@ -170,7 +174,8 @@ class InputBuilder:
         if spec.data_name is not None and not self.force_random:
             return load_tensor(spec, self.data_dir)
         try:
-            tensor, note = synthesize(spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where))
+            tensor, note = synthesize(spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where),
+                                      self.true_counts.get(where))
         except Exception as e:  # statistics no generator foresaw: this record's SKIP, never the run's end
             raise InputError(f"{where}: cannot generate from statistics {spec.stats}: {type(e).__name__}: {e}") \
                 from None
@@ -184,3 +189,11 @@ class InputBuilder:
         if not self.generated:
             return ""
         return "; ".join([f"inputs generated from statistics (seed {self.seed})", *self.notes])
+
+
+def builder_for(entry: ApiEntry, case: Case, data_dir: Path, *, seed: int = 0,
+                force_random: bool = False) -> InputBuilder:
+    """The builder of one case, with its API's argument fix-ups (class ids, int64 widening, mask counts)."""
+    counts = entry.mask_counts(case.args, case.outputs) if entry.mask_counts else {}
+    return InputBuilder(data_dir, case.name, seed=seed, force_random=force_random, int_floors=entry.int_floors,
+                        long_args=entry.long_args, true_counts=counts)

@@ -18,7 +18,7 @@ import torch
 
 from api_registry import lookup
 from precheck.dump import DeviceArg, TensorSpec, load_dump
-from precheck.inputs import InputBuilder
+from precheck.inputs import builder_for
 
 _MODULES = {"Functional": "torch.nn.functional", "Torch": "torch", "Tensor": "torch.Tensor"}
 
@@ -130,8 +130,7 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
     prefix, _, rest = case.api.partition(".")
     if entry is None or prefix not in _MODULES:
         raise ReproError(f"{api_name}: not supported: {case.api}")
-    builder = InputBuilder(dump.data_dir, case.name, seed=seed, int_floors=entry.int_floors,
-                           long_args=entry.long_args)
+    builder = builder_for(entry, case, dump.data_dir, seed=seed)
     builder.build(case.args, "input_args")
     builder.build(case.kwargs, "input_kwargs")
     if case.has_backward:

@@ -37,17 +37,19 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def synthesize(spec: TensorSpec, rng: np.random.Generator, int_floor: int | None = None) -> tuple[torch.Tensor, str]:
+def synthesize(spec: TensorSpec, rng: np.random.Generator, int_floor: int | None = None,
+               true_count: int | None = None) -> tuple[torch.Tensor, str]:
     """A tensor matching ``spec``'s shape, dtype and statistics, and a note (empty when all were met).
 
     ``int_floor``: for integer arguments whose negative Min is a sentinel (cross-entropy's ignore_index), values
-    other than the sentinel are drawn from [int_floor, Max] so every class id stays valid.
+    other than the sentinel are drawn from [int_floor, Max] so every class id stays valid. ``true_count``: for a
+    bool mask whose share of True was not recorded, the count the call's recorded output implies.
     """
     n = spec.numel
     if n == 0:
         return torch.empty(spec.shape, dtype=spec.dtype), ""
     if spec.dtype == torch.bool:
-        values, note = _bools(n, spec, rng)
+        values, note = _bools(n, spec, rng, true_count)
     elif spec.dtype.is_floating_point or spec.dtype.is_complex:
         values, note = _floats(n, spec, rng)
     else:
@@ -55,12 +57,12 @@ def synthesize(spec: TensorSpec, rng: np.random.Generator, int_floor: int | None
     return values.reshape(spec.shape), note
 
 
-def _bools(n: int, spec: TensorSpec, rng: np.random.Generator) -> tuple[torch.Tensor, str]:
+def _bools(n: int, spec: TensorSpec, rng: np.random.Generator, count: int | None) -> tuple[torch.Tensor, str]:
     s = spec.stats
     any_true = bool(s.max) if s.max is not None else True
     any_false = not s.min if s.min is not None else True
     share = s.mean if _finite(s.mean) else (0.5 if any_true and any_false else float(any_true))
-    k = round(share * n)
+    k = count if count is not None and not _finite(s.mean) and 0 <= count <= n else round(share * n)
     k = min(max(k, 1 if any_true else 0), n - 1 if any_false else n)
     out = np.zeros(n, dtype=bool)
     out[rng.permutation(n)[:k]] = True

@@ -235,10 +235,36 @@ def test_bool_with_max_true_and_min_false_holds_both(shape):
     assert bool(out.any()) and bool((~out).any())
 
 
+@given(n=st.integers(2, 300), data=st.data())
+def test_a_mask_without_a_recorded_share_gets_the_count_its_output_implies(n, data):
+    count = data.draw(st.integers(1, n - 1))
+    out, _ = synthesize(spec(Stats(1.0, 0.0, None, None), torch.bool, (n,)), rng_for(0, "x", "m"), true_count=count)
+    assert int(out.sum()) == count
+
+
 @pytest.mark.parametrize("max_, min_", [(0.0, 0.0), (1.0, 1.0)], ids=["all-false", "all-true"])
 def test_bool_constant_from_max_min(max_, min_):
     out, _ = make(spec(Stats(max_, min_, None, None), torch.bool, (500,)))
     assert bool((out == bool(max_)).all())
+
+
+@pytest.mark.parametrize("api, mask_shape, out_shape", [
+    ("Tensor.__getitem__", (6,), (4, 5)),        # x[mask]: one row of x per True
+    ("Tensor.__getitem__", (6, 5), (11,)),
+    ("Torch.masked_select", (6, 5), (13,)),
+])
+def test_statistics_masks_select_the_recorded_number_of_rows(write_dump, tmp_path, api, mask_shape, out_shape):
+    # msprobe records a bool tensor's Max and Min only: the count of True comes from the output's length.
+    x = tensor_rec("torch.float32", (6, 5), Max=2.0, Min=-2.0, Mean=0.1, Norm=5.0, requires_grad=True)
+    mask = tensor_rec("torch.bool", mask_shape, Max=True, Min=False, Mean=None, Norm=None)
+    out = tensor_rec("torch.float32", out_shape, Max=2.0, Min=-2.0, Mean=0.1, Norm=3.0)
+    grad_out = tensor_rec("torch.float32", out_shape, Max=1.0, Min=-1.0, Mean=0.0, Norm=2.0)
+    grad_x = tensor_rec("torch.float32", (6, 5), Max=1.0, Min=-1.0, Mean=0.0, Norm=2.0)
+    path = write_dump({f"{api}.0.forward": {"input_args": [x, mask], "input_kwargs": {}, "output": [out]},
+                       f"{api}.0.backward": {"input": [grad_out], "output": [grad_x]}}, task="statistics")
+    summary = run_ut(path, tmp_path / "out", device="cpu", workers=1)
+    result = summary.results[0]
+    assert (result.forward, result.backward) == ("pass", "pass"), result.message
 
 
 @pytest.mark.parametrize("max_, min_", [(False, False), (True, True)], ids=["all-false", "all-true"])
