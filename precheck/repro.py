@@ -121,15 +121,20 @@ def safe_name(name: str) -> str:
 def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
     """Write the script and its inputs for one API of a dump; returns the script's path."""
     dump = load_dump(api_info)
-    case = next((c for c in dump.cases if c.name == api_name), None)
-    if case is None:
+    names = dump.cases.names
+    if api_name not in names:
         raise ReproError(f"{api_name}: no such forward record in {dump.path}")
+    case = dump.cases[names.index(api_name)]     # only this record is decoded
     if case.problem:
         raise ReproError(f"{api_name}: {case.problem}")
     entry = lookup(case.api)
     prefix, _, rest = case.api.partition(".")
     if entry is None or prefix not in _MODULES:
         raise ReproError(f"{api_name}: not supported: {case.api}")
+    random = entry.random_reason(case.args, case.kwargs)
+    if random:
+        raise ReproError(f"{api_name}: {random}; a repro compares a device run with a float64 run number by number, "
+                         f"which two random draws never match (run_ut checks it by the law of its draws)")
     builder = builder_for(entry, case, dump.data_dir, seed=seed)
     builder.build(case.args, "input_args")
     builder.build(case.kwargs, "input_kwargs")

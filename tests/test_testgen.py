@@ -128,6 +128,13 @@ def test_repro_script_needs_only_torch_and_reproduces(tmp_path, capsys):
     assert "no such forward record" in capsys.readouterr().err
 
 
+def test_a_random_call_has_no_numerical_repro(tmp_path, capsys):
+    assert main(["repro", "Functional.dropout.0", "-api_info", str(GPT2), "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Functional.dropout.0: random op: p=0.1 in training mode" in err
+    assert "two random draws never match" in err and not list(tmp_path.iterdir())
+
+
 def test_save_error_data_writes_every_non_pass_api_once(tmp_path):
     summary = run_ut(GPT2, tmp_path, options=CheckOptions(standard="auto", save_error_data=str(tmp_path / "err")))
     not_pass = {r.name for r in summary.results if {r.forward, r.backward} & {"warning", "error"}}
