@@ -72,12 +72,12 @@ class ApiResult:
 
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
     if options.save_error_data and not options.keep_tensors:
-        result = _check(case, data_dir, replace(options, keep_tensors=True))
+        result = _guarded(case, data_dir, replace(options, keep_tensors=True))
         if {result.forward, result.backward} & {WARNING, ERROR}:
             save_error_data(result, Path(options.save_error_data))
         result = replace(result, inputs=None, details=[replace(d, target=None, golden=None) for d in result.details])
     else:
-        result = _check(case, data_dir, options)
+        result = _guarded(case, data_dir, options)
     if options.target == "device":
         return result
     # Other targets are named in every details row's Message (DEVICE Dtype keeps msprobe's meaning).
@@ -88,6 +88,15 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
 
 
 TARGET_LABELS = {"recorded": "target: recorded outputs", "compile": "target: torch.compile"}
+
+
+def _guarded(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
+    """A fault of precheck's own on one record (a grader or a statistical check meeting what it did not foresee)
+    is that record's SKIP row, never the run's end and never a traceback; the API itself is not blamed."""
+    try:
+        return _check(case, data_dir, options)
+    except Exception as e:
+        return skipped(case, f"precheck could not check this record: {one_line(e)}")
 
 
 def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:

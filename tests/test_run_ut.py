@@ -189,3 +189,17 @@ def test_a_run_that_keeps_no_results_counts_the_same(tmp_path):
     assert counted.counts == kept.counts and counted.statuses == kept.statuses
     assert counted.describe().split(" in ")[0] == kept.describe().split(" in ")[0]
     assert read_csv(counted.result_path) == read_csv(kept.result_path)
+
+
+def test_a_fault_of_precheck_on_one_record_is_its_skip_row(tmp_path, monkeypatch):
+    from precheck import stochastic
+
+    def broken(*args, **kwargs):
+        raise IndexError("index 3 is out of bounds")
+    monkeypatch.setattr(stochastic, "grade", broken)        # the statistical checks meet what they did not foresee
+    summary = run_ut(GPT2, tmp_path, device="cpu", workers=1)
+    rows = {r[0]: r[1:] for r in read_csv(summary.result_path)[1:]}
+    assert len(rows) == 47
+    assert rows["Functional.dropout.0"] == ["SKIP", "SKIP", "precheck could not check this record: IndexError: "
+                                                           "index 3 is out of bounds"]
+    assert rows["Functional.embedding.0"][:2] == ["pass", "pass"]
