@@ -570,3 +570,135 @@ def test_attention_masks_that_cannot_be_recovered():
         CHECKS["Functional.scaled_dot_product_attention"]((q, k, v), {"dropout_p": 0.5}, [out])
     with pytest.raises(NotCheckable, match="query heads"):
         CHECKS["Functional.scaled_dot_product_attention"]((q, k[:, :3], v[:, :3]), {"dropout_p": 0.5}, [out])
+
+
+# ------------------------------------------------------------------------------------------ multi-head attention
+
+MHA = "Functional.multi_head_attention_forward"
+
+
+def mha_inputs(seed: int, dtype: torch.dtype, batched: bool = True, length: int = 6) -> tuple[tuple, dict]:
+    """Arguments (query .. in_proj_bias by position, the rest by name) of a 2-head attention of embed_dim 16
+    (head_dim 8) over 5 queries, with biases; inputs small enough that bfloat16 logits keep a few bits."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def r(*shape: int, scale: float = 1.0) -> torch.Tensor:
+        return (torch.randn(shape, generator=gen) * scale).to(dtype)
+
+    seq = (lambda n: (n, 2, 16)) if batched else (lambda n: (n, 16))
+    args = (r(*seq(5), scale=0.5), r(*seq(length)), r(*seq(length)), 16, 2, r(48, 16, scale=0.25), r(48, scale=0.1))
+    return args, {"bias_k": None, "bias_v": None, "add_zero_attn": False, "dropout_p": 0.5,
+                  "out_proj_weight": r(16, 16, scale=0.25), "out_proj_bias": r(16, scale=0.1)}
+
+
+def _padding(gen: torch.Generator, batched: bool) -> torch.Tensor:
+    mask = torch.rand((2, 6) if batched else (6,), generator=gen) < 0.3
+    mask[..., 0] = False
+    return mask
+
+
+MHA_MODES = {
+    "plain": lambda args, gen, batched: {},
+    "bool mask": lambda args, gen, batched: {"attn_mask": torch.rand(5, 6, generator=gen) < 0.3},
+    "float masks": lambda args, gen, batched: {
+        "attn_mask": torch.randn(5, 6, generator=gen).to(args[0].dtype),
+        "key_padding_mask": torch.zeros(_padding(gen, batched).shape, dtype=args[0].dtype).masked_fill(
+            _padding(gen, batched), -math.inf)},
+    "padding": lambda args, gen, batched: {"key_padding_mask": _padding(gen, batched)},
+    "bias_kv, zero attn": lambda args, gen, batched: {"bias_k": args[6][None, None, :16], "add_zero_attn": True,
+                                                      "bias_v": args[6][None, None, 16:32]},
+    "separate weights": lambda args, gen, batched: {"use_separate_proj_weight": True,
+                                                    **dict(zip(("q_proj_weight", "k_proj_weight", "v_proj_weight"),
+                                                               args[5].chunk(3)))},
+    "causal": lambda args, gen, batched: {"attn_mask": ~torch.ones(5, 6, dtype=torch.bool).tril(), "is_causal": True},
+}
+MHA_WEIGHTS = {"no weights": {"need_weights": False}, "averaged": {}, "per head": {"average_attn_weights": False}}
+
+
+def mha_call(seed: int, dtype: torch.dtype, p: float, mode: str = "plain", weights: str = "no weights",
+             batched: bool = True, **kwargs) -> tuple[tuple, dict, list]:
+    """A recorded call (args, kwargs, outputs), its dropout drawn from the seed."""
+    args, base = mha_inputs(seed, dtype, batched, kwargs.pop("length", 6))
+    gen = torch.Generator().manual_seed(seed)
+    kwargs = {**base, "dropout_p": p, **MHA_MODES[mode](args, gen, batched), **MHA_WEIGHTS[weights], **kwargs}
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return args, kwargs, list(F.multi_head_attention_forward(*args, **kwargs))
+
+
+@pytest.mark.parametrize("mode", sorted(MHA_MODES))
+@EXAMPLES
+@given(seed=SEEDS, dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float64]), p=st.sampled_from([0.1, 0.5]),
+       weights=st.sampled_from(sorted(MHA_WEIGHTS)), batched=st.booleans())
+def test_mha_dropout_draws_pass(mode, seed, dtype, p, weights, batched):
+    args, kwargs, outputs = mha_call(seed, dtype, p, mode, weights, batched)
+    try:
+        found = check(MHA, args, kwargs, outputs)
+    except NotCheckable as e:      # bfloat16 leaves too few bits to recover a mask from the output
+        assert dtype == torch.bfloat16 and "rounding noise" in str(e), e
+        return
+    assert_passes(found)
+    assert "recomputed output" in found and ("attention weights" in found) == (weights != "no weights")
+
+
+def test_mha_reads_the_mask_from_per_head_weights():
+    """Per-head weights give the mask directly: no need for L_k <= head_dim, and bfloat16 gets checked."""
+    args, kwargs, outputs = mha_call(1, torch.float32, 0.5, weights="per head", length=12)
+    assert {"recomputed output", "share of dropped weights", "attention weights"} <= set(check(MHA, args, kwargs,
+                                                                                                outputs))
+    assert_passes(check(MHA, *mha_call(2, torch.bfloat16, 0.5, weights="per head")))
+    assert_passes(check(MHA, *mha_call(3, torch.float32, 0.0, weights="averaged")))
+
+
+def mha_by_hand(args: tuple, kwargs: dict, keep: torch.Tensor, factor: float) -> torch.Tensor:
+    """attn_output of a batched call without masks computed with the dropout mask `keep` (N*H, L, S) and
+    survivors scaled by `factor`."""
+    query, key, value, _, _, weight, bias = args
+    q, k, v = (F.linear(x, w, b).reshape(x.shape[0], -1, 8).transpose(0, 1)
+               for x, w, b in zip((query, key, value), weight.chunk(3), bias.chunk(3)))
+    attention = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(8), -1) * keep * factor @ v
+    return F.linear(attention.transpose(0, 1).reshape(query.shape), kwargs["out_proj_weight"], kwargs["out_proj_bias"])
+
+
+def test_mha_made_with_another_p_or_scale_fails():
+    args, kwargs, _ = mha_call(4, torch.float32, 0.6)
+    assert "recomputed output" in failed(check(MHA, args, kwargs, mha_call(4, torch.float32, 0.3)[2]))
+    keep = torch.rand(4, 5, 6, generator=torch.Generator().manual_seed(4)) >= 0.6
+    assert failed(check(MHA, args, kwargs, [mha_by_hand(args, kwargs, keep, 1.0), None]))    # survivors not scaled
+    undropped = mha_call(4, torch.float32, 0.6, training=False)[2]
+    assert "share of dropped weights" in failed(check(MHA, args, kwargs, undropped))
+    args, kwargs, _ = mha_call(4, torch.float32, 0.6, weights="per head")
+    undropped = mha_call(4, torch.float32, 0.6, weights="per head", training=False)[2]
+    assert {"attention weights", "share of dropped weights"} <= failed(check(MHA, args, kwargs, undropped))
+
+
+def test_mha_that_drops_another_share_fails():
+    args, kwargs, _ = mha_call(5, torch.float32, 0.3)
+    keep = torch.rand(4, 5, 6, generator=torch.Generator().manual_seed(5)) > 0.8        # drops 80%
+    assert failed(check(MHA, args, kwargs, [mha_by_hand(args, kwargs, keep, 1 / 0.7), None])) == {
+        "share of dropped weights"}
+
+
+def test_mha_calls_that_cannot_be_checked():
+    args, kwargs, outputs = mha_call(6, torch.float32, 0.5, length=12)
+    with pytest.raises(NotCheckable, match="L_k > E_v"):
+        CHECKS[MHA](args, kwargs, outputs)
+    args, kwargs, outputs = mha_call(6, torch.float32, 0.5)
+    with pytest.raises(NotCheckable, match="static_k/static_v"):
+        CHECKS[MHA](args, {**kwargs, "static_k": torch.zeros(4, 6, 8)}, outputs)
+    singular = kwargs["out_proj_weight"].clone()
+    singular[:, 3] = 0
+    with pytest.raises(NotCheckable, match="out_proj_weight has rank below embed_dim"):
+        CHECKS[MHA](args, {**kwargs, "out_proj_weight": singular}, outputs)
+    repeated = list(args)
+    repeated[2] = args[2].clone()
+    repeated[2][1] = repeated[2][0]
+    with pytest.raises(NotCheckable, match="linearly dependent"):
+        CHECKS[MHA](tuple(repeated), kwargs, outputs)
+    with pytest.raises(NotCheckable, match="not divisible by num_heads 3"):
+        CHECKS[MHA](args[:4] + (3,) + args[5:], kwargs, outputs)
+    with pytest.raises(NotCheckable, match="neither all 2-D"):
+        CHECKS[MHA]((args[0][None],) + args[1:], kwargs, outputs)
+    with pytest.raises(NotCheckable, match="not a probability"):
+        CHECKS[MHA](args, {**kwargs, "dropout_p": 1.5}, outputs)
