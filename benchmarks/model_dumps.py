@@ -1,13 +1,15 @@
 """Small training models for real msprobe dumps beyond GPT-2: BERT (dropout and attention dropout in training mode),
-LLaMA (RMSNorm, rotary embeddings, grouped-query attention, SiLU gates), and a CNN with batch norm, max pooling,
-Dropout2d and an LSTM. Each function takes a dtype and returns (model, run) for make_dump.py's MODEL argument.
+LLaMA (RMSNorm, rotary embeddings, grouped-query attention, SiLU gates), a CNN with batch norm, max pooling,
+Dropout2d and an LSTM, and torch's own TransformerEncoder in training mode (multi-head attention with dropout). Each function takes a dtype and returns (model, run) for make_dump.py's MODEL argument.
 
 Regenerate the bundled dumps (the throwaway venv of opinfo_dump.py; risk_level ALL as there):
     cd /work/main/benchmarks
     PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:bert bf16 tensor /tmp/bert
     PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:cnn bf16 tensor /tmp/cnn
     PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:llama fp32 statistics /tmp/llama
-then copy each OUT/step0 into tests/data/{bert_bf16_tensor,cnn_bf16_tensor,llama_fp32_statistics}/.
+    PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:encoder fp32 tensor /tmp/encoder
+then copy each OUT/step0 into tests/data/{bert_bf16_tensor,cnn_bf16_tensor,llama_fp32_statistics,
+encoder_fp32_tensor}/.
 """
 from __future__ import annotations
 
@@ -57,3 +59,11 @@ def cnn(dt):
     x = torch.randn(4, 3, 16, 16, dtype=dt)
     y = torch.randint(0, 5, (4,))
     return m, lambda: m(x, y)
+
+
+def encoder(dt):
+    layer = nn.TransformerEncoderLayer(d_model=32, nhead=2, dim_feedforward=64, dropout=0.1, batch_first=True)
+    m = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).to(dt)
+    m.train()
+    x = torch.randn(2, 8, 32, dtype=dt)
+    return m, lambda: m(x).pow(2).mean()

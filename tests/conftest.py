@@ -15,6 +15,7 @@ REAL_DUMPS = {
     "bert_bf16_tensor": 52,
     "cnn_bf16_tensor": 13,
     "llama_fp32_statistics": 119,
+    "encoder_fp32_tensor": 28,
 }
 
 

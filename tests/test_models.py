@@ -1,6 +1,7 @@
-"""Real msprobe dumps of three more training steps (benchmarks/model_dumps.py): BERT in training mode (dropout and
-attention dropout), a CNN (batch norm, pooling, Dropout2d) in bf16 tensor mode, and LLaMA (RMSNorm, rotary
-embeddings, grouped-query attention) in fp32 statistics mode. Every record is graded; the random ones by their law;
+"""Real msprobe dumps of four more training steps (benchmarks/model_dumps.py): BERT in training mode (dropout and
+attention dropout), a CNN (batch norm, pooling, Dropout2d) in bf16 tensor mode, LLaMA (RMSNorm, rotary
+embeddings, grouped-query attention) in fp32 statistics mode, and torch's TransformerEncoder (multi-head attention
+with dropout) in fp32 tensor mode. Every record is graded; the random ones by their law;
 the only errors are the CPU's own bf16 kernels losing precision against the float64 golden."""
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ MODELS = {
     # the CPU's bf16 batch norm: 2.3% of outputs off by more than 1% (elements near zero)
     "cnn_bf16_tensor": (13, {"Functional.dropout2d"}, {"Functional.batch_norm.0"}),
     "llama_fp32_statistics": (119, set(), set()),
+    # torch's TransformerEncoder in training: dropout inside multi-head attention, its mask recovered
+    "encoder_fp32_tensor": (28, {"Functional.dropout", "Functional.multi_head_attention_forward"}, set()),
 }
 
 
