@@ -24,6 +24,7 @@ VERDICT = "random op, checked statistically"
 
 
 def checkable(entry: ApiEntry) -> bool:
+    """Whether a random call of this API has a law to check; without one its row is a SKIP saying it is random."""
     return entry.name in CHECKS
 
 
