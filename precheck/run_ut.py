@@ -107,8 +107,13 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     orders = {text(name): i for i, name in enumerate(dump.cases.names)}   # names as the CSVs hold them
     signatures = SignatureFilter() if filter_api else None
     with CsvReport(out_path, resume=csv_path, orders=orders) as report:
-        todo = array("q")     # indices of the cases to run: cases are decoded again when they run, never held
-        for case in dump.cases:
+        todo = array("q")     # indices of the cases to run: cases are decoded when they run, never held
+        for order, name in enumerate(dump.cases.names):
+            if signatures is None and api_lists is None and report.started.get(name, 0) < 2:
+                if text(name) not in report.completed:    # nothing to learn from the record yet: not decoded
+                    todo.append(order)
+                continue
+            case = dump.cases[order]
             if signatures is not None and not signatures.keep(case) or text(case.name) in report.completed:
                 continue
             listed_out = api_lists.excluded(case) if api_lists else None
