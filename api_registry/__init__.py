@@ -7,14 +7,16 @@ name that is not in the table is not supported: it is never turned into an attri
 says which precision-standard class grades each family and which names are never run (file access, global
 state, hooks).
 """
+
 from __future__ import annotations
 
 import functools
 import gc
 import importlib
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +24,6 @@ import torch.nn.functional as F
 from api_registry import catalogue, npu, testing
 from api_registry.canonical import Canonical, canonical_for
 from api_registry.randomness import RandomCheck, randomness_of
-
 
 # (recorded args, recorded outputs) -> {argument place: count of True}
 MaskCounts = Callable[[Any, Any], dict[str, int]]
@@ -71,28 +72,36 @@ _TARGET_IS_CLASS_ID = {"input_args[1]": 0, "input_kwargs.target": 0}
 _INT_FLOORS = {"Functional.cross_entropy": _TARGET_IS_CLASS_ID, "Functional.nll_loss": _TARGET_IS_CLASS_ID}
 _TARGET = frozenset({"input_args[1]", "input_kwargs.target"})
 _LONG_ARGS = {
-    **{f"Functional.{n}": _TARGET for n in ("cross_entropy", "nll_loss", "multi_margin_loss",
-                                             "multilabel_margin_loss")},
+    **{
+        f"Functional.{n}": _TARGET for n in ("cross_entropy", "nll_loss", "multi_margin_loss", "multilabel_margin_loss")
+    },
     "Functional.one_hot": frozenset({"input_args[0]", "input_kwargs.tensor"}),
     "Torch.take": frozenset({"input_args[1]", "input_kwargs.index"}),
     "Tensor.take": frozenset({"input_args[1]", "input_kwargs.index"}),
 }
+
+
 def _rows_selected(whole_shape: bool) -> MaskCounts:
     """``x[mask]`` (mask over x's leading dimensions) and ``masked_select(x, mask)`` (mask shaped like x): the
     output has one row per True."""
+
     def counts(args: Any, outputs: Any) -> dict[str, int]:
         source, mask = (list(args) + [None, None])[:2]
         out = outputs[0] if isinstance(outputs, (list, tuple)) and outputs else None
         if getattr(mask, "dtype", None) != torch.bool or not all(hasattr(t, "shape") for t in (source, out)):
             return {}
         mask_shape, source_shape = tuple(mask.shape), tuple(source.shape)
-        fits = mask_shape == source_shape if whole_shape else mask_shape == source_shape[:len(mask_shape)]
+        fits = mask_shape == source_shape if whole_shape else mask_shape == source_shape[: len(mask_shape)]
         return {"input_args[1]": out.shape[0]} if fits and len(out.shape) else {}
+
     return counts
 
 
-_MASK_COUNTS = {"Tensor.__getitem__": _rows_selected(False), "Torch.masked_select": _rows_selected(True),
-                "Tensor.masked_select": _rows_selected(True)}
+_MASK_COUNTS = {
+    "Tensor.__getitem__": _rows_selected(False),
+    "Torch.masked_select": _rows_selected(True),
+    "Tensor.masked_select": _rows_selected(True),
+}
 _GOLDEN = {f"Tensor.{n}": _raise_to_double for n in ("float", "half", "bfloat16", "double")}
 
 
@@ -122,8 +131,11 @@ def _public(root: Any, prefix: str = "") -> list[str]:
 
 def _candidates() -> dict[str, tuple[Any, list[str]]]:
     """Per dump prefix: the object names resolve on, and every name it can run."""
-    torch_names = _public(torch._C._VariableFunctions) + catalogue.TORCH_PYTHON + \
-        [n for sub in ("linalg", "fft", "special") for n in _public(getattr(torch, sub), sub + ".")]
+    torch_names = (
+        _public(torch._C._VariableFunctions)
+        + catalogue.TORCH_PYTHON
+        + [n for sub in ("linalg", "fft", "special") for n in _public(getattr(torch, sub), sub + ".")]
+    )
     return {
         "Functional": (F, _public(F)),
         "Torch": (torch, torch_names),
@@ -133,11 +145,19 @@ def _candidates() -> dict[str, tuple[Any, list[str]]]:
 
 
 def _entry(key: str, prefix: str, base: str, func: Callable[..., Any]) -> ApiEntry:
-    return ApiEntry(name=key, func=func, standard=catalogue.class_of(prefix, base), inplace=_is_inplace(base),
-                    randomness=randomness_of(key, base), golden=_GOLDEN.get(key),
-                    int_floors=_INT_FLOORS.get(key, {}), long_args=_LONG_ARGS.get(key, frozenset()),
-                    mask_counts=_MASK_COUNTS.get(key),
-                    canonical=canonical_for(base), nondeterministic=base.rstrip("_") in catalogue.NONDETERMINISTIC)
+    return ApiEntry(
+        name=key,
+        func=func,
+        standard=catalogue.class_of(prefix, base),
+        inplace=_is_inplace(base),
+        randomness=randomness_of(key, base),
+        golden=_GOLDEN.get(key),
+        int_floors=_INT_FLOORS.get(key, {}),
+        long_args=_LONG_ARGS.get(key, frozenset()),
+        mask_counts=_MASK_COUNTS.get(key),
+        canonical=canonical_for(base),
+        nondeterministic=base.rstrip("_") in catalogue.NONDETERMINISTIC,
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -170,8 +190,12 @@ def _build() -> dict[str, ApiEntry]:
         table[key] = ApiEntry(**{**table[key].__dict__, "alternate": linalg}) if key in table else linalg
     table.update(_npu_entries())
     if testing.enabled():
-        table.update({name: ApiEntry(name=name, func=func, standard=catalogue.OTHER)
-                      for name, func in testing.MISBEHAVING.items()})
+        table.update(
+            {
+                name: ApiEntry(name=name, func=func, standard=catalogue.OTHER)
+                for name, func in testing.MISBEHAVING.items()
+            }
+        )
     return table
 
 
@@ -181,9 +205,15 @@ def _npu_entries() -> dict[str, ApiEntry]:
     table = {}
     for name, (reference, standard) in npu.REFERENCES.items():
         key = f"NPU.{name}"
-        table[key] = ApiEntry(name=key, func=getattr(torch_npu, name, reference), standard=standard,
-                              golden=reference, randomness=randomness_of(key, name), canonical=canonical_for(name),
-                              needs_device="npu")
+        table[key] = ApiEntry(
+            name=key,
+            func=getattr(torch_npu, name, reference),
+            standard=standard,
+            golden=reference,
+            randomness=randomness_of(key, name),
+            canonical=canonical_for(name),
+            needs_device="npu",
+        )
     return table
 
 
@@ -193,14 +223,14 @@ def aten_names() -> frozenset[str]:
     names = set()
     for qualified in torch._C._dispatch_get_all_op_names():
         if qualified.startswith("aten::"):
-            op, _, overload = qualified[len("aten::"):].partition(".")
+            op, _, overload = qualified[len("aten::") :].partition(".")
             names.add(f"{op}.{overload or 'default'}")
     return frozenset(names)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _aten(key: str) -> ApiEntry | None:
-    name = key[len("Aten."):]
+    name = key[len("Aten.") :]
     if name not in aten_names() or catalogue.denied("Aten", name.partition(".")[0]):
         return None
     op, _, overload = name.partition(".")
@@ -225,9 +255,13 @@ def why_unsupported(api: str) -> str:
     """The SKIP reason of a dump name with no entry: what it would need that a pre-check cannot give it."""
     prefix = api.partition(".")[0]
     if prefix in ("Distributed", "MindSpeed"):
-        return f"{prefix.lower()} op {api}: needs a process group and its peer ranks, which a pre-check of one " \
-               "process does not have"
+        return (
+            f"{prefix.lower()} op {api}: needs a process group and its peer ranks, which a pre-check of one "
+            "process does not have"
+        )
     if prefix == "NPU":
-        return f"NPU op {api}: no CPU reference implementation (precheck has references of " \
-               f"{len(npu.REFERENCES)} fused ops: precheck apis lists them)"
+        return (
+            f"NPU op {api}: no CPU reference implementation (precheck has references of "
+            f"{len(npu.REFERENCES)} fused ops: precheck apis lists them)"
+        )
     return f"not supported: {api}"

@@ -3,6 +3,7 @@
 Every per-call rule of the registry (is this dropout call random, along which dim did this sort run) needs it;
 the defaults are the API's own, so a call that left the argument out reads the value the API used.
 """
+
 from __future__ import annotations
 
 from typing import Any

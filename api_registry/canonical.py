@@ -11,9 +11,10 @@ devices as errors, so each side's outputs are rewritten, with that side's own in
   diagonal of R, complex eigenvectors a fixed phase;
 - uninitialised outputs (``empty`` and friends) become their shape; a generator's seed and offset are dropped.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -42,14 +43,16 @@ def _picked(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
 
 def selection(dim_pos: int, dim_default: int | None) -> Canonical:
     """(values, indices) outputs, or indices alone (argsort): indices become the values they select."""
+
     def canonical(args: tuple, kwargs: dict, outputs: list) -> list:
         x = _input(args, kwargs)
         dim = arg(args, kwargs, dim_pos, "dim", dim_default)
         index_at = [i for i, o in enumerate(outputs) if isinstance(o, torch.Tensor) and o.dtype == torch.int64]
         if x is None or not isinstance(dim, int) or len(index_at) != 1:
-            return outputs        # the reduce-everything form (max(x)) has no index to rewrite
+            return outputs  # the reduce-everything form (max(x)) has no index to rewrite
         i = index_at[0]
-        return [*outputs[:i], _picked(x, dim, outputs[i]), *outputs[i + 1:]]
+        return [*outputs[:i], _picked(x, dim, outputs[i]), *outputs[i + 1 :]]
+
     return canonical
 
 
@@ -74,9 +77,9 @@ def unique(args: tuple, kwargs: dict, outputs: list) -> list:
     rest = []
     for extra in outputs[1:]:
         if isinstance(extra, torch.Tensor) and extra.dim() == 1 and extra.shape == values.shape:
-            rest.append(extra[order])                 # counts follow the values
+            rest.append(extra[order])  # counts follow the values
         elif isinstance(extra, torch.Tensor):
-            rest.append(values[extra])                # inverse: the reconstructed input
+            rest.append(values[extra])  # inverse: the reconstructed input
         else:
             rest.append(extra)
     return [values[order], *rest]
@@ -112,24 +115,29 @@ def _fixed_phase(vectors: torch.Tensor) -> torch.Tensor:
 
 def svd(vh_is_transposed: bool) -> Canonical:
     """(U, S, Vh) of linalg.svd, or (U, S, V) of torch.svd: U's columns get a fixed sign and V follows."""
+
     def canonical(args: tuple, kwargs: dict, outputs: list) -> list:
         if len(outputs) != 3 or not all(isinstance(o, torch.Tensor) for o in outputs) or outputs[0].dim() < 2:
             return outputs
         u, s, v = outputs
         if u.is_complex():
-            return outputs        # complex singular vectors are defined up to a phase per pair: kept as they are
-        sign = _sign_of_columns(u)                     # (..., 1, k)
+            return outputs  # complex singular vectors are defined up to a phase per pair: kept as they are
+        sign = _sign_of_columns(u)  # (..., 1, k)
         k = sign.shape[-1]
         u = u * sign
         v = v * sign.transpose(-2, -1)[..., :k, :] if vh_is_transposed else v * sign[..., :k]
         return [u, s, v]
+
     return canonical
 
 
 def qr(args: tuple, kwargs: dict, outputs: list) -> list:
     """(Q, R): signs chosen so that R's diagonal is non-negative."""
-    if len(outputs) != 2 or not all(isinstance(o, torch.Tensor) and o.dim() >= 2 for o in outputs) or \
-            outputs[0].is_complex():
+    if (
+        len(outputs) != 2
+        or not all(isinstance(o, torch.Tensor) and o.dim() >= 2 for o in outputs)
+        or outputs[0].is_complex()
+    ):
         return outputs
     q, r = outputs
     k = min(q.shape[-1], r.shape[-2])
@@ -171,22 +179,44 @@ def uninitialised(args: tuple, kwargs: dict, outputs: list) -> list:
 
 def generator_state(*places: int) -> Canonical:
     """Outputs that report the random generator's seed and offset (npu_fusion_attention) are not results."""
+
     def canonical(args: tuple, kwargs: dict, outputs: list) -> list:
         return [None if i in places else o for i, o in enumerate(outputs)]
+
     return canonical
 
 
 # Base API name (without prefix and overload) -> canonicaliser, for every prefix.
-_VALUES_AND_INDICES = {"sort": selection(1, -1), "argsort": selection(1, -1), "topk": selection(2, -1),
-                       "kthvalue": selection(2, -1), "mode": selection(1, -1), "median": selection(1, None),
-                       "nanmedian": selection(1, None), "max": selection(1, None), "min": selection(1, None),
-                       "cummax": selection(1, None), "cummin": selection(1, None)}
+_VALUES_AND_INDICES = {
+    "sort": selection(1, -1),
+    "argsort": selection(1, -1),
+    "topk": selection(2, -1),
+    "kthvalue": selection(2, -1),
+    "mode": selection(1, -1),
+    "median": selection(1, None),
+    "nanmedian": selection(1, None),
+    "max": selection(1, None),
+    "min": selection(1, None),
+    "cummax": selection(1, None),
+    "cummin": selection(1, None),
+}
 CANONICAL: dict[str, Canonical] = {
-    **_VALUES_AND_INDICES, "argmax": arg_extreme, "argmin": arg_extreme, "unique": unique,
-    "linalg.eigh": eigh, "linalg.svd": svd(True), "svd": svd(False), "linalg.qr": qr, "qr": qr,
-    "linalg.eig": eig, "linalg.eigvals": eigvals, "npu_fusion_attention": generator_state(4, 5),
-    **{name: uninitialised for name in ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-                                        "empty_permuted")},
+    **_VALUES_AND_INDICES,
+    "argmax": arg_extreme,
+    "argmin": arg_extreme,
+    "unique": unique,
+    "linalg.eigh": eigh,
+    "linalg.svd": svd(True),
+    "svd": svd(False),
+    "linalg.qr": qr,
+    "qr": qr,
+    "linalg.eig": eig,
+    "linalg.eigvals": eigvals,
+    "npu_fusion_attention": generator_state(4, 5),
+    **{
+        name: uninitialised
+        for name in ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted")
+    },
 }
 
 

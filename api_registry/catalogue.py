@@ -5,15 +5,16 @@ The registry runs every public function torch provides; these lists give each fa
 names that are not computations (file access, global state, hooks, quantised and vendor-library internals).
 Nothing here is ever looked up by a string taken from a dump; the dump's name is only a key into the table.
 """
+
 import re
 
 # Class names used by `--standard auto` (grader issue): how a family of ops is best judged.
-MATMUL = "matmul"          # accumulating products: ULP-style bound
-CONV = "conv"              # thousandth standard
-REDUCTION = "reduction"    # accumulative bound
-BINARY = "binary"          # index / movement / compare ops: bit-exact
-POINTWISE = "pointwise"    # absolute threshold with small-value regime
-OTHER = "other"            # normalisation, softmax, losses, attention: benchmark or default
+MATMUL = "matmul"  # accumulating products: ULP-style bound
+CONV = "conv"  # thousandth standard
+REDUCTION = "reduction"  # accumulative bound
+BINARY = "binary"  # index / movement / compare ops: bit-exact
+POINTWISE = "pointwise"  # absolute threshold with small-value regime
+OTHER = "other"  # normalisation, softmax, losses, attention: benchmark or default
 
 _POINTWISE_MATH = """
 abs absolute acos acosh add addcdiv addcmul asin asinh atan atan2 atanh ceil clamp clamp_max clamp_min clip cos
@@ -42,10 +43,14 @@ _OTHER = """
 softmax log_softmax layer_norm group_norm batch_norm instance_norm embedding cross cdist cosine_similarity
 cumulative_trapezoid trapezoid diff histc bincount searchsorted bucketize
 """
-_LINALG = "linalg.inv linalg.solve linalg.cholesky linalg.det linalg.slogdet linalg.matmul linalg.vector_norm " \
-          "linalg.matrix_norm linalg.norm linalg.pinv linalg.cross"
-_SPECIAL = "special.erf special.erfc special.erfinv special.expit special.logit special.xlogy special.log1p " \
-           "special.sinc special.i0 special.logsumexp special.softmax special.log_softmax special.entr"
+_LINALG = (
+    "linalg.inv linalg.solve linalg.cholesky linalg.det linalg.slogdet linalg.matmul linalg.vector_norm "
+    "linalg.matrix_norm linalg.norm linalg.pinv linalg.cross"
+)
+_SPECIAL = (
+    "special.erf special.erfc special.erfinv special.expit special.logit special.xlogy special.log1p "
+    "special.sinc special.i0 special.logsumexp special.softmax special.log_softmax special.entr"
+)
 _FFT = "fft.fft fft.ifft fft.rfft fft.irfft fft.fft2 fft.ifft2 fft.rfft2 fft.irfft2 fft.fftn fft.ifftn"
 
 TORCH = {
@@ -55,7 +60,7 @@ TORCH = {
     REDUCTION: _REDUCTION + " linalg.vector_norm linalg.matrix_norm linalg.norm special.logsumexp",
     BINARY: _BINARY,
     OTHER: _OTHER + " " + _LINALG + " " + _SPECIAL + " " + _FFT + " dropout feature_dropout alpha_dropout "
-           "rand rand_like randn randn_like randint randint_like randperm bernoulli normal multinomial poisson",
+    "rand rand_like randn randn_like randint randint_like randperm bernoulli normal multinomial poisson",
 }
 
 FUNCTIONAL = {
@@ -91,14 +96,17 @@ __itruediv__ __div__ __rdiv__ __idiv__ __floordiv__ __rfloordiv__ __ifloordiv__ 
 __rpow__ __ipow__ __neg__ __abs__
 """
 TENSOR = {
-    POINTWISE: _POINTWISE_MATH + _DUNDERS + """
+    POINTWISE: _POINTWISE_MATH
+    + _DUNDERS
+    + """
         add_ sub_ mul_ div_ clamp_ clamp_min_ clamp_max_ pow_ exp_ log_ sqrt_ rsqrt_ sigmoid_ tanh_ neg_ abs_
         reciprocal_ addcmul_ addcdiv_ lerp_ relu_ masked_fill masked_fill_ fill_ zero_ float half bfloat16 double
         type_as to type
     """,
     MATMUL: _MATMUL.replace("chain_matmul", "") + " __matmul__ __rmatmul__ addmm_ baddbmm_",
     REDUCTION: _REDUCTION + " cumsum_ index_add_ scatter_add_ scatter_reduce_ index_reduce_",
-    BINARY: _BINARY + """
+    BINARY: _BINARY
+    + """
         __getitem__ __setitem__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __and__ __or__ __xor__ __rand__ __ror__
         __rxor__ __iand__ __ior__ __ixor__ __invert__ __lshift__ __rshift__ __ilshift__ __irshift__
         view view_as reshape_as contiguous expand expand_as repeat copy_ int long bool short byte char
@@ -113,31 +121,42 @@ TENSOR = {
 
 # Python-level torch functions outside torch._VF that compute something.
 TORCH_PYTHON = ["broadcast_shapes", "unique", "unravel_index", "lu"]
-TENSOR_DUNDERS = _DUNDERS + """
+TENSOR_DUNDERS = (
+    _DUNDERS
+    + """
     __matmul__ __rmatmul__ __getitem__ __setitem__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __and__ __or__ __xor__
     __rand__ __ror__ __rxor__ __iand__ __ior__ __ixor__ __invert__ __lshift__ __rshift__ __ilshift__ __irshift__
     __rlshift__ __rrshift__ __imatmul__ __pos__ __bool__ __float__ __int__ __index__ __len__
 """
+)
 
 # Never run, whatever a dump holds: they touch files, global or autograd state, or a vendor library's internals.
 _DENIED = {
-    "Torch": re.compile(r"(from_file|from_numpy|frombuffer|from_dlpack|to_dlpack|fbgemm_.*|mkldnn_.*|miopen_.*"
-                        r"|cudnn_.*|quantize.*|q_.*|sparse_.*|sym_.*|is_vulkan_available|set_.*|get_.*|seed"
-                        r"|manual_seed|initial_seed|load|save)"),
-    "Tensor": re.compile(r"(apply_|map_|map2_|backward|register_.*|retain_grad|record_stream|share_memory_"
-                         r"|pin_memory|storage|untyped_storage|storage_type|data_ptr|const_data_ptr|numpy|tolist"
-                         r"|module_load|as_subclass|reinforce|set_|new|q_.*|int_repr|dequantize|to_mkldnn"
-                         r"|sparse_resize_.*|resize_as_sparse_)"),
+    "Torch": re.compile(
+        r"(from_file|from_numpy|frombuffer|from_dlpack|to_dlpack|fbgemm_.*|mkldnn_.*|miopen_.*"
+        r"|cudnn_.*|quantize.*|q_.*|sparse_.*|sym_.*|is_vulkan_available|set_.*|get_.*|seed"
+        r"|manual_seed|initial_seed|load|save)"
+    ),
+    "Tensor": re.compile(
+        r"(apply_|map_|map2_|backward|register_.*|retain_grad|record_stream|share_memory_"
+        r"|pin_memory|storage|untyped_storage|storage_type|data_ptr|const_data_ptr|numpy|tolist"
+        r"|module_load|as_subclass|reinforce|set_|new|q_.*|int_repr|dequantize|to_mkldnn"
+        r"|sparse_resize_.*|resize_as_sparse_)"
+    ),
     "Functional": re.compile(r"(handle_torch_function|has_torch_function.*|boolean_dispatch|assert_int_or_pair)"),
 }
 _DENIED["VF"] = _DENIED["Torch"]
-_DENIED["Aten"] = re.compile(r"(_.*|from_file|set_.*|record_stream|copy_sparse_to_sparse_|.*quantize.*|q_.*"
-                             r"|fbgemm_.*|mkldnn_.*|miopen_.*|cudnn_.*|lift.*|sym_.*)")
+_DENIED["Aten"] = re.compile(
+    r"(_.*|from_file|set_.*|record_stream|copy_sparse_to_sparse_|.*quantize.*|q_.*"
+    r"|fbgemm_.*|mkldnn_.*|miopen_.*|cudnn_.*|lift.*|sym_.*)"
+)
 
 # Results built by atomic accumulation on accelerators: a rerun may differ in the last bits.
-NONDETERMINISTIC = set("""
+NONDETERMINISTIC = set(
+    """
 index_add scatter_add scatter_reduce index_reduce index_put put embedding_bag bincount histc cumsum
-""".split())
+""".split()
+)
 
 
 def denied(prefix: str, name: str) -> bool:

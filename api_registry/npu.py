@@ -8,6 +8,7 @@ Every function computes in the dtype of its inputs (float64 in, float64 out) and
 
 ``REFERENCES`` maps each op name to (function, precision-standard class).
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,15 @@ def _from_bnsd(t: Tensor, layout: str) -> Tensor:
     return t.permute(2, 0, 1, 3).flatten(2)  # SBH
 
 
-def _sparse_mask(sparse_mode: int, atten_mask: Tensor | None, sq: int, skv: int, pre_tockens: int,
-                 next_tockens: int, device: torch.device) -> Tensor | None:
+def _sparse_mask(
+    sparse_mode: int,
+    atten_mask: Tensor | None,
+    sq: int,
+    skv: int,
+    pre_tockens: int,
+    next_tockens: int,
+    device: torch.device,
+) -> Tensor | None:
     """Boolean mask, True = masked out. Modes 2-4 ignore the (compressed 2048x2048) mask passed and build their own:
     2 causal from the top-left corner, 3 causal from the bottom-right corner, 4 the band
     -pre_tockens <= j - i - (skv - sq) <= next_tockens (origin at the bottom-right corner)."""
@@ -63,8 +71,9 @@ def _sparse_mask(sparse_mode: int, atten_mask: Tensor | None, sq: int, skv: int,
     return (rel > next_tockens) | (rel < -pre_tockens)
 
 
-def _attention(q: Tensor, k: Tensor, v: Tensor, pse: Tensor | None, masked: Tensor | None,
-               scale: float) -> tuple[Tensor, Tensor, Tensor]:
+def _attention(
+    q: Tensor, k: Tensor, v: Tensor, pse: Tensor | None, masked: Tensor | None, scale: float
+) -> tuple[Tensor, Tensor, Tensor]:
     """softmax(mask((q k^T + pse) * scale)) v on (B, N, S, D) tensors, kv heads shared by groups of q heads.
 
     Returns the output and the per-row softmax max and sum, each (B, N, Sq, 1). A row with every key masked out
@@ -90,14 +99,29 @@ def _eight(t: Tensor) -> Tensor:
     return t.expand(*t.shape[:-1], 8).contiguous()
 
 
-def npu_fusion_attention(query: Tensor, key: Tensor, value: Tensor, head_num: int, input_layout: str,
-                         pse: Tensor | None = None, padding_mask: Tensor | None = None,
-                         atten_mask: Tensor | None = None, scale: float = 1.0, keep_prob: float = 1.0,
-                         pre_tockens: int = _MAX_TOKENS, next_tockens: int = _MAX_TOKENS, inner_precise: int = 0,
-                         prefix: Sequence[int] | None = None, actual_seq_qlen: Sequence[int] | None = None,
-                         actual_seq_kvlen: Sequence[int] | None = None, sparse_mode: int = 0,
-                         gen_mask_parallel: bool = True, sync: bool = False, softmax_layout: str = "",
-                         sink: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int, int]:
+def npu_fusion_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    head_num: int,
+    input_layout: str,
+    pse: Tensor | None = None,
+    padding_mask: Tensor | None = None,
+    atten_mask: Tensor | None = None,
+    scale: float = 1.0,
+    keep_prob: float = 1.0,
+    pre_tockens: int = _MAX_TOKENS,
+    next_tockens: int = _MAX_TOKENS,
+    inner_precise: int = 0,
+    prefix: Sequence[int] | None = None,
+    actual_seq_qlen: Sequence[int] | None = None,
+    actual_seq_kvlen: Sequence[int] | None = None,
+    sparse_mode: int = 0,
+    gen_mask_parallel: bool = True,
+    sync: bool = False,
+    softmax_layout: str = "",
+    sink: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int, int]:
     """Flash attention ``softmax(mask(scale * (q k^T + pse), atten_mask)) v`` (torch_npu's default pse_type 1: pse is
     added before scaling; ``scale`` defaults to 1, not 1/sqrt(d)).
 
@@ -116,8 +140,20 @@ def npu_fusion_attention(query: Tensor, key: Tensor, value: Tensor, head_num: in
     if sink is not None or softmax_layout:
         raise ValueError("npu_fusion_attention: sink and softmax_layout are not supported")
     if input_layout == "TND":
-        return _varlen_attention(query, key, value, head_num, pse, atten_mask, scale, pre_tockens, next_tockens,
-                                 actual_seq_qlen, actual_seq_kvlen, sparse_mode)
+        return _varlen_attention(
+            query,
+            key,
+            value,
+            head_num,
+            pse,
+            atten_mask,
+            scale,
+            pre_tockens,
+            next_tockens,
+            actual_seq_qlen,
+            actual_seq_kvlen,
+            sparse_mode,
+        )
     q = _to_bnsd(query, input_layout, head_num)
     kv_heads = key.shape[-1] // q.shape[-1] if input_layout in ("BSH", "SBH") else None
     k, v = (_to_bnsd(t, input_layout, kv_heads) for t in (key, value))
@@ -126,38 +162,51 @@ def npu_fusion_attention(query: Tensor, key: Tensor, value: Tensor, head_num: in
     skv = k.shape[2]
     masked = _sparse_mask(sparse_mode, atten_mask, sq, skv, pre_tockens, next_tockens, query.device)
     out, row_max, row_sum = _attention(q, k, v, pse, masked, scale)
-    return (_from_bnsd(out, input_layout), _eight(row_max), _eight(row_sum), query.new_empty(0), 0, 0,
-            b * n * sq * skv)
+    return (_from_bnsd(out, input_layout), _eight(row_max), _eight(row_sum), query.new_empty(0), 0, 0, b * n * sq * skv)
 
 
 def _check_heads(nq: int, nkv: int, head_num: int) -> None:
     if nq != head_num or nkv == 0 or nq % nkv:
-        raise ValueError(f"npu_fusion_attention: {nq} query heads and {nkv} key/value heads do not fit "
-                         f"head_num={head_num} (query heads must be head_num and a multiple of key/value heads)")
+        raise ValueError(
+            f"npu_fusion_attention: {nq} query heads and {nkv} key/value heads do not fit "
+            f"head_num={head_num} (query heads must be head_num and a multiple of key/value heads)"
+        )
 
 
-def _varlen_attention(query: Tensor, key: Tensor, value: Tensor, head_num: int, pse: Tensor | None,
-                      atten_mask: Tensor | None, scale: float, pre_tockens: int, next_tockens: int,
-                      actual_seq_qlen: Sequence[int] | None, actual_seq_kvlen: Sequence[int] | None,
-                      sparse_mode: int) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int, int]:
+def _varlen_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    head_num: int,
+    pse: Tensor | None,
+    atten_mask: Tensor | None,
+    scale: float,
+    pre_tockens: int,
+    next_tockens: int,
+    actual_seq_qlen: Sequence[int] | None,
+    actual_seq_kvlen: Sequence[int] | None,
+    sparse_mode: int,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int, int]:
     """TND: each sequence attends on its own; trailing zero lengths are batches left out (their rows stay 0)."""
     if actual_seq_qlen is None or actual_seq_kvlen is None or len(actual_seq_qlen) != len(actual_seq_kvlen):
-        raise ValueError("npu_fusion_attention: input_layout TND needs actual_seq_qlen and actual_seq_kvlen of one "
-                         "length")
+        raise ValueError(
+            "npu_fusion_attention: input_layout TND needs actual_seq_qlen and actual_seq_kvlen of one length"
+        )
     if pse is not None:
         raise ValueError("npu_fusion_attention: pse with input_layout TND is not supported")
     _check_heads(query.shape[1], key.shape[1], head_num)
     q_ends, kv_ends = [int(c) for c in actual_seq_qlen], [int(c) for c in actual_seq_kvlen]
     outs, maxes, sums = [], [], []
     q0 = kv0 = 0
-    for q1, kv1 in zip(q_ends, kv_ends):
+    for q1, kv1 in zip(q_ends, kv_ends, strict=False):
         if q1 < q0:  # a trailing 0: this and the later batches take no part
             break
         sq, skv = q1 - q0, kv1 - kv0
         mask = atten_mask[..., :sq, :skv] if atten_mask is not None and sparse_mode in (0, 1) else atten_mask
         masked = _sparse_mask(sparse_mode, mask, sq, skv, pre_tockens, next_tockens, query.device)
-        q, k, v = (t[lo:hi].transpose(0, 1)[None] for t, lo, hi in
-                   ((query, q0, q1), (key, kv0, kv1), (value, kv0, kv1)))
+        q, k, v = (
+            t[lo:hi].transpose(0, 1)[None] for t, lo, hi in ((query, q0, q1), (key, kv0, kv1), (value, kv0, kv1))
+        )
         out, row_max, row_sum = _attention(q, k, v, None, masked, scale)
         outs.append(out[0].transpose(0, 1))
         maxes.append(row_max[0].transpose(0, 1))
@@ -167,8 +216,9 @@ def _varlen_attention(query: Tensor, key: Tensor, value: Tensor, head_num: int, 
     outs.append(query.new_zeros(rest, query.shape[1], value.shape[2]))
     maxes.append(query.new_zeros(rest, query.shape[1], 1))
     sums.append(query.new_zeros(rest, query.shape[1], 1))
-    numels = query.shape[1] * sum((qe - qs) * (kve - kvs) for qs, qe, kvs, kve in
-                                  zip([0] + q_ends, q_ends, [0] + kv_ends, kv_ends))
+    numels = query.shape[1] * sum(
+        (qe - qs) * (kve - kvs) for qs, qe, kvs, kve in zip([0] + q_ends, q_ends, [0] + kv_ends, kv_ends, strict=False)
+    )
     return (torch.cat(outs), _eight(torch.cat(maxes)), _eight(torch.cat(sums)), query.new_empty(0), 0, 0, numels)
 
 
@@ -219,8 +269,7 @@ def npu_linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Ten
     return out if bias is None else out + bias
 
 
-def npu_confusion_transpose(input: Tensor, perm: Sequence[int], shape: Sequence[int],
-                            transpose_first: bool) -> Tensor:
+def npu_confusion_transpose(input: Tensor, perm: Sequence[int], shape: Sequence[int], transpose_first: bool) -> Tensor:
     """``permute(perm)`` then ``reshape(shape)`` when ``transpose_first``, else ``reshape(shape)`` then
     ``permute(perm)``."""
     if transpose_first:
@@ -234,9 +283,19 @@ def _out_state(name: str, out: Sequence[Tensor] | None) -> Sequence[Tensor]:
     return out
 
 
-def npu_apply_adam(beta1_power: float, beta2_power: float, lr: float, beta1: float, beta2: float, epsilon: float,
-                   grad: Tensor, use_locking: bool | None, use_nesterov: bool | None, *,
-                   out: Sequence[Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def npu_apply_adam(
+    beta1_power: float,
+    beta2_power: float,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    epsilon: float,
+    grad: Tensor,
+    use_locking: bool | None,
+    use_nesterov: bool | None,
+    *,
+    out: Sequence[Tensor] | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
     """One Adam step in TensorFlow's ApplyAdam form on ``out=(var, m, v)``, which is read, not written:
     ``m' = m + (1 - b1)(g - m)``, ``v' = v + (1 - b2)(g^2 - v)``, ``lr' = lr sqrt(1 - b2_power) / (1 - b1_power)``,
     ``var' = var - lr' m' / (eps + sqrt(v'))`` (nesterov: ``b1 m' + (1 - b1) g`` in place of ``m'``).
@@ -250,10 +309,21 @@ def npu_apply_adam(beta1_power: float, beta2_power: float, lr: float, beta1: flo
     return var - lr_t * step / (epsilon + v_t.sqrt()), m_t, v_t
 
 
-def npu_apply_adam_w(beta1_power: float, beta2_power: float, lr: float, weight_decay: float, beta1: float,
-                     beta2: float, epsilon: float, grad: Tensor, max_grad_norm: Tensor | None = None,
-                     amsgrad: bool | None = None, maximize: bool | None = None, *,
-                     out: Sequence[Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def npu_apply_adam_w(
+    beta1_power: float,
+    beta2_power: float,
+    lr: float,
+    weight_decay: float,
+    beta1: float,
+    beta2: float,
+    epsilon: float,
+    grad: Tensor,
+    max_grad_norm: Tensor | None = None,
+    amsgrad: bool | None = None,
+    maximize: bool | None = None,
+    *,
+    out: Sequence[Tensor] | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
     """One AdamW step on ``out=(var, m, v)``, which is read, not written. NPU convention: ``beta*_power`` are the
     powers of the previous step, the op multiplies them by ``beta*`` itself. With ``g = -grad`` when maximize:
     ``m' = b1 m + (1 - b1) g``, ``v' = b2 v + (1 - b2) g^2``,
@@ -273,8 +343,13 @@ def npu_apply_adam_w(beta1_power: float, beta2_power: float, lr: float, weight_d
     return var * (1 - lr * weight_decay) - lr * m_t / (1 - beta1_power * beta1) / denom, m_t, v_t
 
 
-def npu_layer_norm_eval(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
-                        bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+def npu_layer_norm_eval(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
     """Layer norm over the last ``len(normalized_shape)`` dims with the biased variance:
     ``(x - mean) * rsqrt(var + eps) * weight + bias``."""
     dims = tuple(range(-len(normalized_shape), 0))
@@ -285,8 +360,9 @@ def npu_layer_norm_eval(input: Tensor, normalized_shape: Sequence[int], weight: 
     return y if bias is None else y + bias
 
 
-def npu_group_norm_silu(input: Tensor, weight: Tensor | None, bias: Tensor | None, group: int,
-                        eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
+def npu_group_norm_silu(
+    input: Tensor, weight: Tensor | None, bias: Tensor | None, group: int, eps: float = 1e-5
+) -> tuple[Tensor, Tensor, Tensor]:
     """``silu(group_norm(x))`` over (N, C, *) input, channels split into ``group`` groups, biased variance, per-channel
     weight and bias; returns (out, mean, rstd), mean and rstd of shape (N, group)."""
     grouped = input.reshape(input.shape[0], group, -1)
@@ -307,8 +383,9 @@ def npu_mish(input: Tensor) -> Tensor:
     return input * torch.tanh(torch.logaddexp(input, torch.zeros_like(input)))
 
 
-def npu_moe_gating_top_k_softmax(x: Tensor, finished: Tensor | None = None, k: int = 1) -> tuple[Tensor, Tensor,
-                                                                                                  Tensor]:
+def npu_moe_gating_top_k_softmax(
+    x: Tensor, finished: Tensor | None = None, k: int = 1
+) -> tuple[Tensor, Tensor, Tensor]:
     """MoE gating: ``softmax(x, -1)``, then its ``k`` largest (ties: the lower expert first). Returns
     (y, expert_idx, row_idx), indices int32; a row marked ``finished`` gets expert index ``num_experts``;
     ``row_idx[..., j] = j * rows + row`` over the rows of x (all dims but the last)."""

@@ -13,6 +13,7 @@ gives t = c L + sqrt((c L)^2 + 2 V L) with L = ln(2 / DELTA): 5.4 standard devia
 slack c L that keeps the bound true for few draws and skewed laws, where the normal approximation raises false
 alarms (the sample variance of 20 exponential draws exceeds 6 sigma 1.5 times in a thousand, simulated).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,12 +23,12 @@ from typing import Any
 
 import torch
 
-DELTA = 1e-6                        # probability that a correct draw fails one statistical finding
+DELTA = 1e-6  # probability that a correct draw fails one statistical finding
 _L = math.log(2 / DELTA)
-MIN_N = 20                          # fewer draws than this: exact and range findings only
-MAX_FIXED_POINTS = 9                # a uniform permutation has 10 or more fixed points with probability <= 1/10!
-MIN_EXPECTED = 10.0                 # Pearson cells expected to hold fewer draws are pooled
-SELU_ALPHA = -1.7580993408473766    # alpha' of alpha dropout: -SELU scale * SELU alpha, torch's Dropout.cpp
+MIN_N = 20  # fewer draws than this: exact and range findings only
+MAX_FIXED_POINTS = 9  # a uniform permutation has 10 or more fixed points with probability <= 1/10!
+MIN_EXPECTED = 10.0  # Pearson cells expected to hold fewer draws are pooled
+SELU_ALPHA = -1.7580993408473766  # alpha' of alpha dropout: -SELU scale * SELU alpha, torch's Dropout.cpp
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ BackwardCheck = Callable[[tuple, dict, list, list, dict], list[Finding]]
 
 
 # ---------------------------------------------------------------------------------------------------- arguments
+
 
 def _arg(args: tuple, kwargs: dict, pos: int, name: str, default: Any) -> Any:
     """A parameter passed by name or by position, else the API's default."""
@@ -102,6 +104,7 @@ def _f64(tensor: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------------------------------- tolerances
 
+
 def _rtol(dtype: torch.dtype) -> float:
     """Relative error allowed where the target rounds a value to ``dtype``.
 
@@ -129,6 +132,7 @@ def _deviation(variance: float, scale: float) -> float:
 
 # ---------------------------------------------------------------------------------------------------- findings
 
+
 def _word(passed: bool) -> str:
     return "within" if passed else "outside"
 
@@ -148,8 +152,9 @@ def _count(what: str, bad: torch.Tensor, n: int, ok: str, wrong: str) -> Finding
     return Finding(what, k == 0, f"{what}: all {n} {ok}" if k == 0 else f"{what}: {k} of {n} {wrong}")
 
 
-def _range(values: torch.Tensor, lo: float, hi: float, *, hi_open: bool = False, integer: bool = False,
-           what: str = "range") -> Finding:
+def _range(
+    values: torch.Tensor, lo: float, hi: float, *, hi_open: bool = False, integer: bool = False, what: str = "range"
+) -> Finding:
     """Every draw lies in [lo, hi] (or [lo, hi)), and is an integer where the law is discrete; NaN fails."""
     inside = (values >= lo) & ((values < hi) if hi_open else (values <= hi))
     if integer:
@@ -159,8 +164,12 @@ def _range(values: torch.Tensor, lo: float, hi: float, *, hi_open: bool = False,
     n, bad = values.numel(), int((~inside).sum())
     if bad == 0:
         return Finding(what, True, f"{what}: all {n} {kind} in {span}")
-    return Finding(what, False, f"{what}: {bad} of {n} values are not {kind} in {span} "
-                                f"(min {values.min().item():g}, max {values.max().item():g})")
+    return Finding(
+        what,
+        False,
+        f"{what}: {bad} of {n} values are not {kind} in {span} "
+        f"(min {values.min().item():g}, max {values.max().item():g})",
+    )
 
 
 def _share(what: str, hits: int, n: int, p: float, context: str, slack: float = 0.0) -> Finding:
@@ -195,14 +204,20 @@ class _Law:
 
 def _uniform_law(lo: float, hi: float) -> _Law:
     w = hi - lo
-    return _Law(f"uniform on [{lo:g}, {hi:g})", (lo + hi) / 2, w * w / 12, w / 6, w ** 4 / 80, w * w / 18)
+    return _Law(f"uniform on [{lo:g}, {hi:g})", (lo + hi) / 2, w * w / 12, w / 6, w**4 / 80, w * w / 18)
 
 
 def _integer_law(lo: float, hi: float) -> _Law:
     """The discrete uniform law on lo .. hi-1 (m values; 4th central moment (m^2-1)(3m^2-7)/240)."""
     m = hi - lo
-    return _Law(f"integers uniform on [{lo:g}, {hi:g})", (lo + hi - 1) / 2, (m * m - 1) / 12, (m - 1) / 6,
-                (m * m - 1) * (3 * m * m - 7) / 240, (m - 1) ** 2 / 12)
+    return _Law(
+        f"integers uniform on [{lo:g}, {hi:g})",
+        (lo + hi - 1) / 2,
+        (m * m - 1) / 12,
+        (m - 1) / 6,
+        (m * m - 1) * (3 * m * m - 7) / 240,
+        (m - 1) ** 2 / 12,
+    )
 
 
 # Squared standard normal draws (chi-square, 1 degree): Bernstein scale 1.92, computed numerically, taken as 2.
@@ -220,31 +235,37 @@ def _moments(values: torch.Tensor, law: _Law, quantum: float) -> list[Finding]:
     mean = values.mean().item()
     bound = _deviation(n * law.var, law.mean_scale) / n + quantum
     passed = abs(mean - law.mean) <= bound
-    findings = [Finding("mean", passed, f"mean {mean:.6g} {_word(passed)} {law.mean:.6g} ± {bound:.3g} "
-                                        f"({law.label}, n={n})")]
+    findings = [
+        Finding("mean", passed, f"mean {mean:.6g} {_word(passed)} {law.mean:.6g} ± {bound:.3g} ({law.label}, n={n})")
+    ]
     if law.mu4 is not None:
         var = ((values - law.mean) ** 2).mean().item()
-        bound = _deviation(n * (law.mu4 - law.var ** 2), law.var_scale) / n + quantum * (2 * math.sqrt(law.var)
-                                                                                          + quantum)
+        bound = _deviation(n * (law.mu4 - law.var**2), law.var_scale) / n + quantum * (2 * math.sqrt(law.var) + quantum)
         passed = abs(var - law.var) <= bound
-        findings.append(Finding("variance", passed, f"variance {var:.6g} {_word(passed)} {law.var:.6g} ± "
-                                                    f"{bound:.3g} ({law.label}, n={n})"))
+        findings.append(
+            Finding(
+                "variance",
+                passed,
+                f"variance {var:.6g} {_word(passed)} {law.var:.6g} ± {bound:.3g} ({law.label}, n={n})",
+            )
+        )
     return findings
 
 
 # ---------------------------------------------------------------------------------------------------- dropout
 
+
 @dataclass(frozen=True)
 class _DropoutCall:
     """One dropout call as the checks need it: values in float64, the dtype that sets the tolerance, the mode."""
 
-    x: torch.Tensor         # the input, float64
-    out: torch.Tensor       # the output, float64
+    x: torch.Tensor  # the input, float64
+    out: torch.Tensor  # the output, float64
     dtype: torch.dtype
     p: float
     training: bool
     alpha: bool
-    lead: int               # leading dims that name one dropout unit: 0 = every element, 1 or 2 = a channel
+    lead: int  # leading dims that name one dropout unit: 0 = every element, 1 or 2 = a channel
 
     @property
     def identity(self) -> bool:
@@ -275,8 +296,15 @@ def _channels_3d(x: torch.Tensor) -> int:
     return 1 if x.dim() == 4 else 2
 
 
-def _dropout_call(args: tuple, kwargs: dict, outputs: list, train_name: str, train_default: bool, alpha: bool,
-                  lead: Callable[[torch.Tensor], int]) -> _DropoutCall:
+def _dropout_call(
+    args: tuple,
+    kwargs: dict,
+    outputs: list,
+    train_name: str,
+    train_default: bool,
+    alpha: bool,
+    lead: Callable[[torch.Tensor], int],
+) -> _DropoutCall:
     x = _float_tensor(_arg(args, kwargs, 0, "input", None), "the input")
     out = _output(outputs)
     p = _number(_arg(args, kwargs, 1, "p", 0.5), "p")
@@ -303,7 +331,7 @@ def _dropout_model(call: _DropoutCall) -> tuple[torch.Tensor, torch.Tensor, torc
     if not call.alpha:
         kept = x / (1 - p)
         return kept, torch.zeros_like(x), _tiny(call.dtype) + rtol * kept.abs(), 1 / (1 - p)
-    a = ((1 - p) * (1 + p * SELU_ALPHA ** 2)) ** -0.5
+    a = ((1 - p) * (1 + p * SELU_ALPHA**2)) ** -0.5
     b = -a * SELU_ALPHA * p
     dropped = a * SELU_ALPHA + b
     tol = _tiny(call.dtype) + 2 * rtol * (a * x.abs() + abs(b) + abs(dropped))
@@ -336,7 +364,7 @@ def _dropout_units(call: _DropoutCall, informative: torch.Tensor, dropped: torch
 
 def _unit_shape(call: _DropoutCall) -> tuple[int, int]:
     """(units, elements per unit) of the input."""
-    units = math.prod(call.x.shape[:call.lead]) if call.lead else call.x.numel()
+    units = math.prod(call.x.shape[: call.lead]) if call.lead else call.x.numel()
     return units, call.x.numel() // units
 
 
@@ -355,8 +383,11 @@ def _survivors(call: _DropoutCall, finite: torch.Tensor, fits: torch.Tensor) -> 
     first = int(bad.flatten().nonzero()[0])
     out, x = call.out.flatten()[first].item(), call.x.flatten()[first].item()
     kept = _dropout_model(call)[0].flatten()[first].item()
-    return Finding("survivors", False, f"survivors: {k} of {n} outputs are not {text}; first: {out:.6g} for "
-                                       f"x={x:.6g}, kept value {kept:.6g}")
+    return Finding(
+        "survivors",
+        False,
+        f"survivors: {k} of {n} outputs are not {text}; first: {out:.6g} for x={x:.6g}, kept value {kept:.6g}",
+    )
 
 
 def _share_names(call: _DropoutCall, n: int) -> tuple[str, str]:
@@ -373,18 +404,39 @@ def _dropout_findings(call: _DropoutCall) -> list[Finding]:
     feature dropout drops whole channels, and the dropped share of informative units is within the binomial bound
     of p (units with no informative element are not counted: they cannot tell)."""
     if call.identity:
-        return [_count("identity", ~_same(call.out, call.x), call.out.numel(), "outputs equal the input (no draw)",
-                       "outputs differ from the input although nothing is dropped")]
+        return [
+            _count(
+                "identity",
+                ~_same(call.out, call.x),
+                call.out.numel(),
+                "outputs equal the input (no draw)",
+                "outputs differ from the input although nothing is dropped",
+            )
+        ]
     if call.zeros:
         finite = torch.isfinite(call.x)
-        return [_count("zeros", finite & (call.out != 0), int(finite.sum()), "outputs are 0 (p=1)",
-                       "outputs are not 0 although p=1")]
+        return [
+            _count(
+                "zeros",
+                finite & (call.out != 0),
+                int(finite.sum()),
+                "outputs are 0 (p=1)",
+                "outputs are not 0 although p=1",
+            )
+        ]
     finite, dropped, fits, informative = _dropout_classes(call)
     findings = [_survivors(call, finite, fits)]
     all_dropped, all_kept, mixed = _dropout_units(call, informative, dropped)
     if call.lead:
-        findings.append(_count("whole channels", mixed, int((all_dropped | all_kept | mixed).sum()),
-                               "channels are dropped or kept as a whole", "channels are partly dropped"))
+        findings.append(
+            _count(
+                "whole channels",
+                mixed,
+                int((all_dropped | all_kept | mixed).sum()),
+                "channels are dropped or kept as a whole",
+                "channels are partly dropped",
+            )
+        )
     n = int((all_dropped | all_kept).sum())
     if n >= MIN_N:
         what, units = _share_names(call, n)
@@ -412,8 +464,15 @@ def _dropout_gradient(call: _DropoutCall, grad_outputs: list, grads: dict) -> li
     if call.identity or call.zeros:
         scale = 0.0 if call.zeros else 1.0
         bad = (gx - g * scale).abs() > tiny + rtol * (g * scale).abs()
-        return [_count("gradient", bad, gx.numel(), f"input gradients equal grad_output*{scale:g}",
-                       f"input gradients differ from grad_output*{scale:g}")]
+        return [
+            _count(
+                "gradient",
+                bad,
+                gx.numel(),
+                f"input gradients equal grad_output*{scale:g}",
+                f"input gradients differ from grad_output*{scale:g}",
+            )
+        ]
     scale = _dropout_model(call)[3]
     _, dropped, _, informative = _dropout_classes(call)
     all_dropped, all_kept, _ = _dropout_units(call, informative, dropped)
@@ -421,23 +480,34 @@ def _dropout_gradient(call: _DropoutCall, grad_outputs: list, grads: dict) -> li
     as_kept = (gx - g * scale).abs() <= tiny + rtol * (g * scale).abs()
     as_dropped = gx.abs() <= tiny
     bad = known_kept & ~as_kept | known_dropped & ~as_dropped | ~(known_kept | known_dropped | as_kept | as_dropped)
-    return [_count("gradient", bad, gx.numel(), f"input gradients equal grad_output*mask*{scale:.6g}",
-                   f"input gradients differ from grad_output*mask*{scale:.6g} (mask read off the output)")]
+    return [
+        _count(
+            "gradient",
+            bad,
+            gx.numel(),
+            f"input gradients equal grad_output*mask*{scale:.6g}",
+            f"input gradients differ from grad_output*mask*{scale:.6g} (mask read off the output)",
+        )
+    ]
 
 
-def _dropout(train_name: str, train_default: bool, alpha: bool = False,
-             lead: Callable[[torch.Tensor], int] = _elementwise) -> tuple[Check, BackwardCheck]:
+def _dropout(
+    train_name: str, train_default: bool, alpha: bool = False, lead: Callable[[torch.Tensor], int] = _elementwise
+) -> tuple[Check, BackwardCheck]:
     """Forward and backward checks of one dropout API: its training parameter's name and default, its kind."""
+
     def forward(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
         return _dropout_findings(_dropout_call(args, kwargs, outputs, train_name, train_default, alpha, lead))
 
     def backward(args: tuple, kwargs: dict, outputs: list, grad_outputs: list, grads: dict) -> list[Finding]:
         call = _dropout_call(args, kwargs, outputs, train_name, train_default, alpha, lead)
         return _dropout_gradient(call, grad_outputs, grads)
+
     return forward, backward
 
 
 # ---------------------------------------------------------------------------------------------------- rrelu
+
 
 def _rrelu(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     """Training: x >= 0 passes unchanged, a negative x is multiplied by a slope drawn uniformly from [lower, upper]:
@@ -456,25 +526,47 @@ def _rrelu(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
         raise NotCheckable("rrelu ran in place: the input was overwritten, its slopes cannot be measured")
     x64, o64 = _f64(x), _f64(out)
     rtol, tiny = _rtol(out.dtype), _tiny(out.dtype)
-    findings = [_count("positive inputs", (x64 >= 0) & ~_same(o64, x64), int((x64 >= 0).sum()),
-                       "outputs of inputs >= 0 equal the input", "outputs of inputs >= 0 differ from the input")]
+    findings = [
+        _count(
+            "positive inputs",
+            (x64 >= 0) & ~_same(o64, x64),
+            int((x64 >= 0).sum()),
+            "outputs of inputs >= 0 equal the input",
+            "outputs of inputs >= 0 differ from the input",
+        )
+    ]
     neg = (x64 < 0) & torch.isfinite(x64)
     xs, os = x64[neg], o64[neg]
     if not training:
         slope = (lower + upper) / 2
         bad = (os - xs * slope).abs() > tiny + rtol * (xs * slope).abs()
-        return findings + [_count("slope", bad, xs.numel(), f"negative inputs are scaled by {slope:g}",
-                                  f"negative inputs are not scaled by (lower+upper)/2={slope:g}")]
+        return findings + [
+            _count(
+                "slope",
+                bad,
+                xs.numel(),
+                f"negative inputs are scaled by {slope:g}",
+                f"negative inputs are not scaled by (lower+upper)/2={slope:g}",
+            )
+        ]
     inside = (os >= xs * upper * (1 + rtol) - tiny) & (os <= xs * lower * (1 - rtol) + tiny)
-    findings.append(_count("slopes", ~inside, xs.numel(), f"slopes out/x of negative inputs in [{lower:g}, {upper:g}]",
-                           f"slopes out/x of negative inputs are outside [{lower:g}, {upper:g}]"))
-    precise = xs.abs() >= tiny / rtol       # below, the product is subnormal and its ratio to x imprecise
+    findings.append(
+        _count(
+            "slopes",
+            ~inside,
+            xs.numel(),
+            f"slopes out/x of negative inputs in [{lower:g}, {upper:g}]",
+            f"slopes out/x of negative inputs are outside [{lower:g}, {upper:g}]",
+        )
+    )
+    precise = xs.abs() >= tiny / rtol  # below, the product is subnormal and its ratio to x imprecise
     law = _uniform_law(lower, upper)
     law = replace(law, label="slopes, " + law.label)
     return findings + _moments(os[precise] / xs[precise], law, rtol * (upper + 1))
 
 
 # ---------------------------------------------------------------------------------------------------- gumbel softmax
+
 
 def _gumbel_softmax(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     """Every row along dim is a probability vector (one-hot when hard). The argmax of a row is the argmax of
@@ -492,15 +584,21 @@ def _gumbel_softmax(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
         raise NotCheckable("NaN logits or tau <= 0: no law to check against")
     k = out.shape[dim]
     y = _f64(out).movedim(dim, -1).reshape(-1, k)
-    tol = _rtol(out.dtype) * max(1.0, math.log2(k))   # each value rounded, plus the normalising sum's rounding
-    sums = _count("sums", (y.sum(-1) - 1).abs() > tol, y.shape[0], f"rows sum to 1 within {tol:.3g}",
-                  f"rows do not sum to 1 within {tol:.3g}")
+    tol = _rtol(out.dtype) * max(1.0, math.log2(k))  # each value rounded, plus the normalising sum's rounding
+    sums = _count(
+        "sums",
+        (y.sum(-1) - 1).abs() > tol,
+        y.shape[0],
+        f"rows sum to 1 within {tol:.3g}",
+        f"rows do not sum to 1 within {tol:.3g}",
+    )
     findings = [_range(y, 0, 1 + tol), sums]
     if hard:
         ones = ((y - 1).abs() <= tol).sum(-1)
         zeros = (y.abs() <= tol).sum(-1)
-        findings.append(_count("one-hot", (ones != 1) | (zeros != k - 1), y.shape[0], "rows are one-hot",
-                               "rows are not one-hot"))
+        findings.append(
+            _count("one-hot", (ones != 1) | (zeros != k - 1), y.shape[0], "rows are one-hot", "rows are not one-hot")
+        )
     if out.dtype in (torch.float32, torch.float64) and y.shape[0] >= MIN_N:
         findings.append(_argmax_law(y, torch.softmax(_f64(logits).movedim(dim, -1).reshape(-1, k), -1)))
     return findings
@@ -513,13 +611,20 @@ def _argmax_law(y: torch.Tensor, probs: torch.Tensor) -> Finding:
     top = y.max(-1, keepdim=True).values
     ties = int(((y == top).sum(-1) > 1).sum())
     chosen = probs.gather(1, y.argmax(-1, keepdim=True)).squeeze(1)
-    second = (probs ** 2).sum(-1)
-    variance = ((probs ** 3).sum(-1) - second ** 2).sum().item()
-    return _sum("argmax law", chosen.sum().item(), second.sum().item(), variance,
-                f"summed probability of the picked categories, {y.shape[0]} rows, {ties} tied", slack=ties)
+    second = (probs**2).sum(-1)
+    variance = ((probs**3).sum(-1) - second**2).sum().item()
+    return _sum(
+        "argmax law",
+        chosen.sum().item(),
+        second.sum().item(),
+        variance,
+        f"summed probability of the picked categories, {y.shape[0]} rows, {ties} tied",
+        slack=ties,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- fractional max pooling
+
 
 def _pool_size(x: torch.Tensor, spatial: int, output_size: Any, output_ratio: Any) -> tuple[int, ...]:
     """The spatial output size asked for: output_size (an int or a tuple, None entries keep the input's size) or
@@ -544,13 +649,15 @@ def _per_dim(value: Any, spatial: int, name: str) -> tuple:
 def _fractional_max_pool(spatial: int) -> Check:
     """The output has the size asked for, every output value is an element of its input plane (each is the
     maximum of a window), and the indices, when returned, point at the input elements equal to the output."""
+
     def check(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
         x = _tensor(_arg(args, kwargs, 0, "input", None), "the input")
         out = _output(outputs)
         if x.dim() not in (spatial + 1, spatial + 2):
             raise NotCheckable(f"expected a {spatial + 1}-D or {spatial + 2}-D input, got {x.dim()}-D")
-        size = _pool_size(x, spatial, _arg(args, kwargs, 2, "output_size", None),
-                          _arg(args, kwargs, 3, "output_ratio", None))
+        size = _pool_size(
+            x, spatial, _arg(args, kwargs, 2, "output_size", None), _arg(args, kwargs, 3, "output_ratio", None)
+        )
         want = tuple(x.shape[:-spatial]) + size
         ok = tuple(out.shape) == want
         findings = [Finding("shape", ok, f"shape: output {tuple(out.shape)} {'is' if ok else 'is not'} {want}")]
@@ -562,6 +669,7 @@ def _fractional_max_pool(spatial: int) -> Check:
         if _arg(args, kwargs, 4, "return_indices", False):
             findings.append(_pool_indices(planes, pooled, _output(outputs, 1)))
         return findings
+
     return check
 
 
@@ -570,8 +678,13 @@ def _members(planes: torch.Tensor, pooled: torch.Tensor) -> Finding:
     ordered = planes.sort(-1).values
     pos = torch.searchsorted(ordered, pooled).clamp(max=ordered.shape[1] - 1)
     found = (ordered.gather(1, pos) == pooled) | (pooled.isnan() & planes.isnan().any(1, keepdim=True))
-    return _count("values", ~found, pooled.numel(), "output values are elements of their input plane",
-                  "output values are not elements of their input plane")
+    return _count(
+        "values",
+        ~found,
+        pooled.numel(),
+        "output values are elements of their input plane",
+        "output values are not elements of their input plane",
+    )
 
 
 def _pool_indices(planes: torch.Tensor, pooled: torch.Tensor, indices: torch.Tensor) -> Finding:
@@ -580,12 +693,17 @@ def _pool_indices(planes: torch.Tensor, pooled: torch.Tensor, indices: torch.Ten
     idx = indices.detach().cpu().reshape(pooled.shape).long()
     inside = (idx >= 0) & (idx < planes.shape[1])
     gathered = planes.gather(1, idx.clamp(0, planes.shape[1] - 1))
-    return _count("indices", ~(inside & _same(gathered, pooled)), pooled.numel(),
-                  "indices point at input elements equal to the output",
-                  "indices are out of the plane or point at an element that differs from the output")
+    return _count(
+        "indices",
+        ~(inside & _same(gathered, pooled)),
+        pooled.numel(),
+        "indices point at input elements equal to the output",
+        "indices are out of the plane or point at an element that differs from the output",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- samplers
+
 
 def _draws(outputs: list, floating: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(output, its values flat in float64)."""
@@ -616,8 +734,11 @@ def _integers(out: torch.Tensor, v: torch.Tensor, lo: float, hi: float) -> list[
     bfloat16 beyond 256 rounds), and rounding widens the moments' bounds by one spacing at the range's edge."""
     if hi <= lo:
         raise NotCheckable(f"empty range [{lo:g}, {hi:g})")
-    low, high = (torch.tensor([lo, hi - 1], dtype=torch.float64).to(out.dtype).double().tolist()
-                 if out.is_floating_point() else (lo, hi - 1))
+    low, high = (
+        torch.tensor([lo, hi - 1], dtype=torch.float64).to(out.dtype).double().tolist()
+        if out.is_floating_point()
+        else (lo, hi - 1)
+    )
     found = _range(v, low, high, integer=True)
     return [found, *_moments(v, _integer_law(lo, hi), _eps(out.dtype) * max(abs(lo), abs(hi)))]
 
@@ -657,13 +778,23 @@ def _randperm(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     n = int(_number(_arg(args, kwargs, 0, "n", None), "n"))
     _, v = _draws(outputs)
     ok = v.numel() == n and bool((v.sort().values == torch.arange(n, dtype=torch.float64)).all())
-    findings = [Finding("permutation", ok, f"permutation: the output {'is' if ok else 'is not'} a permutation of "
-                                           f"0..{n - 1} ({v.numel()} values)")]
+    findings = [
+        Finding(
+            "permutation",
+            ok,
+            f"permutation: the output {'is' if ok else 'is not'} a permutation of 0..{n - 1} ({v.numel()} values)",
+        )
+    ]
     if ok and n >= MIN_N:
         fixed = int((v == torch.arange(n, dtype=torch.float64)).sum())
         passed = fixed <= MAX_FIXED_POINTS
-        findings.append(Finding("fixed points", passed, f"fixed points: {fixed} {'at most' if passed else 'above'} "
-                                                        f"{MAX_FIXED_POINTS} (n={n})"))
+        findings.append(
+            Finding(
+                "fixed points",
+                passed,
+                f"fixed points: {fixed} {'at most' if passed else 'above'} {MAX_FIXED_POINTS} (n={n})",
+            )
+        )
     return findings
 
 
@@ -673,8 +804,9 @@ def _law_parameter(value: Any, shape: torch.Size, name: str) -> torch.Tensor:
         try:
             return _f64(_tensor(value, name)).broadcast_to(shape)
         except RuntimeError as err:
-            raise NotCheckable(f"{name} of shape {tuple(value.shape)} does not broadcast to the output's "
-                               f"{tuple(shape)}") from err
+            raise NotCheckable(
+                f"{name} of shape {tuple(value.shape)} does not broadcast to the output's {tuple(shape)}"
+            ) from err
     return torch.full(shape, _number(value, name), dtype=torch.float64)
 
 
@@ -692,8 +824,15 @@ def _normal_findings(out: torch.Tensor, mean: Any, std: Any) -> list[Finding]:
     findings = [_finite(o.flatten())]
     if fixed.any():
         at = mu[fixed].to(out.dtype).double()
-        findings.append(_count("zero std", o[fixed] != at, int(fixed.sum()), "draws with std 0 equal the mean",
-                               "draws with std 0 differ from the mean"))
+        findings.append(
+            _count(
+                "zero std",
+                o[fixed] != at,
+                int(fixed.sum()),
+                "draws with std 0 equal the mean",
+                "draws with std 0 differ from the mean",
+            )
+        )
     spread = sigma[~fixed]
     if spread.numel():
         shift = (_eps(out.dtype) * (mu[~fixed].abs() + spread) / spread).square().mean().sqrt().item()
@@ -728,9 +867,16 @@ def _log_normal_(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     if mean - 7 * std < math.log(info.tiny) or mean + 7 * std > math.log(info.max):
         raise NotCheckable(f"log-normal draws with mean={mean:g}, std={std:g} leave the range of {out.dtype}")
     law = replace(_STANDARD_NORMAL, label="(log(out) - mean) / std, standard normal")
-    return [_count("positive", ~((v > 0) & torch.isfinite(v)), v.numel(), "draws are positive and finite",
-                   "draws are not positive and finite"),
-            *_moments((v.clamp_min(info.tiny).log() - mean) / std, law, _eps(out.dtype) / std)]
+    return [
+        _count(
+            "positive",
+            ~((v > 0) & torch.isfinite(v)),
+            v.numel(),
+            "draws are positive and finite",
+            "draws are not positive and finite",
+        ),
+        *_moments((v.clamp_min(info.tiny).log() - mean) / std, law, _eps(out.dtype) / std),
+    ]
 
 
 def _exponential_(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
@@ -739,7 +885,7 @@ def _exponential_(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     rate = _number(_arg(args, kwargs, 1, "lambd", 1.0), "lambd")
     if rate <= 0:
         raise NotCheckable(f"lambd={rate:g} is not positive")
-    law = _Law(f"exponential, lambd={rate:g}", 1 / rate, 1 / rate ** 2, 1 / rate)
+    law = _Law(f"exponential, lambd={rate:g}", 1 / rate, 1 / rate**2, 1 / rate)
     return [_range(v, 0, math.inf), *_moments(v, law, _eps(out.dtype) * 2 / rate)]
 
 
@@ -751,7 +897,7 @@ def _geometric_(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     if not 0 < p <= 1:
         raise NotCheckable(f"p={p:g} is not a probability above 0")
     scale = 1 / -math.log1p(-p) + 1 if p < 1 else 1.0
-    law = _Law(f"geometric, p={p:g}", 1 / p, (1 - p) / p ** 2, scale)
+    law = _Law(f"geometric, p={p:g}", 1 / p, (1 - p) / p**2, scale)
     return [_range(v, 1, math.inf, integer=True), *_moments(v, law, _eps(out.dtype) * (1 / p + math.sqrt(law.var)))]
 
 
@@ -772,8 +918,10 @@ def _cauchy_(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     below = ((v < median).sum() + 0.5 * (v == median).sum()).item()
     near = (((v - median).abs() < sigma).sum() + 0.5 * ((v - median).abs() == sigma).sum()).item()
     context = f"median={median:g}, sigma={sigma:g}, n={n}"
-    return findings + [_share("share below median", below, n, 0.5, context, slack),
-                       _share("share within median ± sigma", near, n, 0.5, context, slack)]
+    return findings + [
+        _share("share below median", below, n, 0.5, context, slack),
+        _share("share within median ± sigma", near, n, 0.5, context, slack),
+    ]
 
 
 def _uniform_(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
@@ -825,12 +973,20 @@ def _bernoulli_findings(out: torch.Tensor, probs: Any) -> list[Finding]:
     v = _f64(out)
     p = _probabilities(probs, v.shape)
     certain = (p == 0) | (p == 1)
-    findings = [_range(v.flatten(), 0, 1, integer=True, what="values"),
-                _count("certain draws", certain & (v != p), int(certain.sum()), "draws with p of 0 or 1 equal p",
-                       "draws with p of 0 or 1 differ from p")]
+    findings = [
+        _range(v.flatten(), 0, 1, integer=True, what="values"),
+        _count(
+            "certain draws",
+            certain & (v != p),
+            int(certain.sum()),
+            "draws with p of 0 or 1 equal p",
+            "draws with p of 0 or 1 differ from p",
+        ),
+    ]
     if v.numel() >= MIN_N:
-        findings.append(_sum("sum", v.sum().item(), p.sum().item(), (p * (1 - p)).sum().item(),
-                             f"sum of p, n={v.numel()}"))
+        findings.append(
+            _sum("sum", v.sum().item(), p.sum().item(), (p * (1 - p)).sum().item(), f"sum of p, n={v.numel()}")
+        )
     return findings
 
 
@@ -854,17 +1010,22 @@ def _poisson(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     if rates.shape != v.shape or not (torch.isfinite(rates) & (rates >= 0)).all():
         raise NotCheckable("rates are not finite non-negative numbers of the output's shape")
     idle = rates == 0
-    findings = [_range(v.flatten(), 0, math.inf, integer=True, what="values"),
-                _count("zero rates", idle & (v != 0), int(idle.sum()), "draws with rate 0 are 0",
-                       "draws with rate 0 are not 0")]
+    findings = [
+        _range(v.flatten(), 0, math.inf, integer=True, what="values"),
+        _count(
+            "zero rates", idle & (v != 0), int(idle.sum()), "draws with rate 0 are 0", "draws with rate 0 are not 0"
+        ),
+    ]
     if v.numel() >= MIN_N:
         total = rates.sum().item()
-        findings.append(_sum("sum", v.sum().item(), total, total, f"sum of rates, n={v.numel()}",
-                             _eps(out.dtype) * total))
+        findings.append(
+            _sum("sum", v.sum().item(), total, total, f"sum of rates, n={v.numel()}", _eps(out.dtype) * total)
+        )
     return findings
 
 
 # ---------------------------------------------------------------------------------------------------- multinomial
+
 
 def _pearson_row(counts: torch.Tensor, expected: torch.Tensor) -> tuple[float, int, float]:
     """Pearson's statistic of one row of draws, its degrees of freedom and its exact variance under the null,
@@ -901,8 +1062,12 @@ def _frequencies(idx: torch.Tensor, probs: torch.Tensor) -> Finding | None:
         return None
     bound = df + _deviation(variance, 2.0)
     passed = stat <= bound
-    return Finding("frequencies", passed, f"frequencies: Pearson chi-square {stat:.5g} {'below' if passed else 'above'}"
-                                          f" {bound:.5g} (df={df}, {idx.shape[0]} rows of {idx.shape[1]} draws)")
+    return Finding(
+        "frequencies",
+        passed,
+        f"frequencies: Pearson chi-square {stat:.5g} {'below' if passed else 'above'}"
+        f" {bound:.5g} (df={df}, {idx.shape[0]} rows of {idx.shape[1]} draws)",
+    )
 
 
 def _multinomial(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
@@ -923,28 +1088,40 @@ def _multinomial(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
         return [found]
     idx = draws.long()
     picked = weights.gather(1, idx)
-    findings = [found, _count("zero weights", picked == 0, idx.numel(), "draws have a nonzero weight",
-                              "draws are categories of weight 0")]
+    findings = [
+        found,
+        _count(
+            "zero weights", picked == 0, idx.numel(), "draws have a nonzero weight", "draws are categories of weight 0"
+        ),
+    ]
     if not replacement:
         ordered = idx.sort(1).values
-        return findings + [_count("repeats", (ordered[:, 1:] == ordered[:, :-1]).any(1), idx.shape[0],
-                                  "rows draw each category at most once", "rows repeat a category without replacement")]
+        return findings + [
+            _count(
+                "repeats",
+                (ordered[:, 1:] == ordered[:, :-1]).any(1),
+                idx.shape[0],
+                "rows draw each category at most once",
+                "rows repeat a category without replacement",
+            )
+        ]
     frequencies = _frequencies(idx, weights / weights.sum(1, keepdim=True))
     return findings + ([frequencies] if frequencies else [])
 
 
 # ---------------------------------------------------------------------------------------------------- attention
 
+
 @dataclass(frozen=True)
 class _Attention:
     """Attention with dropout, one row per batch entry and head: out = (weights * mask / (1-p)) @ values, each
     output value within `error` of it for the true mask."""
 
-    weights: torch.Tensor   # softmax(q k^T * scale + mask), (B, L, S), float64
-    values: torch.Tensor    # V, (B, S, Ev)
-    out: torch.Tensor       # the output, (B, L, Ev)
-    error: torch.Tensor     # bound on the output's distance from the exact attention with the true mask, (B, L, Ev)
-    rows: torch.Tensor      # rows that have weights (not fully masked) and a finite output, (B, L)
+    weights: torch.Tensor  # softmax(q k^T * scale + mask), (B, L, S), float64
+    values: torch.Tensor  # V, (B, S, Ev)
+    out: torch.Tensor  # the output, (B, L, Ev)
+    error: torch.Tensor  # bound on the output's distance from the exact attention with the true mask, (B, L, Ev)
+    rows: torch.Tensor  # rows that have weights (not fully masked) and a finite output, (B, L)
     p: float
 
     @property
@@ -955,7 +1132,7 @@ class _Attention:
 
 def _accumulation(dtype: torch.dtype) -> float:
     """Rounding of one term of a sum the target accumulates: CPU kernels accumulate half types in float32."""
-    return 2.0 ** -53 if dtype == torch.float64 else 2.0 ** -24
+    return 2.0**-53 if dtype == torch.float64 else 2.0**-24
 
 
 def _probability(value: Any) -> float:
@@ -1024,8 +1201,13 @@ def _recomputed(att: _Attention, keep: torch.Tensor, loose: torch.Tensor) -> Fin
     slack = att.error + (kept * loose) @ att.values.abs()
     bad = ((att.out - recomputed).abs() > slack) & att.rows[..., None]
     n = int(att.rows.sum()) * att.out.shape[-1]
-    return _count("recomputed output", bad, n, "output values match softmax(q k^T) * mask/(1-p) @ V with the "
-                  "recovered mask", "output values differ from softmax(q k^T) * mask/(1-p) @ V with the recovered mask")
+    return _count(
+        "recomputed output",
+        bad,
+        n,
+        "output values match softmax(q k^T) * mask/(1-p) @ V with the recovered mask",
+        "output values differ from softmax(q k^T) * mask/(1-p) @ V with the recovered mask",
+    )
 
 
 def _snap(w: torch.Tensor, kept: torch.Tensor, noise: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -1047,12 +1229,14 @@ def _recovered(att: _Attention) -> tuple[torch.Tensor, torch.Tensor]:
     live = att.values.ne(0).any(-1)
     length, width = int(live.sum(-1).max()), att.values.shape[-1]
     if length > width:
-        raise NotCheckable(f"dropout inside attention: the mask cannot be recovered when L_k > E_v "
-                           f"({length} > {width})")
+        raise NotCheckable(
+            f"dropout inside attention: the mask cannot be recovered when L_k > E_v ({length} > {width})"
+        )
     singular = torch.linalg.svdvals(att.values)
     if ((singular > singular[:, :1] * width * 1e-12).sum(-1) < live.sum(-1)).any():
-        raise NotCheckable("dropout inside attention: the rows of V are linearly dependent, the mask cannot be "
-                           "recovered")
+        raise NotCheckable(
+            "dropout inside attention: the rows of V are linearly dependent, the mask cannot be recovered"
+        )
     pinv = torch.linalg.pinv(att.values)
     noise = att.error.norm(dim=-1, keepdim=True) * pinv.norm(dim=-2, keepdim=True)
     keep, tellable = _snap(att.out @ pinv, att.kept, noise, att.rows)
@@ -1067,8 +1251,15 @@ def _attention_findings(att: _Attention, keep: torch.Tensor, tellable: torch.Ten
         raise NotCheckable("dropout inside attention: no attention weight stands out of the rounding noise")
     findings = [_recomputed(att, keep, ~tellable)]
     if 0 < att.p < 1 and n >= MIN_N:
-        findings.append(_share("share of dropped weights", int((tellable & ~keep).sum()), n, att.p,
-                               f"p={att.p:g}, n={n} attention weights large enough to tell"))
+        findings.append(
+            _share(
+                "share of dropped weights",
+                int((tellable & ~keep).sum()),
+                n,
+                att.p,
+                f"p={att.p:g}, n={n} attention weights large enough to tell",
+            )
+        )
     return findings
 
 
@@ -1079,6 +1270,7 @@ def _sdpa(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
 
 
 # ------------------------------------------------------------------------------------------ multi-head attention
+
 
 @dataclass(frozen=True)
 class _Bounded:
@@ -1098,8 +1290,9 @@ class _Bounded:
 
     def split_heads(self, heads: int) -> _Bounded:
         """(S, N, E) -> (N*heads, S, E/heads), torch's view(S, N*heads, head_dim).transpose(0, 1)."""
-        return _Bounded(*(t.reshape(t.shape[0], t.shape[1] * heads, -1).transpose(0, 1)
-                          for t in (self.value, self.error)))
+        return _Bounded(
+            *(t.reshape(t.shape[0], t.shape[1] * heads, -1).transpose(0, 1) for t in (self.value, self.error))
+        )
 
 
 def _rounding(dtype: torch.dtype, n: int) -> float:
@@ -1113,14 +1306,17 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dt
     x64, w64 = _f64(x), _f64(_float_tensor(weight, "a projection weight"))
     b64 = torch.zeros(w64.shape[0], dtype=torch.float64) if bias is None else _f64(bias)
     if x64.shape[-1] != w64.shape[1] or b64.shape != w64.shape[:1]:
-        raise NotCheckable(f"projection weight {tuple(w64.shape)} or bias {tuple(b64.shape)} does not fit inputs "
-                           f"of {x64.shape[-1]} features")
+        raise NotCheckable(
+            f"projection weight {tuple(w64.shape)} or bias {tuple(b64.shape)} does not fit inputs "
+            f"of {x64.shape[-1]} features"
+        )
     size = x64.abs() @ w64.abs().T + b64.abs()
     return _Bounded(x64 @ w64.T + b64, _rounding(dtype, w64.shape[1]) * size + _tiny(dtype))
 
 
-def _mha_projections(args: tuple, kwargs: dict, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     dtype: torch.dtype) -> tuple[_Bounded, _Bounded, _Bounded]:
+def _mha_projections(
+    args: tuple, kwargs: dict, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, dtype: torch.dtype
+) -> tuple[_Bounded, _Bounded, _Bounded]:
     """The in-projected q, k, v, (L or S, N, E), from the packed in_proj_weight or the three separate weights."""
     bias = _arg(args, kwargs, 6, "in_proj_bias", None)
     biases = (None,) * 3 if bias is None else _f64(_float_tensor(bias, "in_proj_bias")).chunk(3)
@@ -1145,8 +1341,9 @@ def _additive(mask: Any, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
     return mask, mask.abs().nan_to_num(0.0, 0.0, 0.0)
 
 
-def _mha_mask(args: tuple, kwargs: dict, batch: int, heads: int, shape: tuple[int, int], pad: int,
-              need_weights: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _mha_mask(
+    args: tuple, kwargs: dict, batch: int, heads: int, shape: tuple[int, int], pad: int, need_weights: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The merged attn_mask + key_padding_mask, (N*H or 1, L, S), padded with allowed columns for bias_k and the
     zero attention, and the magnitude of its finite terms. torch turns is_causal into SDPA's causal mask (and
     ignores attn_mask) only without key_padding_mask and without weights."""
@@ -1158,20 +1355,24 @@ def _mha_mask(args: tuple, kwargs: dict, batch: int, heads: int, shape: tuple[in
     if attn is not None:
         attn = [torch.nn.functional.pad(t, (0, pad)).reshape(-1, *t.shape[-2:-1], shape[1]) for t in attn]
         if attn[0].shape[-2:] != shape or attn[0].shape[0] not in (1, batch * heads):
-            raise NotCheckable(f"attn_mask of shape {tuple(attn[0].shape)} does not fit {batch * heads} heads of "
-                               f"{shape[0]} queries and {shape[1]} keys")
+            raise NotCheckable(
+                f"attn_mask of shape {tuple(attn[0].shape)} does not fit {batch * heads} heads of "
+                f"{shape[0]} queries and {shape[1]} keys"
+            )
         total = [a + b for a, b in zip(total, attn, strict=True)]
     if kpm is not None:
         kpm = [torch.nn.functional.pad(t.reshape(-1, t.shape[-1]), (0, pad)) for t in kpm]
         if kpm[0].shape != (batch, shape[1]):
-            raise NotCheckable(f"key_padding_mask of shape {tuple(kpm[0].shape)} does not fit {batch} batch "
-                               f"entries of {shape[1]} keys")
+            raise NotCheckable(
+                f"key_padding_mask of shape {tuple(kpm[0].shape)} does not fit {batch} batch entries of {shape[1]} keys"
+            )
         total = [a + b.repeat_interleave(heads, 0)[:, None] for a, b in zip(total, kpm, strict=True)]
     return total[0], total[1]
 
 
-def _undo_out_proj(args: tuple, kwargs: dict, out: torch.Tensor, size: torch.Tensor,
-                   dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _undo_out_proj(
+    args: tuple, kwargs: dict, out: torch.Tensor, size: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The heads' outputs (N*H, L, hd) that the target fed to out_proj, recovered from attn_output (L, N, E_out) as
     (attn_output - b) @ pinv(W^T), and the bound on their error: out_proj's rounding, bounded with `size` (a bound
     on the heads' outputs), carried through |pinv(W^T)|, plus the float64 solve's cond(W) roundoffs."""
@@ -1180,8 +1381,9 @@ def _undo_out_proj(args: tuple, kwargs: dict, out: torch.Tensor, size: torch.Ten
     bias = torch.zeros(out.shape[-1], dtype=torch.float64) if bias is None else _f64(_float_tensor(bias, "bias"))
     length, batch, width = size.shape[1], out.shape[1], size.shape[0] * size.shape[2] // out.shape[1]
     if weight.shape != (out.shape[-1], width) or bias.shape != weight.shape[:1] or out.shape[0] != length:
-        raise NotCheckable(f"attn_output {tuple(out.shape)} does not fit out_proj_weight {tuple(weight.shape)} and "
-                           f"{length} queries")
+        raise NotCheckable(
+            f"attn_output {tuple(out.shape)} does not fit out_proj_weight {tuple(weight.shape)} and {length} queries"
+        )
     singular = torch.linalg.svdvals(weight)
     if weight.shape[0] < width or singular[-1] <= singular[0] * width * 1e-12:
         raise NotCheckable("out_proj_weight has rank below embed_dim: the heads' outputs cannot be recovered")
@@ -1189,9 +1391,10 @@ def _undo_out_proj(args: tuple, kwargs: dict, out: torch.Tensor, size: torch.Ten
     centred = out - bias
     heads = size.transpose(0, 1).reshape(length, batch, width)
     error = _rounding(dtype, width) * (heads @ weight.abs().T + bias.abs()) + _tiny(dtype)
-    solve = width * 2.0 ** -52 * (singular[0] / singular[-1]).item() * (centred.abs() @ inverse.abs())
-    return tuple(t.reshape(length, size.shape[0], -1).transpose(0, 1)
-                 for t in (centred @ inverse, error @ inverse.abs() + solve))
+    solve = width * 2.0**-52 * (singular[0] / singular[-1]).item() * (centred.abs() @ inverse.abs())
+    return tuple(
+        t.reshape(length, size.shape[0], -1).transpose(0, 1) for t in (centred @ inverse, error @ inverse.abs() + solve)
+    )
 
 
 @dataclass(frozen=True)
@@ -1200,8 +1403,8 @@ class _MultiHead:
     error bound of each attention weight per row, and the returned weights, averaged over `group` heads."""
 
     attention: _Attention
-    rel: torch.Tensor                   # (N*H, L, 1)
-    returned: torch.Tensor | None       # (N*H / group, L, S), float64
+    rel: torch.Tensor  # (N*H, L, 1)
+    returned: torch.Tensor | None  # (N*H / group, L, S), float64
     group: int
     dtype: torch.dtype
 
@@ -1214,8 +1417,9 @@ def _mha_call(args: tuple, kwargs: dict, outputs: list) -> _MultiHead:
     scaling, logit, and mask roundings by 2 rtol of the magnitudes; logits moved by at most d change a softmax
     weight by a factor within exp(+-2d). The softmax, the dropout scale and product add 2 rtol, the sums their
     accumulation."""
-    query, key, value = (_float_tensor(_arg(args, kwargs, i, name, None), name)
-                         for i, name in enumerate(("query", "key", "value")))
+    query, key, value = (
+        _float_tensor(_arg(args, kwargs, i, name, None), name) for i, name in enumerate(("query", "key", "value"))
+    )
     out = _output(outputs)
     dtype, r, acc = out.dtype, _rtol(out.dtype), _accumulation(out.dtype)
     if _arg(args, kwargs, 21, "static_k", None) is not None or _arg(args, kwargs, 22, "static_v", None) is not None:
@@ -1235,8 +1439,10 @@ def _mha_call(args: tuple, kwargs: dict, outputs: list) -> _MultiHead:
     pad = 0
     bias_k, bias_v = _arg(args, kwargs, 7, "bias_k", None), _arg(args, kwargs, 8, "bias_v", None)
     if bias_k is not None or bias_v is not None:
-        k, v = (t.cat(_f64(_float_tensor(b, name)).reshape(1, 1, embed).expand(1, batch, embed), 0)
-                for t, b, name in ((k, bias_k, "bias_k"), (v, bias_v, "bias_v")))
+        k, v = (
+            t.cat(_f64(_float_tensor(b, name)).reshape(1, 1, embed).expand(1, batch, embed), 0)
+            for t, b, name in ((k, bias_k, "bias_k"), (v, bias_v, "bias_v"))
+        )
         pad += 1
     q, k, v = (t.split_heads(heads) for t in (q, k, v))
     if _arg(args, kwargs, 9, "add_zero_attn", False):
@@ -1261,8 +1467,10 @@ def _mha_call(args: tuple, kwargs: dict, outputs: list) -> _MultiHead:
     if returned is not None:
         returned = _f64(_tensor(returned, "attn_output_weights"))
         if returned.numel() != batch * heads // group * length * keys:
-            raise NotCheckable(f"attn_output_weights {tuple(returned.shape)} does not fit {batch} batch entries, "
-                               f"{heads // group} heads, {length} queries and {keys} keys")
+            raise NotCheckable(
+                f"attn_output_weights {tuple(returned.shape)} does not fit {batch} batch entries, "
+                f"{heads // group} heads, {length} queries and {keys} keys"
+            )
         returned = returned.reshape(-1, length, keys)
     return _MultiHead(attention, rel, returned, group, dtype)
 
@@ -1280,8 +1488,13 @@ def _mha_weights(call: _MultiHead, keep: torch.Tensor, loose: torch.Tensor) -> F
         valid = valid.reshape(-1, call.group, *valid.shape[-2:]).all(1)
     bad = valid & ~((call.returned - model).abs() <= slack)
     which = "head-averaged weights" if call.group > 1 else "weights"
-    return _count("attention weights", bad, int(valid.sum()), f"returned {which} match softmax(q k^T) * mask/(1-p)",
-                  f"returned {which} differ from softmax(q k^T) * mask/(1-p)")
+    return _count(
+        "attention weights",
+        bad,
+        int(valid.sum()),
+        f"returned {which} match softmax(q k^T) * mask/(1-p)",
+        f"returned {which} differ from softmax(q k^T) * mask/(1-p)",
+    )
 
 
 def _mha(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:

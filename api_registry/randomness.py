@@ -5,10 +5,11 @@ identity; ``scaled_dot_product_attention`` is random only with ``dropout_p > 0``
 never compared numerically with a second draw: it gets a statistical check (random_checks.py) or a SKIP row that
 says why.
 """
+
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -17,15 +18,18 @@ from api_registry.calls import arg
 RandomCheck = Callable[[tuple, dict], "str | None"]
 
 
-def dropout_like(p_pos: int | None, p_name: str, p_default: float, train_pos: int | None, train_name: str,
-                 train_default: bool) -> RandomCheck:
+def dropout_like(
+    p_pos: int | None, p_name: str, p_default: float, train_pos: int | None, train_name: str, train_default: bool
+) -> RandomCheck:
     """A call is random when its probability is above zero and it runs in training mode."""
+
     def check(args: tuple, kwargs: dict) -> str | None:
         p = arg(args, kwargs, p_pos, p_name, p_default)
         training = arg(args, kwargs, train_pos, train_name, train_default)
         if isinstance(p, (int, float)) and p > 0 and training:
             return f"random op: {p_name}={p} in training mode, outputs are random draws"
         return None
+
     return check
 
 
@@ -34,15 +38,15 @@ def always(args: tuple, kwargs: dict) -> str:
 
 
 def _rrelu(args: tuple, kwargs: dict) -> str | None:
-    return "random op: rrelu in training mode draws its slopes" if arg(args, kwargs, 3, "training", False) \
-        else None
+    return "random op: rrelu in training mode draws its slopes" if arg(args, kwargs, 3, "training", False) else None
 
 
 def _recurrent(args: tuple, kwargs: dict) -> str | None:
     """VF.lstm / gru / rnn_*: (input, hx, params, has_biases, num_layers, dropout, train, ...); dropout only acts
     between layers."""
-    layers, p, train = (arg(args, kwargs, i, n, d) for i, n, d in ((4, "num_layers", 1), (5, "dropout", 0.0),
-                                                                   (6, "train", False)))
+    layers, p, train = (
+        arg(args, kwargs, i, n, d) for i, n, d in ((4, "num_layers", 1), (5, "dropout", 0.0), (6, "train", False))
+    )
     if isinstance(p, (int, float)) and p > 0 and train and isinstance(layers, int) and layers > 1:
         return f"random op: dropout={p} between {layers} layers in training mode"
     return None
@@ -50,39 +54,67 @@ def _recurrent(args: tuple, kwargs: dict) -> str | None:
 
 def _fusion_attention(args: tuple, kwargs: dict) -> str | None:
     keep = arg(args, kwargs, 9, "keep_prob", 1.0)
-    return f"random op: keep_prob={keep} draws a dropout mask inside the fused attention" \
-        if isinstance(keep, (int, float)) and keep < 1 else None
+    return (
+        f"random op: keep_prob={keep} draws a dropout mask inside the fused attention"
+        if isinstance(keep, (int, float)) and keep < 1
+        else None
+    )
 
 
 _F_DROPOUT = dropout_like(1, "p", 0.5, 2, "training", True)
 _T_DROPOUT = dropout_like(1, "p", 0.5, 2, "train", True)
 _PER_CALL: dict[str, RandomCheck] = {
-    "Functional.dropout": _F_DROPOUT, "Functional.dropout1d": _F_DROPOUT, "Functional.dropout2d": _F_DROPOUT,
-    "Functional.dropout3d": _F_DROPOUT, "Functional.alpha_dropout": dropout_like(1, "p", 0.5, 2, "training", False),
+    "Functional.dropout": _F_DROPOUT,
+    "Functional.dropout1d": _F_DROPOUT,
+    "Functional.dropout2d": _F_DROPOUT,
+    "Functional.dropout3d": _F_DROPOUT,
+    "Functional.alpha_dropout": dropout_like(1, "p", 0.5, 2, "training", False),
     "Functional.feature_alpha_dropout": dropout_like(1, "p", 0.5, 2, "training", False),
     "Functional.scaled_dot_product_attention": dropout_like(4, "dropout_p", 0.0, None, "training", True),
     "Functional.multi_head_attention_forward": dropout_like(10, "dropout_p", 0.0, 13, "training", True),
-    "Functional.rrelu": _rrelu, "Functional.rrelu_": _rrelu,
-    "Torch.dropout": _T_DROPOUT, "Torch.dropout_": _T_DROPOUT, "Torch.feature_dropout": _T_DROPOUT,
-    "Torch.feature_dropout_": _T_DROPOUT, "Torch.alpha_dropout": _T_DROPOUT, "Torch.alpha_dropout_": _T_DROPOUT,
-    "Torch.feature_alpha_dropout": _T_DROPOUT, "Torch.feature_alpha_dropout_": _T_DROPOUT,
-    "Torch.rrelu": _rrelu, "Torch.rrelu_": _rrelu,
+    "Functional.rrelu": _rrelu,
+    "Functional.rrelu_": _rrelu,
+    "Torch.dropout": _T_DROPOUT,
+    "Torch.dropout_": _T_DROPOUT,
+    "Torch.feature_dropout": _T_DROPOUT,
+    "Torch.feature_dropout_": _T_DROPOUT,
+    "Torch.alpha_dropout": _T_DROPOUT,
+    "Torch.alpha_dropout_": _T_DROPOUT,
+    "Torch.feature_alpha_dropout": _T_DROPOUT,
+    "Torch.feature_alpha_dropout_": _T_DROPOUT,
+    "Torch.rrelu": _rrelu,
+    "Torch.rrelu_": _rrelu,
     **{f"{prefix}.{n}": _recurrent for prefix in ("Torch", "VF") for n in ("lstm", "gru", "rnn_tanh", "rnn_relu")},
     "Torch.native_dropout": dropout_like(1, "p", 0.5, 2, "train", True),
     "NPU.npu_fusion_attention": _fusion_attention,
     "Aten.native_dropout.default": dropout_like(1, "p", 0.5, 2, "train", True),
-    "Aten.dropout.default": _T_DROPOUT, "Aten.alpha_dropout.default": _T_DROPOUT,
+    "Aten.dropout.default": _T_DROPOUT,
+    "Aten.alpha_dropout.default": _T_DROPOUT,
     "Aten.feature_dropout.default": _T_DROPOUT,
-    **{f"VF.{n}": _T_DROPOUT for n in ("dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout",
-                                       "alpha_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_")},
+    **{
+        f"VF.{n}": _T_DROPOUT
+        for n in (
+            "dropout",
+            "dropout_",
+            "feature_dropout",
+            "feature_dropout_",
+            "alpha_dropout",
+            "alpha_dropout_",
+            "feature_alpha_dropout",
+            "feature_alpha_dropout_",
+        )
+    },
 }
 _ALWAYS = {
-    "Functional.gumbel_softmax", "Functional.fractional_max_pool2d", "Functional.fractional_max_pool3d",
-    "Functional.fractional_max_pool2d_with_indices", "Functional.fractional_max_pool3d_with_indices",
+    "Functional.gumbel_softmax",
+    "Functional.fractional_max_pool2d",
+    "Functional.fractional_max_pool3d",
+    "Functional.fractional_max_pool2d_with_indices",
+    "Functional.fractional_max_pool3d_with_indices",
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def is_seeded(op: str) -> bool:
     """Whether the ATen operator ``op`` draws from the random generator (tag ``nondeterministic_seeded``: rand,
     bernoulli, normal, multinomial, rrelu_with_noise, ...), as the installed torch knows it. Asked per op and
@@ -103,4 +135,5 @@ def randomness_of(key: str, base: str) -> RandomCheck | None:
 
     def seeded(args: tuple, kwargs: dict) -> str | None:
         return always(args, kwargs) if is_seeded(base) else None
+
     return seeded

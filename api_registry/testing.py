@@ -1,5 +1,6 @@
 """APIs that misbehave on purpose, to prove that precheck survives them. Registered only when the environment
 variable PRECHECK_TEST_APIS is 1 (the test suite sets it); never part of a real run."""
+
 from __future__ import annotations
 
 import os
@@ -52,10 +53,15 @@ def needs_clean_process(x: torch.Tensor) -> torch.Tensor:
     return x * 1
 
 
-MISBEHAVING = {"Torch.precheck_segfault": segfault, "Torch.precheck_abort": abort,
-               "Torch.precheck_exit": exit_hard, "Torch.precheck_hang": hang,
-               "Torch.precheck_slow": slow_identity, "Torch.precheck_sticky": sticky_device_error,
-               "Torch.precheck_clean": needs_clean_process}
+MISBEHAVING = {
+    "Torch.precheck_segfault": segfault,
+    "Torch.precheck_abort": abort,
+    "Torch.precheck_exit": exit_hard,
+    "Torch.precheck_hang": hang,
+    "Torch.precheck_slow": slow_identity,
+    "Torch.precheck_sticky": sticky_device_error,
+    "Torch.precheck_clean": needs_clean_process,
+}
 
 
 def enabled() -> bool:

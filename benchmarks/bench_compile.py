@@ -6,6 +6,7 @@ Checks every case of the dump in this process (one compiled callable per (API, s
 prints, per signature, the time of its first check (forward and backward compilation included) and the mean
 time of later checks of the same signature, then the same dump with the plain device target for comparison.
 """
+
 from __future__ import annotations
 
 import sys
@@ -41,9 +42,11 @@ def main() -> None:
         later = f"{sum(rest) / len(rest):8.3f}" if rest else f"{'-':>8}"
         print(f"{names[sig]:32} {seconds[0]:13.2f} {len(rest):12d} {later}")
     first = [s[0] for s in compiled.values()]
-    print(f"\n{len(dump.cases)} APIs, {len(compiled)} distinct signatures: {sum(first):.1f} s for their first "
-          f"checks ({sum(first) / max(len(first), 1):.2f} s per signature, compilation included); the whole dump "
-          f"{total:.1f} s through torch.compile vs {eager_total:.2f} s on the device target")
+    print(
+        f"\n{len(dump.cases)} APIs, {len(compiled)} distinct signatures: {sum(first):.1f} s for their first "
+        f"checks ({sum(first) / max(len(first), 1):.2f} s per signature, compilation included); the whole dump "
+        f"{total:.1f} s through torch.compile vs {eager_total:.2f} s on the device target"
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 Every metric of the details CSV is computed in one vectorised float64 pass; the per-element cost should be flat
 once the fixed per-call cost is amortised.
 """
+
 from __future__ import annotations
 
 import time

@@ -8,6 +8,7 @@ Two numbers per tool and dump:
   has already imported it. For msprobe, whose start-up cannot be separated from outside, the marginal rate:
   (N - 1) APIs / (wall of the full dump - wall of a one-API copy of it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,10 +51,18 @@ def precheck_numbers(dump: Path, repeat: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as out:
         whole = wall([sys.executable, "-m", "precheck", "run_ut", "-api_info", str(dump), "-o", out, "-q"], repeat)
     # Throughput: a fresh process per measurement (no warm caches from an earlier run), start-up excluded.
-    code = ("import sys, time, tempfile; from precheck.run_ut import run_ut; t = time.perf_counter(); "
-            "s = run_ut(sys.argv[1], tempfile.mkdtemp()); print(len(s.results) / (time.perf_counter() - t))")
-    rates = [float(subprocess.run([sys.executable, "-c", code, str(dump)], capture_output=True, text=True,
-                                  check=True).stdout.strip().splitlines()[-1]) for _ in range(repeat)]
+    code = (
+        "import sys, time, tempfile; from precheck.run_ut import run_ut; t = time.perf_counter(); "
+        "s = run_ut(sys.argv[1], tempfile.mkdtemp()); print(len(s.results) / (time.perf_counter() - t))"
+    )
+    rates = [
+        float(
+            subprocess.run([sys.executable, "-c", code, str(dump)], capture_output=True, text=True, check=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        for _ in range(repeat)
+    ]
     return whole, statistics.median(rates)
 
 
@@ -75,8 +84,7 @@ def msprobe_numbers(dump: Path, venv: Path, repeat: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         whole = wall([python, str(MSPROBE_CPU), "acc_check", "-api_info", str(dump), "-o", tmp + "/full"], repeat)
         single = one_api_copy(dump, Path(tmp) / "one")
-        one = wall([python, str(MSPROBE_CPU), "acc_check", "-api_info", str(single), "-o", tmp + "/one_out"],
-                   repeat)
+        one = wall([python, str(MSPROBE_CPU), "acc_check", "-api_info", str(single), "-o", tmp + "/one_out"], repeat)
     n = count_forward(dump)
     return whole, (n - 1) / (whole - one) if whole > one else float("nan")
 
@@ -87,8 +95,10 @@ def main() -> None:
     parser.add_argument("--msprobe-venv", type=Path, default=None)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print(f"{'dump':24} {'APIs':>5} {'precheck s':>10} {'APIs/s':>8} {'msprobe s':>10} {'APIs/s':>8} "
-          f"{'wall x':>7} {'rate x':>7}")
+    print(
+        f"{'dump':24} {'APIs':>5} {'precheck s':>10} {'APIs/s':>8} {'msprobe s':>10} {'APIs/s':>8} "
+        f"{'wall x':>7} {'rate x':>7}"
+    )
     for dump in find_dumps(args.dumps):
         name = dump.parts[-4]
         n = count_forward(dump)

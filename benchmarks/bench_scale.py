@@ -7,6 +7,7 @@ statistics dump would be. Each run is a fresh `precheck run_ut` process; peak me
 set of that process and its workers (getrusage of the children, which includes a pool's workers only after they
 exit, so it is the maximum over processes, not their sum).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,14 +43,17 @@ def make_dump(records: int, into: Path) -> Path:
 
 def measure(dump: Path, workers: int) -> tuple[float, float]:
     """(wall seconds, peak MiB) of one run_ut process."""
-    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-            "p = subprocess.run([sys.executable, '-m', 'precheck', 'run_ut', '-api_info', sys.argv[1], '-o', "
-            "sys.argv[2], '-q', '-d', 'cpu', '-n', sys.argv[3]], capture_output=True); "
-            "assert p.returncode == 0, p.stderr.decode()[-2000:]; "
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    code = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "p = subprocess.run([sys.executable, '-m', 'precheck', 'run_ut', '-api_info', sys.argv[1], '-o', "
+        "sys.argv[2], '-q', '-d', 'cpu', '-n', sys.argv[3]], capture_output=True); "
+        "assert p.returncode == 0, p.stderr.decode()[-2000:]; "
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
     with tempfile.TemporaryDirectory() as out:
-        wall, rss = subprocess.run([sys.executable, "-c", code, str(dump), out, str(workers)], capture_output=True,
-                                   text=True, check=True).stdout.split()
+        wall, rss = subprocess.run(
+            [sys.executable, "-c", code, str(dump), out, str(workers)], capture_output=True, text=True, check=True
+        ).stdout.split()
     return float(wall), int(rss) / 1024
 
 
@@ -69,8 +73,10 @@ def main() -> None:
                 print(f"{records:8d} {workers:8d} {wall:8.1f} {records / wall:8.1f} {peak:9.0f}", flush=True)
     small, large = min(args.records), max(args.records)
     for workers, by_records in peaks.items():
-        print(f"peak memory, {large} vs {small} records, {workers} worker(s): "
-              f"{by_records[large] / by_records[small]:.2f}x")
+        print(
+            f"peak memory, {large} vs {small} records, {workers} worker(s): "
+            f"{by_records[large] / by_records[small]:.2f}x"
+        )
 
 
 if __name__ == "__main__":

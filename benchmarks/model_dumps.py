@@ -1,6 +1,7 @@
 """Small training models for real msprobe dumps beyond GPT-2: BERT (dropout and attention dropout in training mode),
 LLaMA (RMSNorm, rotary embeddings, grouped-query attention, SiLU gates), a CNN with batch norm, max pooling,
-Dropout2d and an LSTM, and torch's own TransformerEncoder in training mode (multi-head attention with dropout). Each function takes a dtype and returns (model, run) for make_dump.py's MODEL argument.
+Dropout2d and an LSTM, and torch's own TransformerEncoder in training mode (multi-head attention with dropout).
+Each function takes a dtype and returns (model, run) for make_dump.py's MODEL argument.
 
 Regenerate the bundled dumps (the throwaway venv of opinfo_dump.py; risk_level ALL as there):
     cd /work/main/benchmarks
@@ -11,6 +12,7 @@ Regenerate the bundled dumps (the throwaway venv of opinfo_dump.py; risk_level A
 then copy each OUT/step0 into tests/data/{bert_bf16_tensor,cnn_bf16_tensor,llama_fp32_statistics,
 encoder_fp32_tensor}/.
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +22,17 @@ import torch.nn.functional as F
 
 def bert(dt):
     from transformers import BertConfig, BertForMaskedLM
-    m = BertForMaskedLM(BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
-                                   vocab_size=300, max_position_embeddings=64)).to(dt)
+
+    m = BertForMaskedLM(
+        BertConfig(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            intermediate_size=128,
+            vocab_size=300,
+            max_position_embeddings=64,
+        )
+    ).to(dt)
     m.train()
     ids = torch.randint(0, 300, (2, 12))
     return m, lambda: m(input_ids=ids, labels=ids).loss
@@ -29,8 +40,18 @@ def bert(dt):
 
 def llama(dt):
     from transformers import LlamaConfig, LlamaForCausalLM
-    m = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-                                     intermediate_size=128, vocab_size=300, max_position_embeddings=64)).to(dt)
+
+    m = LlamaForCausalLM(
+        LlamaConfig(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=128,
+            vocab_size=300,
+            max_position_embeddings=64,
+        )
+    ).to(dt)
     m.train()
     ids = torch.randint(0, 300, (2, 12))
     return m, lambda: m(input_ids=ids, labels=ids).loss

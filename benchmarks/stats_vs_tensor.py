@@ -6,6 +6,7 @@ Runs run_ut on both dumps (same APIs, same step; the statistics dump regenerates
 and Norm) and prints, for forward and backward, a table of tensor-mode status against statistics-mode status,
 and the share of APIs whose verdicts agree, per tensor-mode status.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,10 +41,15 @@ def table(pairs: Counter, title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("tensor", nargs="?", type=Path,
-                        default=next((SHARED / "gpt2_bf16_tensor").glob("step0/*/dump.json"), None))
-    parser.add_argument("statistics", nargs="?", type=Path,
-                        default=next((SHARED / "gpt2_bf16_statistics").glob("step0/*/dump.json"), None))
+    parser.add_argument(
+        "tensor", nargs="?", type=Path, default=next((SHARED / "gpt2_bf16_tensor").glob("step0/*/dump.json"), None)
+    )
+    parser.add_argument(
+        "statistics",
+        nargs="?",
+        type=Path,
+        default=next((SHARED / "gpt2_bf16_statistics").glob("step0/*/dump.json"), None),
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     args = parser.parse_args()
     tensor = verdicts(args.tensor, 0)

@@ -3,4 +3,5 @@
 Library entry points: :func:`precheck.run_ut.run_ut` (the main job), :mod:`precheck.grader` (metrics and
 verdicts for your own tests), :func:`precheck.dump.load_dump` (msprobe dumps as ordered cases).
 """
+
 __version__ = "0.1.0"

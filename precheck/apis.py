@@ -3,6 +3,7 @@
 The check needs no tensors and runs nothing: it reads the dump and asks the registry, so a user learns in a
 second which part of a large dump a run would leave unchecked, and why.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,9 @@ def describe_supported() -> str:
     lines = [f"{'prefix':12}" + "".join(f"{c:>11}" for c in classes) + f"{'total':>8}"]
     for prefix in sorted(table):
         counts = table[prefix]
-        lines.append(f"{prefix:12}" + "".join(f"{counts.get(c, 0):11d}" for c in classes)
-                     + f"{sum(counts.values()):8d}")
+        lines.append(
+            f"{prefix:12}" + "".join(f"{counts.get(c, 0):11d}" for c in classes) + f"{sum(counts.values()):8d}"
+        )
     return "\n".join(lines)
 
 

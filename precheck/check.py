@@ -3,12 +3,14 @@
 This is the unit of work a pool worker runs. It never raises for a problem of the case itself: whatever goes
 wrong becomes the case's SKIP or error row with a one-line reason, so one bad record never stops a run.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -22,7 +24,7 @@ from precheck.runner import SideRun, flatten, one_line, run_side
 from precheck.synth import rng_for
 from precheck.targets import GOLDEN, compiled, reference_side, target_side
 
-NO_BACKWARD = " "   # msprobe's blank Backward cell: no backward was compared
+NO_BACKWARD = " "  # msprobe's blank Backward cell: no backward was compared
 
 
 @dataclass(frozen=True)
@@ -30,30 +32,32 @@ class CheckOptions:
     device: str = "cpu"
     cosine: float = DEFAULT_COSINE
     max_abs: float = DEFAULT_MAX_ABS
-    seed: int = 0                   # seeds every generated input, together with the API name and argument place
-    force_random: bool = False      # generate inputs from statistics even where the dump saved the data
-    max_memory: int | None = None   # bytes one case may need; above it the case is a SKIP row
-    standard: str = "default"       # precision standard (precheck.grader.standards), or "auto" per API class
+    seed: int = 0  # seeds every generated input, together with the API name and argument place
+    force_random: bool = False  # generate inputs from statistics even where the dump saved the data
+    max_memory: int | None = None  # bytes one case may need; above it the case is a SKIP row
+    standard: str = "default"  # precision standard (precheck.grader.standards), or "auto" per API class
     bench_device: str | None = None  # reference device for the benchmark standard (the same call, target dtypes)
-    target: str = "device"          # device (re-run on `device`), recorded (the dump's outputs), compile
-    keep_tensors: bool = False      # keep inputs, target and golden outputs in the result (generated tests)
+    target: str = "device"  # device (re-run on `device`), recorded (the dump's outputs), compile
+    keep_tensors: bool = False  # keep inputs, target and golden outputs in the result (generated tests)
     save_error_data: str | None = None  # folder for the inputs and outputs of every API that is not pass
-    timeout: float | None = None    # seconds one API may take in a pool worker (None: scaled by size)
+    timeout: float | None = None  # seconds one API may take in a pool worker (None: scaled by size)
 
 
 def estimated_bytes(case: Case) -> int:
     """Memory a case needs, roughly: each input, recorded output and incoming gradient as recorded, its target
     copy, its float64 golden copy and that copy's gradient. Outputs count because an API can make a huge one
     from a small input (``Tensor.repeat`` with large integer arguments)."""
-    return sum(spec.numel * (2 * spec.dtype.itemsize + 16)
-               for spec in iter_specs((case.args, case.kwargs, case.outputs, case.grad_outputs)))
+    return sum(
+        spec.numel * (2 * spec.dtype.itemsize + 16)
+        for spec in iter_specs((case.args, case.kwargs, case.outputs, case.grad_outputs))
+    )
 
 
 @dataclass(frozen=True)
 class DetailRow:
-    name: str                 # "<API>.forward.output.<i>" or "<API>.backward.output.<i>"
+    name: str  # "<API>.forward.output.<i>" or "<API>.backward.output.<i>"
     comparison: Comparison
-    target: Any = None        # the compared values, kept only with CheckOptions.keep_tensors
+    target: Any = None  # the compared values, kept only with CheckOptions.keep_tensors
     golden: Any = None
 
 
@@ -67,7 +71,7 @@ class ApiResult:
     backward: str
     message: str
     details: list[DetailRow] = field(default_factory=list)
-    inputs: dict[str, Any] | None = None   # input tensors by argument place, only with CheckOptions.keep_tensors
+    inputs: dict[str, Any] | None = None  # input tensors by argument place, only with CheckOptions.keep_tensors
 
 
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
@@ -82,8 +86,10 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
         return result
     # Other targets are named in every details row's Message (DEVICE Dtype keeps msprobe's meaning).
     label = TARGET_LABELS[options.target]
-    details = [DetailRow(d.name, replace(d.comparison, message="; ".join(filter(str.strip, [label, d.comparison.message]))))
-               for d in result.details]
+    details = [
+        DetailRow(d.name, replace(d.comparison, message="; ".join(filter(str.strip, [label, d.comparison.message]))))
+        for d in result.details
+    ]
     return replace(result, details=details)
 
 
@@ -106,16 +112,20 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     if entry is None:
         return skipped(case, why_unsupported(case.api))
     if entry.needs_device and options.target != "recorded" and not options.device.startswith(entry.needs_device):
-        return skipped(case, f"{case.api} is an {entry.needs_device.upper()} fused op: it runs on an "
-                             f"{entry.needs_device.upper()}, not on {options.device}; --target recorded grades its "
-                             f"recorded outputs against the CPU reference")
+        return skipped(
+            case,
+            f"{case.api} is an {entry.needs_device.upper()} fused op: it runs on an "
+            f"{entry.needs_device.upper()}, not on {options.device}; --target recorded grades its "
+            f"recorded outputs against the CPU reference",
+        )
     reason = entry.random_reason(case.args, case.kwargs)
     if reason and not stochastic.checkable(entry):
         return skipped(case, reason)
     need = estimated_bytes(case)
     if options.max_memory is not None and need > options.max_memory:
-        return skipped(case, f"needs about {need / 2**30:.3g} GiB, above --max-memory "
-                             f"{options.max_memory / 2**30:.3g} GiB")
+        return skipped(
+            case, f"needs about {need / 2**30:.3g} GiB, above --max-memory {options.max_memory / 2**30:.3g} GiB"
+        )
     builder = builder_for(entry, case, data_dir, seed=options.seed, force_random=options.force_random)
     try:
         args = builder.build(case.args, "input_args")
@@ -141,7 +151,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
             return skipped(case, f"golden (CPU float64) failed: {golden.error}")
         try:
             target, notes = recorded_run(case, builder, golden)
-            if entry.canonical:     # the recorded indices of a sort point into the recorded inputs
+            if entry.canonical:  # the recorded indices of a sort point into the recorded inputs
                 target = replace(target, outputs=entry.canonical(args, kwargs, target.outputs))
         except StatisticsOnly:
             return _statistics_result(case, golden, builder)
@@ -149,12 +159,14 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
             return skipped(case, f"recorded output: {e}")
     else:
         func = compiled(entry.func, case.signature()) if options.target == "compile" else None
-        target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device),
-                          func)
+        target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device), func)
         if target.compile_failed:
             return skipped(case, f"torch.compile failed: {target.error}")
-    reference = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs,
-                         reference_side(options.bench_device)) if options.bench_device else None
+    reference = (
+        run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, reference_side(options.bench_device))
+        if options.bench_device
+        else None
+    )
     if golden.error:
         why = "cannot run the recorded call" if target.error else "golden (CPU float64) failed"
         return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
@@ -170,9 +182,12 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
     backward_status = worst(r.comparison.status for r in backward) if backward else NO_BACKWARD
     if backward_problem or not backward and options.target == "recorded" and golden.grads:
-        backward_status = SKIP      # a backward was recorded but nothing of it could be graded
-    problems = [f"{r.name.removeprefix(case.name + '.')}: {r.comparison.message}"
-                for r in forward + backward if r.comparison.status != PASS and r.comparison.message]
+        backward_status = SKIP  # a backward was recorded but nothing of it could be graded
+    problems = [
+        f"{r.name.removeprefix(case.name + '.')}: {r.comparison.message}"
+        for r in forward + backward
+        if r.comparison.status != PASS and r.comparison.message
+    ]
     if backward_problem:
         problems.append(backward_problem)
     problems += notes
@@ -185,8 +200,15 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     forward_status = worst(r.comparison.status for r in forward)
     if forward_status == SKIP:
         problems.insert(0, "the API returned no output to compare")
-    return ApiResult(case.name, case.order, forward_status, backward_status, "; ".join(problems),
-                     forward + backward, builder.tensors if options.keep_tensors else None)
+    return ApiResult(
+        case.name,
+        case.order,
+        forward_status,
+        backward_status,
+        "; ".join(problems),
+        forward + backward,
+        builder.tensors if options.keep_tensors else None,
+    )
 
 
 def _fits(run: SideRun, case: Case) -> bool:
@@ -209,14 +231,22 @@ def _seeded(case: Case, options: CheckOptions) -> Iterator[None]:
     seed = int(rng_for(options.seed, case.name, "draw").integers(2**62))
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(seed)
-        backend = getattr(torch, options.device.split(":")[0], None)     # torch.cuda, torch.npu (torch_npu), ...
+        backend = getattr(torch, options.device.split(":")[0], None)  # torch.cuda, torch.npu (torch_npu), ...
         if options.device != "cpu" and hasattr(backend, "manual_seed_all"):
             backend.manual_seed_all(seed)
         yield
 
 
-def _random(case: Case, entry: ApiEntry, args: tuple, kwargs: dict, grad_outputs: tuple | None,
-            builder: InputBuilder, options: CheckOptions, backward_problem: str | None) -> ApiResult:
+def _random(
+    case: Case,
+    entry: ApiEntry,
+    args: tuple,
+    kwargs: dict,
+    grad_outputs: tuple | None,
+    builder: InputBuilder,
+    options: CheckOptions,
+    backward_problem: str | None,
+) -> ApiResult:
     """A random call: one target run, graded by the law of its outputs (stochastic.py)."""
     if options.target == "recorded":
         if any(isinstance(o, TensorSpec) and o.data_name is None for o in flatten(case.outputs)):
@@ -229,8 +259,9 @@ def _random(case: Case, entry: ApiEntry, args: tuple, kwargs: dict, grad_outputs
     else:
         func = compiled(entry.func, case.signature()) if options.target == "compile" else None
         with _seeded(case, options):
-            target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs,
-                              target_side(options.device), func)
+            target = run_side(
+                entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device), func
+            )
         if target.compile_failed:
             return skipped(case, f"torch.compile failed: {target.error}")
         if target.error:
@@ -241,16 +272,21 @@ def _random(case: Case, entry: ApiEntry, args: tuple, kwargs: dict, grad_outputs
     rows = [DetailRow(name, comparison) for name, comparison in graded]
     forward = [r for r in rows if ".forward." in r.name]
     backward = [r for r in rows if ".backward." in r.name]
-    backward_status = worst(r.comparison.status for r in backward) if backward else \
-        SKIP if case.has_backward else NO_BACKWARD
+    backward_status = (
+        worst(r.comparison.status for r in backward) if backward else SKIP if case.has_backward else NO_BACKWARD
+    )
     problems = [r.comparison.message for r in rows if r.comparison.status != PASS]
     if backward_status == SKIP:
-        problems.append(backward_problem or "backward: not checked (the gradients of a random call are checked "
-                                            "for the dropout family on a device target)")
+        problems.append(
+            backward_problem
+            or "backward: not checked (the gradients of a random call are checked "
+            "for the dropout family on a device target)"
+        )
     if builder.generated:
         problems.append(builder.describe())
-    return ApiResult(case.name, case.order, worst(r.comparison.status for r in forward), backward_status,
-                     "; ".join(problems), rows)
+    return ApiResult(
+        case.name, case.order, worst(r.comparison.status for r in forward), backward_status, "; ".join(problems), rows
+    )
 
 
 def save_error_data(result: ApiResult, root: Path) -> Path:
@@ -272,11 +308,17 @@ def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder) -> Ap
     """``--target recorded`` on a statistics-only record: each output's recorded statistics against the
     golden's, never worse than warning."""
     rows = []
-    for i, (spec, g) in enumerate(zip(flatten(case.outputs), golden.outputs)):
+    for i, (spec, g) in enumerate(zip(flatten(case.outputs), golden.outputs, strict=False)):
         if isinstance(spec, TensorSpec) and isinstance(g, torch.Tensor):
             verdict = grade_statistics(spec, g)
-            rows.append(DetailRow(f"{case.name}.forward.output.{i}", Comparison(
-                verdict.status, verdict.message, None, str(g.dtype), str(spec.dtype), spec.shape, "statistics")))
+            rows.append(
+                DetailRow(
+                    f"{case.name}.forward.output.{i}",
+                    Comparison(
+                        verdict.status, verdict.message, None, str(g.dtype), str(spec.dtype), spec.shape, "statistics"
+                    ),
+                )
+            )
     if not rows:
         return skipped(case, "statistics only, and no tensor output to grade them on")
     status = worst(r.comparison.status for r in rows)
@@ -301,18 +343,37 @@ class _Grader:
 
     def _row(self, name: str, target: Any, golden: Any, reference: Any) -> DetailRow:
         o = self.options
-        comparison = compare(target, golden, standard=o.standard, reference=reference, cosine=o.cosine,
-                             max_abs=o.max_abs, api_class=self.api_class)
+        comparison = compare(
+            target,
+            golden,
+            standard=o.standard,
+            reference=reference,
+            cosine=o.cosine,
+            max_abs=o.max_abs,
+            api_class=self.api_class,
+        )
         return DetailRow(name, comparison, *((target, golden) if o.keep_tensors else ()))
 
     def outputs(self, prefix: str, targets: list, goldens: list) -> list[DetailRow]:
         if len(targets) != len(goldens):
-            return [DetailRow(f"{prefix}.0", Comparison(
-                ERROR, f"target returned {len(targets)} outputs, golden {len(goldens)}", None, "", "", None))]
-        refs = self.reference.outputs if self.reference and len(self.reference.outputs) == len(targets) \
+            return [
+                DetailRow(
+                    f"{prefix}.0",
+                    Comparison(
+                        ERROR, f"target returned {len(targets)} outputs, golden {len(goldens)}", None, "", "", None
+                    ),
+                )
+            ]
+        refs = (
+            self.reference.outputs
+            if self.reference and len(self.reference.outputs) == len(targets)
             else [None] * len(targets)
-        return [self._row(f"{prefix}.{i}", t, g, r)
-                for i, (t, g, r) in enumerate(zip(targets, goldens, refs)) if not (t is None and g is None)]
+        )
+        return [
+            self._row(f"{prefix}.{i}", t, g, r)
+            for i, (t, g, r) in enumerate(zip(targets, goldens, refs, strict=False))
+            if not (t is None and g is None)
+        ]
 
     def grads(self, prefix: str, target: SideRun, golden: SideRun) -> list[DetailRow]:
         if target.grads is None or golden.grads is None:
@@ -326,8 +387,9 @@ class _Grader:
                 continue
             if t is None or g is None:
                 missing = "target" if t is None else "golden"
-                rows.append(DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "",
-                                                       None)))
+                rows.append(
+                    DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "", None))
+                )
             else:
                 rows.append(self._row(name, t, g, ref_grads.get(i)))
         return rows

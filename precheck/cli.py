@@ -3,17 +3,18 @@
 Exit codes: 0 the run completed (whatever the statuses), 1 ``--fail-on`` tripped, 2 unusable input (one line on
 stderr, no traceback), 130 interrupted (every finished row is already on disk).
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
-from precheck.inputs import InputError
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+from precheck.inputs import InputError
 from precheck.pool import WorkerStartError
 from precheck.report import ResumeError
 from precheck.selection import ConfigError, load_api_lists
@@ -57,68 +58,151 @@ def _size(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="precheck", description="API precision pre-check for PyTorch dumps")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run_ut", help="replay an msprobe L1 dump against a CPU float64 golden",
-                              description="Replay every API of an msprobe L1 dump on the target device and grade "
-                                          "it against a CPU float64 golden; writes msprobe-compatible CSVs.")
-    run.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON",
-                     help="the dump.json of an msprobe L1 dump (tensor files are read from dump_tensor_data/ "
-                          "beside it)")
+    run = commands.add_parser(
+        "run_ut",
+        help="replay an msprobe L1 dump against a CPU float64 golden",
+        description="Replay every API of an msprobe L1 dump on the target device and grade "
+        "it against a CPU float64 golden; writes msprobe-compatible CSVs.",
+    )
+    run.add_argument(
+        "-api_info",
+        "--api_info",
+        required=True,
+        metavar="DUMP_JSON",
+        help="the dump.json of an msprobe L1 dump (tensor files are read from dump_tensor_data/ beside it)",
+    )
     run.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
-    run.add_argument("-d", "--device", default="auto",
-                     help="target device: auto (npu, else cuda, else cpu), cpu, cuda, cuda:1, npu:0 or a bare index")
-    run.add_argument("--target", choices=TARGETS, default="device",
-                     help="what is graded: device (re-run each API on -d), recorded (the outputs and gradients the "
-                          "dump saved: no accelerator needed), compile (each API through torch.compile on -d)")
-    run.add_argument("-n", "--workers", type=_positive_int, default=None,
-                     help="worker processes (default: the machine's cores; small dumps run in-process)")
-    run.add_argument("--cosine", type=_fraction, default=DEFAULT_COSINE,
-                     help=f"pass needs cosine above this (default {DEFAULT_COSINE})")
-    run.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS,
-                     help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})")
-    run.add_argument("--standard", choices=STANDARD_CHOICES, default="default",
-                     help="precision standard: default (cosine > --cosine and max abs < --max-abs, dtype-aware "
-                          "warning), msprobe (the incumbent's cascade), absolute, ulp, binary, thousandth, "
-                          "accumulative, benchmark (two references, see --bench-device), or auto (per API class)")
-    run.add_argument("--bench-device", default=None, metavar="DEVICE",
-                     help="run each API also on this device in the target dtypes and grade the target's error "
-                          "relative to it (benchmark standard; default cpu when --standard benchmark)")
-    run.add_argument("--seed", type=int, default=0,
-                     help="seed of inputs generated from statistics; each API's inputs depend only on it and the "
-                          "API's name (default 0)")
-    run.add_argument("--random", action="store_true",
-                     help="generate inputs from the recorded statistics even where the dump saved the data")
-    run.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
-                     help="a record needing more memory than this (e.g. 8G) is a SKIP row (default: half the "
-                          "machine's memory shared among the workers)")
-    run.add_argument("-csv_path", "--csv_path", default=None, metavar="RESULT_CSV",
-                     help="continue an interrupted run: its accuracy_checking_result_<ts>.csv (the details CSV "
-                          "beside it is continued too); only the APIs it lacks are checked")
-    run.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS",
-                     help="seconds one API may take in a worker before it is an error row (default: 120 s plus "
-                          "1 s per million input elements, plus 300 s with --target compile)")
-    run.add_argument("--backend", choices=("local", "dask"), default="local",
-                     help="local worker processes (default), or a Dask cluster (needs --scheduler and the dask "
-                          "extra; its workers must see the dump's path)")
+    run.add_argument(
+        "-d",
+        "--device",
+        default="auto",
+        help="target device: auto (npu, else cuda, else cpu), cpu, cuda, cuda:1, npu:0 or a bare index",
+    )
+    run.add_argument(
+        "--target",
+        choices=TARGETS,
+        default="device",
+        help="what is graded: device (re-run each API on -d), recorded (the outputs and gradients the "
+        "dump saved: no accelerator needed), compile (each API through torch.compile on -d)",
+    )
+    run.add_argument(
+        "-n",
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="worker processes (default: the machine's cores; small dumps run in-process)",
+    )
+    run.add_argument(
+        "--cosine",
+        type=_fraction,
+        default=DEFAULT_COSINE,
+        help=f"pass needs cosine above this (default {DEFAULT_COSINE})",
+    )
+    run.add_argument(
+        "--max-abs",
+        type=_positive_float,
+        default=DEFAULT_MAX_ABS,
+        help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})",
+    )
+    run.add_argument(
+        "--standard",
+        choices=STANDARD_CHOICES,
+        default="default",
+        help="precision standard: default (cosine > --cosine and max abs < --max-abs, dtype-aware "
+        "warning), msprobe (the incumbent's cascade), absolute, ulp, binary, thousandth, "
+        "accumulative, benchmark (two references, see --bench-device), or auto (per API class)",
+    )
+    run.add_argument(
+        "--bench-device",
+        default=None,
+        metavar="DEVICE",
+        help="run each API also on this device in the target dtypes and grade the target's error "
+        "relative to it (benchmark standard; default cpu when --standard benchmark)",
+    )
+    run.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of inputs generated from statistics; each API's inputs depend only on it and the "
+        "API's name (default 0)",
+    )
+    run.add_argument(
+        "--random",
+        action="store_true",
+        help="generate inputs from the recorded statistics even where the dump saved the data",
+    )
+    run.add_argument(
+        "--max-memory",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="a record needing more memory than this (e.g. 8G) is a SKIP row (default: half the "
+        "machine's memory shared among the workers)",
+    )
+    run.add_argument(
+        "-csv_path",
+        "--csv_path",
+        default=None,
+        metavar="RESULT_CSV",
+        help="continue an interrupted run: its accuracy_checking_result_<ts>.csv (the details CSV "
+        "beside it is continued too); only the APIs it lacks are checked",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds one API may take in a worker before it is an error row (default: 120 s plus "
+        "1 s per million input elements, plus 300 s with --target compile)",
+    )
+    run.add_argument(
+        "--backend",
+        choices=("local", "dask"),
+        default="local",
+        help="local worker processes (default), or a Dask cluster (needs --scheduler and the dask "
+        "extra; its workers must see the dump's path)",
+    )
     run.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")
-    run.add_argument("-f", "--filter_api", action="store_true",
-                     help="check one call per signature (API, shapes, dtypes, non-tensor arguments); the others "
-                          "are left out and counted in the summary")
-    run.add_argument("-config", "--config", default=None, metavar="CONFIG_JSON",
-                     help="msprobe-style white_list / black_list of API names (at the top level or under run_ut)")
-    run.add_argument("-save_error_data", "--save_error_data", action="store_true",
-                     help="save the inputs, target and golden outputs of every API that is not pass under "
-                          "OUT_PATH/ut_error_data/<API>/")
-    run.add_argument("--fail-on", choices=("error", "warning"), default=None,
-                     help="exit 1 when any API's forward or backward status is this or worse (for CI gates)")
+    run.add_argument(
+        "-f",
+        "--filter_api",
+        action="store_true",
+        help="check one call per signature (API, shapes, dtypes, non-tensor arguments); the others "
+        "are left out and counted in the summary",
+    )
+    run.add_argument(
+        "-config",
+        "--config",
+        default=None,
+        metavar="CONFIG_JSON",
+        help="msprobe-style white_list / black_list of API names (at the top level or under run_ut)",
+    )
+    run.add_argument(
+        "-save_error_data",
+        "--save_error_data",
+        action="store_true",
+        help="save the inputs, target and golden outputs of every API that is not pass under "
+        "OUT_PATH/ut_error_data/<API>/",
+    )
+    run.add_argument(
+        "--fail-on",
+        choices=("error", "warning"),
+        default=None,
+        help="exit 1 when any API's forward or backward status is this or worse (for CI gates)",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
-    gen = commands.add_parser("generate", help="write a pytest suite: one test per forward API of a dump",
-                              description="Write a self-contained pytest suite that checks every forward API of "
-                                          "the dump (forward and backward) with the given grading options.")
+    gen = commands.add_parser(
+        "generate",
+        help="write a pytest suite: one test per forward API of a dump",
+        description="Write a self-contained pytest suite that checks every forward API of "
+        "the dump (forward and backward) with the given grading options.",
+    )
     gen.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON", help="the dump.json to test")
     gen.add_argument("-o", "--out_path", required=True, metavar="SUITE", help="folder for the suite")
-    gen.add_argument("--copy-data", action="store_true",
-                     help="copy the dump and the tensor files the tests read into SUITE/data/")
+    gen.add_argument(
+        "--copy-data", action="store_true", help="copy the dump and the tensor files the tests read into SUITE/data/"
+    )
     gen.add_argument("-d", "--device", default="auto", help="target device when the suite runs (default auto)")
     gen.add_argument("--standard", choices=STANDARD_CHOICES, default="default", help="precision standard")
     gen.add_argument("--target", choices=TARGETS, default="device", help="what the tests grade")
@@ -126,63 +210,88 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS)
     gen.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
 
-    apis = commands.add_parser("apis", help="list the supported APIs, or a dump's APIs that would be skipped",
-                               description="Without --check: supported APIs per prefix and standard class. With "
-                                           "--check: the forward records of a dump that would be SKIP rows, "
-                                           "grouped by reason, without running anything.")
+    apis = commands.add_parser(
+        "apis",
+        help="list the supported APIs, or a dump's APIs that would be skipped",
+        description="Without --check: supported APIs per prefix and standard class. With "
+        "--check: the forward records of a dump that would be SKIP rows, "
+        "grouped by reason, without running anything.",
+    )
     apis.add_argument("--check", metavar="DUMP_JSON", default=None, help="the dump.json to check")
     apis.add_argument("--names", action="store_true", help="also print every supported name")
 
-    rep = commands.add_parser("repro", help="write a standalone torch script reproducing one API's check",
-                              description="Write repro_<API>.py and its inputs: the call on a device in the "
-                                          "recorded dtypes against a CPU float64 golden, needing only torch.")
+    rep = commands.add_parser(
+        "repro",
+        help="write a standalone torch script reproducing one API's check",
+        description="Write repro_<API>.py and its inputs: the call on a device in the "
+        "recorded dtypes against a CPU float64 golden, needing only torch.",
+    )
     rep.add_argument("api_name", metavar="API_NAME", help="a forward record's name, e.g. Torch.addmm.0")
     rep.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON")
     rep.add_argument("-o", "--out_path", default=".", help="folder for the script and its inputs")
     rep.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
 
-    apc = commands.add_parser("api_precision_compare",
-                              help="msprobe's second-stage verdict from an NPU and a GPU details CSV",
-                              description="Compare the details CSVs of the same dump run on a target (-npu) and a "
-                                          "reference device (-gpu); writes api_precision_compare_{result,details}"
-                                          "_{ts}.csv.")
+    apc = commands.add_parser(
+        "api_precision_compare",
+        help="msprobe's second-stage verdict from an NPU and a GPU details CSV",
+        description="Compare the details CSVs of the same dump run on a target (-npu) and a "
+        "reference device (-gpu); writes api_precision_compare_{result,details}"
+        "_{ts}.csv.",
+    )
     apc.add_argument("-npu", "--npu_csv_path", required=True, help="details CSV of the target device")
     apc.add_argument("-gpu", "--gpu_csv_path", required=True, help="details CSV of the reference device")
     apc.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
-    apc.add_argument("--standard", choices=("benchmark", "auto"), default="benchmark",
-                     help="benchmark: every float output by the ratio of its errors, as msprobe; auto: each API by "
-                          "the standard of its class")
+    apc.add_argument(
+        "--standard",
+        choices=("benchmark", "auto"),
+        default="benchmark",
+        help="benchmark: every float output by the ratio of its errors, as msprobe; auto: each API by "
+        "the standard of its class",
+    )
 
-    reg = commands.add_parser("regress", help="regression gate: compare a result CSV with a baseline result CSV",
-                              description="Compare two result CSVs (precheck's or msprobe's) API by API on their "
-                                          "Forward and Backward statuses; writes regress_report.md and "
-                                          "regress_report.json. Exit 1 when an API got worse (FAIL) or went "
-                                          "MISSING (with --strict also when one IMPROVED), 0 otherwise.")
+    reg = commands.add_parser(
+        "regress",
+        help="regression gate: compare a result CSV with a baseline result CSV",
+        description="Compare two result CSVs (precheck's or msprobe's) API by API on their "
+        "Forward and Backward statuses; writes regress_report.md and "
+        "regress_report.json. Exit 1 when an API got worse (FAIL) or went "
+        "MISSING (with --strict also when one IMPROVED), 0 otherwise.",
+    )
     reg.add_argument("--baseline", required=True, metavar="OLD_RESULT_CSV", help="the accepted result CSV")
     reg.add_argument("--current", required=True, metavar="NEW_RESULT_CSV", help="the result CSV to judge")
-    reg.add_argument("-o", "--out_path", default=".", metavar="REPORT_DIR",
-                     help="folder for regress_report.md and regress_report.json (default: current folder)")
-    reg.add_argument("--strict", action="store_true",
-                     help="also exit 1 when an API IMPROVED, so the baseline gets refreshed")
+    reg.add_argument(
+        "-o",
+        "--out_path",
+        default=".",
+        metavar="REPORT_DIR",
+        help="folder for regress_report.md and regress_report.json (default: current folder)",
+    )
+    reg.add_argument(
+        "--strict", action="store_true", help="also exit 1 when an API IMPROVED, so the baseline gets refreshed"
+    )
     return parser
 
 
 def _precision_compare(args: argparse.Namespace) -> int:
     from precheck.precision_compare import CompareError, api_precision_compare
+
     try:
         summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
     except CompareError as e:
         print(f"precheck: error: {e}", file=sys.stderr)
         return 2
     counts = Counter(f for f, _ in summary.apis.values())
-    print(f"precheck api_precision_compare: {len(summary.apis)} APIs; forward: "
-          + ", ".join(f"{k} {counts.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
-          + f"\n  result:  {summary.result_path}\n  details: {summary.details_path}")
+    print(
+        f"precheck api_precision_compare: {len(summary.apis)} APIs; forward: "
+        + ", ".join(f"{k} {counts.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
+        + f"\n  result:  {summary.result_path}\n  details: {summary.details_path}"
+    )
     return 0
 
 
 def _regress(args: argparse.Namespace) -> int:
     from precheck.regress import FAIL, IMPROVED, MISSING, RegressError, regress, write_report
+
     try:
         report = regress(args.baseline, args.current)
     except RegressError as e:
@@ -197,18 +306,26 @@ def _regress(args: argparse.Namespace) -> int:
     code = report.exit_code(args.strict)
     if code:
         counts = report.counts
-        why = [f"{counts[FAIL]} got worse (FAIL)" if counts[FAIL] else "",
-               f"{counts[MISSING]} went MISSING" if counts[MISSING] else "",
-               f"{counts[IMPROVED]} IMPROVED (--strict: refresh the baseline)"
-               if args.strict and counts[IMPROVED] else ""]
+        why = [
+            f"{counts[FAIL]} got worse (FAIL)" if counts[FAIL] else "",
+            f"{counts[MISSING]} went MISSING" if counts[MISSING] else "",
+            f"{counts[IMPROVED]} IMPROVED (--strict: refresh the baseline)" if args.strict and counts[IMPROVED] else "",
+        ]
         print("precheck: regress: " + "; ".join(w for w in why if w), file=sys.stderr)
     return code
 
 
 def _generate(args: argparse.Namespace) -> int:
     from precheck.testgen import generate
-    options = CheckOptions(device=args.device, standard=args.standard, target=args.target, cosine=args.cosine,
-                           max_abs=args.max_abs, seed=args.seed)
+
+    options = CheckOptions(
+        device=args.device,
+        standard=args.standard,
+        target=args.target,
+        cosine=args.cosine,
+        max_abs=args.max_abs,
+        seed=args.seed,
+    )
     try:
         test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
     except DumpError as e:
@@ -221,6 +338,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _apis(args: argparse.Namespace) -> int:
     from api_registry import registry
     from precheck.apis import describe_skips, describe_supported
+
     if args.check:
         try:
             print(describe_skips(args.check))
@@ -236,6 +354,7 @@ def _apis(args: argparse.Namespace) -> int:
 
 def _repro(args: argparse.Namespace) -> int:
     from precheck.repro import ReproError, write_repro
+
     try:
         script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
     except (DumpError, ReproError, InputError) as e:
@@ -256,7 +375,7 @@ def _scheduler(args: argparse.Namespace) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
-    except BrokenPipeError:     # `precheck ... | head`: the reader left, nothing more to say
+    except BrokenPipeError:  # `precheck ... | head`: the reader left, nothing more to say
         sys.stderr.close()
         return 0
 
@@ -273,19 +392,33 @@ def _main(argv: list[str] | None = None) -> int:
         return _generate(args)
     if args.command == "regress":
         return _regress(args)
-    from precheck.run_ut import run_ut   # imports torch: keep --help and argument errors fast
+    from precheck.run_ut import run_ut  # imports torch: keep --help and argument errors fast
+
     try:
-        summary = run_ut(args.api_info, args.out_path, device=args.device, workers=args.workers, keep_results=False,
-                         options=CheckOptions(cosine=args.cosine, max_abs=args.max_abs, seed=args.seed,
-                                              force_random=args.random, max_memory=args.max_memory,
-                                              standard=args.standard, bench_device=args.bench_device,
-                                              target=args.target,
-                                              save_error_data=str(Path(args.out_path) / "ut_error_data")
-                                              if args.save_error_data else None, timeout=args.timeout),
-                         csv_path=args.csv_path, filter_api=args.filter_api,
-                         scheduler=_scheduler(args),
-                         api_lists=load_api_lists(args.config) if args.config else None,
-                         progress=not args.quiet)
+        summary = run_ut(
+            args.api_info,
+            args.out_path,
+            device=args.device,
+            workers=args.workers,
+            keep_results=False,
+            options=CheckOptions(
+                cosine=args.cosine,
+                max_abs=args.max_abs,
+                seed=args.seed,
+                force_random=args.random,
+                max_memory=args.max_memory,
+                standard=args.standard,
+                bench_device=args.bench_device,
+                target=args.target,
+                save_error_data=str(Path(args.out_path) / "ut_error_data") if args.save_error_data else None,
+                timeout=args.timeout,
+            ),
+            csv_path=args.csv_path,
+            filter_api=args.filter_api,
+            scheduler=_scheduler(args),
+            api_lists=load_api_lists(args.config) if args.config else None,
+            progress=not args.quiet,
+        )
     except (DumpError, DeviceError, ResumeError, ConfigError, WorkerStartError, ValueError) as e:
         print(f"precheck: error: {e}", file=sys.stderr)
         return 2

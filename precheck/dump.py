@@ -5,6 +5,7 @@ call is in the case (argument specs and file names), so a case can be shipped to
 never carries tensors. A record that cannot be decoded is kept as a case with ``problem`` set: it becomes a SKIP
 row instead of stopping the run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,34 +13,54 @@ import json
 import math
 import os
 import re
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from array import array
-from collections.abc import Sequence
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 
-TENSOR_TYPES = frozenset({"torch.Tensor", "torch.nn.parameter.Parameter", "mindspore.Tensor",
-                          "mindspore.common.tensor.Tensor", "mindspore.Parameter"})
+TENSOR_TYPES = frozenset(
+    {
+        "torch.Tensor",
+        "torch.nn.parameter.Parameter",
+        "mindspore.Tensor",
+        "mindspore.common.tensor.Tensor",
+        "mindspore.Parameter",
+    }
+)
 _RECORD_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")  # fullmatch
-MAX_NAME = 256       # characters of a record key (msprobe's longest are under 100); longer keys are malformed
-MAX_PROBLEM = 500    # characters of a decoding problem (a message quoting a huge recorded value is cut)
-MAX_ELEMENTS = 2**63 - 1   # torch sizes and element counts are int64
+MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
+MAX_PROBLEM = 500  # characters of a decoding problem (a message quoting a huge recorded value is cut)
+MAX_ELEMENTS = 2**63 - 1  # torch sizes and element counts are int64
 
 # MindSpore spells dtypes its own way; torch's are matched against the installed torch.
 _MINDSPORE_DTYPES = {
-    "Float16": torch.float16, "Float32": torch.float32, "Float64": torch.float64, "BFloat16": torch.bfloat16,
-    "Int8": torch.int8, "Int16": torch.int16, "Int32": torch.int32, "Int64": torch.int64, "UInt8": torch.uint8,
-    "Bool": torch.bool, "Complex64": torch.complex64, "Complex128": torch.complex128,
+    "Float16": torch.float16,
+    "Float32": torch.float32,
+    "Float64": torch.float64,
+    "BFloat16": torch.bfloat16,
+    "Int8": torch.int8,
+    "Int16": torch.int16,
+    "Int32": torch.int32,
+    "Int64": torch.int64,
+    "UInt8": torch.uint8,
+    "Bool": torch.bool,
+    "Complex64": torch.complex64,
+    "Complex128": torch.complex128,
 }
 _TORCH_DTYPES = {str(v): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
-_MEMORY_FORMATS = {name: getattr(torch, name) for name in ("preserve_format", "contiguous_format", "channels_last",
-                                                          "channels_last_3d")}
+_MEMORY_FORMATS = {
+    name: getattr(torch, name) for name in ("preserve_format", "contiguous_format", "channels_last", "channels_last_3d")
+}
 _NUMPY_SCALARS = {
     **{f"{p}{t}": float for p in ("", "numpy.") for t in ("float16", "float32", "float64")},
-    **{f"{p}{t}": int for p in ("", "numpy.")
-       for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
+    **{
+        f"{p}{t}": int
+        for p in ("", "numpy.")
+        for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+    },
     **{f"{p}{t}": bool for p in ("", "numpy.") for t in ("bool", "bool_")},
 }
 
@@ -86,15 +107,15 @@ class DeviceArg:
 class Case:
     """One API call to check: decoded forward arguments, recorded outputs, and the backward record if any."""
 
-    name: str                      # "Functional.linear.0"
-    api: str                       # "Functional.linear"
-    order: int                     # position among the dump's forward records
+    name: str  # "Functional.linear.0"
+    api: str  # "Functional.linear"
+    order: int  # position among the dump's forward records
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     outputs: tuple = ()
-    grad_outputs: tuple | None = None   # backward record "input": gradients flowing into the outputs
-    grad_inputs: tuple | None = None    # backward record "output": recorded gradients of the inputs
-    problem: str | None = None     # set when the record could not be decoded
+    grad_outputs: tuple | None = None  # backward record "input": gradients flowing into the outputs
+    grad_inputs: tuple | None = None  # backward record "output": recorded gradients of the inputs
+    problem: str | None = None  # set when the record could not be decoded
 
     @property
     def has_backward(self) -> bool:
@@ -103,6 +124,7 @@ class Case:
     def signature(self) -> tuple:
         """What makes two calls of one API the same check: the API, every tensor's shape, dtype and whether it
         needs a gradient, and every other argument's value (not the statistics, not the file names)."""
+
         def key(tree: Any) -> Any:
             if isinstance(tree, TensorSpec):
                 return ("T", tree.shape, str(tree.dtype), tree.requires_grad)
@@ -111,6 +133,7 @@ class Case:
             if isinstance(tree, dict):
                 return tuple(sorted((k, key(v)) for k, v in tree.items()))
             return repr(tree)
+
         return (self.api, key(self.args), key(self.kwargs), self.has_backward)
 
 
@@ -120,7 +143,7 @@ class Dump:
     task: str
     level: str
     framework: str
-    cases: "Cases"
+    cases: Cases
 
     @property
     def data_dir(self) -> Path:
@@ -152,10 +175,16 @@ def load_dump(path: str | os.PathLike) -> Dump:
         raise DumpError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
     task = doc.get("task")
     if task not in ("tensor", "statistics"):
-        raise DumpError(f"{path}: not an msprobe dump ('task' is {_clip(repr(task), 80)}, expected 'tensor' or "
-                        f"'statistics')")
-    return Dump(path=path, task=task, level=str(doc.get("level", "")), framework=str(doc.get("framework", "")),
-                cases=Cases(pairing, _FileRecords(path, pairing.spans)))
+        raise DumpError(
+            f"{path}: not an msprobe dump ('task' is {_clip(repr(task), 80)}, expected 'tensor' or 'statistics')"
+        )
+    return Dump(
+        path=path,
+        task=task,
+        level=str(doc.get("level", "")),
+        framework=str(doc.get("framework", "")),
+        cases=Cases(pairing, _FileRecords(path, pairing.spans)),
+    )
 
 
 class _JsonStream:
@@ -169,7 +198,7 @@ class _JsonStream:
 
     def __init__(self, f: Any) -> None:
         self.f, self.buf, self.pos, self.eof = f, "", 0, False
-        self.base = 0    # file offset of buf[0]
+        self.base = 0  # file offset of buf[0]
 
     def _fill(self) -> bool:
         chunk = self.f.read(self.CHUNK)
@@ -177,7 +206,7 @@ class _JsonStream:
             self.eof = True
             return False
         self.base += self.pos
-        self.buf, self.pos = self.buf[self.pos:] + chunk.decode("latin-1"), 0
+        self.buf, self.pos = self.buf[self.pos :] + chunk.decode("latin-1"), 0
         return True
 
     @property
@@ -208,10 +237,10 @@ class _JsonStream:
                 value, end = self._DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as e:
                 if self._fill():
-                    continue          # the value runs past what has been read so far
+                    continue  # the value runs past what has been read so far
                 raise json.JSONDecodeError(e.msg, "", self.base + e.pos) from None
             if end == len(self.buf) and self._fill():
-                continue              # a number cut at the chunk's end may go on
+                continue  # a number cut at the chunk's end may go on
             self.pos = end
             return value
 
@@ -264,10 +293,10 @@ def _utf8_values(value: Any) -> Any:
     return value
 
 
-def _stream(js: _JsonStream) -> tuple[dict | None, "_Pairing | None"]:
+def _stream(js: _JsonStream) -> tuple[dict | None, _Pairing | None]:
     """The top-level fields of a dump and its records' pairing, the ``data`` map indexed record by record."""
     if js.peek() != "{":
-        js.value()                    # a valid document that is not an object is not a dump; invalid JSON raises
+        js.value()  # a valid document that is not an object is not a dump; invalid JSON raises
         return None, None
     doc: dict[str, Any] = {}
     pairing = None
@@ -303,10 +332,10 @@ class _Pairing:
     def __init__(self) -> None:
         self.spans = _Spans()
         self.stems: list[str] = []
-        self.forwards, self.backwards = array("q"), array("q")    # handles per forward slot; -1: none
+        self.forwards, self.backwards = array("q"), array("q")  # handles per forward slot; -1: none
         self._slots: dict[str, int] = {}
-        self._early: dict[str, int] = {}      # backward records that came before their forward
-        self.odd: list[str] = []              # malformed keys, kept as SKIP rows at the end
+        self._early: dict[str, int] = {}  # backward records that came before their forward
+        self.odd: list[str] = []  # malformed keys, kept as SKIP rows at the end
 
     def add(self, key: str, handle: int) -> None:
         if key.startswith("Module.") or key.startswith("Cell."):
@@ -319,7 +348,7 @@ class _Pairing:
         stem = f"{m['api']}.{m['n']}"
         slot = self._slots.get(stem)
         if m["kind"] == "forward":
-            if slot is None:            # a repeated key keeps its place; the later record replaces the earlier
+            if slot is None:  # a repeated key keeps its place; the later record replaces the earlier
                 slot = self._slots[stem] = len(self.stems)
                 self.stems.append(stem)
                 self.forwards.append(handle)
@@ -423,7 +452,7 @@ def shown_name(key: str) -> str:
     name = key if key.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in key)
     if len(name) > MAX_NAME:
         digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
-        name = f"{name[:MAX_NAME - 48]}... ({len(key)} characters, sha256 {digest})"
+        name = f"{name[: MAX_NAME - 48]}... ({len(key)} characters, sha256 {digest})"
     return name
 
 
@@ -465,8 +494,13 @@ def _recorded_dtype_args(api: str, fwd: dict) -> Any:
     raw = fwd.get("input_args", [])
     output = fwd.get("output")
     first = output[0] if isinstance(output, list) and output else output
-    if api not in ("Tensor.to", "Tensor.type") or not isinstance(raw, list) or {} not in raw or \
-            not isinstance(first, dict) or not isinstance(first.get("dtype"), str):
+    if (
+        api not in ("Tensor.to", "Tensor.type")
+        or not isinstance(raw, list)
+        or {} not in raw
+        or not isinstance(first, dict)
+        or not isinstance(first.get("dtype"), str)
+    ):
         return raw
     return [{"type": "torch.dtype", "value": first["dtype"]} if v == {} else v for v in raw]
 
@@ -483,8 +517,7 @@ def _with_backward(case: Case, bwd: Any) -> Case:
     except RecordError as e:
         return Case(name=case.name, api=case.api, order=case.order, problem=f"bad record: {_clip(str(e))}")
     except RecursionError:
-        return Case(name=case.name, api=case.api, order=case.order,
-                    problem="bad record: arguments nested too deeply")
+        return Case(name=case.name, api=case.api, order=case.order, problem="bad record: arguments nested too deeply")
     return replace(case, grad_outputs=_as_tuple(grad_outputs), grad_inputs=_as_tuple(grad_inputs))
 
 
@@ -590,19 +623,24 @@ def parse_dtype(name: Any, where: str) -> torch.dtype:
 def _decode_tensor(raw: dict, where: str) -> TensorSpec:
     dtype = parse_dtype(raw.get("dtype"), f"{where}.dtype")
     shape = raw.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-                                              for s in shape):
+    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
         raise RecordError(f"{where}: shape must be a list of non-negative integers, got {_clip(repr(shape), 200)}")
     if _too_many_elements(shape):
         # torch counts elements in int64: no tensor ever had this shape (and its size would overflow a float).
-        raise RecordError(f"{where}: shape {_clip(repr(shape), 200)} has more elements than a tensor can hold "
-                          f"(2**63 - 1)")
+        raise RecordError(
+            f"{where}: shape {_clip(repr(shape), 200)} has more elements than a tensor can hold (2**63 - 1)"
+        )
     stats = Stats(*(_statistic(raw.get(k)) for k in ("Max", "Min", "Mean", "Norm")))
     data_name = raw.get("data_name")
     if data_name is not None and not isinstance(data_name, str):
         raise RecordError(f"{where}: data_name is not a string")
-    return TensorSpec(dtype=dtype, shape=tuple(shape), stats=stats,
-                      requires_grad=raw.get("requires_grad") is True, data_name=data_name)
+    return TensorSpec(
+        dtype=dtype,
+        shape=tuple(shape),
+        stats=stats,
+        requires_grad=raw.get("requires_grad") is True,
+        data_name=data_name,
+    )
 
 
 def _too_many_elements(shape: list[int]) -> bool:

@@ -3,10 +3,12 @@
 Every failure is an InputError whose message names the file and what is wrong with it, so the runner can turn it
 into a SKIP row. Files are loaded without ever executing pickled code (``weights_only=True``, no pickled numpy).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,8 +55,9 @@ def iter_specs(tree: Any):
 def shown(data_name: str) -> str:
     """``data_name`` as messages name it: one printable line (control characters and lone surrogates escaped),
     cut after 200 characters."""
-    name = data_name if data_name.isprintable() else \
-        "".join(c if c.isprintable() else ascii(c)[1:-1] for c in data_name)
+    name = (
+        data_name if data_name.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in data_name)
+    )
     return name if len(name) <= 200 else f"{name[:200]}... ({len(data_name)} characters)"
 
 
@@ -64,7 +67,7 @@ def resolve(data_dir: Path, data_name: str) -> Path:
     try:
         root = data_dir.resolve()
         path = (data_dir / data_name).resolve()
-    except (OSError, ValueError, RuntimeError) as e:    # NUL byte, name too long, symlink loop
+    except (OSError, ValueError, RuntimeError) as e:  # NUL byte, name too long, symlink loop
         raise InputError(f"{shown(data_name)}: refused, not a usable file name ({_reason(e)})") from None
     if path == root:
         raise InputError(f"{shown(data_name)}: refused, names the dump directory itself, not a file in it")
@@ -81,7 +84,7 @@ def _reason(e: BaseException) -> str:
 def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
     """Load the saved data of ``spec`` and check it against the recorded shape and dtype."""
     if spec.data_name is None:
-        raise InputError(STATISTICS_ONLY)   # reached only by callers that load files and nothing else
+        raise InputError(STATISTICS_ONLY)  # reached only by callers that load files and nothing else
     path = resolve(data_dir, spec.data_name)
     name = shown(spec.data_name)
     try:
@@ -97,7 +100,7 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
             # file declaring a huge array never allocates it, and an object array (pickles) is never loaded.
             try:
                 array = np.load(path, mmap_mode="r", allow_pickle=False)
-            except OSError:     # a file system without mmap: read it (np.load still refuses pickles)
+            except OSError:  # a file system without mmap: read it (np.load still refuses pickles)
                 array = np.load(path, allow_pickle=False)
             if array.dtype.kind not in "biufc":
                 raise InputError(f"{name}: unsupported array dtype {array.dtype}")
@@ -141,9 +144,17 @@ class InputBuilder:
     ``true_counts`` gives generated bool masks at those places the count of True the recorded output implies.
     """
 
-    def __init__(self, data_dir: Path, case_name: str, *, seed: int = 0, force_random: bool = False,
-                 int_floors: dict[str, int] | None = None, long_args: frozenset[str] = frozenset(),
-                 true_counts: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        case_name: str,
+        *,
+        seed: int = 0,
+        force_random: bool = False,
+        int_floors: dict[str, int] | None = None,
+        long_args: frozenset[str] = frozenset(),
+        true_counts: dict[str, int] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.case_name = case_name
         self.seed = seed
@@ -153,7 +164,7 @@ class InputBuilder:
         self.true_counts = true_counts or {}
         self.generated = 0
         self.notes: list[str] = []
-        self.tensors: dict[str, torch.Tensor] = {}   # every tensor built, by argument place (error data, repro)
+        self.tensors: dict[str, torch.Tensor] = {}  # every tensor built, by argument place (error data, repro)
 
     def build(self, tree: Any, where: str) -> Any:
         return map_specs_at(tree, self._tensor, where)
@@ -174,11 +185,13 @@ class InputBuilder:
         if spec.data_name is not None and not self.force_random:
             return load_tensor(spec, self.data_dir)
         try:
-            tensor, note = synthesize(spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where),
-                                      self.true_counts.get(where))
+            tensor, note = synthesize(
+                spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where), self.true_counts.get(where)
+            )
         except Exception as e:  # statistics no generator foresaw: this record's SKIP, never the run's end
-            raise InputError(f"{where}: cannot generate from statistics {spec.stats}: {type(e).__name__}: {e}") \
-                from None
+            raise InputError(
+                f"{where}: cannot generate from statistics {spec.stats}: {type(e).__name__}: {e}"
+            ) from None
         self.generated += 1
         if note:
             self.notes.append(f"{where}: {note}")
@@ -191,9 +204,17 @@ class InputBuilder:
         return "; ".join([f"inputs generated from statistics (seed {self.seed})", *self.notes])
 
 
-def builder_for(entry: ApiEntry, case: Case, data_dir: Path, *, seed: int = 0,
-                force_random: bool = False) -> InputBuilder:
+def builder_for(
+    entry: ApiEntry, case: Case, data_dir: Path, *, seed: int = 0, force_random: bool = False
+) -> InputBuilder:
     """The builder of one case, with its API's argument fix-ups (class ids, int64 widening, mask counts)."""
     counts = entry.mask_counts(case.args, case.outputs) if entry.mask_counts else {}
-    return InputBuilder(data_dir, case.name, seed=seed, force_random=force_random, int_floors=entry.int_floors,
-                        long_args=entry.long_args, true_counts=counts)
+    return InputBuilder(
+        data_dir,
+        case.name,
+        seed=seed,
+        force_random=force_random,
+        int_floors=entry.int_floors,
+        long_args=entry.long_args,
+        true_counts=counts,
+    )

@@ -10,6 +10,7 @@ estimated serial cost is below that runs in this process instead: a small dump n
 need. In-process runs are protected by the resume journal instead (report.py): an API that killed the run twice
 is recorded as such, never retried forever.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,29 +20,29 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as connection_wait
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
 from api_registry import lookup
 from precheck.check import NO_BACKWARD, ApiResult, CheckOptions, DetailRow, check_case
-from precheck.grader import ERROR, Comparison
 from precheck.dump import Case
+from precheck.grader import ERROR, Comparison
 from precheck.inputs import iter_specs
 
 # Serial cost model, calibrated with benchmarks/bench_run_ut.py on a 2-core machine.
 SECONDS_PER_CASE = 4e-3
-SECONDS_PER_ELEMENT = 2e-8             # loaded from a file
+SECONDS_PER_ELEMENT = 2e-8  # loaded from a file
 SECONDS_PER_GENERATED_ELEMENT = 2.5e-7  # rebuilt from statistics (precheck/synth.py)
-SECONDS_PER_COMPILE = 4.0              # torch.compile (inductor, CPU) of one signature, forward and backward
+SECONDS_PER_COMPILE = 4.0  # torch.compile (inductor, CPU) of one signature, forward and backward
 POOL_START_SECONDS = 2.0
-DEFAULT_TIMEOUT = 120.0                # seconds per API before the scaling by size
-MAX_TIMEOUT = 86400.0                  # a day: the most any wait is told (the OS refuses larger timestamps)
+DEFAULT_TIMEOUT = 120.0  # seconds per API before the scaling by size
+MAX_TIMEOUT = 86400.0  # a day: the most any wait is told (the OS refuses larger timestamps)
 
 
 def default_workers() -> int:
@@ -69,7 +70,7 @@ def use_pool(cases: Sequence[Case], workers: int, options: CheckOptions = CheckO
     """A pool pays off when the work it saves exceeds what it costs to start."""
     if workers <= 1 or len(cases) < 2:
         return False
-    share = 1 - 1 / min(workers, len(cases))      # of the serial time that a pool saves
+    share = 1 - 1 / min(workers, len(cases))  # of the serial time that a pool saves
     return estimated_serial_seconds(cases, options, POOL_START_SECONDS / share + 1) * share > POOL_START_SECONDS
 
 
@@ -81,9 +82,14 @@ def case_timeout(case: Case, options: CheckOptions) -> float:
     return min(DEFAULT_TIMEOUT + elements / 1e6 + (300.0 if options.target == "compile" else 0.0), MAX_TIMEOUT)
 
 
-def run_cases(cases: Sequence[Case], data_dir: Path, options: CheckOptions, workers: int,
-              on_start: Callable[[Case], None] = lambda case: None,
-              scheduler: str | None = None) -> Iterator[ApiResult]:
+def run_cases(
+    cases: Sequence[Case],
+    data_dir: Path,
+    options: CheckOptions,
+    workers: int,
+    on_start: Callable[[Case], None] = lambda case: None,
+    scheduler: str | None = None,
+) -> Iterator[ApiResult]:
     """Yield one ApiResult per case, in completion order. ``on_start`` is told before a case starts;
     ``scheduler`` (a Dask scheduler address) spreads the cases over that cluster instead of local workers."""
     if scheduler is not None:
@@ -111,8 +117,9 @@ def _check_remote(case: Case, data_dir: Path, options: CheckOptions) -> ApiResul
     return check_case(case, data_dir, options)
 
 
-def _on_dask(cases: Sequence[Case], data_dir: Path, options: CheckOptions, scheduler: str,
-             on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
+def _on_dask(
+    cases: Sequence[Case], data_dir: Path, options: CheckOptions, scheduler: str, on_start: Callable[[Case], None]
+) -> Iterator[ApiResult]:
     """Cases as tasks of a Dask cluster whose workers see the dump's path, as many at a time as the cluster has
     threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task that
     keeps killing its workers comes back as the case's error row (Dask retries it on other workers first); one
@@ -125,7 +132,7 @@ def _on_dask(cases: Sequence[Case], data_dir: Path, options: CheckOptions, sched
     todo = iter(cases)
     with Client(scheduler) as client:
         window = max(1, sum(client.nthreads().values()))
-        running: dict[Any, tuple[Case, float]] = {}     # future -> (case, deadline)
+        running: dict[Any, tuple[Case, float]] = {}  # future -> (case, deadline)
         while True:
             for case in itertools.islice(todo, window - len(running)):
                 on_start(case)
@@ -135,8 +142,9 @@ def _on_dask(cases: Sequence[Case], data_dir: Path, options: CheckOptions, sched
                 return
             soonest = min(deadline for _, deadline in running.values())
             try:
-                done, _ = wait(list(running), timeout=max(soonest - time.monotonic(), 0.01),
-                               return_when="FIRST_COMPLETED")
+                done, _ = wait(
+                    list(running), timeout=max(soonest - time.monotonic(), 0.01), return_when="FIRST_COMPLETED"
+                )
             except TimeoutError:
                 done = set()
             for future in done:
@@ -177,8 +185,8 @@ STICKY_ERRORS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "NPU error
 
 
 def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> None:
-    torch.set_num_threads(1)   # workers split the cores between them
-    lookup("Torch.add")        # build the API table now, so no case's timeout pays for it
+    torch.set_num_threads(1)  # workers split the cores between them
+    lookup("Torch.add")  # build the API table now, so no case's timeout pays for it
     conn.send(READY)
     while True:
         case = conn.recv()
@@ -204,12 +212,11 @@ class _Supervisor:
 
     def __init__(self, data_dir: Path, options: CheckOptions, size: int) -> None:
         self.data_dir, self.options, self.size = data_dir, options, size
-        self.context = multiprocessing.get_context("spawn")   # never fork a process that runs torch threads
+        self.context = multiprocessing.get_context("spawn")  # never fork a process that runs torch threads
 
     def _start(self, wait: bool = True) -> _Worker:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker_main, args=(child, self.data_dir, self.options),
-                                       daemon=True)
+        process = self.context.Process(target=_worker_main, args=(child, self.data_dir, self.options), daemon=True)
         process.start()
         child.close()
         worker = _Worker(process, parent)
@@ -226,20 +233,21 @@ class _Supervisor:
         except (EOFError, OSError):
             pass
         worker.process.kill()
-        raise WorkerStartError(f"a worker process did not start within {STARTUP_SECONDS:g} s "
-                               f"(exit code {worker.process.exitcode})")
+        raise WorkerStartError(
+            f"a worker process did not start within {STARTUP_SECONDS:g} s (exit code {worker.process.exitcode})"
+        )
 
     def run(self, cases: Sequence[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
         source = iter(cases)
-        pending = deque(itertools.islice(source, 1))     # the next case; the rest stay undecoded in the dump
-        workers = [self._start(wait=False) for _ in range(self.size)]   # they import torch in parallel
+        pending = deque(itertools.islice(source, 1))  # the next case; the rest stay undecoded in the dump
+        workers = [self._start(wait=False) for _ in range(self.size)]  # they import torch in parallel
         for w in workers:
             self._ready(w)
         try:
             while pending or any(w.case for w in workers):
                 for i, w in enumerate(workers):
                     if w.case is None and pending and not w.process.is_alive():
-                        workers[i] = w = self._replace(w)     # died between cases
+                        workers[i] = w = self._replace(w)  # died between cases
                     if w.case is None and pending:
                         w.case = pending.popleft()
                         pending.extend(itertools.islice(source, 1))
@@ -248,8 +256,12 @@ class _Supervisor:
                         w.conn.send(w.case)
                 busy = [w for w in workers if w.case is not None]
                 wait_for = min(w.deadline for w in busy) - time.monotonic()
-                ready = set(connection_wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
-                                            timeout=min(max(0.0, wait_for), MAX_TIMEOUT)))
+                ready = set(
+                    connection_wait(
+                        [w.conn for w in busy] + [w.process.sentinel for w in busy],
+                        timeout=min(max(0.0, wait_for), MAX_TIMEOUT),
+                    )
+                )
                 for i, w in enumerate(workers):
                     if w.case is None:
                         continue
@@ -259,7 +271,7 @@ class _Supervisor:
                             result, retire = w.conn.recv() if w.conn.poll() else (None, False)
                         except (EOFError, OSError):
                             result = None
-                        if retire:        # a sticky device error: this worker's device is not trusted again
+                        if retire:  # a sticky device error: this worker's device is not trusted again
                             workers[i] = self._replace(w)
                         elif result is None:
                             w.process.join(1)

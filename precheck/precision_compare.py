@@ -10,6 +10,7 @@ malformed name becomes a SKIP row saying so (msprobe drops the first and aborts 
 whose metrics are blank (a shape mismatch) stays an error (msprobe reads the blanks as 0 and passes it); a blank
 metric is "not measured", never 0.
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,7 +25,7 @@ import torch
 
 from api_registry import lookup
 from precheck import stochastic
-from precheck.dump import parse_dtype, RecordError
+from precheck.dump import RecordError, parse_dtype
 from precheck.grader.metrics import Metrics
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
 from precheck.grader.status import ERROR, PASS, SKIP, worst
@@ -32,17 +33,47 @@ from precheck.report import BLANK, DETAILS_HEADER, cell, read_csv_rows, write_cs
 
 RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER_2 = [
-    "API Name", "小值域错误比值", "小值域判定结果", "均方根误差比值", "均方根误差判定结果", "相对误差最大值比值", "相对误差最大值判定结果",
-    "相对误差平均值比值", "相对误差平均值判定结果", "误差均衡性比值", "误差均衡性判定结果", "inf/nan错误率", "inf/nan判定结果",
-    "相对误差错误率", "相对误差判定结果", "绝对误差错误率", "绝对误差判定结果", "二进制一致错误率", "二进制一致错误率判定结果",
-    "ULP误差平均值", "ULP误差大于阈值占比", "ULP误差大于阈值占比比值", "ULP误差判定结果", "双千指标", "双千指标判定结果", "比对结果",
-    "比对算法", "Message",
+    "API Name",
+    "小值域错误比值",
+    "小值域判定结果",
+    "均方根误差比值",
+    "均方根误差判定结果",
+    "相对误差最大值比值",
+    "相对误差最大值判定结果",
+    "相对误差平均值比值",
+    "相对误差平均值判定结果",
+    "误差均衡性比值",
+    "误差均衡性判定结果",
+    "inf/nan错误率",
+    "inf/nan判定结果",
+    "相对误差错误率",
+    "相对误差判定结果",
+    "绝对误差错误率",
+    "绝对误差判定结果",
+    "二进制一致错误率",
+    "二进制一致错误率判定结果",
+    "ULP误差平均值",
+    "ULP误差大于阈值占比",
+    "ULP误差大于阈值占比比值",
+    "ULP误差判定结果",
+    "双千指标",
+    "双千指标判定结果",
+    "比对结果",
+    "比对算法",
+    "Message",
 ]
-ALGORITHMS = {"benchmark": "标杆比对法", "absolute": "绝对阈值法", "ulp": "ULP误差比对法", "binary": "二进制一致法",
-              "thousandth": "双千指标法", "accumulative": "累积误差比对法", "default": "precheck默认标准",
-              "msprobe": "msprobe单标杆标准"}
+ALGORITHMS = {
+    "benchmark": "标杆比对法",
+    "absolute": "绝对阈值法",
+    "ulp": "ULP误差比对法",
+    "binary": "二进制一致法",
+    "thousandth": "双千指标法",
+    "accumulative": "累积误差比对法",
+    "default": "precheck默认标准",
+    "msprobe": "msprobe单标杆标准",
+}
 # Details-CSV column of each Metrics field (the 17 metric columns, in order).
-_METRIC_COLUMNS = dict(zip([f for f in Metrics.__dataclass_fields__][:17], DETAILS_HEADER[4:21]))
+_METRIC_COLUMNS = dict(zip([f for f in Metrics.__dataclass_fields__][:17], DETAILS_HEADER[4:21], strict=False))
 _ROW_NAME = re.compile(r"^(?P<api>.+)\.(?P<direction>forward|backward)\.output\.(?P<index>\d+)$")
 _STATUS = {"pass": PASS, "warning": "warning", "error": ERROR, "skip": SKIP}
 
@@ -55,7 +86,7 @@ class CompareError(Exception):
 class PrecisionCompareSummary:
     result_path: Path
     details_path: Path
-    apis: dict[str, tuple[str, str]]     # API -> (forward, backward)
+    apis: dict[str, tuple[str, str]]  # API -> (forward, backward)
 
 
 def _value(text: str | None) -> float | None:
@@ -88,8 +119,9 @@ def _read(path: Path, side: str) -> list[dict[str, str]]:
         raise CompareError(f"{path}: cannot read: {e}") from None
     missing = {"API Name", "DEVICE Dtype", "Status", *_METRIC_COLUMNS.values()} - set(header)
     if missing:
-        raise CompareError(f"{path} ({side}): not an accuracy_checking_details CSV, missing columns: "
-                           f"{', '.join(sorted(missing))}")
+        raise CompareError(
+            f"{path} ({side}): not an accuracy_checking_details CSV, missing columns: {', '.join(sorted(missing))}"
+        )
     return rows
 
 
@@ -101,8 +133,11 @@ def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool,
     out["Message"] = BLANK
 
     def finish(status: str, algorithm: str, message: str) -> list[str]:
-        out["比对结果"], out["比对算法"], out["Message"] = status, ALGORITHMS.get(algorithm, algorithm or BLANK), \
-            message or BLANK
+        out["比对结果"], out["比对算法"], out["Message"] = (
+            status,
+            ALGORITHMS.get(algorithm, algorithm or BLANK),
+            message or BLANK,
+        )
         return [out[c] for c in DETAILS_HEADER_2]
 
     stage1 = _STATUS.get(npu.get("Status", "").strip().lower(), "")
@@ -142,24 +177,28 @@ def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool,
     name_std = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
     if name_std == "benchmark":
         return finish(*_benchmark(out, m, ref, dtype, api_class))
-    status, reason = STANDARDS[name_std](_filled(m), Context(dtype=dtype, reference=_filled(ref),
-                                                             api_class=api_class))
+    status, reason = STANDARDS[name_std](_filled(m), Context(dtype=dtype, reference=_filled(ref), api_class=api_class))
     return finish(status, name_std, reason)
 
 
 def _filled(m: Metrics) -> Metrics:
     """Blank columns of an otherwise measured row read as 0 for the single-side standards."""
-    return Metrics(**{f: (0.0 if v is None else v) for f, v in zip(_METRIC_COLUMNS, m.columns())})
+    return Metrics(**{f: (0.0 if v is None else v) for f, v in zip(_METRIC_COLUMNS, m.columns(), strict=False)})
 
 
-def _benchmark(out: dict[str, str], m: Metrics, ref: Metrics, dtype: torch.dtype,
-               api_class: str | None) -> tuple[str, str, str]:
-    columns = (("小值域错误比值", "小值域判定结果"), ("均方根误差比值", "均方根误差判定结果"),
-               ("相对误差最大值比值", "相对误差最大值判定结果"), ("相对误差平均值比值", "相对误差平均值判定结果"),
-               ("误差均衡性比值", "误差均衡性判定结果"))
+def _benchmark(
+    out: dict[str, str], m: Metrics, ref: Metrics, dtype: torch.dtype, api_class: str | None
+) -> tuple[str, str, str]:
+    columns = (
+        ("小值域错误比值", "小值域判定结果"),
+        ("均方根误差比值", "均方根误差判定结果"),
+        ("相对误差最大值比值", "相对误差最大值判定结果"),
+        ("相对误差平均值比值", "相对误差平均值判定结果"),
+        ("误差均衡性比值", "误差均衡性判定结果"),
+    )
     messages, statuses = [], []
     ratios = benchmark_ratios(_filled(m), _filled(ref), dtype, api_class)
-    for (ratio_col, verdict_col), r in zip(columns, ratios):
+    for (ratio_col, verdict_col), r in zip(columns, ratios, strict=False):
         if not (math.isfinite(r.mine) and math.isfinite(r.theirs)):
             same = r.mine == r.theirs or math.isnan(r.mine) and math.isnan(r.theirs)
             status = PASS if same else ERROR
@@ -176,8 +215,9 @@ def _benchmark(out: dict[str, str], m: Metrics, ref: Metrics, dtype: torch.dtype
     return worst(statuses), "benchmark", "; ".join(messages)
 
 
-def api_precision_compare(npu_csv: str | os.PathLike, gpu_csv: str | os.PathLike, out_dir: str | os.PathLike,
-                          standard: str = "benchmark") -> PrecisionCompareSummary:
+def api_precision_compare(
+    npu_csv: str | os.PathLike, gpu_csv: str | os.PathLike, out_dir: str | os.PathLike, standard: str = "benchmark"
+) -> PrecisionCompareSummary:
     """Compare two details CSVs and write msprobe's ``api_precision_compare_{result,details}_{ts}.csv``."""
     npu_rows = _read(Path(npu_csv), "-npu")
     gpu_rows = _read(Path(gpu_csv), "-gpu")

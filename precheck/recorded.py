@@ -9,6 +9,7 @@ msprobe records the gradients its autograd hook saw, which are not always number
 matched to the input whose golden gradient has its shape (the same position first, then the only input of that
 shape, then the only input of the transposed shape); one that matches nothing is reported, never guessed.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,8 @@ def recorded_run(case: Case, builder: InputBuilder, golden: SideRun) -> tuple[Si
 
 def _match_grads(recorded: list, golden: dict[int, torch.Tensor | None]) -> tuple[dict, list[str]]:
     available = {i: g for i, g in golden.items() if g is not None}
-    by_position = list(golden)   # golden's indices in argument order
-    matched: dict[int, torch.Tensor | None] = {}    # only inputs whose recorded gradient was found
+    by_position = list(golden)  # golden's indices in argument order
+    matched: dict[int, torch.Tensor | None] = {}  # only inputs whose recorded gradient was found
     notes = []
     for k, grad in enumerate(recorded):
         if not isinstance(grad, torch.Tensor):
@@ -64,8 +65,10 @@ def _match_grads(recorded: list, golden: dict[int, torch.Tensor | None]) -> tupl
         elif not same and len(flipped) == 1:
             i, value = flipped[0], grad.t()
         else:
-            notes.append(f"backward: recorded gradient {k} of shape {tuple(grad.shape)} matches "
-                         f"{'no' if not same else 'more than one'} input gradient; not graded")
+            notes.append(
+                f"backward: recorded gradient {k} of shape {tuple(grad.shape)} matches "
+                f"{'no' if not same else 'more than one'} input gradient; not graded"
+            )
             continue
         matched[i] = value
         del available[i]
@@ -87,8 +90,12 @@ def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdic
     finite = g[torch.isfinite(g)]
     if finite.numel() == 0:
         return StatisticsVerdict(WARNING, "statistics only: the golden has no finite value to compare")
-    ours = {"Max": float(finite.max()), "Min": float(finite.min()), "Mean": float(finite.mean()),
-            "Norm": float(torch.linalg.vector_norm(finite))}
+    ours = {
+        "Max": float(finite.max()),
+        "Min": float(finite.min()),
+        "Mean": float(finite.mean()),
+        "Norm": float(torch.linalg.vector_norm(finite)),
+    }
     theirs = {"Max": spec.stats.max, "Min": spec.stats.min, "Mean": spec.stats.mean, "Norm": spec.stats.norm}
     scale = max(ours["Norm"] / math.sqrt(finite.numel()), 1e-30)
     tolerance = max(4 * limits_for(spec.dtype).rtol, 1e-3) if spec.dtype.is_floating_point else 0.0

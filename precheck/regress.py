@@ -41,6 +41,7 @@ Exit code (:meth:`RegressReport.exit_code`): 1 when any API is FAIL or MISSING, 
 0 otherwise. NEW APIs never change it (they have no baseline to regress from). Unusable input raises
 :class:`RegressError` (the CLI's exit 2).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,26 +49,31 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING
 from precheck.report import read_csv_rows
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
-    "PASS", "FAIL", "IMPROVED", "STILL_FAILING", "MISSING", "NEW")
+    "PASS",
+    "FAIL",
+    "IMPROVED",
+    "STILL_FAILING",
+    "MISSING",
+    "NEW",
+)
 # Report order: the outcomes that need a person first.
 OUTCOMES = (FAIL, MISSING, IMPROVED, STILL_FAILING, NEW, PASS_OUTCOME)
 # Precedence when an API's Forward and Backward outcomes differ (MISSING and NEW are decided before statuses).
 _PRECEDENCE = {FAIL: 3, IMPROVED: 2, STILL_FAILING: 1, PASS_OUTCOME: 0}
-_RANK = {PASS: 0, WARNING: 1, ERROR: 2}           # graded statuses only; SKIP and blank are not graded
+_RANK = {PASS: 0, WARNING: 1, ERROR: 2}  # graded statuses only; SKIP and blank are not graded
 _SPELLINGS = {"pass": PASS, "warning": WARNING, "error": ERROR, "skip": SKIP}
-_API_COLUMN = "api name"                          # "API name" (stage 1) or "API Name" (stage 2), any case
+_API_COLUMN = "api name"  # "API name" (stage 1) or "API Name" (stage 2), any case
 _FORWARD_COLUMN = "forward test success"
 _BACKWARD_COLUMN = "backward test success"
 REPORT_MD = "regress_report.md"
 REPORT_JSON = "regress_report.json"
 
-Status = Optional[str]                            # pass / warning / error / SKIP, None for a blank cell
+Status = str | None  # pass / warning / error / SKIP, None for a blank cell
 
 
 class RegressError(Exception):
@@ -77,6 +83,7 @@ class RegressError(Exception):
 @dataclass(frozen=True)
 class Statuses:
     """One API's statuses in one file, in precheck's spelling; None is a blank cell (no backward)."""
+
     forward: Status
     backward: Status
 
@@ -87,20 +94,25 @@ class Statuses:
 @dataclass(frozen=True)
 class ApiOutcome:
     """One API's verdict; ``baseline`` / ``current`` is None where the API is absent from that file."""
+
     api: str
     outcome: str
-    baseline: Optional[Statuses]
-    current: Optional[Statuses]
+    baseline: Statuses | None
+    current: Statuses | None
 
     def to_dict(self) -> dict[str, object]:
-        return {"api": self.api, "outcome": self.outcome,
-                "baseline": None if self.baseline is None else self.baseline.to_dict(),
-                "current": None if self.current is None else self.current.to_dict()}
+        return {
+            "api": self.api,
+            "outcome": self.outcome,
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
+            "current": None if self.current is None else self.current.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
 class RegressReport:
     """Every API of both files (baseline order, then the current file's new APIs in its order) and its outcome."""
+
     baseline_path: str
     current_path: str
     apis: list[ApiOutcome]
@@ -126,26 +138,40 @@ class RegressReport:
     def to_json(self) -> str:
         """Deterministic JSON (sorted keys, no timestamps): same inputs, byte-identical file, so it can be diffed
         and committed."""
-        doc = {"baseline": self.baseline_path, "current": self.current_path, "counts": self.counts,
-               "apis": [a.to_dict() for a in self.apis]}
+        doc = {
+            "baseline": self.baseline_path,
+            "current": self.current_path,
+            "counts": self.counts,
+            "apis": [a.to_dict() for a in self.apis],
+        }
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     def to_markdown(self) -> str:
         """A title, the counts, then one table per non-PASS outcome that occurred (for a CI job summary or a PR
         comment: PASS rows are the bulk and tell nobody anything)."""
         counts = self.counts
-        lines = ["# precheck regress", "",
-                 f"- baseline: `{self.baseline_path}`", f"- current: `{self.current_path}`", "",
-                 "| outcome | APIs |", "|---|---|"]
+        lines = [
+            "# precheck regress",
+            "",
+            f"- baseline: `{self.baseline_path}`",
+            f"- current: `{self.current_path}`",
+            "",
+            "| outcome | APIs |",
+            "|---|---|",
+        ]
         lines += [f"| {o} | {counts[o]} |" for o in OUTCOMES]
         lines.append(f"| total | {len(self.apis)} |")
         for outcome in OUTCOMES:
             rows = [a for a in self.apis if a.outcome == outcome]
             if outcome == PASS_OUTCOME or not rows:
                 continue
-            lines += ["", f"## {outcome} ({len(rows)})", "",
-                      "| API | baseline forward | baseline backward | current forward | current backward |",
-                      "|---|---|---|---|---|"]
+            lines += [
+                "",
+                f"## {outcome} ({len(rows)})",
+                "",
+                "| API | baseline forward | baseline backward | current forward | current backward |",
+                "|---|---|---|---|---|",
+            ]
             for a in rows:
                 lines.append("| " + " | ".join([_md(a.api), *_md_side(a.baseline), *_md_side(a.current)]) + " |")
         return "\n".join(lines) + "\n"
@@ -155,13 +181,14 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _md_side(side: Optional[Statuses]) -> list[str]:
+def _md_side(side: Statuses | None) -> list[str]:
     if side is None:
         return ["absent", "absent"]
     return ["-" if s is None else s for s in (side.forward, side.backward)]
 
 
 # ================================================================================================= reading
+
 
 def _status(text: str, api: str, column: str, path: Path) -> Status:
     t = text.strip()
@@ -170,8 +197,9 @@ def _status(text: str, api: str, column: str, path: Path) -> Status:
     try:
         return _SPELLINGS[t.lower()]
     except KeyError:
-        raise RegressError(f"{path}: not a result CSV: {column} of {api} is {t!r} "
-                           "(expected pass, warning, error, SKIP or blank)") from None
+        raise RegressError(
+            f"{path}: not a result CSV: {column} of {api} is {t!r} (expected pass, warning, error, SKIP or blank)"
+        ) from None
 
 
 def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:
@@ -190,16 +218,21 @@ def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:
         raise RegressError(f"{p}: not a result CSV (not UTF-8 text)") from None
     except OSError as e:
         raise RegressError(f"{p}: cannot read: {e.strerror or e}") from None
-    except Exception as e:                        # csv.Error: NUL bytes, runaway fields
+    except Exception as e:  # csv.Error: NUL bytes, runaway fields
         raise RegressError(f"{p}: not a result CSV ({e})") from None
     columns = {h.strip().lower(): h for h in header}
     wanted = (_API_COLUMN, _FORWARD_COLUMN, _BACKWARD_COLUMN)
     absent = [w for w in wanted if w not in columns]
     if absent:
-        names = {_API_COLUMN: "API name", _FORWARD_COLUMN: "Forward Test Success",
-                 _BACKWARD_COLUMN: "Backward Test Success"}
-        raise RegressError(f"{p}: not a result CSV (no {', '.join(repr(names[a]) for a in absent)} "
-                          f"column{'s' if len(absent) > 1 else ''})")
+        names = {
+            _API_COLUMN: "API name",
+            _FORWARD_COLUMN: "Forward Test Success",
+            _BACKWARD_COLUMN: "Backward Test Success",
+        }
+        raise RegressError(
+            f"{p}: not a result CSV (no {', '.join(repr(names[a]) for a in absent)} "
+            f"column{'s' if len(absent) > 1 else ''})"
+        )
     api_col, fwd_col, bwd_col = (columns[w] for w in wanted)
     out: dict[str, Statuses] = {}
     for number, row in enumerate(rows, start=1):
@@ -207,20 +240,22 @@ def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:
         if not api:
             raise RegressError(f"{p}: not a result CSV: data row {number} has no API name")
         if bwd_col not in row:
-            raise RegressError(f"{p}: not a result CSV: the row of {api} has {len(row)} field(s), "
-                               "expected 3 or 4")
+            raise RegressError(f"{p}: not a result CSV: the row of {api} has {len(row)} field(s), expected 3 or 4")
         if api in out:
             raise RegressError(f"{p}: API {api} appears twice: rows cannot be matched by name")
-        out[api] = Statuses(_status(row[fwd_col], api, "Forward Test Success", p),
-                            _status(row[bwd_col], api, "Backward Test Success", p))
+        out[api] = Statuses(
+            _status(row[fwd_col], api, "Forward Test Success", p),
+            _status(row[bwd_col], api, "Backward Test Success", p),
+        )
     return out
 
 
 # ================================================================================================= judging
 
+
 def direction_outcome(baseline: Status, current: Status) -> str:
     """Outcome of one direction (see the module docstring for the table and why)."""
-    old, new = _RANK.get(baseline), _RANK.get(current)   # None: SKIP or blank, not graded
+    old, new = _RANK.get(baseline), _RANK.get(current)  # None: SKIP or blank, not graded
     if old is None and new is None:
         return PASS_OUTCOME
     if old is None:
@@ -232,14 +267,16 @@ def direction_outcome(baseline: Status, current: Status) -> str:
     return STILL_FAILING if current == ERROR else PASS_OUTCOME
 
 
-def api_outcome(baseline: Optional[Statuses], current: Optional[Statuses]) -> str:
+def api_outcome(baseline: Statuses | None, current: Statuses | None) -> str:
     """MISSING / NEW by presence, else the most significant of the Forward and Backward outcomes."""
     if current is None:
         return MISSING
     if baseline is None:
         return NEW
-    return max((direction_outcome(baseline.forward, current.forward),
-                direction_outcome(baseline.backward, current.backward)), key=_PRECEDENCE.__getitem__)
+    return max(
+        (direction_outcome(baseline.forward, current.forward), direction_outcome(baseline.backward, current.backward)),
+        key=_PRECEDENCE.__getitem__,
+    )
 
 
 def regress(baseline: str | os.PathLike, current: str | os.PathLike) -> RegressReport:
@@ -262,7 +299,7 @@ def write_report(report: RegressReport, out_dir: str | os.PathLike = ".") -> tup
     md_path, json_path = folder / REPORT_MD, folder / REPORT_JSON
     for path, text in ((md_path, report.to_markdown()), (json_path, report.to_json())):
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:   # LF on every OS: byte-identical files
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # LF on every OS: byte-identical files
             f.write(text)
-        os.replace(tmp, path)                                      # no reader ever sees half a report
+        os.replace(tmp, path)  # no reader ever sees half a report
     return md_path, json_path

@@ -1,8 +1,10 @@
 """msprobe-compatible CSVs: written row by row as results stream in, reordered into dump order at the end.
 
 Files are UTF-8 with a BOM and CRLF records, blank cells are a single space, floats have 14 fixed decimals and
-``Shape`` is a Python tuple string, as msprobe writes them, so msprobe's own second-stage tool and our users' scripts read them unchanged.
+``Shape`` is a Python tuple string, as msprobe writes them, so msprobe's own second-stage tool and our users'
+scripts read them unchanged.
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,9 +20,29 @@ from precheck.check import ApiResult, DetailRow
 
 RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER = [
-    "API Name", "Bench Dtype", "DEVICE Dtype", "Shape", "余弦相似度", "最大绝对误差", "双百指标", "双千指标", "双万指标",
-    "二进制一致错误率", "误差均衡性", "均方根误差", "小值域错误占比", "相对误差最大值", "相对误差平均值", "inf/nan错误率",
-    "相对误差错误率", "绝对误差错误率", "ULP误差最大值", "ULP误差平均值", "ULP误差大于阈值占比", "Status", "Message",
+    "API Name",
+    "Bench Dtype",
+    "DEVICE Dtype",
+    "Shape",
+    "余弦相似度",
+    "最大绝对误差",
+    "双百指标",
+    "双千指标",
+    "双万指标",
+    "二进制一致错误率",
+    "误差均衡性",
+    "均方根误差",
+    "小值域错误占比",
+    "相对误差最大值",
+    "相对误差平均值",
+    "inf/nan错误率",
+    "相对误差错误率",
+    "绝对误差错误率",
+    "ULP误差最大值",
+    "ULP误差平均值",
+    "ULP误差大于阈值占比",
+    "Status",
+    "Message",
 ]
 BLANK = " "
 
@@ -29,7 +51,7 @@ BLANK = " "
 # full-width forms that CJK spreadsheets also take as a formula.
 _FORMULA_START = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE)
-MAX_CELL = 32767    # a spreadsheet cell's limit, and well below the csv module's default field limit (131072)
+MAX_CELL = 32767  # a spreadsheet cell's limit, and well below the csv module's default field limit (131072)
 
 
 def text(value: str) -> str:
@@ -46,7 +68,7 @@ def text(value: str) -> str:
         except UnicodeEncodeError:
             value = value.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(value) > MAX_CELL:
-        value = f"{value[:MAX_CELL - 40]}... ({len(value) - MAX_CELL + 40} more characters)"
+        value = f"{value[: MAX_CELL - 40]}... ({len(value) - MAX_CELL + 40} more characters)"
     if value[:1] in _FORMULA_START and not _NUMBER.fullmatch(value):
         value = "'" + value
     return value
@@ -71,8 +93,15 @@ def detail_row(d: DetailRow) -> list[str]:
     c = d.comparison
     metrics = c.metrics.columns() if c.metrics is not None else [None] * 17
     shape = BLANK if c.shape is None else str(tuple(c.shape))
-    return [text(d.name), cell(c.golden_dtype), cell(c.target_dtype), shape, *map(cell, metrics), c.status,
-            cell(c.message)]
+    return [
+        text(d.name),
+        cell(c.golden_dtype),
+        cell(c.target_dtype),
+        shape,
+        *map(cell, metrics),
+        c.status,
+        cell(c.message),
+    ]
 
 
 def _line(row: list[str]) -> str:
@@ -99,10 +128,16 @@ class CsvReport:
     files are put in dump order at the end by copying those byte ranges.
     """
 
-    def __init__(self, out_dir: str | os.PathLike, timestamp: str | None = None, *,
-                 resume: str | os.PathLike | None = None, orders: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        timestamp: str | None = None,
+        *,
+        resume: str | os.PathLike | None = None,
+        orders: dict[str, int] | None = None,
+    ) -> None:
         self._orders = array("q")
-        self._spans = {"result": array("q"), "details": array("q")}    # (start, end) byte offsets per API
+        self._spans = {"result": array("q"), "details": array("q")}  # (start, end) byte offsets per API
         self.completed: set[str] = set()
         self.started: dict[str, int] = {}
         if resume is not None:
@@ -119,8 +154,10 @@ class CsvReport:
         self.details_path = self.out_dir / f"accuracy_checking_details_{ts}.csv"
         self.journal_path = self.out_dir / f"accuracy_checking_result_{ts}.journal"
         kept = self._interrupted(orders or {}) if resume is not None else []
-        self._files = {"result": _restart(self.result_path, RESULT_HEADER),
-                       "details": _restart(self.details_path, DETAILS_HEADER)}
+        self._files = {
+            "result": _restart(self.result_path, RESULT_HEADER),
+            "details": _restart(self.details_path, DETAILS_HEADER),
+        }
         for order, result, details in kept:
             self._write(order, result, details)
         if resume is None:
@@ -176,8 +213,10 @@ class CsvReport:
         for f in (*self._files.values(), self._journal):
             f.close()
         ranked = sorted(range(len(self._orders)), key=self._orders.__getitem__)
-        for kind, path, header in (("result", self.result_path, RESULT_HEADER),
-                                   ("details", self.details_path, DETAILS_HEADER)):
+        for kind, path, header in (
+            ("result", self.result_path, RESULT_HEADER),
+            ("details", self.details_path, DETAILS_HEADER),
+        ):
             spans = self._spans[kind]
             tmp = path.with_suffix(".csv.tmp")
             with open(path, "rb") as src, open(tmp, "wb") as dst:
@@ -189,7 +228,7 @@ class CsvReport:
         if complete:
             self.journal_path.unlink(missing_ok=True)
 
-    def __enter__(self) -> "CsvReport":
+    def __enter__(self) -> CsvReport:
         return self
 
     def __exit__(self, kind: type | None, *exc: object) -> None:
@@ -209,7 +248,7 @@ def _read_complete_rows(path: Path) -> tuple[list[str], list[list[str]]]:
     """Rows of a CSV cut at its last complete line (a run killed mid-write leaves half a line)."""
     text = path.read_bytes().decode("utf-8-sig", errors="replace")
     if not text.endswith("\n"):
-        text = text[:text.rfind("\n") + 1]
+        text = text[: text.rfind("\n") + 1]
     rows = list(csv.reader(io.StringIO(text, newline="")))
     return (rows[0] if rows else []), [r for r in rows[1:] if r]
 
@@ -234,4 +273,4 @@ def read_csv_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, [])
-        return header, [dict(zip(header, row)) for row in reader if row]
+        return header, [dict(zip(header, row, strict=False)) for row in reader if row]

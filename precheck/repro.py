@@ -6,6 +6,7 @@ literals. It runs the call on a device in the recorded dtypes and on the CPU in 
 gradients where the dump has a backward, and prints what differs, so a kernel owner can reproduce a finding
 without precheck, msprobe or the dump.
 """
+
 from __future__ import annotations
 
 import math
@@ -93,7 +94,8 @@ def report(label, target, golden):
     err = (t - g).abs()
     rel = err / g.abs().clamp_min(torch.finfo(torch.float64).tiny)
     worst = int(err.nan_to_num(math.inf).argmax()) if err.numel() else 0
-    print(f"{{label}}: {{tuple(t.shape)}} {{target.dtype}}: max abs error {{float(err.max()) if err.numel() else 0:.6g}}"
+    print(f"{{label}}: {{tuple(t.shape)}} {{target.dtype}}: "
+          f"max abs error {{float(err.max()) if err.numel() else 0:.6g}}"
           f" at flat index {{worst}} (target {{t.reshape(-1)[worst].item() if t.numel() else None!r}}, golden "
           f"{{g.reshape(-1)[worst].item() if g.numel() else None!r}}), max rel error "
           f"{{float(rel.max()) if rel.numel() else 0:.6g}}, non-finite mismatches "
@@ -124,7 +126,7 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
     names = dump.cases.names
     if api_name not in names:
         raise ReproError(f"{api_name}: no such forward record in {dump.path}")
-    case = dump.cases[names.index(api_name)]     # only this record is decoded
+    case = dump.cases[names.index(api_name)]  # only this record is decoded
     if case.problem:
         raise ReproError(f"{api_name}: {case.problem}")
     entry = lookup(case.api)
@@ -133,8 +135,10 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
         raise ReproError(f"{api_name}: not supported: {case.api}")
     random = entry.random_reason(case.args, case.kwargs)
     if random:
-        raise ReproError(f"{api_name}: {random}; a repro compares a device run with a float64 run number by number, "
-                         f"which two random draws never match (run_ut checks it by the law of its draws)")
+        raise ReproError(
+            f"{api_name}: {random}; a repro compares a device run with a float64 run number by number, "
+            f"which two random draws never match (run_ut checks it by the law of its draws)"
+        )
     builder = builder_for(entry, case, dump.data_dir, seed=seed)
     builder.build(case.args, "input_args")
     builder.build(case.kwargs, "input_kwargs")
@@ -145,15 +149,28 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
     stem = safe_name(case.name)
     data = f"{stem}.inputs.pt"
     torch.save(builder.tensors, out / data)
-    needs_grad = sorted(where for where, spec in _places(case.args, "input_args") + _places(case.kwargs, "input_kwargs")
-                        if spec.requires_grad and (spec.dtype.is_floating_point or spec.dtype.is_complex))
+    needs_grad = sorted(
+        where
+        for where, spec in _places(case.args, "input_args") + _places(case.kwargs, "input_kwargs")
+        if spec.requires_grad and (spec.dtype.is_floating_point or spec.dtype.is_complex)
+    )
     grad_outputs = _literal(case.grad_outputs, "backward.input", gradients=True) if case.has_backward else "[]"
     script = out / f"repro_{stem}.py"
-    script.write_text(_SCRIPT.format(
-        name=case.name, func=f"{_MODULES[prefix]}.{rest}", dump=f"{dump.path.parent.name}/{dump.path.name}",
-        script=script.name, data=data, needs_grad=set(needs_grad), inplace=entry.inplace,
-        args=_literal(case.args, "input_args"), kwargs=_literal(case.kwargs, "input_kwargs"),
-        grad_outputs=grad_outputs), encoding="utf-8")
+    script.write_text(
+        _SCRIPT.format(
+            name=case.name,
+            func=f"{_MODULES[prefix]}.{rest}",
+            dump=f"{dump.path.parent.name}/{dump.path.name}",
+            script=script.name,
+            data=data,
+            needs_grad=set(needs_grad),
+            inplace=entry.inplace,
+            args=_literal(case.args, "input_args"),
+            kwargs=_literal(case.kwargs, "input_kwargs"),
+            grad_outputs=grad_outputs,
+        ),
+        encoding="utf-8",
+    )
     return script
 
 
@@ -186,5 +203,4 @@ def _literal(tree: Any, where: str, gradients: bool = False) -> str:
         return f"float({str(tree)!r})"
     if tree is Ellipsis:
         return "..."
-    return repr(tree)     # int, float, bool, str, None, slice
-
+    return repr(tree)  # int, float, bool, str, None, slice

@@ -1,4 +1,5 @@
 """The main job as a library call: a dump in, the two msprobe CSVs and a summary out."""
+
 from __future__ import annotations
 
 import os
@@ -24,10 +25,10 @@ class RunSummary:
     device: str
     target: str
     wall_seconds: float
-    results: list[ApiResult] = field(default_factory=list)   # kept only with run_ut(keep_results=True)
-    resumed: int = 0      # APIs already in the CSVs of the run this call continued
-    filtered: int = 0     # calls left out by --filter_api (a signature checked already)
-    statuses: Counter = field(default_factory=Counter)   # (forward, backward) -> APIs checked by this call
+    results: list[ApiResult] = field(default_factory=list)  # kept only with run_ut(keep_results=True)
+    resumed: int = 0  # APIs already in the CSVs of the run this call continued
+    filtered: int = 0  # calls left out by --filter_api (a signature checked already)
+    statuses: Counter = field(default_factory=Counter)  # (forward, backward) -> APIs checked by this call
 
     @property
     def checked(self) -> int:
@@ -56,21 +57,36 @@ class RunSummary:
             if b.strip():
                 backward[b] += n
         bw = ", ".join(f"{k} {backward.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
-        where = {"device": f"on {self.device}", "recorded": "against their recorded outputs",
-                 "compile": f"through torch.compile on {self.device}"}[self.target]
+        where = {
+            "device": f"on {self.device}",
+            "recorded": "against their recorded outputs",
+            "compile": f"through torch.compile on {self.device}",
+        }[self.target]
         again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
         if self.filtered:
             again += f" ({self.filtered} calls with an already checked signature skipped by --filter_api)"
-        return (f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
-                f"({self.apis_per_second:.1f} APIs/s)\n"
-                f"  forward:  {counts}\n  backward: {bw}\n"
-                f"  result:  {self.result_path}\n  details: {self.details_path}")
+        return (
+            f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
+            f"({self.apis_per_second:.1f} APIs/s)\n"
+            f"  forward:  {counts}\n  backward: {bw}\n"
+            f"  result:  {self.result_path}\n  details: {self.details_path}"
+        )
 
 
-def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, device: str = "auto",
-           workers: int | None = None, options: CheckOptions | None = None, progress: bool = False,
-           csv_path: str | os.PathLike | None = None, api_lists: ApiLists | None = None,
-           filter_api: bool = False, scheduler: str | None = None, keep_results: bool = True) -> RunSummary:
+def run_ut(
+    api_info: str | os.PathLike,
+    out_path: str | os.PathLike = ".",
+    *,
+    device: str = "auto",
+    workers: int | None = None,
+    options: CheckOptions | None = None,
+    progress: bool = False,
+    csv_path: str | os.PathLike | None = None,
+    api_lists: ApiLists | None = None,
+    filter_api: bool = False,
+    scheduler: str | None = None,
+    keep_results: bool = True,
+) -> RunSummary:
     """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
 
     Rows are written as APIs complete, so an interrupted run keeps every finished row; ``csv_path`` (the result
@@ -86,12 +102,13 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     workers = default_workers() if workers is None else max(1, workers)
     options = replace(options or CheckOptions(), device=resolved)
     if options.standard == "benchmark" and options.bench_device is None:
-        options = replace(options, bench_device="cpu")     # the two-reference verdict needs its reference
+        options = replace(options, bench_device="cpu")  # the two-reference verdict needs its reference
     if options.target not in TARGETS:
         raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
     if options.target == "recorded" and options.force_random:
-        raise ValueError("--random and --target recorded exclude each other: recorded outputs come from the "
-                         "recorded inputs")
+        raise ValueError(
+            "--random and --target recorded exclude each other: recorded outputs come from the recorded inputs"
+        )
     if options.bench_device is not None:
         options = replace(options, bench_device=resolve_device(options.bench_device))
     if options.max_memory is None:
@@ -103,31 +120,41 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
         statuses[result.forward, result.backward] += 1
         if keep_results:
             results.append(result)
+
     bar = _progress_bar(len(dump.cases)) if progress else None
-    orders = {text(name): i for i, name in enumerate(dump.cases.names)}   # names as the CSVs hold them
+    orders = {text(name): i for i, name in enumerate(dump.cases.names)}  # names as the CSVs hold them
     signatures = SignatureFilter() if filter_api else None
     with CsvReport(out_path, resume=csv_path, orders=orders) as report:
-        todo = array("q")     # indices of the cases to run: cases are decoded when they run, never held
+        todo = array("q")  # indices of the cases to run: cases are decoded when they run, never held
         for order, name in enumerate(dump.cases.names):
             if signatures is None and api_lists is None and report.started.get(name, 0) < 2:
-                if text(name) not in report.completed:    # nothing to learn from the record yet: not decoded
+                if text(name) not in report.completed:  # nothing to learn from the record yet: not decoded
                     todo.append(order)
                 continue
             case = dump.cases[order]
             if signatures is not None and not signatures.keep(case) or text(case.name) in report.completed:
                 continue
             listed_out = api_lists.excluded(case) if api_lists else None
-            if listed_out or report.started.get(case.name, 0) >= 2:   # killed the run twice: never a third time
-                result = skipped(case, listed_out) if listed_out else \
-                    failed(case, "killed the run twice while being checked; not retried")
+            if listed_out or report.started.get(case.name, 0) >= 2:  # killed the run twice: never a third time
+                result = (
+                    skipped(case, listed_out)
+                    if listed_out
+                    else failed(case, "killed the run twice while being checked; not retried")
+                )
                 report.add(result)
                 keep(result)
             else:
                 todo.append(case.order)
         if bar is not None:
             bar.update(len(dump.cases) - len(todo))
-        for result in run_cases(dump.cases.select(todo), dump.data_dir, options, workers,
-                                on_start=lambda c: report.start(c.name), scheduler=scheduler):
+        for result in run_cases(
+            dump.cases.select(todo),
+            dump.data_dir,
+            options,
+            workers,
+            on_start=lambda c: report.start(c.name),
+            scheduler=scheduler,
+        ):
             report.add(result)
             keep(result)
             if bar is not None:
@@ -135,9 +162,17 @@ def run_ut(api_info: str | os.PathLike, out_path: str | os.PathLike = ".", *, de
     if bar is not None:
         bar.close()
     results.sort(key=lambda r: r.order)
-    return RunSummary(report.result_path, report.details_path, resolved, options.target,
-                      time.perf_counter() - start, results, len(report.completed),
-                      signatures.left_out if signatures else 0, statuses)
+    return RunSummary(
+        report.result_path,
+        report.details_path,
+        resolved,
+        options.target,
+        time.perf_counter() - start,
+        results,
+        len(report.completed),
+        signatures.left_out if signatures else 0,
+        statuses,
+    )
 
 
 def default_max_memory(workers: int) -> int:
@@ -151,4 +186,5 @@ def default_max_memory(workers: int) -> int:
 
 def _progress_bar(total: int):
     from tqdm import tqdm
+
     return tqdm(total=total, unit="API", desc="run_ut", dynamic_ncols=True, mininterval=0.2)

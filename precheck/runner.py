@@ -6,10 +6,12 @@ alike. ``i`` of ``<API>.backward.output.<i>`` counts every tensor of the positio
 whether or not it needs a gradient), as msprobe numbers them, and continues through the keyword arguments,
 which msprobe never compares.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -24,9 +26,9 @@ class SideRun:
     one-line error the call raised."""
 
     outputs: list[Any]
-    grads: dict[int, torch.Tensor | None] | None = None   # tensor-argument index -> gradient
+    grads: dict[int, torch.Tensor | None] | None = None  # tensor-argument index -> gradient
     error: str | None = None
-    compile_failed: bool = False    # the error is the compiler's, not the API's
+    compile_failed: bool = False  # the error is the compiler's, not the API's
 
 
 def flatten(value: Any) -> list[Any]:
@@ -49,7 +51,7 @@ class _Leaves:
 
     def __init__(self, grad: bool) -> None:
         self.count = 0
-        self.grad = grad        # False for an out= call: autograd refuses those, and msprobe saw no backward
+        self.grad = grad  # False for an out= call: autograd refuses those, and msprobe saw no backward
         self.needing_grad: dict[int, torch.Tensor] = {}
 
 
@@ -66,7 +68,7 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -
             return t.clone() if inplace else t
         return t
     if isinstance(tree, tuple):
-        return tuple(_build(v, value, side, leaves, inplace) for v, value in zip(tree, loaded))
+        return tuple(_build(v, value, side, leaves, inplace) for v, value in zip(tree, loaded, strict=False))
     if isinstance(tree, dict):
         return {k: _build(v, loaded[k], side, leaves, inplace) for k, v in tree.items()}
     if isinstance(tree, torch.dtype):
@@ -76,8 +78,16 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -
     return tree
 
 
-def run_side(entry: ApiEntry, args: tuple, kwargs: dict, loaded_args: tuple, loaded_kwargs: dict,
-             grad_outputs: tuple | None, side: Side, func: Callable[..., Any] | None = None) -> SideRun:
+def run_side(
+    entry: ApiEntry,
+    args: tuple,
+    kwargs: dict,
+    loaded_args: tuple,
+    loaded_kwargs: dict,
+    grad_outputs: tuple | None,
+    side: Side,
+    func: Callable[..., Any] | None = None,
+) -> SideRun:
     """Forward (and backward where recorded) of one call on one side; exceptions become ``SideRun.error``.
     ``func`` replaces the API's callable (a compiled one)."""
     leaves = _Leaves(grad=kwargs.get("out") is None)
@@ -88,10 +98,13 @@ def run_side(entry: ApiEntry, args: tuple, kwargs: dict, loaded_args: tuple, loa
         with torch.set_grad_enabled(bool(leaves.needing_grad)):
             result = func(*call_args, **call_kwargs)
         if result is None and entry.inplace and call_args:
-            result = call_args[0]     # __setitem__ and friends return None; the mutated tensor is the output
+            result = call_args[0]  # __setitem__ and friends return None; the mutated tensor is the output
         outputs = flatten(result)
-        grads = _backward(outputs, leaves.needing_grad, grad_outputs, side) \
-            if grad_outputs is not None and leaves.needing_grad else None
+        grads = (
+            _backward(outputs, leaves.needing_grad, grad_outputs, side)
+            if grad_outputs is not None and leaves.needing_grad
+            else None
+        )
         side.synchronize()
         if entry.canonical:
             outputs = entry.canonical(call_args, call_kwargs, [_detach(o) for o in outputs])
@@ -102,18 +115,22 @@ def run_side(entry: ApiEntry, args: tuple, kwargs: dict, loaded_args: tuple, loa
     return SideRun(outputs=[_detach(o) for o in outputs], grads=grads)
 
 
-def _backward(outputs: list[Any], leaves: dict[int, torch.Tensor], grad_outputs: tuple,
-              side: Side) -> dict[int, torch.Tensor | None]:
-    pairs = [(out, side.tensor(g)) for out, g in zip(outputs, flatten(grad_outputs))
-             if isinstance(out, torch.Tensor) and out.requires_grad and isinstance(g, torch.Tensor)]
+def _backward(
+    outputs: list[Any], leaves: dict[int, torch.Tensor], grad_outputs: tuple, side: Side
+) -> dict[int, torch.Tensor | None]:
+    pairs = [
+        (out, side.tensor(g))
+        for out, g in zip(outputs, flatten(grad_outputs), strict=False)
+        if isinstance(out, torch.Tensor) and out.requires_grad and isinstance(g, torch.Tensor)
+    ]
     if not pairs:
         return dict.fromkeys(leaves)
     for i, (out, g) in enumerate(pairs):
         if out.shape != g.shape:
             raise ValueError(f"recorded gradient {i} has shape {tuple(g.shape)}, the output {tuple(out.shape)}")
-    outs, grads = zip(*pairs)
+    outs, grads = zip(*pairs, strict=False)
     result = _autograd(outs, grads, tuple(leaves.values()))
-    return {i: None if g is None else g.detach() for i, g in zip(leaves, result)}
+    return {i: None if g is None else g.detach() for i, g in zip(leaves, result, strict=False)}
 
 
 def _autograd(outs: tuple, grads: tuple, inputs: tuple) -> tuple:
@@ -128,4 +145,3 @@ def _autograd(outs: tuple, grads: tuple, inputs: tuple) -> tuple:
 
 def _detach(value: Any) -> Any:
     return value.detach() if isinstance(value, torch.Tensor) else value
-

@@ -5,6 +5,7 @@ A listed name is a bare API name as msprobe writes them (``addmm``, ``__add__``)
 non-tensor argument): a training step calls the same layer many times with the same shapes, and those calls
 differ only in their data.
 """
+
 from __future__ import annotations
 
 import json

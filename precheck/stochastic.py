@@ -6,6 +6,7 @@ bounds of p, survivors equal to x / (1 - p), a sampler's moments against its par
 The verdict is the details row of output 0 (and of input 0's gradient): pass when every property holds, error
 naming the one that does not. A call no check can judge is a SKIP row saying why.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,12 +38,12 @@ def _row(findings: list[Finding], value: Any) -> Comparison:
     message = "; ".join(f.message for f in (failed or findings))
     shape = tuple(value.shape) if isinstance(value, torch.Tensor) else None
     dtype = str(value.dtype) if isinstance(value, torch.Tensor) else ""
-    return Comparison(ERROR if failed else PASS, f"{VERDICT}: {message}", None, "", dtype,
-                      shape, STANDARD)
+    return Comparison(ERROR if failed else PASS, f"{VERDICT}: {message}", None, "", dtype, shape, STANDARD)
 
 
-def grade(case: Case, entry: ApiEntry, args: tuple, kwargs: dict, target: SideRun,
-          grad_outputs: tuple | None) -> list[tuple[str, Comparison]] | str:
+def grade(
+    case: Case, entry: ApiEntry, args: tuple, kwargs: dict, target: SideRun, grad_outputs: tuple | None
+) -> list[tuple[str, Comparison]] | str:
     """(detail row name, comparison) per graded output, or the SKIP reason. ``args``/``kwargs`` are the call's
     inputs as rebuilt before the call (an in-place sampler's first argument is its output)."""
     outputs = [_cpu(o) for o in target.outputs]

@@ -13,6 +13,7 @@ Non-finite statistics (Max = inf, Min = -inf, nan) mean the tensor holds a few s
 filled with them. Every tensor has its own random stream, keyed by the run seed, the API's full name and the
 argument's place, so resumed, filtered, reordered or parallel runs give each API the same inputs.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,7 +25,7 @@ import torch
 from precheck.dump import TensorSpec
 
 _CORRECTION_ROUNDS = 200
-_SMALL = 64    # up to this size, rounding's effect on the norm is repaired by a local search
+_SMALL = 64  # up to this size, rounding's effect on the norm is repaired by a local search
 
 
 def rng_for(seed: int, case_name: str, where: str) -> np.random.Generator:
@@ -37,8 +38,9 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def synthesize(spec: TensorSpec, rng: np.random.Generator, int_floor: int | None = None,
-               true_count: int | None = None) -> tuple[torch.Tensor, str]:
+def synthesize(
+    spec: TensorSpec, rng: np.random.Generator, int_floor: int | None = None, true_count: int | None = None
+) -> tuple[torch.Tensor, str]:
     """A tensor matching ``spec``'s shape, dtype and statistics, and a note (empty when all were met).
 
     ``int_floor``: for integer arguments whose negative Min is a sentinel (cross-entropy's ignore_index), values
@@ -74,7 +76,7 @@ def _integers(n: int, spec: TensorSpec, rng: np.random.Generator, floor: int | N
     info = torch.iinfo(spec.dtype)
     hi = int(s.max) if _finite(s.max) else min(info.max, 100)
     lo = int(s.min) if _finite(s.min) else max(info.min, 0)
-    note = "" if _finite(s.max) and _finite(s.min) else "integer bounds missing: drawn in [%d, %d]" % (lo, hi)
+    note = "" if _finite(s.max) and _finite(s.min) else f"integer bounds missing: drawn in [{lo}, {hi}]"
     if hi < lo:
         lo, hi = hi, lo
         note = "Max below Min: bounds swapped"
@@ -108,16 +110,17 @@ def _floats(n: int, spec: TensorSpec, rng: np.random.Generator) -> tuple[torch.T
         hi, lo = _finite_bounds(s.max, s.min, s.mean, s.norm, n)
         if m_fin == 0:
             values = np.empty(0)
-        elif m_fin == 1:   # one finite slot: the recorded finite bound, if there is one
+        elif m_fin == 1:  # one finite slot: the recorded finite bound, if there is one
             values = np.array([s.min if _finite(s.min) else s.max if _finite(s.max) else 0.0])
         else:
             values, _ = _moment_matched(m_fin, hi, lo, None, None, rng)
-        note = f"statistics hold inf/nan: placed {len(specials)} non-finite value(s)" + \
-            (f", the rest drawn in [{lo:g}, {hi:g}]" if m_fin else "")
+        note = f"statistics hold inf/nan: placed {len(specials)} non-finite value(s)" + (
+            f", the rest drawn in [{lo:g}, {hi:g}]" if m_fin else ""
+        )
         full = np.empty(n)
         order = rng.permutation(n)
-        full[order[:len(specials)]] = specials
-        full[order[len(specials):]] = values
+        full[order[: len(specials)]] = specials
+        full[order[len(specials) :]] = values
         out = torch.from_numpy(full).to(real_dtype)
     elif not (_finite(s.max) and _finite(s.min)):
         hi, lo = _finite_bounds(s.max, s.min, s.mean, s.norm, n)
@@ -133,8 +136,9 @@ def _floats(n: int, spec: TensorSpec, rng: np.random.Generator) -> tuple[torch.T
     return out.to(spec.dtype), note
 
 
-def _finite_bounds(mx: float | None, mn: float | None, mean: float | None, norm: float | None,
-                   n: int) -> tuple[float, float]:
+def _finite_bounds(
+    mx: float | None, mn: float | None, mean: float | None, norm: float | None, n: int
+) -> tuple[float, float]:
     """Bounds for values whose recorded Max or Min is missing or not finite: the known bound, else Mean -/+ 3
     standard deviations (from Mean and Norm), else [-1, 1]."""
     hi = mx if _finite(mx) else None
@@ -150,16 +154,18 @@ def _finite_bounds(mx: float | None, mn: float | None, mean: float | None, norm:
     return (hi, lo) if hi >= lo else (lo, hi)
 
 
-def _moment_matched(n: int, mx: float, mn: float, mean: float | None, norm: float | None,
-                    rng: np.random.Generator) -> tuple[np.ndarray, str]:
+def _moment_matched(
+    n: int, mx: float, mn: float, mean: float | None, norm: float | None, rng: np.random.Generator
+) -> tuple[np.ndarray, str]:
     """``n`` float64 values in random order: Max and Min once each, the rest matching the moments."""
     if n == 1:
         value = mx if mx == mn else (mean if _finite(mean) and mn <= mean <= mx else mx)
         note = "" if mx == mn else "one element cannot hold different Max and Min: used Max"
         return np.array([value]), note
     if mx == mn:
-        ok = (mean is None or math.isclose(mean, mx, rel_tol=1e-3, abs_tol=1e-12)) and \
-             (norm is None or math.isclose(norm, abs(mx) * math.sqrt(n), rel_tol=1e-3, abs_tol=1e-12))
+        ok = (mean is None or math.isclose(mean, mx, rel_tol=1e-3, abs_tol=1e-12)) and (
+            norm is None or math.isclose(norm, abs(mx) * math.sqrt(n), rel_tol=1e-3, abs_tol=1e-12)
+        )
         return np.full(n, mx), "" if ok else "Max == Min: constant tensor, Mean/Norm not consistent with it"
     r = n - 2
     note = ""
@@ -180,8 +186,7 @@ def _moment_matched(n: int, mx: float, mn: float, mean: float | None, norm: floa
         scale = max(abs(mx), abs(mn)) or 1.0
         # v = b - a^2 cancels: judge it against the size of the terms that cancel, not against v_max alone.
         if abs(a_clamped - a) > 1e-9 * scale or abs(v_clamped - v) > 1e-6 * max(v_max, abs(v), a * a, 1e-300):
-            note = ("infeasible statistics (Mean/Norm cannot be met inside [Min, Max]): "
-                    "closest feasible tensor built")
+            note = "infeasible statistics (Mean/Norm cannot be met inside [Min, Max]): closest feasible tensor built"
         a, v = a_clamped, v_clamped
     body = _bounded_sample(r, mx, mn, a, v, rng)
     if r and not note and not _moments_met(body, a, v, mx, mn):
@@ -201,7 +206,7 @@ def _bounded_sample(r: int, mx: float, mn: float, a: float, v: float, rng: np.ra
         return np.empty(0)
     width = mx - mn
     p = (a - mn) / width
-    if r == 1 or v <= 1e-12 * width * width or p <= 0 or p >= 1:   # no spread left (up to float64 noise)
+    if r == 1 or v <= 1e-12 * width * width or p <= 0 or p >= 1:  # no spread left (up to float64 noise)
         return np.full(r, a)
     v_max = (mx - a) * (a - mn)
     if v >= v_max * (1 - 1e-9):
@@ -209,8 +214,8 @@ def _bounded_sample(r: int, mx: float, mn: float, a: float, v: float, rng: np.ra
         k = int(round(p * r))
         y = np.where(np.arange(r) < k, mx, mn).astype(float)[rng.permutation(r)]
         return _exact_pair(y, r * a, r * (v + a * a), mx, mn)
-    s = p * (1 - p) * width * width / v - 1   # alpha + beta of the Beta law with this mean and variance
-    for _ in range(8):   # a few elements piled on a bound may leave no room to fit: draw again
+    s = p * (1 - p) * width * width / v - 1  # alpha + beta of the Beta law with this mean and variance
+    for _ in range(8):  # a few elements piled on a bound may leave no room to fit: draw again
         y = mn + width * rng.beta(max(p * s, 1e-3), max((1 - p) * s, 1e-3), size=r)
         y = _exact_pair(_fit_moments(y, a, v, mx, mn), r * a, r * (v + a * a), mx, mn)
         if _moments_met(y, a, v, mx, mn):
@@ -234,7 +239,7 @@ def _fit_moments(y: np.ndarray, a: float, v: float, mx: float, mn: float) -> np.
         af = (total - n_hi * mx - n_lo * mn) / nf
         vf = (squares - n_hi * mx * mx - n_lo * mn * mn) / nf - af * af
         if not (mn < af < mx) or vf < 0:
-            y = a + (y - a) * 0.95          # too much on the bounds: release some
+            y = a + (y - a) * 0.95  # too much on the bounds: release some
             continue
         yf = y[free]
         sd = yf.std()
@@ -252,9 +257,10 @@ def _exact_pair(y: np.ndarray, total: float, squares: float, mx: float, mn: floa
         return y
     s_all, q_all = float(y.sum()), float((y * y).sum())
     distance = np.abs(y - total / r)
-    k = min(16, r - 1)      # the values nearest the mean and the farthest: an O(n) selection, no full sort
-    candidates = np.unique(np.concatenate([np.argpartition(distance, k)[:k + 1],
-                                           np.argpartition(-distance, k)[:k + 1]]))
+    k = min(16, r - 1)  # the values nearest the mean and the farthest: an O(n) selection, no full sort
+    candidates = np.unique(
+        np.concatenate([np.argpartition(distance, k)[: k + 1], np.argpartition(-distance, k)[: k + 1]])
+    )
     for i in range(len(candidates)):
         for j in range(i + 1, len(candidates)):
             a_i, a_j = candidates[i], candidates[j]
@@ -280,7 +286,7 @@ def _round_keeping_sum(values: torch.Tensor, dtype: torch.dtype, target_sum: flo
     out = values.to(dtype)
     hi, lo = values.max(), values.min()
     residual = target_sum - float(out.double().sum())
-    for _ in range(20):   # each pass settles the residual to below the next smaller step size
+    for _ in range(20):  # each pass settles the residual to below the next smaller step size
         if residual == 0:
             break
         if dtype.is_floating_point:
@@ -288,13 +294,19 @@ def _round_keeping_sum(values: torch.Tensor, dtype: torch.dtype, target_sum: flo
         else:
             other = out + (1 if residual > 0 else -1)
         step = (other.double() - out.double()).abs()
-        movable = (out.double() != hi) & (out.double() != lo) & (other.double() <= hi) & (other.double() >= lo) \
-            & (step > 0) & (step <= abs(residual))
+        movable = (
+            (out.double() != hi)
+            & (out.double() != lo)
+            & (other.double() <= hi)
+            & (other.double() >= lo)
+            & (step > 0)
+            & (step <= abs(residual))
+        )
         if not bool(movable.any()):
             break
-        idx = movable.nonzero().reshape(-1)     # positions are in random order already: no sort needed
+        idx = movable.nonzero().reshape(-1)  # positions are in random order already: no sort needed
         take = int(torch.searchsorted(torch.cumsum(step[idx], 0), abs(residual), right=True))
-        chosen = idx[:max(take, 1)]
+        chosen = idx[: max(take, 1)]
         out[chosen] = other[chosen]
         residual = target_sum - float(out.double().sum())
     return out
@@ -315,7 +327,7 @@ def _polish_small(out: torch.Tensor, total: float, squares: float) -> torch.Tens
     same = torch.eye(n, dtype=torch.bool).reshape(-1)
     for _ in range(16):
         now = cost(x.sum(), x.pow(2).sum())
-        if float(now) < 1e-4:      # well inside the 1e-3 promise: nothing to repair
+        if float(now) < 1e-4:  # well inside the 1e-3 promise: nothing to repair
             break
         up = torch.nextafter(out, torch.full_like(out, math.inf)).double()
         down = torch.nextafter(out, torch.full_like(out, -math.inf)).double()
@@ -328,9 +340,10 @@ def _polish_small(out: torch.Tensor, total: float, squares: float) -> torch.Tens
         q_up, q_down = up * up - x * x, down * down - x * x
         pair_sum = (d_up[:, None] + d_down[None, :]).reshape(-1)
         pair_squares = (q_up[:, None] + q_down[None, :]).reshape(-1)
-        costs = cost(x.sum() + torch.cat([d_up, d_down, pair_sum]),
-                     x.pow(2).sum() + torch.cat([q_up, q_down, pair_squares]))
-        costs[2 * n:][same] = math.inf     # i up and i down is no move
+        costs = cost(
+            x.sum() + torch.cat([d_up, d_down, pair_sum]), x.pow(2).sum() + torch.cat([q_up, q_down, pair_squares])
+        )
+        costs[2 * n :][same] = math.inf  # i up and i down is no move
         best = int(costs.argmin())
         if float(costs[best]) >= float(now):
             break

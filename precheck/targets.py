@@ -3,11 +3,13 @@
 A side knows how to place a recorded tensor and how to read a recorded dtype or device argument, so the runner
 builds both calls from the same decoded arguments without knowing which side it is building.
 """
+
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -22,7 +24,7 @@ class DeviceError(ValueError):
 class Side:
     name: str
     device: str
-    golden: bool   # the golden raises every floating tensor and dtype to 64 bits
+    golden: bool  # the golden raises every floating tensor and dtype to 64 bits
 
     def dtype(self, dtype: torch.dtype) -> torch.dtype:
         if not self.golden:
@@ -53,6 +55,7 @@ def _npu_available() -> bool:
         return False
     try:
         import torch_npu  # noqa: F401
+
         return torch.npu.is_available()  # type: ignore[attr-defined]
     except Exception:
         return False
@@ -112,8 +115,10 @@ def compiled(func: Callable[..., Any], signature: tuple) -> Callable[..., Any]:
     """``func`` through torch.compile (inductor), compiled once per (API, signature) in this process.
     Compiler failures are raised as CompileError (the case's SKIP reason), the API's own errors unchanged."""
     if signature not in _COMPILED:
+
         def call(*args: Any, **kwargs: Any) -> Any:
             return func(*args, **kwargs)
+
         # dynamo caches compiled graphs per code object and falls back to eager, silently, after 8 of them:
         # each signature gets a code object of its own so every one is really compiled.
         call.__code__ = call.__code__.replace(co_name=f"precheck_compiled_{len(_COMPILED)}")
@@ -128,4 +133,5 @@ def compiled(func: Callable[..., Any], signature: tuple) -> Callable[..., Any]:
                 text = str(e).strip().splitlines()
                 raise CompileError(f"{type(e).__name__}: {text[0][:300] if text else ''}") from None
             raise
+
     return run

@@ -7,6 +7,7 @@ generated, so regenerating from the same dump gives the same bytes and suites ca
 test checks its API's forward and backward through the same code as run_ut, so a test fails exactly where
 run_ut says error, and its failure message is the grader's full report.
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,8 +54,13 @@ class Suite:
     options: CheckOptions
 
 
-def generate(api_info: str | os.PathLike, out_dir: str | os.PathLike, *, options: CheckOptions = CheckOptions(),
-             copy_data: bool = False) -> Path:
+def generate(
+    api_info: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    options: CheckOptions = CheckOptions(),
+    copy_data: bool = False,
+) -> Path:
     """Write a suite for every forward API of the dump; returns the test module's path."""
     dump = load_dump(api_info)
     root = Path(out_dir)
@@ -126,5 +132,5 @@ def check_api(suite: Suite, api: str) -> None:
     warned = [d.name for d in result.details if d.comparison.status == WARNING]
     if warned:
         import warnings
-        warnings.warn(f"{api}: warning on {', '.join(warned)}: {result.message}", stacklevel=2)
 
+        warnings.warn(f"{api}: warning on {', '.join(warned)}: {result.message}", stacklevel=2)

@@ -1,9 +1,11 @@
 """Shared helpers: the real dumps under tests/data and a writer for small hand-made dump.json files."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -26,11 +28,26 @@ def real_dump_json(name: str) -> Path:
     return found[0]
 
 
-def tensor_rec(dtype: str = "torch.float32", shape: Any = (2, 3), *, data_name: str | None = None,
-               requires_grad: bool = False, type_: str = "torch.Tensor", **stats: Any) -> dict:
+def tensor_rec(
+    dtype: str = "torch.float32",
+    shape: Any = (2, 3),
+    *,
+    data_name: str | None = None,
+    requires_grad: bool = False,
+    type_: str = "torch.Tensor",
+    **stats: Any,
+) -> dict:
     """One encoded tensor argument as msprobe writes it (REFERENCE §1)."""
-    rec = {"type": type_, "dtype": dtype, "shape": list(shape) if isinstance(shape, tuple) else shape,
-           "Max": 1.0, "Min": -1.0, "Mean": 0.0, "Norm": 2.0, "requires_grad": requires_grad}
+    rec = {
+        "type": type_,
+        "dtype": dtype,
+        "shape": list(shape) if isinstance(shape, tuple) else shape,
+        "Max": 1.0,
+        "Min": -1.0,
+        "Mean": 0.0,
+        "Norm": 2.0,
+        "requires_grad": requires_grad,
+    }
     rec.update(stats)
     if data_name is not None:
         rec["data_name"] = data_name
@@ -38,8 +55,11 @@ def tensor_rec(dtype: str = "torch.float32", shape: Any = (2, 3), *, data_name: 
 
 
 def forward_rec(*args: Any, kwargs: dict | None = None, output: list | None = None) -> dict:
-    return {"input_args": list(args), "input_kwargs": kwargs or {},
-            "output": output if output is not None else [tensor_rec()]}
+    return {
+        "input_args": list(args),
+        "input_kwargs": kwargs or {},
+        "output": output if output is not None else [tensor_rec()],
+    }
 
 
 @pytest.fixture
@@ -48,8 +68,16 @@ def write_dump(tmp_path: Path) -> Callable[..., Path]:
 
     ``data`` may be a dict (written as JSON, order kept) or a raw string (written verbatim, for JSON that only
     Python's encoder accepts, or that is broken on purpose)."""
-    def write(data: Any, *, task: Any = "tensor", level: str = "L1", framework: str = "pytorch",
-              name: str = "dump.json", raw: str | None = None) -> Path:
+
+    def write(
+        data: Any,
+        *,
+        task: Any = "tensor",
+        level: str = "L1",
+        framework: str = "pytorch",
+        name: str = "dump.json",
+        raw: str | None = None,
+    ) -> Path:
         path = tmp_path / name
         if raw is not None:
             path.write_text(raw, encoding="utf-8")
@@ -57,4 +85,5 @@ def write_dump(tmp_path: Path) -> Callable[..., Path]:
         doc = {"task": task, "level": level, "framework": framework, "dump_data_dir": None, "data": data}
         path.write_text(json.dumps(doc, indent=1), encoding="utf-8")  # json.dumps writes NaN/Infinity as msprobe
         return path
+
     return write

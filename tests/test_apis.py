@@ -1,4 +1,5 @@
 """precheck apis: the supported list, and a dump's would-be SKIPs without running anything."""
+
 from __future__ import annotations
 
 import json
@@ -37,6 +38,6 @@ def test_cli(capsys):
     assert "Functional" in capsys.readouterr().out
     assert main(["apis", "--check", str(GPT2)]) == 0
     out = capsys.readouterr().out
-    assert "47 forward records, 0 would be SKIP rows, 47 checked" in out    # dropout and SDPA: statistically
+    assert "47 forward records, 0 would be SKIP rows, 47 checked" in out  # dropout and SDPA: statistically
     assert main(["apis", "--check", "/nonexistent/dump.json"]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """precheck.grader.assert_precise: silent on close outputs, an assert_close-style message with the numbers a
 precision investigation needs on the others."""
+
 from __future__ import annotations
 
 import math
@@ -15,13 +16,19 @@ F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float6
 # torch.testing.assert_close defaults (rtol, atol)
 DEFAULTS = {F16: (1e-3, 1e-5), BF16: (1.6e-2, 1e-5), F32: (1.3e-6, 1e-5), F64: (1e-7, 1e-7)}
 _NUM = r"[-+]?(?:inf|nan|[0-9.e+-]+)"
-MIN_TOL = re.compile(rf"Minimum tolerance that would have passed: atol=({_NUM}) \(with rtol=({_NUM})\) "
-                     rf"or rtol=({_NUM}) \(with atol=({_NUM})\)")
+MIN_TOL = re.compile(
+    rf"Minimum tolerance that would have passed: atol=({_NUM}) \(with rtol=({_NUM})\) "
+    rf"or rtol=({_NUM}) \(with atol=({_NUM})\)"
+)
 MISMATCHED = re.compile(r"Mismatched elements: (\d+) / (\d+) \(([0-9.]+)%\)")
-GREATEST = re.compile(rf"Greatest (absolute|relative) difference: ({_NUM}) at index \(([0-9, ]*)\) "
-                      rf"\(target ({_NUM}), golden ({_NUM})\)")
-ABS_LINE = re.compile(rf"Absolute error: mean ({_NUM}), p99 ({_NUM}), max ({_NUM}); ULP \((\S+)\): "
-                      rf"mean ({_NUM}), max ({_NUM})")
+GREATEST = re.compile(
+    rf"Greatest (absolute|relative) difference: ({_NUM}) at index \(([0-9, ]*)\) "
+    rf"\(target ({_NUM}), golden ({_NUM})\)"
+)
+ABS_LINE = re.compile(
+    rf"Absolute error: mean ({_NUM}), p99 ({_NUM}), max ({_NUM}); ULP \((\S+)\): "
+    rf"mean ({_NUM}), max ({_NUM})"
+)
 
 
 def seeded(*shape, seed=0, scale=1.0):
@@ -52,6 +59,7 @@ def assert_close_passes(actual, golden, atol, rtol) -> bool:
 
 # ============================================================================================ silent passes
 
+
 @pytest.mark.parametrize("dtype", [F16, BF16, F32, F64])
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 100.0])
 def test_close_outputs_pass_silently(dtype, scale):
@@ -61,37 +69,54 @@ def test_close_outputs_pass_silently(dtype, scale):
 
 def test_close_nested_structures_pass():
     g = seeded(4, 4)
-    assert_precise((g.float(), [g.half(), {"b": g.float(), "n": 3}], 2.5),
-                   (g, [g, {"b": g, "n": 3}], 2.5))
+    assert_precise((g.float(), [g.half(), {"b": g.float(), "n": 3}], 2.5), (g, [g, {"b": g, "n": 3}], 2.5))
     assert_precise({"x": [torch.tensor([1, 2]), True]}, {"x": [torch.tensor([1, 2]), True]})
-    assert_precise([(g.float(),)], ([g],))                # tuple and list are both sequences
+    assert_precise([(g.float(),)], ([g],))  # tuple and list are both sequences
 
 
-@pytest.mark.parametrize("actual, golden", [
-    (3.0, 3.0 + 1e-9), (3, 3), (3, 3.0), (True, True), (0.0, 0.0), (-1e30, -1e30 * (1 + 1e-12)),
-    ("relu", "relu"), (None, None)])
+@pytest.mark.parametrize(
+    "actual, golden",
+    [
+        (3.0, 3.0 + 1e-9),
+        (3, 3),
+        (3, 3.0),
+        (True, True),
+        (0.0, 0.0),
+        (-1e30, -1e30 * (1 + 1e-12)),
+        ("relu", "relu"),
+        (None, None),
+    ],
+)
 def test_python_values_pass(actual, golden):
     assert_precise(actual, golden)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: (torch.empty(0), torch.empty(0, dtype=F64)),
-    lambda: (torch.empty(3, 0), torch.empty(3, 0, dtype=F64)),
-    lambda: (torch.tensor([2.5]), torch.tensor([2.5], dtype=F64)),
-    lambda: (torch.tensor(2.5), torch.tensor(2.5, dtype=F64)),
-    lambda: (torch.zeros(3, 3), torch.zeros(3, 3, dtype=F64)),
-    lambda: (torch.tensor([math.inf, -math.inf, math.nan, 1.0]), torch.tensor([math.inf, -math.inf, math.nan, 1.0],
-                                                                              dtype=F64)),
-    lambda: (torch.tensor([1 + 2j, -3j], dtype=torch.complex64), torch.tensor([1 + 2j, -3j],
-                                                                              dtype=torch.complex128)),
-    lambda: (torch.tensor([1, -7], dtype=torch.int32), torch.tensor([1, -7], dtype=torch.int32)),
-    lambda: (torch.tensor([True, False]), torch.tensor([True, False])),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (torch.empty(0), torch.empty(0, dtype=F64)),
+        lambda: (torch.empty(3, 0), torch.empty(3, 0, dtype=F64)),
+        lambda: (torch.tensor([2.5]), torch.tensor([2.5], dtype=F64)),
+        lambda: (torch.tensor(2.5), torch.tensor(2.5, dtype=F64)),
+        lambda: (torch.zeros(3, 3), torch.zeros(3, 3, dtype=F64)),
+        lambda: (
+            torch.tensor([math.inf, -math.inf, math.nan, 1.0]),
+            torch.tensor([math.inf, -math.inf, math.nan, 1.0], dtype=F64),
+        ),
+        lambda: (
+            torch.tensor([1 + 2j, -3j], dtype=torch.complex64),
+            torch.tensor([1 + 2j, -3j], dtype=torch.complex128),
+        ),
+        lambda: (torch.tensor([1, -7], dtype=torch.int32), torch.tensor([1, -7], dtype=torch.int32)),
+        lambda: (torch.tensor([True, False]), torch.tensor([True, False])),
+    ],
+)
 def test_edge_case_values_pass(make):
     assert_precise(*make())
 
 
 # ============================================================================================== the message
+
 
 def _fp16_case():
     """The biggest absolute error (0.5 on 1000) is inside fp16's tolerance; the mismatched ones are smaller."""
@@ -108,7 +133,7 @@ def test_message_reports_the_worst_mismatched_element():
     diff = (t.to(F64) - g).abs()
     mismatched = diff > atol + rtol * g.abs()
     k, n = int(mismatched.sum()), g.numel()
-    assert k == 2                                   # 0.11 vs 0.1 and 3.004 vs 3.0; 1000.5 and 0.5005 are inside
+    assert k == 2  # 0.11 vs 0.1 and 3.004 vs 3.0; 1000.5 and 0.5005 are inside
     m = MISMATCHED.search(msg)
     assert m and (int(m[1]), int(m[2])) == (k, n) and float(m[3]) == pytest.approx(100 * k / n, abs=0.05)
     assert f"Mismatched elements: {k} / {n} (33.3%)" in msg
@@ -126,7 +151,7 @@ def test_message_reports_the_worst_mismatched_element():
 
 def test_message_relative_and_absolute_worst_can_differ():
     g = torch.tensor([0.01, 100.0, 1.0, 7.0], dtype=F64)
-    t = torch.tensor([0.02, 100.5, 1.0, 7.0], dtype=F64)   # rel 1.0 at 0, abs 0.5 at 1
+    t = torch.tensor([0.02, 100.5, 1.0, 7.0], dtype=F64)  # rel 1.0 at 0, abs 0.5 at 1
     found = greatest(failure(t, g))
     assert found["absolute"][1] == (1,) and found["absolute"][0] == pytest.approx(0.5)
     assert found["absolute"][2:] == (100.5, 100.0)
@@ -137,25 +162,25 @@ def test_message_relative_and_absolute_worst_can_differ():
 def test_message_error_distribution_line():
     i = torch.arange(100, dtype=F64)
     g = torch.ones(100, dtype=F64)
-    t = g + i * 2.0 ** -10                     # errors 0 .. 99 / 1024 in float64
+    t = g + i * 2.0**-10  # errors 0 .. 99 / 1024 in float64
     msg = failure(t, g)
     m = ABS_LINE.search(msg)
     assert m, msg
-    errors = (i * 2.0 ** -10).numpy()
+    errors = (i * 2.0**-10).numpy()
     assert float(m[1]) == pytest.approx(errors.mean(), rel=5e-3)
     assert float(m[2]) == pytest.approx(np.percentile(errors, 99, method="inverted_cdf"), rel=5e-3)
     assert float(m[3]) == pytest.approx(errors.max(), rel=5e-3)
     assert m[4] == "torch.float64"
     # float64 ULP of a golden in [1, 2) is 2^-52
-    assert float(m[5]) == pytest.approx(errors.mean() * 2.0 ** 52, rel=5e-3)
-    assert float(m[6]) == pytest.approx(errors.max() * 2.0 ** 52, rel=5e-3)
+    assert float(m[5]) == pytest.approx(errors.mean() * 2.0**52, rel=5e-3)
+    assert float(m[6]) == pytest.approx(errors.max() * 2.0**52, rel=5e-3)
     assert "Absolute error: mean " in msg and "; ULP" in msg
 
 
 def test_message_ulp_in_the_target_dtype():
     g = torch.full((8,), 1.5, dtype=F64)
     t = g.to(BF16)
-    t[3] = 1.5 + 16 * 2.0 ** -7             # 16 bf16 ULPs off
+    t[3] = 1.5 + 16 * 2.0**-7  # 16 bf16 ULPs off
     m = ABS_LINE.search(failure(t, g))
     assert m[4] == "torch.bfloat16"
     assert float(m[6]) == pytest.approx(16.0) and float(m[5]) == pytest.approx(2.0)
@@ -170,6 +195,7 @@ def test_message_has_cosine_for_more_than_one_element_only():
 
 
 # ===================================================================================== minimum tolerances
+
 
 def _min_tolerances(msg: str) -> tuple[float, float, float, float]:
     m = MIN_TOL.search(msg)
@@ -186,8 +212,7 @@ def _exact_minimum(t: torch.Tensor, g: torch.Tensor, rtol: float, atol: float) -
 
 TOL_CASES = {
     "fp32": (torch.tensor([1.0, 2.5, 3.0, 4.0]), torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=F64)),
-    "fp16": (torch.tensor([[10.0, 0.25], [3.0, 2.0]], dtype=F16),
-             torch.tensor([[10.0, 0.2], [3.0, 2.0]], dtype=F64)),
+    "fp16": (torch.tensor([[10.0, 0.25], [3.0, 2.0]], dtype=F16), torch.tensor([[10.0, 0.2], [3.0, 2.0]], dtype=F64)),
     "bf16": (torch.tensor([1.0, 4.5, -2.0], dtype=BF16), torch.tensor([1.0, 4.0, -2.0], dtype=F64)),
     # minimum tolerances whose 3-digit round-to-nearest would fall below the true minimum
     "fp64-rounds-down": (torch.tensor([1.0, 2.0123444], dtype=F64), torch.tensor([1.0, 2.0], dtype=F64)),
@@ -226,11 +251,11 @@ def test_minimum_tolerance_passes_assert_close(case):
 
 
 def test_minimum_rtol_is_inf_when_the_golden_is_zero_at_an_error():
-    t = torch.tensor([0.0, 2.0 ** -10])
+    t = torch.tensor([0.0, 2.0**-10])
     g = torch.zeros(2, dtype=F64)
     atol_needed, _, rtol_needed, _ = _min_tolerances(failure(t, g))
     assert rtol_needed == math.inf
-    assert atol_needed == pytest.approx(2.0 ** -10, rel=5e-3)
+    assert atol_needed == pytest.approx(2.0**-10, rel=5e-3)
     assert assert_close_passes(t, g, atol=atol_needed, rtol=DEFAULTS[F32][0])
 
 
@@ -246,6 +271,7 @@ def test_minimum_tolerance_when_nothing_is_outside_assert_close():
 
 
 # ============================================================================================ inf and nan
+
 
 def test_nan_on_one_side():
     t = torch.tensor([1.0, math.nan, 3.0])
@@ -295,6 +321,7 @@ def test_zero_golden_message():
 
 # ======================================================================================== nested structures
 
+
 def test_nested_path_in_the_message():
     g = seeded(3, 4, seed=2)
     bad = g.float().clone()
@@ -316,13 +343,16 @@ def test_every_failing_leaf_is_reported():
     assert msg.count("Mismatched elements") == 3
 
 
-@pytest.mark.parametrize("actual, golden, text", [
-    ((torch.ones(2),), (torch.ones(2, dtype=F64), torch.ones(2, dtype=F64)), "target has 1 items, golden 2"),
-    ({"a": torch.ones(2)}, {"b": torch.ones(2, dtype=F64)}, "keys differ"),
-    ([torch.ones(2)], torch.ones(2, dtype=F64), "type mismatch"),
-    (torch.ones(2, 3), torch.ones(3, 2, dtype=F64), "shape mismatch"),
-    (torch.ones(0), torch.ones(1, dtype=F64), "shape mismatch"),
-])
+@pytest.mark.parametrize(
+    "actual, golden, text",
+    [
+        ((torch.ones(2),), (torch.ones(2, dtype=F64), torch.ones(2, dtype=F64)), "target has 1 items, golden 2"),
+        ({"a": torch.ones(2)}, {"b": torch.ones(2, dtype=F64)}, "keys differ"),
+        ([torch.ones(2)], torch.ones(2, dtype=F64), "type mismatch"),
+        (torch.ones(2, 3), torch.ones(3, 2, dtype=F64), "shape mismatch"),
+        (torch.ones(0), torch.ones(1, dtype=F64), "shape mismatch"),
+    ],
+)
 def test_structure_mismatch_is_an_error_message(actual, golden, text):
     msg = failure(actual, golden)
     assert msg.startswith("output")
@@ -338,15 +368,22 @@ def test_nested_structure_mismatch_path():
 
 # ===================================================================================== scalars, ints, complex
 
+
 def test_python_float_failure():
     msg = failure(3.0, 3.1)
     assert msg.startswith("output: error (<class 'float'> vs golden <class 'float'>)")
     assert "max abs error 0.1" in msg
 
 
-@pytest.mark.parametrize("actual, golden, text", [
-    (3, 4, "value 3 != golden 4"), (True, False, "value True != golden False"), (True, 1, "value True != golden 1"),
-    ("a", "b", "value 'a' != golden 'b'")])
+@pytest.mark.parametrize(
+    "actual, golden, text",
+    [
+        (3, 4, "value 3 != golden 4"),
+        (True, False, "value True != golden False"),
+        (True, 1, "value True != golden 1"),
+        ("a", "b", "value 'a' != golden 'b'"),
+    ],
+)
 def test_python_value_failures(actual, golden, text):
     assert text in failure(actual, golden)
 
@@ -355,7 +392,7 @@ def test_int_tensor_failure_names_the_element():
     msg = failure(torch.tensor([[1, 2], [3, 4]]), torch.tensor([[1, 2], [3, 5]]))
     assert "output: error (torch.int64 vs golden torch.int64, shape (2, 2))" in msg
     assert "1/4 elements differ" in msg and "index (1, 1)" in msg and "target 4, golden 5" in msg
-    assert "Mismatched elements" not in msg          # exact comparison, no tolerance report
+    assert "Mismatched elements" not in msg  # exact comparison, no tolerance report
 
 
 def test_bool_tensor_failure():
@@ -369,20 +406,21 @@ def test_complex_failure_reports_real_and_imaginary_parts():
     msg = failure(t, g)
     assert "torch.complex64 vs golden torch.complex128" in msg
     assert "Mismatched elements: 1 / 4 (25.0%)" in msg
-    assert greatest(msg)["absolute"] == (0.5, (1, 1), 2.0, 2.5)      # element 1, imaginary part
+    assert greatest(msg)["absolute"] == (0.5, (1, 1), 2.0, 2.5)  # element 1, imaginary part
     assert_precise(g.to(torch.complex64), g)
 
 
 # ============================================================================================= fail_on
 
+
 def test_fail_on_warning_fails_on_warnings():
     g = seeded(32, 32, seed=4)
-    t = g.to(BF16)                      # correctly rounded bf16 at unit scale: warning under default
-    assert_precise(t, g)                # fail_on="error": a warning passes
+    t = g.to(BF16)  # correctly rounded bf16 at unit scale: warning under default
+    assert_precise(t, g)  # fail_on="error": a warning passes
     msg = failure(t, g, fail_on="warning")
     assert msg.startswith("output: warning (torch.bfloat16 vs golden torch.float64")
     assert "within the torch.bfloat16 tolerance" in msg
-    assert_precise(t, g, fail_on="warning", max_abs=1.0)    # compare options pass through
+    assert_precise(t, g, fail_on="warning", max_abs=1.0)  # compare options pass through
 
 
 @pytest.mark.parametrize("fail_on", ["pass", "SKIP", "Error", "", "errors", None])
@@ -394,7 +432,7 @@ def test_invalid_fail_on_raises_value_error(fail_on):
 
 def test_compare_options_reach_the_standard():
     g = torch.full((16,), 1.5, dtype=F64)
-    t = torch.nextafter(g.float(), torch.full((16,), 2.0))            # 1 fp32 ULP off
+    t = torch.nextafter(g.float(), torch.full((16,), 2.0))  # 1 fp32 ULP off
     assert_precise(t, g, standard="ulp")
     msg = failure(t, g, standard="binary")
     assert "differ from the correctly rounded golden" in msg

@@ -1,4 +1,5 @@
 """The command line a user types: exit codes, one-line errors, the summary, the options."""
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,10 @@ def test_summary_names_counts_rate_and_both_csvs(tmp_path, capsys):
     result = next(tmp_path.glob("accuracy_checking_result_*.csv"))
     details = next(tmp_path.glob("accuracy_checking_details_*.csv"))
     assert str(result) in out and str(details) in out
-    assert result.name.removeprefix("accuracy_checking_result_") == \
-        details.name.removeprefix("accuracy_checking_details_")
-    assert len(result.stem.rsplit("_", 1)[1]) == 14   # YYYYmmddHHMMSS
+    assert result.name.removeprefix("accuracy_checking_result_") == details.name.removeprefix(
+        "accuracy_checking_details_"
+    )
+    assert len(result.stem.rsplit("_", 1)[1]) == 14  # YYYYmmddHHMMSS
 
 
 def test_progress_bar_goes_to_stderr(tmp_path, capsys):
@@ -49,18 +51,22 @@ def test_fail_on_gates(tmp_path, capsys):
 
 def test_thresholds_are_options(tmp_path, capsys):
     # With a looser max-abs threshold every bf16 warning of the embedding/add chain becomes a pass.
-    code, out, _ = run(capsys, "run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--max-abs", "1",
-                       "--cosine", "0.9")
+    code, out, _ = run(
+        capsys, "run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--max-abs", "1", "--cosine", "0.9"
+    )
     assert code == 0 and "forward:  pass 47, warning 0, error 0, SKIP 0" in out
 
 
-@pytest.mark.parametrize("content, reason", [
-    (None, "no such file"),
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "not an msprobe dump"),
-    ('{"task": "tensor"}', "not an msprobe dump"),
-    ('{"task": "other", "data": {}}', "'task' is 'other'"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (None, "no such file"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not an msprobe dump"),
+        ('{"task": "tensor"}', "not an msprobe dump"),
+        ('{"task": "other", "data": {}}', "'task' is 'other'"),
+    ],
+)
 def test_unusable_dump_exits_2_with_one_line(tmp_path, capsys, content, reason):
     path = tmp_path / "dump.json"
     if content is not None:
@@ -86,11 +92,20 @@ def test_bad_option_values_are_rejected(capsys):
 def test_installed_entry_point_runs_without_traceback(tmp_path):
     """The real process: module entry point, exit status and stdout of a bad dump and a good one."""
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"task": "tensor", "level": "L1", "data": {
-        "Torch.foo.0.forward": {"input_args": [], "input_kwargs": {}, "output": []},
-        "Bad key": {}}}))
-    proc = subprocess.run([sys.executable, "-m", "precheck", "run_ut", "-api_info", str(bad), "-o",
-                           str(tmp_path / "out"), "-q"], capture_output=True, text=True)
+    bad.write_text(
+        json.dumps(
+            {
+                "task": "tensor",
+                "level": "L1",
+                "data": {"Torch.foo.0.forward": {"input_args": [], "input_kwargs": {}, "output": []}, "Bad key": {}},
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "precheck", "run_ut", "-api_info", str(bad), "-o", str(tmp_path / "out"), "-q"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "SKIP 2" in proc.stdout

@@ -1,4 +1,5 @@
 """--backend dask: the same run spread over a Dask cluster of real worker processes gives the same CSVs."""
+
 from __future__ import annotations
 
 import csv
@@ -26,8 +27,9 @@ def read(path: Path) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as c:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    ) as c:
         yield c.scheduler_address
 
 
@@ -41,23 +43,28 @@ def test_dask_run_equals_local_run(tmp_path, cluster, dump):
 
 
 def test_dask_cli_options(tmp_path, cluster, capsys):
-    assert main(["run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--backend", "dask",
-                 "--scheduler", cluster]) == 0
+    assert (
+        main(["run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--backend", "dask", "--scheduler", cluster])
+        == 0
+    )
     assert "47 APIs" in capsys.readouterr().out
     assert main(["run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-q", "--backend", "dask"]) == 2
     assert "--backend dask needs --scheduler ADDRESS" in capsys.readouterr().err
 
 
 def test_a_task_past_its_timeout_is_an_error_row_and_its_worker_is_restarted(tmp_path, monkeypatch):
-    monkeypatch.setenv("PRECHECK_TEST_APIS", "1")        # the hanging test API, in the cluster's workers too
+    monkeypatch.setenv("PRECHECK_TEST_APIS", "1")  # the hanging test API, in the cluster's workers too
     api_registry.registry.cache_clear()
-    dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0", "Torch.precheck_hang.0", "Torch.sigmoid.0",
-                                              "Torch.exp.0"])
+    dump = make_dump(
+        tmp_path / "dump.json", ["Torch.tanh.0", "Torch.precheck_hang.0", "Torch.sigmoid.0", "Torch.exp.0"]
+    )
     try:
-        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
-                                      silence_logs=40) as c:
-            summary = run_ut(dump, tmp_path / "out", device="cpu", options=CheckOptions(timeout=5),
-                             scheduler=c.scheduler_address)
+        with distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        ) as c:
+            summary = run_ut(
+                dump, tmp_path / "out", device="cpu", options=CheckOptions(timeout=5), scheduler=c.scheduler_address
+            )
     finally:
         monkeypatch.delenv("PRECHECK_TEST_APIS")
         api_registry.registry.cache_clear()
@@ -65,5 +72,9 @@ def test_a_task_past_its_timeout_is_an_error_row_and_its_worker_is_restarted(tmp
     assert got["Torch.precheck_hang.0"] == ("error", "timed out after 5 s")
     # one worker: the APIs after the hang ran on the worker that replaced it
     assert got["Torch.tanh.0"][0] == got["Torch.sigmoid.0"][0] == got["Torch.exp.0"][0] == "pass"
-    assert [r[0] for r in read(summary.result_path)[1:]] == ["Torch.tanh.0", "Torch.precheck_hang.0",
-                                                             "Torch.sigmoid.0", "Torch.exp.0"]
+    assert [r[0] for r in read(summary.result_path)[1:]] == [
+        "Torch.tanh.0",
+        "Torch.precheck_hang.0",
+        "Torch.sigmoid.0",
+        "Torch.exp.0",
+    ]

@@ -1,4 +1,5 @@
 """precheck.dump: every argument encoding of an msprobe L1 dump, record pairing, and whole-file errors."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,19 @@ import math
 
 import pytest
 import torch
-
 from conftest import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
-from precheck.dump import (Case, DeviceArg, DumpError, RecordError, Stats, TensorSpec, decode_value, load_dump,
-                           pair_records)
+
+from precheck.dump import (
+    Case,
+    DeviceArg,
+    DumpError,
+    RecordError,
+    Stats,
+    TensorSpec,
+    decode_value,
+    load_dump,
+    pair_records,
+)
 
 
 def one_case(write_dump, *args, kwargs=None, output=None, api="Torch.add"):
@@ -21,13 +31,28 @@ def one_case(write_dump, *args, kwargs=None, output=None, api="Torch.add"):
 
 # --------------------------------------------------------------------------------------------- tensor encodings
 
+
 @pytest.mark.parametrize("type_", ["torch.Tensor", "torch.nn.parameter.Parameter"])
 def test_torch_tensor_decodes_to_spec(type_):
-    raw = tensor_rec("torch.bfloat16", (4, 32), type_=type_, data_name="Functional.linear.0.forward.input.0.pt",
-                     requires_grad=True, Max=3.5, Min=-2.25, Mean=0.125, Norm=10.0)
+    raw = tensor_rec(
+        "torch.bfloat16",
+        (4, 32),
+        type_=type_,
+        data_name="Functional.linear.0.forward.input.0.pt",
+        requires_grad=True,
+        Max=3.5,
+        Min=-2.25,
+        Mean=0.125,
+        Norm=10.0,
+    )
     spec = decode_value(raw, "input_args[0]")
-    assert spec == TensorSpec(dtype=torch.bfloat16, shape=(4, 32), stats=Stats(3.5, -2.25, 0.125, 10.0),
-                              requires_grad=True, data_name="Functional.linear.0.forward.input.0.pt")
+    assert spec == TensorSpec(
+        dtype=torch.bfloat16,
+        shape=(4, 32),
+        stats=Stats(3.5, -2.25, 0.125, 10.0),
+        requires_grad=True,
+        data_name="Functional.linear.0.forward.input.0.pt",
+    )
     assert spec.numel == 128
     assert isinstance(spec.dtype, torch.dtype)
 
@@ -68,44 +93,75 @@ def test_stats_as_json_infinity_and_nan(write_dump):
     assert stats.norm == 7.0 and isinstance(stats.norm, float)
 
 
-@pytest.mark.parametrize("name, dtype", [("Float32", torch.float32), ("BFloat16", torch.bfloat16),
-                                         ("Float16", torch.float16), ("Int64", torch.int64), ("Bool", torch.bool)])
+@pytest.mark.parametrize(
+    "name, dtype",
+    [
+        ("Float32", torch.float32),
+        ("BFloat16", torch.bfloat16),
+        ("Float16", torch.float16),
+        ("Int64", torch.int64),
+        ("Bool", torch.bool),
+    ],
+)
 def test_mindspore_tensor_dtypes(name, dtype):
-    spec = decode_value(tensor_rec(name, (2, 2), type_="mindspore.Tensor",
-                                   data_name="Functional.relu.0.forward.input.0.npy"), "input_args[0]")
+    spec = decode_value(
+        tensor_rec(name, (2, 2), type_="mindspore.Tensor", data_name="Functional.relu.0.forward.input.0.npy"),
+        "input_args[0]",
+    )
     assert isinstance(spec, TensorSpec)
     assert spec.dtype is dtype
     assert spec.data_name.endswith(".npy")
 
 
-@pytest.mark.parametrize("name", ["torch.float32", "torch.float16", "torch.bfloat16", "torch.float64",
-                                  "torch.int8", "torch.int32", "torch.int64", "torch.uint8", "torch.bool",
-                                  "torch.complex64"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "torch.float32",
+        "torch.float16",
+        "torch.bfloat16",
+        "torch.float64",
+        "torch.int8",
+        "torch.int32",
+        "torch.int64",
+        "torch.uint8",
+        "torch.bool",
+        "torch.complex64",
+    ],
+)
 def test_every_common_torch_dtype_name(name):
     assert str(decode_value(tensor_rec(name), "x").dtype) == name
 
 
 # --------------------------------------------------------------------------------------------- other encodings
 
-@pytest.mark.parametrize("raw, expected", [
-    ({"type": "int", "value": 3}, 3),
-    ({"type": "int", "value": -7}, -7),
-    ({"type": "float", "value": 0.5}, 0.5),
-    ({"type": "float", "value": 2}, 2.0),
-    ({"type": "bool", "value": True}, True),
-    ({"type": "bool", "value": False}, False),
-    ({"type": "str", "value": "mean"}, "mean"),
-    ({"type": "str", "value": ""}, ""),
-])
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ({"type": "int", "value": 3}, 3),
+        ({"type": "int", "value": -7}, -7),
+        ({"type": "float", "value": 0.5}, 0.5),
+        ({"type": "float", "value": 2}, 2.0),
+        ({"type": "bool", "value": True}, True),
+        ({"type": "bool", "value": False}, False),
+        ({"type": "str", "value": "mean"}, "mean"),
+        ({"type": "str", "value": ""}, ""),
+    ],
+)
 def test_scalars(raw, expected):
     value = decode_value(raw, "x")
     assert value == expected
     assert type(value) is type(expected)
 
 
-@pytest.mark.parametrize("text, check", [
-    ("inf", lambda v: v == math.inf), ("-inf", lambda v: v == -math.inf), ("nan", math.isnan),
-])
+@pytest.mark.parametrize(
+    "text, check",
+    [
+        ("inf", lambda v: v == math.inf),
+        ("-inf", lambda v: v == -math.inf),
+        ("nan", math.isnan),
+    ],
+)
 def test_float_scalar_nonfinite_strings(text, check):
     value = decode_value({"type": "float", "value": text}, "x")
     assert isinstance(value, float) and check(value)
@@ -122,10 +178,15 @@ def test_none_inside_args_keeps_position(write_dump):
     assert case.args[1:] == (None, None, 1)
 
 
-@pytest.mark.parametrize("value, expected", [
-    ([1, 5, 2], slice(1, 5, 2)), ([None, 3, None], slice(None, 3, None)), ([None, None, None], slice(None)),
-    ([-3, None, -1], slice(-3, None, -1)),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ([1, 5, 2], slice(1, 5, 2)),
+        ([None, 3, None], slice(None, 3, None)),
+        ([None, None, None], slice(None)),
+        ([-3, None, -1], slice(-3, None, -1)),
+    ],
+)
 def test_slice(value, expected):
     assert decode_value({"type": "slice", "value": value}, "x") == expected
 
@@ -151,29 +212,42 @@ def test_torch_size():
 
 
 def test_torch_dtype_positional_and_keyword(write_dump):
-    case = one_case(write_dump, tensor_rec(), {"type": "torch.dtype", "value": "torch.float16"},
-                    kwargs={"dtype": {"type": "torch.dtype", "value": "torch.bfloat16"}}, api="Tensor.to")
+    case = one_case(
+        write_dump,
+        tensor_rec(),
+        {"type": "torch.dtype", "value": "torch.float16"},
+        kwargs={"dtype": {"type": "torch.dtype", "value": "torch.bfloat16"}},
+        api="Tensor.to",
+    )
     assert case.problem is None
     assert case.args[1] is torch.float16 and isinstance(case.args[1], torch.dtype)
     assert case.kwargs["dtype"] is torch.bfloat16
 
 
 def test_torch_device(write_dump):
-    case = one_case(write_dump, tensor_rec(), {"type": "torch.device", "value": "npu:3"},
-                    kwargs={"device": {"type": "torch.device", "value": "cuda:0"}}, api="Tensor.to")
+    case = one_case(
+        write_dump,
+        tensor_rec(),
+        {"type": "torch.device", "value": "npu:3"},
+        kwargs={"device": {"type": "torch.device", "value": "cuda:0"}},
+        api="Tensor.to",
+    )
     assert case.problem is None
     assert case.args[1] == DeviceArg("npu:3")
     assert case.kwargs["device"] == DeviceArg("cuda:0")
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ({"type": "float32", "value": 0.25}, 0.25),
-    ({"type": "numpy.float32", "value": 1.5}, 1.5),
-    ({"type": "numpy.float64", "value": "inf"}, math.inf),
-    ({"type": "numpy.int64", "value": 12}, 12),
-    ({"type": "int32", "value": -2}, -2),
-    ({"type": "numpy.bool_", "value": True}, True),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ({"type": "float32", "value": 0.25}, 0.25),
+        ({"type": "numpy.float32", "value": 1.5}, 1.5),
+        ({"type": "numpy.float64", "value": "inf"}, math.inf),
+        ({"type": "numpy.int64", "value": 12}, 12),
+        ({"type": "int32", "value": -2}, -2),
+        ({"type": "numpy.bool_", "value": True}, True),
+    ],
+)
 def test_numpy_scalars(raw, expected):
     value = decode_value(raw, "x")
     assert value == expected
@@ -187,8 +261,11 @@ def test_plain_json_scalars_pass_through():
 
 
 def test_nested_lists_become_tuples_and_mix_tensors_and_scalars(write_dump):
-    nested = [tensor_rec(shape=(2,)), [{"type": "int", "value": 1}, [tensor_rec("torch.int64", (3,)), None]],
-              {"type": "float", "value": 0.5}]
+    nested = [
+        tensor_rec(shape=(2,)),
+        [{"type": "int", "value": 1}, [tensor_rec("torch.int64", (3,)), None]],
+        {"type": "float", "value": 0.5},
+    ]
     case = one_case(write_dump, nested, api="Torch.cat")
     assert case.problem is None
     (arg,) = case.args
@@ -201,11 +278,14 @@ def test_nested_lists_become_tuples_and_mix_tensors_and_scalars(write_dump):
 
 
 def test_outputs_and_backward_decoded(write_dump):
-    path = write_dump({
-        "Torch.add.0.forward": forward_rec(tensor_rec(requires_grad=True), {"type": "int", "value": 2},
-                                           output=[tensor_rec(data_name="o.pt")]),
-        "Torch.add.0.backward": {"input": [tensor_rec(data_name="gi.pt")], "output": [tensor_rec(), None]},
-    })
+    path = write_dump(
+        {
+            "Torch.add.0.forward": forward_rec(
+                tensor_rec(requires_grad=True), {"type": "int", "value": 2}, output=[tensor_rec(data_name="o.pt")]
+            ),
+            "Torch.add.0.backward": {"input": [tensor_rec(data_name="gi.pt")], "output": [tensor_rec(), None]},
+        }
+    )
     case = load_dump(path).cases[0]
     assert case.problem is None
     assert case.has_backward
@@ -221,33 +301,39 @@ def test_single_output_not_in_a_list_still_a_tuple(write_dump):
 
 # --------------------------------------------------------------------------------------------- malformed pieces
 
-@pytest.mark.parametrize("bad, where, words", [
-    ({"type": "my.Custom", "value": 1}, "input_args[1]", ["unsupported", "my.Custom"]),
-    (tensor_rec(shape=[2, -1]), "input_args[1]", ["shape"]),
-    (tensor_rec(shape="2x3"), "input_args[1]", ["shape"]),
-    (tensor_rec(shape=[2, 3.0]), "input_args[1]", ["shape"]),
-    (tensor_rec(shape=[True, 3]), "input_args[1]", ["shape"]),
-    (tensor_rec("torch.float33"), "input_args[1]", ["dtype", "torch.float33"]),
-    (tensor_rec("float32"), "input_args[1]", ["dtype"]),
-    (tensor_rec(data_name=None) | {"data_name": 5}, "input_args[1]", ["data_name"]),
-    ({"type": "int", "value": True}, "input_args[1]", ["int"]),
-    ({"type": "int", "value": 1.5}, "input_args[1]", ["int"]),
-    ({"type": "bool", "value": 1}, "input_args[1]", ["bool"]),
-    ({"type": "float", "value": "abc"}, "input_args[1]", ["float"]),
-    ({"type": "float", "value": True}, "input_args[1]", ["float"]),
-    ({"type": "str", "value": 3}, "input_args[1]", ["str"]),
-    ({"type": "torch.dtype", "value": "torch.nope"}, "input_args[1]", ["dtype", "torch.nope"]),
-    ({"type": "slice", "value": [1, 2]}, "input_args[1]", ["slice"]),
-    ({"type": "slice", "value": [0.5, 2, None]}, "input_args[1]", ["slice"]),
-    ({"type": "torch.Size", "value": [2, "3"]}, "input_args[1]", ["torch.Size"]),
-    ({"value": 3}, "input_args[1]", ["type"]),
-    ({"type": 7}, "input_args[1]", ["type"]),
-])
+
+@pytest.mark.parametrize(
+    "bad, where, words",
+    [
+        ({"type": "my.Custom", "value": 1}, "input_args[1]", ["unsupported", "my.Custom"]),
+        (tensor_rec(shape=[2, -1]), "input_args[1]", ["shape"]),
+        (tensor_rec(shape="2x3"), "input_args[1]", ["shape"]),
+        (tensor_rec(shape=[2, 3.0]), "input_args[1]", ["shape"]),
+        (tensor_rec(shape=[True, 3]), "input_args[1]", ["shape"]),
+        (tensor_rec("torch.float33"), "input_args[1]", ["dtype", "torch.float33"]),
+        (tensor_rec("float32"), "input_args[1]", ["dtype"]),
+        (tensor_rec(data_name=None) | {"data_name": 5}, "input_args[1]", ["data_name"]),
+        ({"type": "int", "value": True}, "input_args[1]", ["int"]),
+        ({"type": "int", "value": 1.5}, "input_args[1]", ["int"]),
+        ({"type": "bool", "value": 1}, "input_args[1]", ["bool"]),
+        ({"type": "float", "value": "abc"}, "input_args[1]", ["float"]),
+        ({"type": "float", "value": True}, "input_args[1]", ["float"]),
+        ({"type": "str", "value": 3}, "input_args[1]", ["str"]),
+        ({"type": "torch.dtype", "value": "torch.nope"}, "input_args[1]", ["dtype", "torch.nope"]),
+        ({"type": "slice", "value": [1, 2]}, "input_args[1]", ["slice"]),
+        ({"type": "slice", "value": [0.5, 2, None]}, "input_args[1]", ["slice"]),
+        ({"type": "torch.Size", "value": [2, "3"]}, "input_args[1]", ["torch.Size"]),
+        ({"value": 3}, "input_args[1]", ["type"]),
+        ({"type": 7}, "input_args[1]", ["type"]),
+    ],
+)
 def test_malformed_argument_gives_problem_naming_where(write_dump, bad, where, words):
-    path = write_dump({
-        "Torch.mul.0.forward": forward_rec(tensor_rec(), bad),
-        "Torch.sub.0.forward": forward_rec(tensor_rec(), {"type": "int", "value": 1}),
-    })
+    path = write_dump(
+        {
+            "Torch.mul.0.forward": forward_rec(tensor_rec(), bad),
+            "Torch.sub.0.forward": forward_rec(tensor_rec(), {"type": "int", "value": 1}),
+        }
+    )
     bad_case, good_case = load_dump(path).cases
     assert bad_case.name == "Torch.mul.0" and bad_case.api == "Torch.mul"
     assert bad_case.problem is not None
@@ -271,13 +357,16 @@ def test_malformed_kwarg_names_the_keyword(write_dump):
     assert case.problem is not None and "alpha" in case.problem
 
 
-@pytest.mark.parametrize("field, where", [("output", "output"), ("bwd_in", "backward.input"),
-                                          ("bwd_out", "backward.output")])
+@pytest.mark.parametrize(
+    "field, where", [("output", "output"), ("bwd_in", "backward.input"), ("bwd_out", "backward.output")]
+)
 def test_malformed_output_or_backward_names_the_record_part(write_dump, field, where):
     bad = {"type": "bogus"}
     fwd = forward_rec(tensor_rec(), output=[bad] if field == "output" else None)
-    bwd = {"input": [bad if field == "bwd_in" else tensor_rec()], "output": [bad if field == "bwd_out" else
-                                                                            tensor_rec()]}
+    bwd = {
+        "input": [bad if field == "bwd_in" else tensor_rec()],
+        "output": [bad if field == "bwd_out" else tensor_rec()],
+    }
     case = load_dump(write_dump({"Torch.neg.0.forward": fwd, "Torch.neg.0.backward": bwd})).cases[0]
     assert case.problem is not None and where in case.problem
 
@@ -296,6 +385,7 @@ def test_decode_value_raises_record_error():
 
 # --------------------------------------------------------------------------------------------- pairing
 
+
 def test_forward_backward_paired_by_stem_in_forward_order():
     data = {
         "Functional.linear.0.forward": forward_rec(tensor_rec()),
@@ -309,53 +399,70 @@ def test_forward_backward_paired_by_stem_in_forward_order():
     assert [c.name for c in cases] == ["Functional.linear.0", "Functional.gelu.0", "Tensor.sum.0"]
     assert [c.order for c in cases] == [0, 1, 2]
     assert [c.has_backward for c in cases] == [True, False, True]
-    assert cases[0].grad_outputs[0].shape == (7,)   # linear got linear's backward, not sum's
+    assert cases[0].grad_outputs[0].shape == (7,)  # linear got linear's backward, not sum's
     assert cases[2].grad_outputs[0].shape == ()
     assert cases[1].grad_outputs is None and cases[1].grad_inputs is None
 
 
 def test_same_api_different_call_numbers_are_separate_cases():
-    data = {"Tensor.__add__.0.forward": forward_rec(tensor_rec(shape=(1,))),
-            "Tensor.__add__.1.forward": forward_rec(tensor_rec(shape=(2,))),
-            "Tensor.__add__.1.backward": {"input": [tensor_rec()], "output": [tensor_rec()]}}
+    data = {
+        "Tensor.__add__.0.forward": forward_rec(tensor_rec(shape=(1,))),
+        "Tensor.__add__.1.forward": forward_rec(tensor_rec(shape=(2,))),
+        "Tensor.__add__.1.backward": {"input": [tensor_rec()], "output": [tensor_rec()]},
+    }
     cases = pair_records(data)
     assert [(c.name, c.api, c.has_backward) for c in cases] == [
-        ("Tensor.__add__.0", "Tensor.__add__", False), ("Tensor.__add__.1", "Tensor.__add__", True)]
+        ("Tensor.__add__.0", "Tensor.__add__", False),
+        ("Tensor.__add__.1", "Tensor.__add__", True),
+    ]
     assert cases[1].args[0].shape == (2,)
 
 
 def test_module_records_ignored():
-    data = {"Module.model.Linear.forward.0": {"input_args": [], "output": []},
-            "Module.fc1.Linear.backward.0": {"input": [], "output": []},
-            "Torch.relu.0.forward": forward_rec(tensor_rec()),
-            "Cell.net.Dense.forward.0": {"input_args": [], "output": []}}
+    data = {
+        "Module.model.Linear.forward.0": {"input_args": [], "output": []},
+        "Module.fc1.Linear.backward.0": {"input": [], "output": []},
+        "Torch.relu.0.forward": forward_rec(tensor_rec()),
+        "Cell.net.Dense.forward.0": {"input_args": [], "output": []},
+    }
     cases = pair_records(data)
     assert [c.name for c in cases] == ["Torch.relu.0"]
     assert cases[0].problem is None
 
 
-@pytest.mark.parametrize("key, api, name", [
-    ("Torch.linalg.inv.0.forward", "Torch.linalg.inv", "Torch.linalg.inv.0"),
-    ("Aten.add.Tensor.0.forward", "Aten.add.Tensor", "Aten.add.Tensor.0"),
-    ("Functional.scaled_dot_product_attention.12.forward", "Functional.scaled_dot_product_attention",
-     "Functional.scaled_dot_product_attention.12"),
-    ("Tensor.__radd__.3.forward", "Tensor.__radd__", "Tensor.__radd__.3"),
-    ("NPU.npu_rms_norm.0.forward", "NPU.npu_rms_norm", "NPU.npu_rms_norm.0"),
-    ("Functional.conv2d.5.forward", "Functional.conv2d", "Functional.conv2d.5"),
-])
+@pytest.mark.parametrize(
+    "key, api, name",
+    [
+        ("Torch.linalg.inv.0.forward", "Torch.linalg.inv", "Torch.linalg.inv.0"),
+        ("Aten.add.Tensor.0.forward", "Aten.add.Tensor", "Aten.add.Tensor.0"),
+        (
+            "Functional.scaled_dot_product_attention.12.forward",
+            "Functional.scaled_dot_product_attention",
+            "Functional.scaled_dot_product_attention.12",
+        ),
+        ("Tensor.__radd__.3.forward", "Tensor.__radd__", "Tensor.__radd__.3"),
+        ("NPU.npu_rms_norm.0.forward", "NPU.npu_rms_norm", "NPU.npu_rms_norm.0"),
+        ("Functional.conv2d.5.forward", "Functional.conv2d", "Functional.conv2d.5"),
+    ],
+)
 def test_names_with_inner_dots(key, api, name):
     stem = key.rsplit(".", 1)[0]
-    cases = pair_records({key: forward_rec(tensor_rec()),
-                          f"{stem}.backward": {"input": [tensor_rec()], "output": [tensor_rec()]}})
+    cases = pair_records(
+        {key: forward_rec(tensor_rec()), f"{stem}.backward": {"input": [tensor_rec()], "output": [tensor_rec()]}}
+    )
     assert len(cases) == 1
     assert (cases[0].api, cases[0].name, cases[0].has_backward, cases[0].problem) == (api, name, True, None)
 
 
-@pytest.mark.parametrize("bad_key", ["Torch.add.forward", "Torch.add.0.sideways", "add.0.forward",
-                                     "Torch.add.x.forward", "garbage"])
+@pytest.mark.parametrize(
+    "bad_key", ["Torch.add.forward", "Torch.add.0.sideways", "add.0.forward", "Torch.add.x.forward", "garbage"]
+)
 def test_malformed_key_becomes_problem_case(bad_key):
-    data = {"Torch.relu.0.forward": forward_rec(tensor_rec()), bad_key: forward_rec(tensor_rec()),
-            "Torch.abs.0.forward": forward_rec(tensor_rec())}
+    data = {
+        "Torch.relu.0.forward": forward_rec(tensor_rec()),
+        bad_key: forward_rec(tensor_rec()),
+        "Torch.abs.0.forward": forward_rec(tensor_rec()),
+    }
     cases = pair_records(data)
     assert len(cases) == 3
     bad = [c for c in cases if c.problem is not None]
@@ -372,13 +479,20 @@ def test_empty_data_gives_no_cases(write_dump):
 
 def test_case_is_plain_data_that_pickles(write_dump):
     import pickle
-    case = one_case(write_dump, tensor_rec(data_name="a.pt"), {"type": "torch.dtype", "value": "torch.float16"},
-                    {"type": "slice", "value": [0, 1, None]}, {"type": "torch.device", "value": "cuda:1"})
+
+    case = one_case(
+        write_dump,
+        tensor_rec(data_name="a.pt"),
+        {"type": "torch.dtype", "value": "torch.float16"},
+        {"type": "slice", "value": [0, 1, None]},
+        {"type": "torch.device", "value": "cuda:1"},
+    )
     again = pickle.loads(pickle.dumps(case))
     assert again == case and isinstance(again, Case)
 
 
 # --------------------------------------------------------------------------------------------- whole-file errors
+
 
 def _dump_error(path):
     with pytest.raises(DumpError) as info:
@@ -394,7 +508,7 @@ def test_missing_file(tmp_path):
 
 
 def test_missing_directory_dump(tmp_path):
-    _dump_error(tmp_path)   # a directory without dump.json
+    _dump_error(tmp_path)  # a directory without dump.json
 
 
 def test_invalid_json(write_dump):
@@ -411,8 +525,7 @@ def test_json_list(write_dump):
     _dump_error(write_dump(None, raw=json.dumps([{"task": "tensor", "data": {}}])))
 
 
-@pytest.mark.parametrize("doc", [{"task": "tensor"}, {"task": "tensor", "data": []},
-                                 {"task": "tensor", "data": None}])
+@pytest.mark.parametrize("doc", [{"task": "tensor"}, {"task": "tensor", "data": []}, {"task": "tensor", "data": None}])
 def test_missing_or_bad_data(write_dump, doc):
     assert "data" in _dump_error(write_dump(None, raw=json.dumps(doc)))
 
@@ -439,12 +552,22 @@ def test_directory_resolves_to_its_dump_json(write_dump, tmp_path):
 
 def test_data_dir_is_beside_dump_json_whatever_dump_data_dir_says(tmp_path):
     path = tmp_path / "dump.json"
-    path.write_text(json.dumps({"task": "tensor", "level": "L1", "framework": "pytorch",
-                                "dump_data_dir": "/elsewhere/dump_tensor_data", "data": {}}))
+    path.write_text(
+        json.dumps(
+            {
+                "task": "tensor",
+                "level": "L1",
+                "framework": "pytorch",
+                "dump_data_dir": "/elsewhere/dump_tensor_data",
+                "data": {},
+            }
+        )
+    )
     assert load_dump(str(path)).data_dir == tmp_path / "dump_tensor_data"
 
 
 # --------------------------------------------------------------------------------------------- real dumps
+
 
 @pytest.mark.parametrize("name", sorted(REAL_DUMPS))
 def test_real_dumps(name):
@@ -479,6 +602,7 @@ def test_real_dump_details():
 def test_real_statistics_dump_has_no_data_names():
     dump = load_dump(real_dump_json("gpt2_bf16_statistics"))
     from precheck.inputs import iter_specs
+
     specs = [s for c in dump.cases for s in iter_specs((c.args, c.kwargs))]
     assert specs and all(s.data_name is None for s in specs)
     assert any(s.dtype is torch.bfloat16 for s in specs)

@@ -16,6 +16,7 @@ Each property runs ``PRECHECK_FUZZ_EXAMPLES`` examples (default 300, about 5 s e
 same derandomized set every run so CI is reproducible; ``PRECHECK_FUZZ_RANDOM=1`` explores new ones
 (``--hypothesis-show-statistics`` shows what the examples exercised).
 """
+
 from __future__ import annotations
 
 import csv
@@ -32,44 +33,116 @@ from hypothesis import strategies as st
 from precheck.cli import main
 
 EXAMPLES = int(os.environ.get("PRECHECK_FUZZ_EXAMPLES", "300"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("PRECHECK_FUZZ_RANDOM") != "1",
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.data_too_large], database=None)
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=os.environ.get("PRECHECK_FUZZ_RANDOM") != "1",
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,
+)
 
 # Cheap APIs whose cost cannot be blown up by an integer argument (no repeat/expand/pad: their size comes from
 # plain ints that --max-memory does not see), a random one, and names precheck does not know.
-APIS = ["Torch.add", "Torch.mul", "Torch.matmul", "Torch.cat", "Torch.where", "Functional.relu",
-        "Functional.linear", "Functional.softmax", "Functional.layer_norm", "Functional.dropout",
-        "Functional.cross_entropy", "Tensor.sum", "Tensor.__getitem__", "Tensor.__add__", "Tensor.reshape",
-        "Tensor.to", "Tensor.float", "Torch.linalg.norm", "Torch.nonexistent", "NPU.npu_fusion_attention",
-        "Distributed.all_reduce", "Torch.加法"]
+APIS = [
+    "Torch.add",
+    "Torch.mul",
+    "Torch.matmul",
+    "Torch.cat",
+    "Torch.where",
+    "Functional.relu",
+    "Functional.linear",
+    "Functional.softmax",
+    "Functional.layer_norm",
+    "Functional.dropout",
+    "Functional.cross_entropy",
+    "Tensor.sum",
+    "Tensor.__getitem__",
+    "Tensor.__add__",
+    "Tensor.reshape",
+    "Tensor.to",
+    "Tensor.float",
+    "Torch.linalg.norm",
+    "Torch.nonexistent",
+    "NPU.npu_fusion_attention",
+    "Distributed.all_reduce",
+    "Torch.加法",
+]
 # The record-name grammar of an msprobe dump, as the README states it: Prefix.api.N.forward|backward.
 WELL_FORMED = re.compile(r"[A-Za-z_]\w*(?:\.\w+)+\.[0-9]+\.(forward|backward)")
-DTYPES = ["torch.float32", "torch.float16", "torch.bfloat16", "torch.float64", "torch.int64", "torch.int32",
-          "torch.uint8", "torch.int8", "torch.bool", "torch.complex64", "Float32", "BFloat16", "Int64", "Bool"]
+DTYPES = [
+    "torch.float32",
+    "torch.float16",
+    "torch.bfloat16",
+    "torch.float64",
+    "torch.int64",
+    "torch.int32",
+    "torch.uint8",
+    "torch.int8",
+    "torch.bool",
+    "torch.complex64",
+    "Float32",
+    "BFloat16",
+    "Int64",
+    "Bool",
+]
 TENSOR_TYPES = ["torch.Tensor", "torch.nn.parameter.Parameter", "mindspore.Tensor"]
-HOSTILE_NAMES = ["../x.pt", "/etc/passwd", "dump_tensor_data/../../x.pt", "a\x00b.pt", "", ".", "x.npy", "x.pt",
-                 "=cmd|' /C calc'!A0.pt", "n" * 300 + ".pt", "\ud800.pt"]
+HOSTILE_NAMES = [
+    "../x.pt",
+    "/etc/passwd",
+    "dump_tensor_data/../../x.pt",
+    "a\x00b.pt",
+    "",
+    ".",
+    "x.npy",
+    "x.pt",
+    "=cmd|' /C calc'!A0.pt",
+    "n" * 300 + ".pt",
+    "\ud800.pt",
+]
 HUGE = [10**12, 2**40, 2**63 - 1, 2**63, 2**64, 10**30]
 
 ints = st.one_of(st.integers(-3, 4), st.sampled_from(HUGE + [-(2**63) - 1, -(10**30)]))
 floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308, -0.0, 5e-324]))
-texts = st.one_of(st.text(max_size=6), st.sampled_from(["inf", "-inf", "nan", "Infinity", "torch.float32", "cpu",
-                                                        "cuda:7", "=1+1", "\ud800", "\n", "Module.x", "0"]))
+texts = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(
+        ["inf", "-inf", "nan", "Infinity", "torch.float32", "cpu", "cuda:7", "=1+1", "\ud800", "\n", "Module.x", "0"]
+    ),
+)
 scalars = st.one_of(st.none(), st.booleans(), ints, floats, texts)
-garbage = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                        st.dictionaries(texts, inner, max_size=3)), max_leaves=6)
+garbage = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(texts, inner, max_size=3)),
+    max_leaves=6,
+)
 
 good_shape = st.lists(st.integers(0, 4), max_size=3)
 bad_dim = st.sampled_from([-1, -(10**12), 1.5, 2.0, True, "3", None, [2], *HUGE])
-shapes = st.one_of(good_shape, good_shape, good_shape, st.lists(st.one_of(st.integers(0, 3), bad_dim), max_size=4),
-                   st.just([10**12, 10**12]), st.tuples(st.sampled_from(HUGE), st.integers(0, 2)).map(list),
-                   st.lists(st.sampled_from(HUGE), min_size=2, max_size=12), garbage)
-dtypes = st.one_of(st.sampled_from(DTYPES), st.sampled_from(DTYPES), st.sampled_from(
-    ["torch.float8_e4m3fn", "torch.qint8", "torch.uint64", "torch.complex32", "torch.foo", "float", "", "Float"]),
-    garbage)
-stats = st.one_of(st.floats(-4, 4), st.floats(-4, 4), floats, ints, st.sampled_from(
-    ["inf", "-inf", "nan", "abc", "", True, False, None, [1], {}]))
+shapes = st.one_of(
+    good_shape,
+    good_shape,
+    good_shape,
+    st.lists(st.one_of(st.integers(0, 3), bad_dim), max_size=4),
+    st.just([10**12, 10**12]),
+    st.tuples(st.sampled_from(HUGE), st.integers(0, 2)).map(list),
+    st.lists(st.sampled_from(HUGE), min_size=2, max_size=12),
+    garbage,
+)
+dtypes = st.one_of(
+    st.sampled_from(DTYPES),
+    st.sampled_from(DTYPES),
+    st.sampled_from(
+        ["torch.float8_e4m3fn", "torch.qint8", "torch.uint64", "torch.complex32", "torch.foo", "float", "", "Float"]
+    ),
+    garbage,
+)
+stats = st.one_of(
+    st.floats(-4, 4),
+    st.floats(-4, 4),
+    floats,
+    ints,
+    st.sampled_from(["inf", "-inf", "nan", "abc", "", True, False, None, [1], {}]),
+)
 
 
 def rarely(draw, one_in: int) -> bool:
@@ -83,15 +156,22 @@ def _tensor(draw, shape: list[int] | None = None) -> dict:
     if shape is not None and not rarely(draw, 5):
         low, high = sorted(draw(st.floats(-4, 4)) for _ in range(2))
         stat = st.one_of(*[st.just(v) for v in (low, high, (low + high) / 2)], stats)
-        return {"type": "torch.Tensor", "dtype": draw(st.sampled_from(DTYPES[:3])), "shape": shape,
-                "Max": high if not rarely(draw, 6) else draw(stat), "Min": low,
-                "Mean": (low + high) / 2 if not rarely(draw, 6) else draw(stat),
-                "Norm": abs(high) + abs(low) if not rarely(draw, 6) else draw(stat),
-                "requires_grad": draw(st.booleans())}
+        return {
+            "type": "torch.Tensor",
+            "dtype": draw(st.sampled_from(DTYPES[:3])),
+            "shape": shape,
+            "Max": high if not rarely(draw, 6) else draw(stat),
+            "Min": low,
+            "Mean": (low + high) / 2 if not rarely(draw, 6) else draw(stat),
+            "Norm": abs(high) + abs(low) if not rarely(draw, 6) else draw(stat),
+            "requires_grad": draw(st.booleans()),
+        }
     plausible = shape is not None
-    rec = {"type": draw(st.sampled_from(TENSOR_TYPES)) if not rarely(draw, 10) else draw(garbage),
-           "dtype": draw(st.sampled_from(DTYPES[:3])) if plausible and not rarely(draw, 4) else draw(dtypes),
-           "shape": shape if plausible and not rarely(draw, 6) else draw(shapes)}
+    rec = {
+        "type": draw(st.sampled_from(TENSOR_TYPES)) if not rarely(draw, 10) else draw(garbage),
+        "dtype": draw(st.sampled_from(DTYPES[:3])) if plausible and not rarely(draw, 4) else draw(dtypes),
+        "shape": shape if plausible and not rarely(draw, 6) else draw(shapes),
+    }
     low, high = sorted(draw(st.floats(-4, 4)) for _ in range(2))
     numeric = {"Max": high, "Min": low, "Mean": (low + high) / 2, "Norm": abs(high) + abs(low)}
     for key in ("Max", "Min", "Mean", "Norm"):
@@ -102,42 +182,91 @@ def _tensor(draw, shape: list[int] | None = None) -> dict:
     if rarely(draw, 6):
         rec["data_name"] = draw(st.one_of(st.sampled_from(HOSTILE_NAMES), garbage))
     if rarely(draw, 10):
-        del rec[draw(st.sampled_from(["type", "dtype", "shape"]))]     # a tensor with a missing key
+        del rec[draw(st.sampled_from(["type", "dtype", "shape"]))]  # a tensor with a missing key
     return rec
 
 
 tensors = st.composite(lambda draw: _tensor(draw))()
 encoded = st.one_of(
-    st.fixed_dictionaries({"type": st.sampled_from(["int", "float", "bool", "str", "numpy.float32", "numpy.int64",
-                                                    "NoneType", "slice", "ellipsis", "torch.Size", "torch.dtype",
-                                                    "torch.device", "tuple", "weird", "torch.Tensor"])},
-                          optional={"value": st.one_of(scalars, st.lists(st.one_of(st.none(), ints), max_size=3),
-                                                       st.sampled_from(DTYPES), garbage)}),
-    st.dictionaries(texts, garbage, max_size=2))
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(
+                [
+                    "int",
+                    "float",
+                    "bool",
+                    "str",
+                    "numpy.float32",
+                    "numpy.int64",
+                    "NoneType",
+                    "slice",
+                    "ellipsis",
+                    "torch.Size",
+                    "torch.dtype",
+                    "torch.device",
+                    "tuple",
+                    "weird",
+                    "torch.Tensor",
+                ]
+            )
+        },
+        optional={
+            "value": st.one_of(
+                scalars, st.lists(st.one_of(st.none(), ints), max_size=3), st.sampled_from(DTYPES), garbage
+            )
+        },
+    ),
+    st.dictionaries(texts, garbage, max_size=2),
+)
 leaf = st.one_of(tensors, tensors, tensors, encoded, scalars)
 arg_tree = st.recursive(leaf, lambda inner: st.lists(inner, max_size=3), max_leaves=5)
 arg_lists = st.one_of(st.lists(arg_tree, max_size=3), st.lists(arg_tree, max_size=3), garbage)
-kwarg_maps = st.one_of(st.dictionaries(st.sampled_from(["dim", "input", "other", "weight", "p", "dtype", "x", ""]),
-                                       arg_tree, max_size=2), garbage)
+kwarg_maps = st.one_of(
+    st.dictionaries(st.sampled_from(["dim", "input", "other", "weight", "p", "dtype", "x", ""]), arg_tree, max_size=2),
+    garbage,
+)
 forward_records = st.one_of(
     st.fixed_dictionaries({}, optional={"input_args": arg_lists, "input_kwargs": kwarg_maps, "output": arg_lists}),
     st.fixed_dictionaries({}, optional={"input_args": arg_lists, "input_kwargs": kwarg_maps, "output": arg_lists}),
-    garbage)
-backward_records = st.one_of(st.fixed_dictionaries({}, optional={"input": arg_lists, "output": arg_lists}),
-                             garbage)
-odd_keys = st.one_of(st.text(max_size=12), st.sampled_from([
-    "Torch..0.forward", "x.forward", "Torch.add.0.forward\n", "=HYPERLINK(\"http://x\").0.forward", "-1+1.forward",
-    "@SUM(1).forward", "\ud800.forward", "line\nbreak.0.forward", "a,b\"c\".0.forward", "Torch.add.٣.forward",
-    "Module.layer.0.forward", "Cell.x.0.backward", "Torch." + "a" * 400 + ".0.forward", "Torch.add.0.backward"]))
+    garbage,
+)
+backward_records = st.one_of(st.fixed_dictionaries({}, optional={"input": arg_lists, "output": arg_lists}), garbage)
+odd_keys = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "Torch..0.forward",
+            "x.forward",
+            "Torch.add.0.forward\n",
+            '=HYPERLINK("http://x").0.forward',
+            "-1+1.forward",
+            "@SUM(1).forward",
+            "\ud800.forward",
+            "line\nbreak.0.forward",
+            'a,b"c".0.forward',
+            "Torch.add.٣.forward",
+            "Module.layer.0.forward",
+            "Cell.x.0.backward",
+            "Torch." + "a" * 400 + ".0.forward",
+            "Torch.add.0.backward",
+        ]
+    ),
+)
 
 
 # Calls that run when their records are sound: (api, input shapes, extra positional arguments).
 TEMPLATES = [
-    ("Torch.add", [[2, 3], [2, 3]], []), ("Torch.mul", [[2, 3], [3]], []), ("Torch.matmul", [[2, 3], [3, 4]], []),
-    ("Functional.relu", [[4]], []), ("Functional.linear", [[2, 3], [4, 3], [4]], []),
-    ("Functional.softmax", [[2, 3]], [{"type": "int", "value": -1}]), ("Tensor.sum", [[2, 3]], []),
-    ("Functional.layer_norm", [[2, 3], [3], [3]], []), ("Tensor.__add__", [[3], [3]], []),
-    ("Functional.dropout", [[2, 3]], [{"type": "float", "value": 0.1}]), ("Torch.nonexistent", [[2]], []),
+    ("Torch.add", [[2, 3], [2, 3]], []),
+    ("Torch.mul", [[2, 3], [3]], []),
+    ("Torch.matmul", [[2, 3], [3, 4]], []),
+    ("Functional.relu", [[4]], []),
+    ("Functional.linear", [[2, 3], [4, 3], [4]], []),
+    ("Functional.softmax", [[2, 3]], [{"type": "int", "value": -1}]),
+    ("Tensor.sum", [[2, 3]], []),
+    ("Functional.layer_norm", [[2, 3], [3], [3]], []),
+    ("Tensor.__add__", [[3], [3]], []),
+    ("Functional.dropout", [[2, 3]], [{"type": "float", "value": 0.1}]),
+    ("Torch.nonexistent", [[2]], []),
 ]
 
 
@@ -151,8 +280,11 @@ def plausible_records(draw) -> tuple[str, dict, dict | None]:
     args += extra
     if rarely(draw, 6):
         args.append(draw(arg_tree))
-    forward = {"input_args": args, "input_kwargs": draw(st.one_of(st.just({}), st.just({}), kwarg_maps)),
-               "output": [_tensor(draw, shapes_[0])]}
+    forward = {
+        "input_args": args,
+        "input_kwargs": draw(st.one_of(st.just({}), st.just({}), kwarg_maps)),
+        "output": [_tensor(draw, shapes_[0])],
+    }
     backward = None
     if draw(st.booleans()):
         backward = {"input": [_tensor(draw, shapes_[0])], "output": [_tensor(draw, s) for s in shapes_]}
@@ -179,8 +311,12 @@ def dump_data(draw) -> dict:
 
 @st.composite
 def dump_docs(draw) -> dict:
-    doc = {"task": draw(st.sampled_from(["tensor", "statistics"])) if not rarely(draw, 20) else draw(garbage),
-           "level": "L1", "framework": "pytorch", "dump_data_dir": None}
+    doc = {
+        "task": draw(st.sampled_from(["tensor", "statistics"])) if not rarely(draw, 20) else draw(garbage),
+        "level": "L1",
+        "framework": "pytorch",
+        "dump_data_dir": None,
+    }
     doc["data"] = draw(dump_data()) if not rarely(draw, 20) else draw(garbage)
     if rarely(draw, 20):
         del doc[draw(st.sampled_from(["task", "data", "level", "framework", "dump_data_dir"]))]
@@ -194,16 +330,23 @@ def is_dump(doc: object) -> bool:
 def expected_rows(data: dict) -> int:
     """One row per forward record, and one per record whose name is malformed; module records and backward
     records (paired with their forward) have none."""
-    return sum(1 for key in data if not key.startswith(("Module.", "Cell."))
-               and not (len(key) <= 256 and (m := WELL_FORMED.fullmatch(key)) and m[1] == "backward"))
+    return sum(
+        1
+        for key in data
+        if not key.startswith(("Module.", "Cell."))
+        and not (len(key) <= 256 and (m := WELL_FORMED.fullmatch(key)) and m[1] == "backward")
+    )
 
 
 @st.composite
 def dump_files(draw) -> tuple[bytes, int | None]:
     """A file's bytes, and the rows it must give when it is a dump at the top level (None: exit 2 expected or
     allowed)."""
-    kind = draw(st.sampled_from(["dump"] * 40 + ["truncated", "deep", "deep_args", "deep_args", "empty", "binary",
-                                                 "top", "surrogate_bytes"]))
+    kind = draw(
+        st.sampled_from(
+            ["dump"] * 40 + ["truncated", "deep", "deep_args", "deep_args", "empty", "binary", "top", "surrogate_bytes"]
+        )
+    )
     if kind == "empty":
         return b"", None
     if kind == "binary":
@@ -216,8 +359,8 @@ def dump_files(draw) -> tuple[bytes, int | None]:
     doc = draw(dump_docs())
     text = json.dumps(doc)
     if kind == "truncated":
-        return text[:draw(st.integers(0, max(0, len(text) - 1)))].encode(), None
-    if kind == "surrogate_bytes":       # a lone surrogate written raw: not valid UTF-8
+        return text[: draw(st.integers(0, max(0, len(text) - 1)))].encode(), None
+    if kind == "surrogate_bytes":  # a lone surrogate written raw: not valid UTF-8
         return json.dumps(doc, ensure_ascii=False).encode("utf-8", "surrogatepass"), None
     if kind == "deep_args" and is_dump(doc):
         depth = draw(st.sampled_from([50, 400, 900, 5000]))
@@ -275,21 +418,98 @@ def check(content: bytes, rows: int | None, capfd) -> None:
 @example(case=(b'{"task": "tensor", "data": {"Torch.add.0.forward": {"input_args": [', None))
 @example(case=(("[" * 5000 + "]" * 5000).encode(), None))
 @example(case=(json.dumps({"task": "tensor", "data": []}).encode(), None))
-@example(case=(json.dumps({"task": "tensor", "data": {"Torch.add.0.forward": "x", "Torch.mul.0.forward": 3,
-                                                 "Torch.sub.0.forward": [1], "Torch.div.0.forward": None,
-                                                 "Torch.add.0.backward": "y"}}).encode(), 4))
-@example(case=(json.dumps({"task": "statistics", "data": {"Torch.add.0.forward": {
-    "input_args": {"a": 1}, "input_kwargs": [], "output": 7}}}).encode(), 1))
-@example(case=(json.dumps({"task": "statistics", "data": {"Torch.add.0.forward": {"input_args": [
-    {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [10**12, 10**12], "Max": 1, "Min": 0, "Mean": 0.5,
-     "Norm": 1},
-    {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2**64, 0], "Max": "x", "Min": [], "Mean": None}]},
-    "Torch.add.1.forward": {"input_args": [{"type": "torch.Tensor", "dtype": "garbage", "shape": [-1, 1.5]},
-                                           {"type": "torch.Tensor"}]}}}).encode(), 2))
-@example(case=(json.dumps({"task": "tensor", "data": {"Torch.add.0.forward": {"input_args": [
-    {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "data_name": "a\x00b.pt"},
-    {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "data_name": "\ud800" * 5000}]},
-    "\ud800.forward": {}, "Torch.add.0.forward\n": {}}}).encode(), 3))
+@example(
+    case=(
+        json.dumps(
+            {
+                "task": "tensor",
+                "data": {
+                    "Torch.add.0.forward": "x",
+                    "Torch.mul.0.forward": 3,
+                    "Torch.sub.0.forward": [1],
+                    "Torch.div.0.forward": None,
+                    "Torch.add.0.backward": "y",
+                },
+            }
+        ).encode(),
+        4,
+    )
+)
+@example(
+    case=(
+        json.dumps(
+            {
+                "task": "statistics",
+                "data": {"Torch.add.0.forward": {"input_args": {"a": 1}, "input_kwargs": [], "output": 7}},
+            }
+        ).encode(),
+        1,
+    )
+)
+@example(
+    case=(
+        json.dumps(
+            {
+                "task": "statistics",
+                "data": {
+                    "Torch.add.0.forward": {
+                        "input_args": [
+                            {
+                                "type": "torch.Tensor",
+                                "dtype": "torch.float32",
+                                "shape": [10**12, 10**12],
+                                "Max": 1,
+                                "Min": 0,
+                                "Mean": 0.5,
+                                "Norm": 1,
+                            },
+                            {
+                                "type": "torch.Tensor",
+                                "dtype": "torch.float32",
+                                "shape": [2**64, 0],
+                                "Max": "x",
+                                "Min": [],
+                                "Mean": None,
+                            },
+                        ]
+                    },
+                    "Torch.add.1.forward": {
+                        "input_args": [
+                            {"type": "torch.Tensor", "dtype": "garbage", "shape": [-1, 1.5]},
+                            {"type": "torch.Tensor"},
+                        ]
+                    },
+                },
+            }
+        ).encode(),
+        2,
+    )
+)
+@example(
+    case=(
+        json.dumps(
+            {
+                "task": "tensor",
+                "data": {
+                    "Torch.add.0.forward": {
+                        "input_args": [
+                            {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "data_name": "a\x00b.pt"},
+                            {
+                                "type": "torch.Tensor",
+                                "dtype": "torch.float32",
+                                "shape": [2],
+                                "data_name": "\ud800" * 5000,
+                            },
+                        ]
+                    },
+                    "\ud800.forward": {},
+                    "Torch.add.0.forward\n": {},
+                },
+            }
+        ).encode(),
+        3,
+    )
+)
 def test_any_file_gives_one_line_or_one_row_per_forward_record(case, capfd):
     content, rows = case
     check(content, rows, capfd)
@@ -298,8 +518,10 @@ def test_any_file_gives_one_line_or_one_row_per_forward_record(case, capfd):
 # ------------------------------------------------------------------------------------ mutated real dumps
 
 DATA = Path(__file__).parent / "data"
-SOURCES = {"statistics": DATA / "gpt2_bf16_statistics/step0/proc8497/dump.json",
-           "tensor": DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"}
+SOURCES = {
+    "statistics": DATA / "gpt2_bf16_statistics/step0/proc8497/dump.json",
+    "tensor": DATA / "mlp_fp32_tensor/step0/proc8486/dump.json",
+}
 _LOADED: dict[str, dict] = {}
 
 
@@ -321,10 +543,15 @@ def paths(tree: object, prefix: tuple = ()) -> list[tuple]:
     return found
 
 
-replacements = st.one_of(garbage, st.sampled_from(HUGE), st.sampled_from([-1, -(10**12), 0, 1.5, True, None, "", [],
-                                                                          {}, "torch.float32", "nan", "inf"]),
-                         shapes, dtypes, tensors, st.integers(1, 200).map(lambda n: json.loads("[" * n + "]" * n))
-                         ).map(lambda value: json.loads(json.dumps(value)))    # a fresh copy: later mutations edit it
+replacements = st.one_of(
+    garbage,
+    st.sampled_from(HUGE),
+    st.sampled_from([-1, -(10**12), 0, 1.5, True, None, "", [], {}, "torch.float32", "nan", "inf"]),
+    shapes,
+    dtypes,
+    tensors,
+    st.integers(1, 200).map(lambda n: json.loads("[" * n + "]" * n)),
+).map(lambda value: json.loads(json.dumps(value)))  # a fresh copy: later mutations edit it
 
 
 @st.composite
@@ -354,8 +581,11 @@ def mutated_dumps(draw) -> tuple[bytes, int, str, list[str]]:
         else:
             parent[place[-1]] = draw(replacements)
     doc["data"] = data
-    flags = draw(st.sampled_from([[], [], ["--target", "recorded"], ["--random"]] if kind == "tensor" else
-                                 [[], [], ["--standard", "auto"]]))
+    flags = draw(
+        st.sampled_from(
+            [[], [], ["--target", "recorded"], ["--random"]] if kind == "tensor" else [[], [], ["--standard", "auto"]]
+        )
+    )
     return json.dumps(doc).encode(), expected_rows(data), kind, flags
 
 
@@ -370,8 +600,21 @@ def test_mutated_real_dumps_give_one_row_per_forward_record(case, capfd):
         (tmp / "dump.json").write_bytes(content)
         capfd.readouterr()
         try:
-            rc = main(["run_ut", "-api_info", str(tmp / "dump.json"), "-o", str(tmp / "out"), "-q", "-d", "cpu",
-                       "-n", "1", *flags])
+            rc = main(
+                [
+                    "run_ut",
+                    "-api_info",
+                    str(tmp / "dump.json"),
+                    "-o",
+                    str(tmp / "out"),
+                    "-q",
+                    "-d",
+                    "cpu",
+                    "-n",
+                    "1",
+                    *flags,
+                ]
+            )
         except BaseException as e:  # noqa: BLE001 - the property is that nothing escapes
             raise AssertionError(f"{type(e).__name__} escaped main() on {content[:300]!r}") from e
         err = capfd.readouterr().err
@@ -387,11 +630,18 @@ def test_mutated_real_dumps_give_one_row_per_forward_record(case, capfd):
 def test_huge_shapes_are_skip_rows_at_once(tmp_path, capfd):
     """Shapes no tensor can have are bad records; shapes too big for --max-memory are SKIP rows; neither is ever
     allocated, and a size past a float's range (2**62 ** 20 elements) does not overflow the message."""
-    shapes = {"Torch.add.0": [10**12, 10**12], "Torch.add.1": [2**62] * 20, "Torch.add.2": [10**30] * 12,
-              "Torch.add.3": [2**31, 2**31], "Torch.add.4": [2**64, 0], "Torch.add.5": [2**40, 2**20, 0],
-              "Torch.add.6": [1] * 100 + [10**9, 10**9]}
-    data = {f"{name}.forward": {"input_args": [_stats_tensor("torch.float32", shape)] * 2}
-            for name, shape in shapes.items()}
+    shapes = {
+        "Torch.add.0": [10**12, 10**12],
+        "Torch.add.1": [2**62] * 20,
+        "Torch.add.2": [10**30] * 12,
+        "Torch.add.3": [2**31, 2**31],
+        "Torch.add.4": [2**64, 0],
+        "Torch.add.5": [2**40, 2**20, 0],
+        "Torch.add.6": [1] * 100 + [10**9, 10**9],
+    }
+    data = {
+        f"{name}.forward": {"input_args": [_stats_tensor("torch.float32", shape)] * 2} for name, shape in shapes.items()
+    }
     dump = _one_record_dump(tmp_path, data)
     start = time.perf_counter()
     rc = main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out"), "-q", "-d", "cpu", "-n", "1"])
@@ -403,10 +653,11 @@ def test_huge_shapes_are_skip_rows_at_once(tmp_path, capfd):
         assert "more elements than a tensor can hold" in rows[name][3], rows[name]
     for name in ("Torch.add.3", "Torch.add.6"):
         assert "above --max-memory" in rows[name][3], rows[name]
-    assert rows["Torch.add.5"][1] in ("pass", "SKIP")     # zero elements: an empty tensor, nothing allocated
+    assert rows["Torch.add.5"][1] in ("pass", "SKIP")  # zero elements: an empty tensor, nothing allocated
 
 
 # ------------------------------------------------------------------------------------ crashes found, not fixed here
+
 
 def _one_record_dump(tmp: Path, data: dict) -> Path:
     path = tmp / "dump.json"
@@ -415,16 +666,31 @@ def _one_record_dump(tmp: Path, data: dict) -> Path:
 
 
 def _stats_tensor(dtype: str, shape: list[int]) -> dict:
-    return {"type": "torch.Tensor", "dtype": dtype, "shape": shape, "Max": 0.98, "Min": -0.29, "Mean": 0.34,
-            "Norm": 1.27, "requires_grad": False}
+    return {
+        "type": "torch.Tensor",
+        "dtype": dtype,
+        "shape": shape,
+        "Max": 0.98,
+        "Min": -0.29,
+        "Mean": 0.34,
+        "Norm": 1.27,
+        "requires_grad": False,
+    }
 
 
 def test_fft_ifft_of_a_real_input_is_graded_not_a_crash(tmp_path, capfd):
-    dump = _one_record_dump(tmp_path, {
-        "Torch.fft.ifft.0.forward": {"input_args": [_stats_tensor("torch.float32", [3, 3])],
-                                     "output": [_stats_tensor("torch.complex64", [3, 3])]},
-        "Torch.add.0.forward": {"input_args": [_stats_tensor("torch.float32", [3]),
-                                               _stats_tensor("torch.float32", [3])]}})
+    dump = _one_record_dump(
+        tmp_path,
+        {
+            "Torch.fft.ifft.0.forward": {
+                "input_args": [_stats_tensor("torch.float32", [3, 3])],
+                "output": [_stats_tensor("torch.complex64", [3, 3])],
+            },
+            "Torch.add.0.forward": {
+                "input_args": [_stats_tensor("torch.float32", [3]), _stats_tensor("torch.float32", [3])]
+            },
+        },
+    )
     rc = main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out"), "-q", "-d", "cpu", "-n", "1"])
     assert rc == 0 and "Traceback" not in capfd.readouterr().err
     rows = read(next((tmp_path / "out").glob("accuracy_checking_result_*.csv")))
@@ -432,9 +698,11 @@ def test_fft_ifft_of_a_real_input_is_graded_not_a_crash(tmp_path, capfd):
 
 
 def test_a_huge_recorded_shape_does_not_break_the_pool(tmp_path, capfd):
-    huge = _stats_tensor("torch.float32", [2**31, 2**31])      # a valid shape; SKIP by --max-memory
-    dump = _one_record_dump(tmp_path, {"Torch.add.0.forward": {"input_args": [huge, huge]},
-                                       "Torch.add.1.forward": {"input_args": [huge, huge]}})
+    huge = _stats_tensor("torch.float32", [2**31, 2**31])  # a valid shape; SKIP by --max-memory
+    dump = _one_record_dump(
+        tmp_path,
+        {"Torch.add.0.forward": {"input_args": [huge, huge]}, "Torch.add.1.forward": {"input_args": [huge, huge]}},
+    )
     rc = main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out"), "-q", "-d", "cpu", "-n", "2"])
     assert rc == 0 and "Traceback" not in capfd.readouterr().err
     rows = read(next((tmp_path / "out").glob("accuracy_checking_result_*.csv")))

@@ -1,4 +1,5 @@
 """precheck.grader: metric values, the default pass/warning/error rule, and its properties."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from precheck.grader import (DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Metrics, compare,
-                             exact_metrics, float_metrics, judge, worst)
+from precheck.grader import (
+    DEFAULT_COSINE,
+    DEFAULT_MAX_ABS,
+    ERROR,
+    PASS,
+    SKIP,
+    WARNING,
+    Metrics,
+    compare,
+    exact_metrics,
+    float_metrics,
+    judge,
+    worst,
+)
 
 RANK = {PASS: 0, WARNING: 1, ERROR: 2}
 F64 = torch.float64
@@ -28,6 +41,7 @@ def seeded(*shape, seed=0, scale=1.0):
 
 
 # --------------------------------------------------------------------------------------------- identical outputs
+
 
 def test_defaults():
     assert DEFAULT_COSINE == 0.99
@@ -71,15 +85,15 @@ def test_golden_rounded_to_target_dtype_never_errors(dtype, scale):
     g = seeded(32, 64, seed=3, scale=scale)
     c = compare(g.to(dtype), g)
     assert c.status in (PASS, WARNING), c.message
-    assert c.metrics.binary_mismatch == 0.0        # the target is exactly the golden rounded to its dtype
+    assert c.metrics.binary_mismatch == 0.0  # the target is exactly the golden rounded to its dtype
     assert c.target_dtype == str(dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 def test_golden_rounded_passes_when_rounding_error_is_below_max_abs(dtype):
-    g = seeded(256, seed=4, scale=0.005)          # |g| < 0.03: rounding error < 1e-4 even in bf16
+    g = seeded(256, seed=4, scale=0.005)  # |g| < 0.03: rounding error < 1e-4 even in bf16
     assert compare(g.to(dtype), g).status == PASS
-    assert compare(seeded(256, seed=4).float(), seeded(256, seed=4)).status == PASS   # fp32 at unit scale
+    assert compare(seeded(256, seed=4).float(), seeded(256, seed=4)).status == PASS  # fp32 at unit scale
 
 
 def test_correctly_rounded_fp16_output_with_tiny_values_is_not_error():
@@ -115,16 +129,16 @@ def test_fp64_ulp_of_zero_golden_is_zero():
     assert compare(t64([1e-300]), t64([1e-300])).metrics.ulp_max == 0.0
 
 
-_NORMAL_RANGE = {torch.float16: (2.0 ** -14, 6.0e4), torch.bfloat16: (2.0 ** -126, 1e38),
-                 torch.float32: (2.0 ** -126, 1e38)}
+_NORMAL_RANGE = {torch.float16: (2.0**-14, 6.0e4), torch.bfloat16: (2.0**-126, 1e38), torch.float32: (2.0**-126, 1e38)}
 
 
 @SETTINGS
 @given(st.sampled_from(sorted(_NORMAL_RANGE, key=str)), st.data())
 def test_property_golden_rounded_to_dtype_never_errors(dtype, data):
     lo, hi = _NORMAL_RANGE[dtype]
-    array = data.draw(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=2, max_side=8),
-                                 elements=_finite_f64(lo, hi)))
+    array = data.draw(
+        hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=2, max_side=8), elements=_finite_f64(lo, hi))
+    )
     g = torch.from_numpy(array)
     c = compare(g.to(dtype), g)
     assert c.status != ERROR, c.message
@@ -132,20 +146,21 @@ def test_property_golden_rounded_to_dtype_never_errors(dtype, data):
 
 # --------------------------------------------------------------------------------------------- thresholds
 
+
 def test_cosine_threshold_is_strict():
     g = t64([1.0, 2.0, 3.0, 4.0]) * 1e-5
-    t = t64([1.0, 2.0, 3.0, 4.5]) * 1e-5         # max abs error 5e-6: only the cosine decides
+    t = t64([1.0, 2.0, 3.0, 4.5]) * 1e-5  # max abs error 5e-6: only the cosine decides
     cos = compare(t, g).metrics.cosine
     assert 0.99 < cos < 1.0
     assert compare(t, g).status == PASS
-    assert compare(t, g, cosine=cos).status != PASS                          # equal to the threshold: not pass
-    assert compare(t, g, cosine=math.nextafter(cos, 0.0)).status == PASS     # strictly greater: pass
+    assert compare(t, g, cosine=cos).status != PASS  # equal to the threshold: not pass
+    assert compare(t, g, cosine=math.nextafter(cos, 0.0)).status == PASS  # strictly greater: pass
     assert "cosine" in compare(t, g, cosine=cos).message
 
 
 def test_small_output_pointing_the_wrong_way_is_an_error():
     g = t64([1e-6, 0.0, 0.0])
-    t = t64([0.0, 1e-6, 0.0])       # max abs error 1e-6 < 1e-4, but cosine 0
+    t = t64([0.0, 1e-6, 0.0])  # max abs error 1e-6 < 1e-4, but cosine 0
     c = compare(t, g)
     assert c.metrics.cosine == pytest.approx(0.0)
     assert c.status == ERROR and "cosine" in c.message
@@ -154,13 +169,13 @@ def test_small_output_pointing_the_wrong_way_is_an_error():
 
 def test_max_abs_threshold_is_strict():
     g = t64([1.0, 2.0, 3.0])
-    t = t64([1.0, 2.0, 3.0 + 2.0 ** -14])          # exactly representable error 6.1e-5
+    t = t64([1.0, 2.0, 3.0 + 2.0**-14])  # exactly representable error 6.1e-5
     c = compare(t, g)
-    assert c.metrics.max_abs_err == 2.0 ** -14
+    assert c.metrics.max_abs_err == 2.0**-14
     assert c.status == PASS
-    at = compare(t, g, max_abs=2.0 ** -14)
+    at = compare(t, g, max_abs=2.0**-14)
     assert at.status == WARNING and "max abs error" in at.message
-    assert compare(t, g, max_abs=math.nextafter(2.0 ** -14, 1.0)).status == PASS
+    assert compare(t, g, max_abs=math.nextafter(2.0**-14, 1.0)).status == PASS
 
 
 def test_custom_max_abs_turns_warning_into_pass():
@@ -180,26 +195,26 @@ def _one_bad(n: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_low_precision_cascade_boundary(dtype):
-    t, g = _one_bad(100, dtype)                 # share within 1e-2 = 0.99 exactly -> error
+    t, g = _one_bad(100, dtype)  # share within 1e-2 = 0.99 exactly -> error
     c = compare(t, g)
     assert c.metrics.rel_within_1e2 == 0.99
     assert c.metrics.cosine > 0.99
     assert c.status == ERROR
     assert "99%" in c.message and str(dtype) in c.message
-    t, g = _one_bad(101, dtype)                 # 100/101 > 0.99, within 1e-3 <= 0.999 -> warning
+    t, g = _one_bad(101, dtype)  # 100/101 > 0.99, within 1e-3 <= 0.999 -> warning
     c = compare(t, g)
     assert c.status == WARNING, c.message
-    t, g = _one_bad(2000, dtype)                # within 1e-3 above 0.999: still warning (max abs >= 1e-4)
+    t, g = _one_bad(2000, dtype)  # within 1e-3 above 0.999: still warning (max abs >= 1e-4)
     assert compare(t, g).status == WARNING
     assert compare(t, g, max_abs=0.04).status == PASS
 
 
 def test_fp32_cascade_boundary():
-    t, g = _one_bad(1000, torch.float32)        # within 1e-3 = 0.999 exactly -> error for fp32
+    t, g = _one_bad(1000, torch.float32)  # within 1e-3 = 0.999 exactly -> error for fp32
     c = compare(t, g)
     assert c.metrics.rel_within_1e3 == 0.999
     assert c.status == ERROR and "99.9%" in c.message
-    t, g = _one_bad(1001, torch.float32)        # 1000/1001 > 0.999 -> warning
+    t, g = _one_bad(1001, torch.float32)  # 1000/1001 > 0.999 -> warning
     assert compare(t, g).status == WARNING
     # the same numbers in bf16 only face the 1e-2 rule: warning
     assert compare(*_one_bad(1000, torch.bfloat16)).status == WARNING
@@ -211,24 +226,27 @@ def _metrics(**kw):
     return Metrics(**base)
 
 
-@pytest.mark.parametrize("kw, dtype, expected", [
-    (dict(max_abs_err=0.0), torch.float32, PASS),
-    (dict(max_abs_err=DEFAULT_MAX_ABS), torch.float32, WARNING),
-    (dict(max_abs_err=5e-5, cosine=0.99), torch.float32, ERROR),
-    (dict(max_abs_err=5e-5, cosine=0.9901), torch.float32, PASS),
-    (dict(max_abs_err=0.0, cosine=0.5), torch.float32, PASS),       # no error worth a direction
-    (dict(cosine=None, max_abs_err=5e-5), torch.float32, PASS),
-    (dict(cosine=None, max_abs_err=5e-4), torch.float32, WARNING),
-    (dict(rel_within_1e2=0.99), torch.bfloat16, ERROR),
-    (dict(rel_within_1e2=0.9901, rel_within_1e3=0.5), torch.bfloat16, WARNING),
-    (dict(rel_within_1e2=0.99), torch.float16, ERROR),
-    (dict(rel_within_1e3=0.999), torch.float32, ERROR),
-    (dict(rel_within_1e3=0.9991, rel_within_1e4=0.5), torch.float32, WARNING),
-    (dict(rel_within_1e3=0.999), torch.float64, ERROR),
-    (dict(rel_within_1e3=0.999), torch.bfloat16, WARNING),
-    (dict(max_abs_err=5e-4, rel_within_1e2=0.0, rel_within_1e3=0.0), torch.bfloat16, WARNING),
-    (dict(nonfinite_mismatches=1, inf_nan_err_ratio=0.5, max_abs_err=0.0), torch.float32, ERROR),
-])
+@pytest.mark.parametrize(
+    "kw, dtype, expected",
+    [
+        (dict(max_abs_err=0.0), torch.float32, PASS),
+        (dict(max_abs_err=DEFAULT_MAX_ABS), torch.float32, WARNING),
+        (dict(max_abs_err=5e-5, cosine=0.99), torch.float32, ERROR),
+        (dict(max_abs_err=5e-5, cosine=0.9901), torch.float32, PASS),
+        (dict(max_abs_err=0.0, cosine=0.5), torch.float32, PASS),  # no error worth a direction
+        (dict(cosine=None, max_abs_err=5e-5), torch.float32, PASS),
+        (dict(cosine=None, max_abs_err=5e-4), torch.float32, WARNING),
+        (dict(rel_within_1e2=0.99), torch.bfloat16, ERROR),
+        (dict(rel_within_1e2=0.9901, rel_within_1e3=0.5), torch.bfloat16, WARNING),
+        (dict(rel_within_1e2=0.99), torch.float16, ERROR),
+        (dict(rel_within_1e3=0.999), torch.float32, ERROR),
+        (dict(rel_within_1e3=0.9991, rel_within_1e4=0.5), torch.float32, WARNING),
+        (dict(rel_within_1e3=0.999), torch.float64, ERROR),
+        (dict(rel_within_1e3=0.999), torch.bfloat16, WARNING),
+        (dict(max_abs_err=5e-4, rel_within_1e2=0.0, rel_within_1e3=0.0), torch.bfloat16, WARNING),
+        (dict(nonfinite_mismatches=1, inf_nan_err_ratio=0.5, max_abs_err=0.0), torch.float32, ERROR),
+    ],
+)
 def test_judge_table(kw, dtype, expected):
     status, message = judge(_metrics(**kw), dtype)
     assert status == expected, message
@@ -239,11 +257,12 @@ def test_judge_custom_thresholds():
     m = _metrics(cosine=0.995, max_abs_err=0.05)
     assert judge(m, torch.float32)[0] == WARNING
     assert judge(m, torch.float32, cosine=0.99, max_abs=0.06)[0] == PASS
-    assert judge(m, torch.float32, cosine=0.995, max_abs=0.06)[0] == WARNING   # cosine not strictly greater
-    assert judge(m, torch.float32, cosine=0.9, max_abs=0.05)[0] == WARNING     # max abs not strictly lower
+    assert judge(m, torch.float32, cosine=0.995, max_abs=0.06)[0] == WARNING  # cosine not strictly greater
+    assert judge(m, torch.float32, cosine=0.9, max_abs=0.05)[0] == WARNING  # max abs not strictly lower
 
 
 # --------------------------------------------------------------------------------------------- inf / nan
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_identical_nonfinite_positions_agree(dtype):
@@ -267,7 +286,7 @@ def test_nan_on_one_side_is_error_with_index():
     c = compare(t, g)
     assert c.status == ERROR
     assert "inf/nan" in c.message and "(1, 2)" in c.message
-    assert c.metrics.inf_nan_err_ratio == 1.0       # as msprobe: 1 of the 1 non-finite positions disagrees
+    assert c.metrics.inf_nan_err_ratio == 1.0  # as msprobe: 1 of the 1 non-finite positions disagrees
     assert c.metrics.nonfinite_mismatches == 1
     # the other elements are still measured
     assert c.metrics.max_abs_err == 0.0
@@ -279,8 +298,9 @@ def test_nan_in_golden_only_is_error():
     assert c.status == ERROR and "inf/nan" in c.message and "(1,)" in c.message
 
 
-@pytest.mark.parametrize("t_value, g_value", [(math.inf, 1e4), (1e4, math.inf), (math.inf, -math.inf),
-                                              (-math.inf, math.nan)])
+@pytest.mark.parametrize(
+    "t_value, g_value", [(math.inf, 1e4), (1e4, math.inf), (math.inf, -math.inf), (-math.inf, math.nan)]
+)
 def test_inf_mismatch_is_error(t_value, g_value):
     g = t64([0.5, g_value, 0.25])
     t = t64([0.5, t_value, 0.25]).float()
@@ -301,17 +321,18 @@ def test_nonfinite_mismatch_beats_loose_thresholds():
 
 # --------------------------------------------------------------------------------------------- special shapes and types
 
+
 @pytest.mark.parametrize("shape", [(), (1,), (1, 1)])
 def test_one_element_has_no_cosine_and_uses_abs_rel(shape):
     g = torch.full(shape, 1.0, dtype=F64)
-    ok = compare(torch.full(shape, 1.0 + 2.0 ** -15), g)
+    ok = compare(torch.full(shape, 1.0 + 2.0**-15), g)
     assert ok.metrics.cosine is None and ok.status == PASS
     far = compare(torch.full(shape, 1.5), g)
     assert far.metrics.cosine is None and far.status == ERROR
     flip = compare(torch.full(shape, -1.0), g)
     assert flip.status == ERROR
     big = torch.full(shape, 1000.0, dtype=F64)
-    close = compare(torch.full(shape, 1000.0625, dtype=F64), big)   # rel 6e-5: within the fp64 tolerance
+    close = compare(torch.full(shape, 1000.0625, dtype=F64), big)  # rel 6e-5: within the fp64 tolerance
     assert close.status == WARNING, close.message
 
 
@@ -357,12 +378,12 @@ def test_int_off_by_one_at_any_magnitude_is_error():
     t = g.clone()
     t[0] = 1001
     assert compare(t, g).status == ERROR
-    assert compare(t, g, cosine=-2, max_abs=1e9).status == ERROR      # float thresholds do not apply
+    assert compare(t, g, cosine=-2, max_abs=1e9).status == ERROR  # float thresholds do not apply
 
 
 def test_large_int64_difference_message_names_the_differing_element():
-    g = torch.tensor([0, 2 ** 60 + 1])
-    t = torch.tensor([0, 2 ** 60])
+    g = torch.tensor([0, 2**60 + 1])
+    t = torch.tensor([0, 2**60])
     c = compare(t, g)
     assert c.status == ERROR
     assert "(1,)" in c.message, c.message
@@ -385,14 +406,30 @@ def test_exact_metrics_values():
     assert m.binary_mismatch == 0.0 and m.worst_index is None
 
 
-@pytest.mark.parametrize("target, golden, status", [
-    (3.0, 3.0 + 1e-9, PASS), (3.0, 3.0, PASS), (3.0, 3.5, ERROR), (0.0, 1e-7, PASS),
-    (float("nan"), float("nan"), PASS), (float("inf"), float("inf"), PASS), (float("nan"), 1.0, ERROR),
-    (float("inf"), 1e308, ERROR), (2, 2.0, PASS),
-    (3, 3, PASS), (3, 4, ERROR), (True, True, PASS), (True, False, ERROR), (True, 1, ERROR),
-    (None, None, PASS), ("mean", "mean", PASS), ("a", "b", ERROR), (torch.Size([2, 3]), torch.Size([2, 3]), PASS),
-    (torch.Size([2, 3]), torch.Size([3, 2]), ERROR),
-])
+@pytest.mark.parametrize(
+    "target, golden, status",
+    [
+        (3.0, 3.0 + 1e-9, PASS),
+        (3.0, 3.0, PASS),
+        (3.0, 3.5, ERROR),
+        (0.0, 1e-7, PASS),
+        (float("nan"), float("nan"), PASS),
+        (float("inf"), float("inf"), PASS),
+        (float("nan"), 1.0, ERROR),
+        (float("inf"), 1e308, ERROR),
+        (2, 2.0, PASS),
+        (3, 3, PASS),
+        (3, 4, ERROR),
+        (True, True, PASS),
+        (True, False, ERROR),
+        (True, 1, ERROR),
+        (None, None, PASS),
+        ("mean", "mean", PASS),
+        ("a", "b", ERROR),
+        (torch.Size([2, 3]), torch.Size([2, 3]), PASS),
+        (torch.Size([2, 3]), torch.Size([3, 2]), ERROR),
+    ],
+)
 def test_python_scalars(target, golden, status):
     c = compare(target, golden)
     assert c.status == status, c.message
@@ -416,7 +453,7 @@ def test_complex(dtype):
     c = compare(g.to(dtype), g)
     assert c.status in (PASS, WARNING) and c.status == PASS, c.message
     t = g.to(dtype).clone()
-    t[2, 3] = t[2, 3] + 1j      # imaginary part off by 1
+    t[2, 3] = t[2, 3] + 1j  # imaginary part off by 1
     c = compare(t, g)
     assert c.status == ERROR
     assert c.metrics.max_abs_err == pytest.approx(1.0, rel=1e-6)
@@ -431,23 +468,24 @@ def test_complex_nan_imaginary_part():
 
 # --------------------------------------------------------------------------------------------- metric values
 
+
 def test_hand_computed_float_metrics():
     g = t64([1.0, 2.0, 4.0, 0.5])
-    t = t64([1.0078125, 2.0, 3.875, 0.5])        # errors +2^-7 and -2^-3, all exact in fp32
+    t = t64([1.0078125, 2.0, 3.875, 0.5])  # errors +2^-7 and -2^-3, all exact in fp32
     m = float_metrics(t.float(), g, torch.float32)
     assert m.max_abs_err == 0.125 and m.worst_index == 2
-    assert m.rel_within_1e2 == 0.75            # rel errors 0.0078125, 0, 0.03125, 0
+    assert m.rel_within_1e2 == 0.75  # rel errors 0.0078125, 0, 0.03125, 0
     assert m.rel_within_1e3 == 0.5 and m.rel_within_1e4 == 0.5
-    assert m.error_balance == 0.0              # one above, one below
-    assert m.rmse == pytest.approx(math.sqrt((2.0 ** -14 + 2.0 ** -6) / 4), rel=1e-12)
+    assert m.error_balance == 0.0  # one above, one below
+    assert m.rmse == pytest.approx(math.sqrt((2.0**-14 + 2.0**-6) / 4), rel=1e-12)
     assert m.max_rel_err == pytest.approx(0.03125, rel=1e-12)
     assert m.mean_rel_err == pytest.approx((0.0078125 + 0.03125) / 4, rel=1e-12)
     assert m.binary_mismatch == 0.5
-    assert m.rel_err_ratio == 0.5              # rel > 2^-20 (fp32 rtol)
+    assert m.rel_err_ratio == 0.5  # rel > 2^-20 (fp32 rtol)
     assert m.small_value_err_ratio == 0.0 and m.abs_err_ratio == 0.0
     # ULP (fp32, 23 mantissa bits): 2^-7 at eb 0 -> 2^16, 2^-3 at eb 2 -> 2^18
-    assert m.ulp_max == 2.0 ** 18
-    assert m.ulp_mean == pytest.approx((2.0 ** 16 + 2.0 ** 18) / 4)
+    assert m.ulp_max == 2.0**18
+    assert m.ulp_mean == pytest.approx((2.0**16 + 2.0**18) / 4)
     assert m.ulp_above_ratio == 0.5
     a, b = t.numpy(), g.numpy()
     assert m.cosine == pytest.approx(float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))), rel=1e-12)
@@ -456,7 +494,7 @@ def test_hand_computed_float_metrics():
 
 def test_error_balance_counts_direction():
     g = t64([1.0, 1.0, 1.0, 1.0])
-    t = t64([1.5, 1.25, 1.125, 0.5])           # three above, one below
+    t = t64([1.5, 1.25, 1.125, 0.5])  # three above, one below
     assert float_metrics(t, g, F64).error_balance == 0.5
     assert float_metrics(g + 0.1, g, F64).error_balance == 1.0
 
@@ -466,7 +504,7 @@ def test_cosine_values():
     assert float_metrics(t64([-1.0, -2.0, -3.0]), t64([1.0, 2.0, 3.0]), F64).cosine == pytest.approx(-1.0)
     m = float_metrics(t64([2.0, 4.0, 6.0]), t64([1.0, 2.0, 3.0]), F64)
     assert m.cosine == pytest.approx(1.0) and m.max_abs_err == 3.0
-    assert compare(t64([2.0, 4.0, 6.0]), t64([1.0, 2.0, 3.0])).status == ERROR   # scaled copy is not "close"
+    assert compare(t64([2.0, 4.0, 6.0]), t64([1.0, 2.0, 3.0])).status == ERROR  # scaled copy is not "close"
 
 
 def test_cosine_does_not_overflow_on_huge_values():
@@ -475,21 +513,24 @@ def test_cosine_does_not_overflow_on_huge_values():
     assert m.cosine == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("dtype, target, golden, ulp", [
-    (torch.bfloat16, 1.0 + 2.0 ** -7, 1.0, 1.0),         # one bf16 ULP above 1.0
-    (torch.bfloat16, 3.0 + 2.0 ** -6, 3.0, 1.0),         # eb = floor(log2 3) = 1
-    (torch.bfloat16, 1.0 - 2.0 ** -8, 1.0, 0.5),         # one ULP below 1.0 is half a ULP of 1.0
-    (torch.bfloat16, 0.0, 2.0 ** -130, 8.0),             # eb clamped to min_eb -126: 2^-130 * 2^(7+126)
-    (torch.bfloat16, 2.0 ** -133, 0.0, 1.0),             # golden 0 -> eb = min_eb
-    (torch.float16, 1.0 + 2.0 ** -10, 1.0, 1.0),
-    (torch.float16, 2.0 ** -24, 0.0, 1.0),               # fp16 min_eb -14, 10 mantissa bits
-    (torch.float16, 1024.0 + 1.0, 1024.0, 1.0),
-    (torch.float32, 1.0 + 2.0 ** -23, 1.0, 1.0),
-    (torch.float32, 2.0 ** -149, 0.0, 1.0),
-])
+@pytest.mark.parametrize(
+    "dtype, target, golden, ulp",
+    [
+        (torch.bfloat16, 1.0 + 2.0**-7, 1.0, 1.0),  # one bf16 ULP above 1.0
+        (torch.bfloat16, 3.0 + 2.0**-6, 3.0, 1.0),  # eb = floor(log2 3) = 1
+        (torch.bfloat16, 1.0 - 2.0**-8, 1.0, 0.5),  # one ULP below 1.0 is half a ULP of 1.0
+        (torch.bfloat16, 0.0, 2.0**-130, 8.0),  # eb clamped to min_eb -126: 2^-130 * 2^(7+126)
+        (torch.bfloat16, 2.0**-133, 0.0, 1.0),  # golden 0 -> eb = min_eb
+        (torch.float16, 1.0 + 2.0**-10, 1.0, 1.0),
+        (torch.float16, 2.0**-24, 0.0, 1.0),  # fp16 min_eb -14, 10 mantissa bits
+        (torch.float16, 1024.0 + 1.0, 1024.0, 1.0),
+        (torch.float32, 1.0 + 2.0**-23, 1.0, 1.0),
+        (torch.float32, 2.0**-149, 0.0, 1.0),
+    ],
+)
 def test_ulp(dtype, target, golden, ulp):
     t = torch.tensor([target], dtype=F64).to(dtype)
-    assert float(t) == target                            # the target is exact in its dtype
+    assert float(t) == target  # the target is exact in its dtype
     m = float_metrics(t, t64([golden]), dtype)
     assert m.ulp_max == pytest.approx(ulp, rel=1e-12)
     assert m.ulp_mean == pytest.approx(ulp, rel=1e-12)
@@ -497,34 +538,34 @@ def test_ulp(dtype, target, golden, ulp):
 
 def test_ulp_above_threshold_share():
     g = t64([1.0, 1.0, 1.0, 1.0])
-    t = torch.tensor([1.0, 1.0 + 2.0 ** -7, 1.0 + 2.0 ** -6, 1.0], dtype=torch.bfloat16)   # 0, 1, 2, 0 ULP
+    t = torch.tensor([1.0, 1.0 + 2.0**-7, 1.0 + 2.0**-6, 1.0], dtype=torch.bfloat16)  # 0, 1, 2, 0 ULP
     m = float_metrics(t, g, torch.bfloat16)
     assert m.ulp_max == 2.0 and m.ulp_mean == 0.75
-    assert m.ulp_above_ratio == 0.25                      # bf16 threshold: more than 1 ULP
+    assert m.ulp_above_ratio == 0.25  # bf16 threshold: more than 1 ULP
 
 
 def test_small_value_ratio():
-    sv, atol = 2.0 ** -10, 2.0 ** -16                     # bf16 small value and its absolute tolerance
-    g = t64([1e-4, 1e-4, sv, 0.0, 1.0, 2.0])             # four small values (|g| <= 2^-10)
+    sv, atol = 2.0**-10, 2.0**-16  # bf16 small value and its absolute tolerance
+    g = t64([1e-4, 1e-4, sv, 0.0, 1.0, 2.0])  # four small values (|g| <= 2^-10)
     t = g.clone()
-    t[0] += 2.0 ** -15                                    # small, above atol -> counted
-    t[3] = atol                                           # small, exactly atol -> not counted (strict >)
-    t[5] += 2.0 ** -15                                    # normal value: judged by relative error instead
+    t[0] += 2.0**-15  # small, above atol -> counted
+    t[3] = atol  # small, exactly atol -> not counted (strict >)
+    t[5] += 2.0**-15  # normal value: judged by relative error instead
     m = float_metrics(t, g, torch.bfloat16)
-    assert m.small_value_err_ratio == 0.25                # 1 of 4 small values
-    assert m.abs_err_ratio == 0.25                        # as msprobe: 1 of the 4 small values
-    assert m.rel_err_ratio == 0.0                         # 2^-16 relative error is below bf16's rtol 2^-8
-    t[4] = 1.0 + 2.0 ** -7
-    assert float_metrics(t, g, torch.bfloat16).rel_err_ratio == pytest.approx(1 / 2)   # 1 of 2 normal values
+    assert m.small_value_err_ratio == 0.25  # 1 of 4 small values
+    assert m.abs_err_ratio == 0.25  # as msprobe: 1 of the 4 small values
+    assert m.rel_err_ratio == 0.0  # 2^-16 relative error is below bf16's rtol 2^-8
+    t[4] = 1.0 + 2.0**-7
+    assert float_metrics(t, g, torch.bfloat16).rel_err_ratio == pytest.approx(1 / 2)  # 1 of 2 normal values
 
 
 def test_small_value_limits_per_dtype():
-    g = t64([2.0 ** -15, 1.0])                            # small for fp16/bf16 (2^-10), normal for fp32 (2^-20)
-    t = t64([2.0 ** -15 + 2.0 ** -25, 1.0])
-    assert float_metrics(t, g, torch.float16).small_value_err_ratio == 0.0      # 2^-25 < atol 2^-16
-    assert float_metrics(t, g, torch.float32).small_value_err_ratio == 0.0      # no small value at all
-    t2 = t64([2.0 ** -15, 1.0])
-    t2[0] = 2.0 ** -15 + 2.0 ** -12
+    g = t64([2.0**-15, 1.0])  # small for fp16/bf16 (2^-10), normal for fp32 (2^-20)
+    t = t64([2.0**-15 + 2.0**-25, 1.0])
+    assert float_metrics(t, g, torch.float16).small_value_err_ratio == 0.0  # 2^-25 < atol 2^-16
+    assert float_metrics(t, g, torch.float32).small_value_err_ratio == 0.0  # no small value at all
+    t2 = t64([2.0**-15, 1.0])
+    t2[0] = 2.0**-15 + 2.0**-12
     assert float_metrics(t2, g, torch.bfloat16).small_value_err_ratio == 1.0
 
 
@@ -546,11 +587,21 @@ def test_metrics_ignore_agreeing_nonfinite_positions():
 
 # --------------------------------------------------------------------------------------------- worst
 
-@pytest.mark.parametrize("statuses, expected", [
-    ([], SKIP), ([SKIP], SKIP), ([SKIP, SKIP], SKIP), ([SKIP, PASS], PASS), ([PASS, SKIP], PASS),
-    ([PASS, WARNING], WARNING), ([ERROR, WARNING, PASS], ERROR), ([WARNING, ERROR, SKIP], ERROR),
-    ([WARNING, PASS, WARNING], WARNING),
-])
+
+@pytest.mark.parametrize(
+    "statuses, expected",
+    [
+        ([], SKIP),
+        ([SKIP], SKIP),
+        ([SKIP, SKIP], SKIP),
+        ([SKIP, PASS], PASS),
+        ([PASS, SKIP], PASS),
+        ([PASS, WARNING], WARNING),
+        ([ERROR, WARNING, PASS], ERROR),
+        ([WARNING, ERROR, SKIP], ERROR),
+        ([WARNING, PASS, WARNING], WARNING),
+    ],
+)
 def test_worst(statuses, expected):
     assert worst(statuses) == expected
     assert worst(iter(statuses)) == expected
@@ -573,10 +624,15 @@ _FACTORS = [0.0, 1e-9, 1e-7, 1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3,
 
 
 @SETTINGS
-@given(st.integers(1, 40).flatmap(lambda n: st.tuples(
-    hnp.arrays(np.float64, n, elements=_MODERATE),
-    hnp.arrays(np.float64, n, elements=st.floats(-1.0, 1.0, allow_nan=False)))),
-    st.sampled_from(FLOATS))
+@given(
+    st.integers(1, 40).flatmap(
+        lambda n: st.tuples(
+            hnp.arrays(np.float64, n, elements=_MODERATE),
+            hnp.arrays(np.float64, n, elements=st.floats(-1.0, 1.0, allow_nan=False)),
+        )
+    ),
+    st.sampled_from(FLOATS),
+)
 def test_property_status_never_improves_as_error_grows(pair, dtype):
     g, p = (torch.from_numpy(a) for a in pair)
     ranks = []
@@ -584,14 +640,19 @@ def test_property_status_never_improves_as_error_grows(pair, dtype):
         t = g + k * p
         status, message = judge(float_metrics(t, g, dtype), dtype)
         ranks.append(RANK[status])
-    assert ranks == sorted(ranks), list(zip(_FACTORS, ranks))
+    assert ranks == sorted(ranks), list(zip(_FACTORS, ranks, strict=False))
     assert ranks[0] == RANK[PASS]
 
 
 @SETTINGS
-@given(st.integers(1, 40).flatmap(lambda n: st.tuples(
-    hnp.arrays(np.float64, n, elements=_MODERATE),
-    hnp.arrays(np.float64, n, elements=st.floats(-1.0, 1.0, allow_nan=False)))))
+@given(
+    st.integers(1, 40).flatmap(
+        lambda n: st.tuples(
+            hnp.arrays(np.float64, n, elements=_MODERATE),
+            hnp.arrays(np.float64, n, elements=st.floats(-1.0, 1.0, allow_nan=False)),
+        )
+    )
+)
 def test_property_compare_status_never_improves_fp64(pair):
     g, p = (torch.from_numpy(a) for a in pair)
     ranks = [RANK[compare(g + k * p, g).status] for k in _FACTORS]
@@ -599,11 +660,16 @@ def test_property_compare_status_never_improves_fp64(pair):
 
 
 @SETTINGS
-@given(st.integers(2, 40).flatmap(lambda n: st.tuples(
-    hnp.arrays(np.float64, n, elements=_MODERATE),
-    hnp.arrays(np.float64, n, elements=st.floats(-1.0, 1.0, allow_nan=False)),
-    st.permutations(list(range(n))))),
-    st.sampled_from(FLOATS))
+@given(
+    st.integers(2, 40).flatmap(
+        lambda n: st.tuples(
+            hnp.arrays(np.float64, n, elements=_MODERATE),
+            hnp.arrays(np.float64, n, elements=st.floats(-1.0, 1.0, allow_nan=False)),
+            st.permutations(list(range(n))),
+        )
+    ),
+    st.sampled_from(FLOATS),
+)
 def test_property_metrics_invariant_to_permutation(data, dtype):
     g_np, p_np, perm = data
     g = torch.from_numpy(g_np)
@@ -615,8 +681,17 @@ def test_property_metrics_invariant_to_permutation(data, dtype):
     assert b.max_abs_err == a.max_abs_err
     assert b.rmse == pytest.approx(a.rmse, rel=1e-9, abs=1e-300)
     assert b.error_balance == a.error_balance
-    for name in ("rel_within_1e2", "rel_within_1e3", "rel_within_1e4", "binary_mismatch", "small_value_err_ratio",
-                 "rel_err_ratio", "abs_err_ratio", "ulp_above_ratio", "inf_nan_err_ratio"):
+    for name in (
+        "rel_within_1e2",
+        "rel_within_1e3",
+        "rel_within_1e4",
+        "binary_mismatch",
+        "small_value_err_ratio",
+        "rel_err_ratio",
+        "abs_err_ratio",
+        "ulp_above_ratio",
+        "inf_nan_err_ratio",
+    ):
         assert getattr(b, name) == getattr(a, name), name
     # NaN-aware: the fp64 ULP of a zero golden is NaN (see test_fp64_ulp_of_zero_golden_is_zero)
     assert b.ulp_max == a.ulp_max or math.isnan(a.ulp_max) and math.isnan(b.ulp_max)

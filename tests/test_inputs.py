@@ -1,4 +1,5 @@
 """precheck.inputs: loading the tensor files of a dump safely and checking them against their records."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +8,8 @@ import pickle
 import numpy as np
 import pytest
 import torch
-
 from conftest import real_dump_json
+
 from precheck.dump import Stats, TensorSpec, load_dump
 from precheck.inputs import STATISTICS_ONLY, InputError, iter_specs, load_tensor, load_tree, map_specs
 
@@ -36,8 +37,10 @@ def input_error(s, data_dir):
 
 # --------------------------------------------------------------------------------------------- good files
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool,
-                                   torch.complex64])
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64]
+)
 def test_pt_loaded(data_dir, dtype):
     saved = (torch.randn(2, 3) * 10).to(dtype)
     torch.save(saved, data_dir / "a.pt")
@@ -67,11 +70,18 @@ def test_pt_non_contiguous_view_is_loaded(data_dir):
     assert torch.equal(load_tensor(spec("t.pt", shape=(4, 3)), data_dir), base.t())
 
 
-@pytest.mark.parametrize("np_dtype, dtype", [(np.float32, torch.float32), (np.float16, torch.float16),
-                                             (np.int32, torch.int32), (np.bool_, torch.bool),
-                                             (np.float64, torch.float64)])
+@pytest.mark.parametrize(
+    "np_dtype, dtype",
+    [
+        (np.float32, torch.float32),
+        (np.float16, torch.float16),
+        (np.int32, torch.int32),
+        (np.bool_, torch.bool),
+        (np.float64, torch.float64),
+    ],
+)
 def test_npy_loaded(data_dir, np_dtype, dtype):
-    array = (np.arange(6).reshape(2, 3) % 2 if np_dtype is np.bool_ else np.arange(6).reshape(2, 3) - 2.5)
+    array = np.arange(6).reshape(2, 3) % 2 if np_dtype is np.bool_ else np.arange(6).reshape(2, 3) - 2.5
     array = array.astype(np_dtype)
     np.save(data_dir / "a.npy", array)
     loaded = load_tensor(spec("a.npy", dtype), data_dir)
@@ -86,7 +96,7 @@ def test_npy_fortran_order_loaded(data_dir):
 
 
 def test_npy_widened_bf16_is_cast_back(data_dir):
-    values = np.array([[1.0, 1.00390625, -3.14159], [1e30, 0.0, -2.0 ** -20]], dtype=np.float32)
+    values = np.array([[1.0, 1.00390625, -3.14159], [1e30, 0.0, -(2.0**-20)]], dtype=np.float32)
     np.save(data_dir / "Functional.relu.0.forward.input.0.npy", values)
     loaded = load_tensor(spec("Functional.relu.0.forward.input.0.npy", torch.bfloat16), data_dir)
     assert loaded.dtype == torch.bfloat16
@@ -102,8 +112,7 @@ def test_npy_integer_dtype_change_is_refused(data_dir):
 def test_load_tree_keeps_structure(data_dir):
     torch.save(torch.ones(2, 3), data_dir / "a.pt")
     torch.save(torch.zeros(4, dtype=torch.int64), data_dir / "b.pt")
-    tree = ((spec("a.pt"), 3, None, (spec("b.pt", torch.int64, (4,)), slice(1, 2))), {"alpha": 0.5,
-                                                                                        "t": spec("a.pt")})
+    tree = ((spec("a.pt"), 3, None, (spec("b.pt", torch.int64, (4,)), slice(1, 2))), {"alpha": 0.5, "t": spec("a.pt")})
     args, kwargs = load_tree(tree, data_dir)
     assert torch.equal(args[0], torch.ones(2, 3))
     assert args[1:3] == (3, None)
@@ -121,6 +130,7 @@ def test_iter_and_map_specs_order():
 
 
 # --------------------------------------------------------------------------------------------- bad files
+
 
 def test_missing_file(data_dir):
     message = input_error(spec("Functional.linear.0.forward.input.0.pt"), data_dir)
@@ -144,8 +154,15 @@ def test_wrong_shape(data_dir, suffix):
     assert "(3, 2)" in message and "(2, 3)" in message
 
 
-@pytest.mark.parametrize("saved, recorded", [(torch.float16, torch.float32), (torch.float32, torch.bfloat16),
-                                             (torch.int32, torch.int64), (torch.float32, torch.int32)])
+@pytest.mark.parametrize(
+    "saved, recorded",
+    [
+        (torch.float16, torch.float32),
+        (torch.float32, torch.bfloat16),
+        (torch.int32, torch.int64),
+        (torch.float32, torch.int32),
+    ],
+)
 def test_wrong_dtype_pt(data_dir, saved, recorded):
     torch.save(torch.ones(2, 3, dtype=saved), data_dir / "d.pt")
     message = input_error(spec("d.pt", recorded), data_dir)
@@ -153,16 +170,19 @@ def test_wrong_dtype_pt(data_dir, saved, recorded):
     assert str(saved) in message and str(recorded) in message
 
 
-@pytest.mark.parametrize("content, kind", [({"x": torch.ones(2, 3)}, "dict"), ([torch.ones(2, 3)], "list"),
-                                           (3.5, "float"), ("text", "str")])
+@pytest.mark.parametrize(
+    "content, kind", [({"x": torch.ones(2, 3)}, "dict"), ([torch.ones(2, 3)], "list"), (3.5, "float"), ("text", "str")]
+)
 def test_non_tensor_content(data_dir, content, kind):
     torch.save(content, data_dir / "n.pt")
     message = input_error(spec("n.pt"), data_dir)
     assert "n.pt" in message and kind in message and "not a tensor" in message
 
 
-@pytest.mark.parametrize("name, payload", [("c.pt", b"this is not a torch file"), ("c.pt", b""),
-                                           ("c.npy", b"\x93NUMPY garbage"), ("c.npy", b"")])
+@pytest.mark.parametrize(
+    "name, payload",
+    [("c.pt", b"this is not a torch file"), ("c.pt", b""), ("c.npy", b"\x93NUMPY garbage"), ("c.npy", b"")],
+)
 def test_corrupt_file(data_dir, name, payload):
     (data_dir / name).write_bytes(payload)
     message = input_error(spec(name), data_dir)
@@ -205,7 +225,7 @@ def test_structured_dtype_npy_refused(data_dir):
 def test_relative_escape_refused(tmp_path, name):
     deep = tmp_path / "a" / "b" / "dump_tensor_data"
     deep.mkdir(parents=True)
-    torch.save(torch.ones(2, 3), deep.parent / "x.pt")          # the file exists: refusal is about the path
+    torch.save(torch.ones(2, 3), deep.parent / "x.pt")  # the file exists: refusal is about the path
     torch.save(torch.ones(2, 3), deep.parent.parent / "x.pt")
     message = input_error(spec(name), deep)
     assert name in message and "refused" in message
@@ -285,6 +305,7 @@ def test_statistics_only_spec(data_dir):
 
 
 # --------------------------------------------------------------------------------------------- real dumps
+
 
 @pytest.mark.parametrize("name", ["mlp_fp32_tensor", "gpt2_bf16_tensor"])
 def test_every_tensor_of_the_real_dumps_loads(name):

@@ -3,19 +3,23 @@ attention dropout), a CNN (batch norm, pooling, Dropout2d) in bf16 tensor mode, 
 embeddings, grouped-query attention) in fp32 statistics mode, and torch's TransformerEncoder (multi-head attention
 with dropout) in fp32 tensor mode. Every record is graded; the random ones by their law;
 the only errors are the CPU's own bf16 kernels losing precision against the float64 golden."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import real_dump_json
+
 from precheck.run_ut import run_ut
 from precheck.stochastic import STANDARD
 
 MODELS = {
     # name: (forward records, random calls, APIs graded error)
-    "bert_bf16_tensor": (52, {"Functional.dropout", "Functional.scaled_dot_product_attention"},
-                         # the token-type embedding's weight gradient: 24 rows summed into one, in bf16
-                         {"Functional.embedding.1"}),
+    "bert_bf16_tensor": (
+        52,
+        {"Functional.dropout", "Functional.scaled_dot_product_attention"},
+        # the token-type embedding's weight gradient: 24 rows summed into one, in bf16
+        {"Functional.embedding.1"},
+    ),
     # the CPU's bf16 batch norm: 2.3% of outputs off by more than 1% (elements near zero)
     "cnn_bf16_tensor": (13, {"Functional.dropout2d"}, {"Functional.batch_norm.0"}),
     "llama_fp32_statistics": (119, set(), set()),
@@ -26,8 +30,7 @@ MODELS = {
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def model_run(request, tmp_path_factory):
-    return request.param, run_ut(real_dump_json(request.param), tmp_path_factory.mktemp(request.param),
-                                 device="cpu")
+    return request.param, run_ut(real_dump_json(request.param), tmp_path_factory.mktemp(request.param), device="cpu")
 
 
 def test_every_record_is_graded(model_run):
@@ -41,8 +44,9 @@ def test_every_record_is_graded(model_run):
 def test_random_calls_are_checked_by_their_law(model_run):
     name, summary = model_run
     _, random, _ = MODELS[name]
-    statistical = {r.name.rsplit(".", 1)[0] for r in summary.results
-                   if any(d.comparison.standard == STANDARD for d in r.details)}
+    statistical = {
+        r.name.rsplit(".", 1)[0] for r in summary.results if any(d.comparison.standard == STANDARD for d in r.details)
+    }
     assert statistical == random
     for r in summary.results:
         if r.name.rsplit(".", 1)[0] in random:

@@ -1,5 +1,6 @@
 """The CPU references of the torch_npu fused ops (api_registry/npu.py), each against an independent formula and,
 where torch has the same op, against torch itself."""
+
 from __future__ import annotations
 
 import inspect
@@ -51,9 +52,9 @@ def close(actual: torch.Tensor, expected: torch.Tensor) -> None:
 # torch_npu's signatures (parameter names as its Python binding spells them: schema ``self`` is ``input``).
 SIGNATURES = {
     "npu_fusion_attention": "query key value head_num input_layout pse=None padding_mask=None atten_mask=None "
-                            "scale=1.0 keep_prob=1.0 pre_tockens=2147483647 next_tockens=2147483647 inner_precise=0 "
-                            "prefix=None actual_seq_qlen=None actual_seq_kvlen=None sparse_mode=0 "
-                            "gen_mask_parallel=True sync=False softmax_layout='' sink=None",
+    "scale=1.0 keep_prob=1.0 pre_tockens=2147483647 next_tockens=2147483647 inner_precise=0 "
+    "prefix=None actual_seq_qlen=None actual_seq_kvlen=None sparse_mode=0 "
+    "gen_mask_parallel=True sync=False softmax_layout='' sink=None",
     "npu_rms_norm": "input gamma epsilon=1e-06",
     "npu_swiglu": "input dim=-1",
     "npu_rotary_mul": "input r1 r2 rotary_mode='half'",
@@ -63,7 +64,7 @@ SIGNATURES = {
     "npu_confusion_transpose": "input perm shape transpose_first",
     "npu_apply_adam": "beta1_power beta2_power lr beta1 beta2 epsilon grad use_locking use_nesterov out=None",
     "npu_apply_adam_w": "beta1_power beta2_power lr weight_decay beta1 beta2 epsilon grad max_grad_norm=None "
-                        "amsgrad=None maximize=None out=None",
+    "amsgrad=None maximize=None out=None",
     "npu_layer_norm_eval": "input normalized_shape weight=None bias=None eps=1e-05",
     "npu_group_norm_silu": "input weight bias group eps=1e-05",
     "npu_mish": "input",
@@ -73,8 +74,14 @@ SIGNATURES = {
 
 
 def test_table_covers_every_op_with_a_known_class() -> None:
-    classes = {catalogue.MATMUL, catalogue.CONV, catalogue.REDUCTION, catalogue.BINARY, catalogue.POINTWISE,
-               catalogue.OTHER}
+    classes = {
+        catalogue.MATMUL,
+        catalogue.CONV,
+        catalogue.REDUCTION,
+        catalogue.BINARY,
+        catalogue.POINTWISE,
+        catalogue.OTHER,
+    }
     assert set(REFERENCES) == set(SIGNATURES)
     for name, (fn, cls) in REFERENCES.items():
         assert fn.__name__ == name and cls in classes
@@ -92,6 +99,7 @@ def test_signature_matches_torch_npu(name: str) -> None:
 
 # ---------------------------------------------------------------- npu_fusion_attention
 
+
 def to_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
     """(B, N, S, D) -> layout, written out index by index for the independent side."""
     b, n, s, d = t.shape
@@ -105,8 +113,11 @@ def to_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 def qkv(b: int, nq: int, nkv: int, sq: int, skv: int, d: int, dv: int | None = None, seed: int = 0):
-    return randn(b, nq, sq, d, seed=seed), randn(b, nkv, skv, d, seed=seed + 1), \
-        randn(b, nkv, skv, dv or d, seed=seed + 2)
+    return (
+        randn(b, nq, sq, d, seed=seed),
+        randn(b, nkv, skv, d, seed=seed + 1),
+        randn(b, nkv, skv, dv or d, seed=seed + 2),
+    )
 
 
 def sdpa(q, k, v, **kw) -> torch.Tensor:
@@ -118,7 +129,8 @@ def sdpa(q, k, v, **kw) -> torch.Tensor:
 def test_fusion_attention_layouts_and_gqa_match_sdpa(layout: str, nq: int, nkv: int) -> None:
     q, k, v = qkv(2, nq, nkv, 5, 7, 8)
     out, smax, ssum, sout, seed, offset, numels = npu_fusion_attention(
-        to_layout(q, layout), to_layout(k, layout), to_layout(v, layout), nq, layout, scale=0.3)
+        to_layout(q, layout), to_layout(k, layout), to_layout(v, layout), nq, layout, scale=0.3
+    )
     close(out, to_layout(sdpa(q, k, v, scale=0.3), layout))
     assert smax.shape == ssum.shape == (2, nq, 5, 8)
     assert sout.numel() == 0 and (seed, offset, numels) == (0, 0, 2 * nq * 5 * 7)
@@ -156,7 +168,7 @@ def keep_band(sq: int, skv: int, pre: int, nxt: int) -> torch.Tensor:
 @pytest.mark.parametrize("sq,skv", [(5, 5), (4, 7), (6, 6)])
 def test_fusion_attention_sparse_modes_match_sdpa(sq: int, skv: int) -> None:
     q, k, v = qkv(2, 4, 2, sq, skv, 8, seed=3)
-    compressed = torch.ones(2048, 2048, dtype=torch.bool).triu(1)   # what torch_npu callers pass for modes 2-4
+    compressed = torch.ones(2048, 2048, dtype=torch.bool).triu(1)  # what torch_npu callers pass for modes 2-4
 
     def fa(mode: int, mask: torch.Tensor, **kw) -> torch.Tensor:
         return npu_fusion_attention(q, k, v, 4, "BNSD", atten_mask=mask, sparse_mode=mode, scale=0.4, **kw)[0]
@@ -167,8 +179,9 @@ def test_fusion_attention_sparse_modes_match_sdpa(sq: int, skv: int) -> None:
         close(fa(mode, given), sdpa(q, k, v, attn_mask=~given, scale=0.4))
     close(fa(2, compressed), sdpa(q, k, v, is_causal=True, scale=0.4))
     close(fa(3, compressed), sdpa(q, k, v, attn_mask=causal_lower_right(sq, skv), scale=0.4))
-    close(fa(4, compressed, pre_tockens=2, next_tockens=1), sdpa(q, k, v, attn_mask=keep_band(sq, skv, 2, 1),
-                                                                 scale=0.4))
+    close(
+        fa(4, compressed, pre_tockens=2, next_tockens=1), sdpa(q, k, v, attn_mask=keep_band(sq, skv, 2, 1), scale=0.4)
+    )
 
 
 def test_fusion_attention_without_mask_ignores_sparse_mode() -> None:
@@ -198,14 +211,23 @@ def test_fusion_attention_tnd_attends_per_sequence(mode: int) -> None:
     if mode == 0:
         mask[:, 0] = False
     out, smax, ssum, _, _, _, numels = npu_fusion_attention(
-        q, k, v, 4, "TND", atten_mask=mask, sparse_mode=mode, scale=0.3, actual_seq_qlen=[3, 4, 8],
-        actual_seq_kvlen=[3, 5, 10])
+        q,
+        k,
+        v,
+        4,
+        "TND",
+        atten_mask=mask,
+        sparse_mode=mode,
+        scale=0.3,
+        actual_seq_qlen=[3, 4, 8],
+        actual_seq_kvlen=[3, 5, 10],
+    )
     assert smax.shape == ssum.shape == (8, 4, 8) and numels == 4 * (3 * 3 + 1 * 2 + 4 * 5)
     q0 = kv0 = 0
-    for sq, skv in zip(qlens, kvlens):
-        bnsd = [t[lo:lo + n].transpose(0, 1)[None] for t, lo, n in ((q, q0, sq), (k, kv0, skv), (v, kv0, skv))]
+    for sq, skv in zip(qlens, kvlens, strict=False):
+        bnsd = [t[lo : lo + n].transpose(0, 1)[None] for t, lo, n in ((q, q0, sq), (k, kv0, skv), (v, kv0, skv))]
         keep = ~mask[:sq, :skv] if mode == 0 else causal_lower_right(sq, skv)
-        close(out[q0:q0 + sq], sdpa(*bnsd, attn_mask=keep, scale=0.3)[0].transpose(0, 1))
+        close(out[q0 : q0 + sq], sdpa(*bnsd, attn_mask=keep, scale=0.3)[0].transpose(0, 1))
         q0, kv0 = q0 + sq, kv0 + skv
 
 
@@ -229,22 +251,40 @@ def test_fusion_attention_gradients() -> None:
     mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
     assert torch.autograd.gradcheck(
         lambda *t: npu_fusion_attention(*t[:3], 2, "BNSD", pse=t[3], atten_mask=mask, sparse_mode=3, scale=0.7)[0],
-        (q, k, v, pse))
+        (q, k, v, pse),
+    )
 
 
 @settings(max_examples=40, deadline=None)
-@given(layout=st.sampled_from(["BSH", "SBH", "BSND", "BNSD"]), b=st.integers(1, 2), nkv=st.integers(1, 2),
-       group=st.integers(1, 3), sq=st.integers(1, 6), skv=st.integers(1, 6), d=st.integers(1, 8),
-       causal=st.booleans(), seed=st.integers(0, 2**16))
+@given(
+    layout=st.sampled_from(["BSH", "SBH", "BSND", "BNSD"]),
+    b=st.integers(1, 2),
+    nkv=st.integers(1, 2),
+    group=st.integers(1, 3),
+    sq=st.integers(1, 6),
+    skv=st.integers(1, 6),
+    d=st.integers(1, 8),
+    causal=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_fusion_attention_property_matches_sdpa(layout, b, nkv, group, sq, skv, d, causal, seed) -> None:
     q, k, v = qkv(b, nkv * group, nkv, sq, skv, d, seed=seed)
     mask = torch.ones(2048, 2048, dtype=torch.bool).triu(1) if causal else None
-    out = npu_fusion_attention(to_layout(q, layout), to_layout(k, layout), to_layout(v, layout), nkv * group,
-                               layout, atten_mask=mask, sparse_mode=2, scale=1 / math.sqrt(d))[0]
+    out = npu_fusion_attention(
+        to_layout(q, layout),
+        to_layout(k, layout),
+        to_layout(v, layout),
+        nkv * group,
+        layout,
+        atten_mask=mask,
+        sparse_mode=2,
+        scale=1 / math.sqrt(d),
+    )[0]
     close(out, to_layout(sdpa(q, k, v, is_causal=causal), layout))
 
 
 # ---------------------------------------------------------------- norms
+
 
 def test_rms_norm_matches_formula_and_torch() -> None:
     x, g = randn(3, 5, 16), randn(16, seed=1)
@@ -263,8 +303,12 @@ def test_rms_norm_normalises_over_every_gamma_dim() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(shape=st.lists(st.integers(1, 5), min_size=2, max_size=4), gamma_dims=st.integers(1, 2),
-       eps=st.sampled_from([1e-6, 1e-5, 0.1]), seed=st.integers(0, 2**16))
+@given(
+    shape=st.lists(st.integers(1, 5), min_size=2, max_size=4),
+    gamma_dims=st.integers(1, 2),
+    eps=st.sampled_from([1e-6, 1e-5, 0.1]),
+    seed=st.integers(0, 2**16),
+)
 def test_rms_norm_property(shape, gamma_dims, eps, seed) -> None:
     gamma_dims = min(gamma_dims, len(shape) - 1)
     x, g = randn(*shape, seed=seed), randn(*shape[-gamma_dims:], seed=seed + 1)
@@ -286,14 +330,14 @@ def test_group_norm_silu_matches_torch(shape: tuple[int, ...]) -> None:
     x, w, b = randn(*shape), randn(shape[1], seed=1), randn(shape[1], seed=2)
     out, mean, rstd = npu_group_norm_silu(x, w, b, 2, 1e-4)
     close(out, F.silu(F.group_norm(x, 2, w, b, 1e-4)))
-    _, ref_mean, ref_rstd = torch.ops.aten.native_group_norm(x, w, b, shape[0], shape[1],
-                                                             math.prod(shape[2:]), 2, 1e-4)
+    _, ref_mean, ref_rstd = torch.ops.aten.native_group_norm(x, w, b, shape[0], shape[1], math.prod(shape[2:]), 2, 1e-4)
     close(mean, ref_mean)
     close(rstd, ref_rstd)
     close(npu_group_norm_silu(x, None, None, shape[1] // 2)[0], F.silu(F.group_norm(x, shape[1] // 2)))
 
 
 # ---------------------------------------------------------------- pointwise
+
 
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 def test_swiglu(dim: int) -> None:
@@ -334,6 +378,7 @@ def test_linear_matches_torch() -> None:
 
 # ---------------------------------------------------------------- softmax, gating, movement
 
+
 def test_scaled_masked_softmax() -> None:
     x = randn(2, 3, 4, 6)
     mask = randn(1, 1, 4, 6, seed=1) > 0.5
@@ -341,7 +386,7 @@ def test_scaled_masked_softmax() -> None:
     triu = torch.ones(4, 6, dtype=torch.bool).triu(1)
     close(npu_scaled_masked_softmax(x, mask, 0.7, True), torch.softmax((0.7 * x).masked_fill(triu, -10000.0), -1))
     full = torch.ones(4, 6, dtype=torch.bool)
-    close(npu_scaled_masked_softmax(x, full), torch.full_like(x, 1 / 6))   # -10000, not -inf: uniform, no nan
+    close(npu_scaled_masked_softmax(x, full), torch.full_like(x, 1 / 6))  # -10000, not -inf: uniform, no nan
 
 
 @pytest.mark.parametrize("shape", [(5, 8), (2, 3, 8)])
@@ -385,11 +430,14 @@ def test_confusion_transpose_property(shape, data) -> None:
     perm = data.draw(st.permutations(range(len(shape))))
     permuted = x.permute(*perm).contiguous()
     assert torch.equal(npu_confusion_transpose(x, perm, (-1,), True), permuted.flatten())
-    assert torch.equal(npu_confusion_transpose(permuted.flatten(), perm, [shape[p] for p in perm], False),
-                       permuted.reshape([shape[p] for p in perm]).permute(*perm))
+    assert torch.equal(
+        npu_confusion_transpose(permuted.flatten(), perm, [shape[p] for p in perm], False),
+        permuted.reshape([shape[p] for p in perm]).permute(*perm),
+    )
 
 
 # ---------------------------------------------------------------- optimisers
+
 
 def adam_state(seed: int = 0):
     return randn(10, seed=seed), randn(10, seed=seed + 1), randn(10, seed=seed + 2).abs(), randn(10, seed=seed + 3)
@@ -399,13 +447,28 @@ def test_apply_adam_is_torch_adam_with_eps_outside_bias_correction() -> None:
     var, m, v, grad = adam_state()
     b1, b2, lr, eps, step = 0.9, 0.99, 0.01, 1e-3, 3
     before = [t.clone() for t in (var, m, v)]
-    out = npu_apply_adam(b1 ** step, b2 ** step, lr, b1, b2, eps * math.sqrt(1 - b2 ** step), grad, False, False,
-                         out=(var, m, v))
-    assert all(torch.equal(a, b) for a, b in zip((var, m, v), before))   # the state is read, not written
+    out = npu_apply_adam(
+        b1**step, b2**step, lr, b1, b2, eps * math.sqrt(1 - b2**step), grad, False, False, out=(var, m, v)
+    )
+    assert all(torch.equal(a, b) for a, b in zip((var, m, v), before, strict=False))  # the state is read, not written
     ref = [t.clone() for t in (var, m, v)]
-    adam([ref[0]], [grad], [ref[1]], [ref[2]], [], [torch.tensor(step - 1.0)], foreach=False, amsgrad=False,
-         beta1=b1, beta2=b2, lr=lr, weight_decay=0.0, eps=eps, maximize=False)
-    for actual, expected in zip(out, ref):
+    adam(
+        [ref[0]],
+        [grad],
+        [ref[1]],
+        [ref[2]],
+        [],
+        [torch.tensor(step - 1.0)],
+        foreach=False,
+        amsgrad=False,
+        beta1=b1,
+        beta2=b2,
+        lr=lr,
+        weight_decay=0.0,
+        eps=eps,
+        maximize=False,
+    )
+    for actual, expected in zip(out, ref, strict=False):
         close(actual, expected)
 
 
@@ -414,7 +477,7 @@ def test_apply_adam_nesterov_formula() -> None:
     b1, b2, lr, eps = 0.8, 0.9, 0.1, 1e-4
     var_t, m_t, v_t = npu_apply_adam(0.5, 0.7, lr, b1, b2, eps, grad, False, True, out=(var, m, v))
     close(m_t, b1 * m + (1 - b1) * grad)
-    close(v_t, b2 * v + (1 - b2) * grad ** 2)
+    close(v_t, b2 * v + (1 - b2) * grad**2)
     lr_t = lr * math.sqrt(1 - 0.7) / (1 - 0.5)
     close(var_t, var - lr_t * (b1 * m_t + (1 - b1) * grad) / (eps + v_t.sqrt()))
 
@@ -424,12 +487,38 @@ def test_apply_adam_w_is_torch_adamw(amsgrad: bool, maximize: bool) -> None:
     var, m, v, grad = adam_state(seed=8)
     max_sq = v + randn(10, seed=20).abs() * (randn(10, seed=21) > 0)
     b1, b2, lr, wd, eps, step = 0.9, 0.999, 0.01, 0.1, 1e-8, 4
-    out = npu_apply_adam_w(b1 ** (step - 1), b2 ** (step - 1), lr, wd, b1, b2, eps, grad, max_sq if amsgrad else None,
-                           amsgrad, maximize, out=(var, m, v))
+    out = npu_apply_adam_w(
+        b1 ** (step - 1),
+        b2 ** (step - 1),
+        lr,
+        wd,
+        b1,
+        b2,
+        eps,
+        grad,
+        max_sq if amsgrad else None,
+        amsgrad,
+        maximize,
+        out=(var, m, v),
+    )
     ref = [t.clone() for t in (var, m, v, max_sq)]
-    adamw([ref[0]], [grad], [ref[1]], [ref[2]], [ref[3]], [torch.tensor(step - 1.0)], foreach=False,
-          amsgrad=amsgrad, beta1=b1, beta2=b2, lr=lr, weight_decay=wd, eps=eps, maximize=maximize)
-    for actual, expected in zip(out, ref):
+    adamw(
+        [ref[0]],
+        [grad],
+        [ref[1]],
+        [ref[2]],
+        [ref[3]],
+        [torch.tensor(step - 1.0)],
+        foreach=False,
+        amsgrad=amsgrad,
+        beta1=b1,
+        beta2=b2,
+        lr=lr,
+        weight_decay=wd,
+        eps=eps,
+        maximize=maximize,
+    )
+    for actual, expected in zip(out, ref, strict=False):
         close(actual, expected)
 
 
@@ -443,16 +532,20 @@ def test_adam_needs_its_state() -> None:
 
 # ---------------------------------------------------------------- dtypes and gradients
 
+
 def cases(dtype: torch.dtype) -> dict[str, tuple[tuple, dict]]:
     """One small call per op, in ``dtype``."""
+
     def r(*shape: int, seed: int = 0) -> torch.Tensor:
         return randn(*shape, seed=seed, dtype=dtype)
+
     triu = torch.ones(2048, 2048, dtype=torch.bool).triu(1)
     state = (r(6), r(6, seed=1), r(6, seed=2).abs())
     return {
-        "npu_fusion_attention": ((r(1, 4, 3, 4), r(1, 2, 5, 4, seed=1), r(1, 2, 5, 4, seed=2), 4, "BNSD"),
-                                 {"pse": r(1, 4, 3, 5, seed=3), "atten_mask": triu, "sparse_mode": 3,
-                                  "scale": 0.5}),
+        "npu_fusion_attention": (
+            (r(1, 4, 3, 4), r(1, 2, 5, 4, seed=1), r(1, 2, 5, 4, seed=2), 4, "BNSD"),
+            {"pse": r(1, 4, 3, 5, seed=3), "atten_mask": triu, "sparse_mode": 3, "scale": 0.5},
+        ),
         "npu_rms_norm": ((r(3, 8), r(8, seed=1)), {}),
         "npu_swiglu": ((r(3, 8),), {}),
         "npu_rotary_mul": ((r(1, 2, 3, 8), r(1, 1, 3, 8, seed=1), r(1, 1, 3, 8, seed=2)), {}),
@@ -488,10 +581,13 @@ NOT_DIFFERENTIABLE = {"npu_apply_adam", "npu_apply_adam_w"}
 @pytest.mark.parametrize("name", sorted(set(REFERENCES) - NOT_DIFFERENTIABLE))
 def test_gradients_are_correct(name: str) -> None:
     args, kwargs = cases(F64)[name]
-    args = tuple(a.clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                 for a in args)
-    kwargs = {k: v.clone().requires_grad_() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-              for k, v in kwargs.items()}
+    args = tuple(
+        a.clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args
+    )
+    kwargs = {
+        k: v.clone().requires_grad_() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in kwargs.items()
+    }
     leaves = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.requires_grad]
     fn = REFERENCES[name][0]
     first = float_outputs(fn(*args, **kwargs))[0]
@@ -503,4 +599,5 @@ def test_gradients_are_correct(name: str) -> None:
         a = tuple(next(it) if isinstance(x, torch.Tensor) and x.requires_grad else x for x in args)
         k = {key: next(it) if isinstance(x, torch.Tensor) and x.requires_grad else x for key, x in kwargs.items()}
         return float_outputs(fn(*a, **k))[0]
+
     assert torch.autograd.gradcheck(call, tuple(t.detach().requires_grad_() for t in leaves))

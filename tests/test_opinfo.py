@@ -1,23 +1,23 @@
 """PyTorch's OpInfo samples recorded by msprobe (risk_level ALL, ~440 distinct APIs): a pre-check that SKIPs hides
 problems, so nearly every record is graded, and a random call is never graded by comparing two draws."""
+
 from __future__ import annotations
 
 import pytest
+from conftest import real_dump_json
 
 from api_registry import lookup
-from conftest import real_dump_json
 from precheck.dump import load_dump
 from precheck.run_ut import RunSummary, run_ut
 from precheck.stochastic import STANDARD, VERDICT
 
 DUMPS = {"opinfo_fp32_all": 688, "opinfo_bf16_all_stats": 612}
-MHA = "Functional.multi_head_attention_forward.0"   # dropout inside attention: random, no check of its law
+MHA = "Functional.multi_head_attention_forward.0"  # dropout inside attention: random, no check of its law
 
 
 @pytest.fixture(scope="module", params=sorted(DUMPS))
 def run(request, tmp_path_factory) -> tuple[str, RunSummary]:
-    return request.param, run_ut(real_dump_json(request.param), tmp_path_factory.mktemp(request.param),
-                                 device="cpu")
+    return request.param, run_ut(real_dump_json(request.param), tmp_path_factory.mktemp(request.param), device="cpu")
 
 
 def test_at_least_99_percent_of_records_are_graded(run):

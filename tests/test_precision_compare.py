@@ -1,5 +1,6 @@
 """precheck api_precision_compare: msprobe's second stage on two details CSVs (ours, edited copies of ours, and
 a real msprobe CSV)."""
+
 from __future__ import annotations
 
 import csv
@@ -8,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, real_dump_json
+
 from precheck.cli import main
 from precheck.precision_compare import DETAILS_HEADER_2, api_precision_compare
 from precheck.run_ut import run_ut
@@ -18,7 +19,7 @@ BOM = b"\xef\xbb\xbf"
 RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
 # msprobe's details header of the second stage (STANDARDS.md §8), 28 columns
 MSPROBE_DETAILS_HEADER = (
-    "API Name,小值域错误比值,小值域判定结果,均方根误差比值,均方根误差判定结果,相对误差最大值比值,相对误差最大值判定结果,"
+    "API Name,小值域错误比值,小值域判定结果,均方根误差比值,均方根误差判定结果,相对误差最大值比值,相对误差最大值判定结果,"  # noqa: E501
     "相对误差平均值比值,相对误差平均值判定结果,误差均衡性比值,误差均衡性判定结果,inf/nan错误率,inf/nan判定结果,"
     "相对误差错误率,相对误差判定结果,绝对误差错误率,绝对误差判定结果,二进制一致错误率,二进制一致错误率判定结果,ULP误差平均值,"
     "ULP误差大于阈值占比,ULP误差大于阈值占比比值,ULP误差判定结果,双千指标,双千指标判定结果,比对结果,比对算法,Message"
@@ -29,14 +30,15 @@ MSPROBE_CSV = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
 
 # ================================================================================================= helpers
 
+
 def load(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     with open(path, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f))
-    return rows[0], [dict(zip(rows[0], r)) for r in rows[1:] if r]
+    return rows[0], [dict(zip(rows[0], r, strict=False)) for r in rows[1:] if r]
 
 
 def save(path: Path, header: list[str], rows: list[dict[str, str]]) -> Path:
-    with open(path, "w", encoding="utf-8-sig", newline="") as f:     # keeps msprobe's BOM
+    with open(path, "w", encoding="utf-8-sig", newline="") as f:  # keeps msprobe's BOM
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows([[r[h] for h in header] for r in rows])
@@ -80,31 +82,36 @@ def set_cells(name: str, **cells):
     def edit(rows):
         for c, v in cells.items():
             row(rows, name)[c] = v
+
     return edit
 
 
 # ================================================================================================ fixtures
 
+
 @pytest.fixture(scope="module")
 def mlp_csv(tmp_path_factory) -> Path:
-    return run_ut(real_dump_json("mlp_fp32_tensor"), tmp_path_factory.mktemp("mlp"), device="cpu",
-                  workers=1).details_path
+    return run_ut(
+        real_dump_json("mlp_fp32_tensor"), tmp_path_factory.mktemp("mlp"), device="cpu", workers=1
+    ).details_path
 
 
 @pytest.fixture(scope="module")
 def gpt2_csv(tmp_path_factory) -> Path:
-    return run_ut(real_dump_json("gpt2_bf16_tensor"), tmp_path_factory.mktemp("gpt2"), device="cpu",
-                  workers=1).details_path
+    return run_ut(
+        real_dump_json("gpt2_bf16_tensor"), tmp_path_factory.mktemp("gpt2"), device="cpu", workers=1
+    ).details_path
 
 
 # ============================================================================================ output files
+
 
 def test_output_names_headers_and_bom(mlp_csv, tmp_path):
     out = tmp_path / "new" / "nested"
     summary = api_precision_compare(mlp_csv, mlp_csv, out)
     assert re.fullmatch(r"api_precision_compare_result_\d{14}\.csv", summary.result_path.name)
     assert re.fullmatch(r"api_precision_compare_details_\d{14}\.csv", summary.details_path.name)
-    assert summary.result_path.name[-18:] == summary.details_path.name[-18:]     # one timestamp
+    assert summary.result_path.name[-18:] == summary.details_path.name[-18:]  # one timestamp
     assert summary.result_path.parent == out and summary.details_path.parent == out
     assert sorted(p.name for p in out.iterdir()) == sorted([summary.result_path.name, summary.details_path.name])
     for path in (summary.result_path, summary.details_path):
@@ -145,19 +152,37 @@ def test_identical_csvs_pass_every_graded_api_in_npu_order(gpt2_csv, tmp_path):
             assert d["比对算法"] == "二进制一致法" and d["二进制一致错误率判定结果"] == "pass"
         else:
             assert d["比对算法"] == "标杆比对法"
-            assert [d[c] for c in ("小值域判定结果", "均方根误差判定结果", "相对误差最大值判定结果",
-                                   "相对误差平均值判定结果", "误差均衡性判定结果")] == ["pass"] * 5
+            assert [
+                d[c]
+                for c in (
+                    "小值域判定结果",
+                    "均方根误差判定结果",
+                    "相对误差最大值判定结果",
+                    "相对误差平均值判定结果",
+                    "误差均衡性判定结果",
+                )
+            ] == ["pass"] * 5
             assert float(d["均方根误差比值"]) <= 1.0
 
 
 # ============================================================================================ benchmark ratios
 
-@pytest.mark.parametrize("name, direction", [("Functional.layer_norm.0.forward.output.0", "Forward"),
-                                             ("Functional.gelu.0.backward.output.0", "Backward"),
-                                             ("Functional.linear.0.forward.output.0", "Forward")])
+
+@pytest.mark.parametrize(
+    "name, direction",
+    [
+        ("Functional.layer_norm.0.forward.output.0", "Forward"),
+        ("Functional.gelu.0.backward.output.0", "Backward"),
+        ("Functional.linear.0.forward.output.0", "Forward"),
+    ],
+)
 def test_rmse_three_times_the_gpu_is_error(mlp_csv, tmp_path, name, direction):
-    o = run_compare(tmp_path, mlp_csv, npu_edit=set_cells(name, **{RMSE: "0.03000000000000"}),
-                    gpu_edit=set_cells(name, **{RMSE: "0.01000000000000"}))
+    o = run_compare(
+        tmp_path,
+        mlp_csv,
+        npu_edit=set_cells(name, **{RMSE: "0.03000000000000"}),
+        gpu_edit=set_cells(name, **{RMSE: "0.01000000000000"}),
+    )
     d = o.detail[name]
     assert float(d["均方根误差比值"]) == pytest.approx(3.0)
     assert d["均方根误差判定结果"] == "error" and d["比对结果"] == "error"
@@ -171,34 +196,48 @@ def test_rmse_three_times_the_gpu_is_error(mlp_csv, tmp_path, name, direction):
     assert sum(r["比对结果"] == "error" for r in o.details) == 1
 
 
-@pytest.mark.parametrize("name, matmul", [("Functional.linear.0.forward.output.0", True),
-                                          ("Functional.linear.1.backward.output.0", True),
-                                          ("Functional.layer_norm.0.forward.output.0", False),
-                                          ("Functional.gelu.0.forward.output.0", False),
-                                          ("Tensor.sum.0.forward.output.0", False)])
+@pytest.mark.parametrize(
+    "name, matmul",
+    [
+        ("Functional.linear.0.forward.output.0", True),
+        ("Functional.linear.1.backward.output.0", True),
+        ("Functional.layer_norm.0.forward.output.0", False),
+        ("Functional.gelu.0.forward.output.0", False),
+        ("Tensor.sum.0.forward.output.0", False),
+    ],
+)
 def test_rmse_ratio_limit_is_strict_for_matmul_like_apis(mlp_csv, tmp_path, name, matmul):
     def outcome(npu: str, gpu: str) -> str:
         sub = tmp_path / f"{npu}-{gpu}"
         sub.mkdir()
         o = run_compare(sub, mlp_csv, npu_edit=set_cells(name, **{RMSE: npu}), gpu_edit=set_cells(name, **{RMSE: gpu}))
         return o.detail[name]["比对结果"]
-    assert outcome("0.75", "0.5") == ("error" if matmul else "pass")      # 1.5x
-    assert outcome("0.6", "0.5") == "pass"                                # 1.2x: at the strict limit
-    assert outcome("1.0", "0.5") == ("error" if matmul else "pass")       # 2x: at the default limit
+
+    assert outcome("0.75", "0.5") == ("error" if matmul else "pass")  # 1.5x
+    assert outcome("0.6", "0.5") == "pass"  # 1.2x: at the strict limit
+    assert outcome("1.0", "0.5") == ("error" if matmul else "pass")  # 2x: at the default limit
     assert outcome("1.0000001", "0.5") == "error"
 
 
 def test_gpu_error_below_the_floor_is_floored(mlp_csv, tmp_path):
     # fp32 floor 2^-14: a GPU RMSE of 1e-8 divides as 6.1e-5, so 3x of it is no error at all
     name = "Functional.layer_norm.0.forward.output.0"
-    o = run_compare(tmp_path, mlp_csv, npu_edit=set_cells(name, **{RMSE: "0.00000003"}),
-                    gpu_edit=set_cells(name, **{RMSE: "0.00000001"}))
+    o = run_compare(
+        tmp_path,
+        mlp_csv,
+        npu_edit=set_cells(name, **{RMSE: "0.00000003"}),
+        gpu_edit=set_cells(name, **{RMSE: "0.00000001"}),
+    )
     assert o.detail[name]["比对结果"] == "pass"
-    assert float(o.detail[name]["均方根误差比值"]) == pytest.approx(3e-8 / 2 ** -14)
+    assert float(o.detail[name]["均方根误差比值"]) == pytest.approx(3e-8 / 2**-14)
     sub = tmp_path / "above"
     sub.mkdir()
-    o = run_compare(sub, mlp_csv, npu_edit=set_cells(name, **{RMSE: f"{2.5 * 2 ** -14:.14f}"}),
-                    gpu_edit=set_cells(name, **{RMSE: "0.00000001"}))
+    o = run_compare(
+        sub,
+        mlp_csv,
+        npu_edit=set_cells(name, **{RMSE: f"{2.5 * 2**-14:.14f}"}),
+        gpu_edit=set_cells(name, **{RMSE: "0.00000001"}),
+    )
     assert o.detail[name]["比对结果"] == "error"
 
 
@@ -206,16 +245,24 @@ def test_gpu_error_below_the_floor_is_floored(mlp_csv, tmp_path):
 def test_other_benchmark_columns_are_judged(mlp_csv, tmp_path, column):
     name = "Functional.gelu.0.forward.output.0"
     limit = {"小值域错误占比": 2.0, "相对误差最大值": 10.0, "相对误差平均值": 2.0}[column]
-    o = run_compare(tmp_path, mlp_csv, npu_edit=set_cells(name, **{column: f"{0.5 * limit * 1.01:.14f}"}),
-                    gpu_edit=set_cells(name, **{column: "0.5"}))
+    o = run_compare(
+        tmp_path,
+        mlp_csv,
+        npu_edit=set_cells(name, **{column: f"{0.5 * limit * 1.01:.14f}"}),
+        gpu_edit=set_cells(name, **{column: "0.5"}),
+    )
     assert o.detail[name]["比对结果"] == "error"
     assert o.result["Functional.gelu.0"]["Forward Test Success"] == "error"
 
 
 def test_error_balance_is_not_judged(mlp_csv, tmp_path):
     name = "Functional.gelu.0.forward.output.0"
-    o = run_compare(tmp_path, mlp_csv, npu_edit=set_cells(name, **{"误差均衡性": "1.0"}),
-                    gpu_edit=set_cells(name, **{"误差均衡性": "0.0"}))
+    o = run_compare(
+        tmp_path,
+        mlp_csv,
+        npu_edit=set_cells(name, **{"误差均衡性": "1.0"}),
+        gpu_edit=set_cells(name, **{"误差均衡性": "0.0"}),
+    )
     d = o.detail[name]
     assert float(d["误差均衡性比值"]) > 2
     assert d["比对结果"] == "pass"
@@ -223,10 +270,11 @@ def test_error_balance_is_not_judged(mlp_csv, tmp_path):
 
 # ======================================================================================== rows msprobe loses
 
+
 def test_npu_row_without_gpu_row_is_skip_with_a_message(mlp_csv, tmp_path):
     gone = "Tensor.sum.0.forward.output.0"
     o = run_compare(tmp_path, mlp_csv, gpu_edit=lambda rows: [r for r in rows if r["API Name"] != gone])
-    assert gone in o.detail                                      # not dropped
+    assert gone in o.detail  # not dropped
     assert o.detail[gone]["比对结果"] == "SKIP"
     assert "no row" in o.detail[gone]["Message"] and "GPU" in o.detail[gone]["Message"]
     res = o.result["Tensor.sum.0"]
@@ -249,7 +297,7 @@ def test_duplicate_gpu_rows_are_skip_with_a_message(mlp_csv, tmp_path):
     assert d["比对结果"] == "SKIP"
     assert "several rows" in d["Message"] or "multiple" in d["Message"]
     assert o.result["Functional.gelu.0"]["Backward Test Success"] == "pass"
-    assert o.result["Functional.linear.0"]["Forward Test Success"] == "pass"        # the run goes on
+    assert o.result["Functional.linear.0"]["Forward Test Success"] == "pass"  # the run goes on
     assert len(o.details) == 17
 
 
@@ -261,6 +309,7 @@ def _blank_metrics(name: str, message: str, blank_dtypes: bool = False):
         if blank_dtypes:
             r["Bench Dtype"] = r["DEVICE Dtype"] = r["Shape"] = " "
         r["Status"], r["Message"] = "error", message
+
     return edit
 
 
@@ -292,8 +341,10 @@ def test_stage1_error_with_blank_metrics_and_blank_dtypes_stays_error(mlp_csv, t
 
 # ============================================================================================= int outputs
 
-@pytest.mark.parametrize("rate, expected", [("0.00000000000000", "pass"), ("0.25000000000000", "error"),
-                                            ("0.0000001", "error")])
+
+@pytest.mark.parametrize(
+    "rate, expected", [("0.00000000000000", "pass"), ("0.25000000000000", "error"), ("0.0000001", "error")]
+)
 def test_int_output_judged_by_binary_mismatch(gpt2_csv, tmp_path, rate, expected):
     name = "Tensor.__add__.0.forward.output.0"
     o = run_compare(tmp_path, gpt2_csv, npu_edit=set_cells(name, 二进制一致错误率=rate))
@@ -308,14 +359,23 @@ def test_int_output_judged_by_binary_mismatch(gpt2_csv, tmp_path, rate, expected
 
 # =============================================================================================== inf / nan
 
-@pytest.mark.parametrize("npu, gpu, expected", [("inf", "inf", "pass"), ("nan", "nan", "pass"),
-                                                ("-inf", "-inf", "pass"), ("inf", "0.01", "error"),
-                                                ("0.01", "nan", "error"), ("nan", "0.01", "error"),
-                                                ("inf", "-inf", "error"), ("inf", "nan", "error")])
+
+@pytest.mark.parametrize(
+    "npu, gpu, expected",
+    [
+        ("inf", "inf", "pass"),
+        ("nan", "nan", "pass"),
+        ("-inf", "-inf", "pass"),
+        ("inf", "0.01", "error"),
+        ("0.01", "nan", "error"),
+        ("nan", "0.01", "error"),
+        ("inf", "-inf", "error"),
+        ("inf", "nan", "error"),
+    ],
+)
 def test_inf_nan_metrics(mlp_csv, tmp_path, npu, gpu, expected):
     name = "Functional.gelu.0.forward.output.0"
-    o = run_compare(tmp_path, mlp_csv, npu_edit=set_cells(name, **{RMSE: npu}),
-                    gpu_edit=set_cells(name, **{RMSE: gpu}))
+    o = run_compare(tmp_path, mlp_csv, npu_edit=set_cells(name, **{RMSE: npu}), gpu_edit=set_cells(name, **{RMSE: gpu}))
     d = o.detail[name]
     assert d["均方根误差判定结果"] == d["比对结果"] == expected
     assert "inf/nan" in d["Message"]
@@ -324,21 +384,31 @@ def test_inf_nan_metrics(mlp_csv, tmp_path, npu, gpu, expected):
 
 # ========================================================================================= malformed names
 
-@pytest.mark.parametrize("bad", ["garbage", "Functional.linear.0.sideways.output.0",
-                                 "Functional.linear.0.forward.output.x", "Functional.linear.0.forward.input.0"])
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "garbage",
+        "Functional.linear.0.sideways.output.0",
+        "Functional.linear.0.forward.output.x",
+        "Functional.linear.0.forward.input.0",
+    ],
+)
 def test_malformed_api_name_is_skip(mlp_csv, tmp_path, bad):
     name = "Functional.linear.1.backward.output.2"
-    o = run_compare(tmp_path, mlp_csv, npu_edit=set_cells(name, **{"API Name": bad}),
-                    gpu_edit=set_cells(name, **{"API Name": bad}))
+    o = run_compare(
+        tmp_path, mlp_csv, npu_edit=set_cells(name, **{"API Name": bad}), gpu_edit=set_cells(name, **{"API Name": bad})
+    )
     d = o.detail[bad]
     assert d["比对结果"] == "SKIP"
     assert d["Message"] == f"The API name {bad} is invalid."
     assert o.result[bad]["Forward Test Success"] == "SKIP"
     assert f"The API name {bad} is invalid." in o.result[bad]["Message"]
-    assert o.result["Functional.linear.1"]["Backward Test Success"] == "pass"     # its other rows still count
+    assert o.result["Functional.linear.1"]["Backward Test Success"] == "pass"  # its other rows still count
 
 
 # ================================================================================================ standard
+
 
 def test_auto_standard_judges_by_api_class(mlp_csv, tmp_path):
     o = run_compare(tmp_path, mlp_csv, standard="auto")
@@ -349,6 +419,7 @@ def test_auto_standard_judges_by_api_class(mlp_csv, tmp_path):
 
 
 # ===================================================================================================== CLI
+
 
 def test_cli_writes_both_files_and_prints_their_paths(mlp_csv, tmp_path, capsys):
     out = tmp_path / "cli"
@@ -381,12 +452,14 @@ def test_cli_csv_that_is_not_a_details_csv_exits_2(mlp_csv, tmp_path, capsys):
         assert main(["api_precision_compare", "-npu", str(bad), "-gpu", str(mlp_csv), "-o", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and err.startswith("precheck: error:"), err
-    assert main(["api_precision_compare", "-npu", str(mlp_csv), "-gpu", str(result_csv), "-o",
-                 str(tmp_path / "o")]) == 2
+    assert (
+        main(["api_precision_compare", "-npu", str(mlp_csv), "-gpu", str(result_csv), "-o", str(tmp_path / "o")]) == 2
+    )
     assert "missing columns" in capsys.readouterr().err
 
 
 # =================================================================================== a real msprobe CSV
+
 
 def test_msprobe_details_csv_as_the_gpu_side(gpt2_csv, tmp_path):
     assert MSPROBE_CSV.exists()

@@ -1,4 +1,5 @@
 """Statistical checks of random ops: real draws from torch pass, wrong outputs fail, unreadable calls say why."""
+
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from api_registry.random_checks import BACKWARD_CHECKS, CHECKS, MIN_N, Finding, NotCheckable
 
 EXAMPLES = settings(max_examples=25, deadline=None)
-SEEDS = st.integers(0, 2 ** 31 - 1)
+SEEDS = st.integers(0, 2**31 - 1)
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 
 
@@ -48,13 +49,29 @@ def data(shape: tuple, dtype: torch.dtype, seed: int, zeros: float = 0.1) -> tor
 
 
 def test_tables_name_the_random_apis():
-    dropouts = {"Functional.dropout", "Functional.dropout1d", "Functional.dropout2d", "Functional.dropout3d",
-                "Functional.alpha_dropout", "Functional.feature_alpha_dropout", "Torch.dropout",
-                "Torch.feature_dropout", "Torch.alpha_dropout", "Torch.feature_alpha_dropout"}
+    dropouts = {
+        "Functional.dropout",
+        "Functional.dropout1d",
+        "Functional.dropout2d",
+        "Functional.dropout3d",
+        "Functional.alpha_dropout",
+        "Functional.feature_alpha_dropout",
+        "Torch.dropout",
+        "Torch.feature_dropout",
+        "Torch.alpha_dropout",
+        "Torch.feature_alpha_dropout",
+    }
     assert set(BACKWARD_CHECKS) == dropouts
-    assert dropouts | {"Functional.rrelu", "Functional.rrelu_", "Functional.gumbel_softmax",
-                       "Functional.fractional_max_pool2d", "Functional.fractional_max_pool3d",
-                       "Functional.scaled_dot_product_attention", "Torch.randperm", "Tensor.uniform_"} <= set(CHECKS)
+    assert dropouts | {
+        "Functional.rrelu",
+        "Functional.rrelu_",
+        "Functional.gumbel_softmax",
+        "Functional.fractional_max_pool2d",
+        "Functional.fractional_max_pool3d",
+        "Functional.scaled_dot_product_attention",
+        "Torch.randperm",
+        "Tensor.uniform_",
+    } <= set(CHECKS)
 
 
 # ---------------------------------------------------------------------------------------------------- dropout
@@ -138,7 +155,7 @@ def test_feature_dropout_that_drops_single_elements_fails():
 
 def test_alpha_dropout_with_another_dropped_value_fails():
     x, p = data((60, 50), torch.float32, 6), 0.2
-    a = ((1 - p) * (1 + p * 1.7580993408473766 ** 2)) ** -0.5
+    a = ((1 - p) * (1 + p * 1.7580993408473766**2)) ** -0.5
     keep = torch.rand(x.shape) >= p
     wrong = torch.where(keep, a * x - a * 1.7580993408473766 * p, -1.7580993408473766 * a * (1 + p))
     assert "survivors" in failed(check("Functional.alpha_dropout", (x, p, True), {}, [wrong]))
@@ -147,7 +164,7 @@ def test_alpha_dropout_with_another_dropped_value_fails():
 def test_calls_that_do_not_draw_are_checked_exactly():
     x = data((30, 30), torch.float32, 7)
     assert_passes(check("Functional.dropout", (x, 0.5, False), {}, [F.dropout(x, 0.5, False)]))
-    assert_passes(check("Functional.alpha_dropout", (x, 0.5), {}, [x.clone()]))      # training defaults to False
+    assert_passes(check("Functional.alpha_dropout", (x, 0.5), {}, [x.clone()]))  # training defaults to False
     assert_passes(check("Torch.dropout", (x, 0.0, True), {}, [x.clone()]))
     assert failed(check("Functional.dropout", (x, 0.5, False), {}, [x * 1.0001])) == {"identity"}
     assert_passes(check("Functional.dropout", (x, 1.0), {}, [F.dropout(x, 1.0)]))
@@ -187,9 +204,14 @@ def test_dropout_calls_that_cannot_be_checked():
 
 # ---------------------------------------------------------------------------------------------------- rrelu
 
+
 @EXAMPLES
-@given(seed=SEEDS, dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float64]),
-       bounds=st.sampled_from([(1 / 8, 1 / 3), (0.0, 0.5), (0.25, 0.25)]), inplace=st.booleans())
+@given(
+    seed=SEEDS,
+    dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float64]),
+    bounds=st.sampled_from([(1 / 8, 1 / 3), (0.0, 0.5), (0.25, 0.25)]),
+    inplace=st.booleans(),
+)
 def test_rrelu_draws_pass(seed, dtype, bounds, inplace):
     x = data((3000,), dtype, seed)
     torch.manual_seed(seed)
@@ -222,15 +244,22 @@ def test_rrelu_in_place_cannot_be_checked():
 
 # ---------------------------------------------------------------------------------------------------- gumbel softmax
 
+
 @EXAMPLES
-@given(seed=SEEDS, tau=st.sampled_from([0.1, 1.0, 5.0]), hard=st.booleans(), dim=st.sampled_from([-1, 0]),
-       dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]))
+@given(
+    seed=SEEDS,
+    tau=st.sampled_from([0.1, 1.0, 5.0]),
+    hard=st.booleans(),
+    dim=st.sampled_from([-1, 0]),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+)
 def test_gumbel_softmax_draws_pass(seed, tau, hard, dim, dtype):
     logits = (data((400, 6), torch.float32, seed, zeros=0) * 2).to(dtype)
     logits = logits if dim == -1 else logits.T.contiguous()
     torch.manual_seed(seed)
-    found = check("Functional.gumbel_softmax", (logits, tau, hard), {"dim": dim},
-                  [F.gumbel_softmax(logits, tau, hard, dim=dim)])
+    found = check(
+        "Functional.gumbel_softmax", (logits, tau, hard), {"dim": dim}, [F.gumbel_softmax(logits, tau, hard, dim=dim)]
+    )
     assert_passes(found)
     assert ("one-hot" in found) == hard
     assert ("argmax law" in found) == (dtype != torch.bfloat16)
@@ -243,7 +272,7 @@ def test_gumbel_softmax_that_is_no_draw_fails():
     two = F.gumbel_softmax(logits, hard=True)
     two[0, :2] = 1
     assert failed(check("Functional.gumbel_softmax", (logits,), {"hard": True}, [two])) == {"one-hot", "sums"}
-    uniform = F.one_hot(torch.randint(0, 6, (400,)), 6).float()     # ignores the logits
+    uniform = F.one_hot(torch.randint(0, 6, (400,)), 6).float()  # ignores the logits
     assert failed(check("Functional.gumbel_softmax", (logits,), {"hard": True}, [uniform])) == {"argmax law"}
 
 
@@ -278,8 +307,7 @@ def test_fractional_max_pool_with_foreign_values_fails():
     x = torch.randn(2, 3, 12, 12)
     out, idx = F.fractional_max_pool2d(x, 2, output_size=6, return_indices=True)
     kwargs = {"output_size": 6, "return_indices": True}
-    assert failed(check("Functional.fractional_max_pool2d", (x, 2), kwargs, [out + 1e-3, idx])) == {"values",
-                                                                                                      "indices"}
+    assert failed(check("Functional.fractional_max_pool2d", (x, 2), kwargs, [out + 1e-3, idx])) == {"values", "indices"}
     assert failed(check("Functional.fractional_max_pool2d", (x, 2), kwargs, [out, idx.roll(1, -1)])) == {"indices"}
     assert failed(check("Functional.fractional_max_pool2d", (x, 2), {"output_size": 5}, [out])) == {"shape"}
 
@@ -291,11 +319,14 @@ def test_fractional_max_pool_without_a_size_cannot_be_checked():
 
 # ---------------------------------------------------------------------------------------------------- samplers
 
+
 def _fill(method: str, *params: float):
     """A Tensor in-place sampler call: args (self, *params) with self the filled tensor, as a dump records it."""
+
     def make(dtype: torch.dtype, n: int) -> tuple:
         t = torch.empty(n, dtype=dtype)
         return (t, *params), {}, getattr(t, method)(*params)
+
     return make
 
 
@@ -310,20 +341,31 @@ SAMPLERS = {
     "Torch.randn": lambda dt, n: ((n,), {"dtype": dt}, torch.randn(n, dtype=dt)),
     "Torch.randn_like": lambda dt, n: ((torch.zeros(n, dtype=dt),), {}, torch.randn_like(torch.zeros(n, dtype=dt))),
     "Torch.randint": lambda dt, n: ((3, 17, (n,)), {"dtype": dt}, torch.randint(3, 17, (n,), dtype=dt)),
-    "Torch.randint_like": lambda dt, n: ((torch.zeros(n, dtype=dt), 9), {},
-                                         torch.randint_like(torch.zeros(n, dtype=dt), 9)),
+    "Torch.randint_like": lambda dt, n: (
+        (torch.zeros(n, dtype=dt), 9),
+        {},
+        torch.randint_like(torch.zeros(n, dtype=dt), 9),
+    ),
     "Torch.randperm": lambda dt, n: ((n,), {}, torch.randperm(n)),
-    "Torch.normal": lambda dt, n: ((torch.linspace(-3, 3, n, dtype=dt), torch.linspace(0.5, 2, n, dtype=dt)), {},
-                                   torch.normal(torch.linspace(-3, 3, n, dtype=dt), torch.linspace(0.5, 2, n,
-                                                                                                      dtype=dt))),
-    "Torch.bernoulli": lambda dt, n: ((torch.linspace(0, 1, n, dtype=dt),), {},
-                                      torch.bernoulli(torch.linspace(0, 1, n, dtype=dt))),
+    "Torch.normal": lambda dt, n: (
+        (torch.linspace(-3, 3, n, dtype=dt), torch.linspace(0.5, 2, n, dtype=dt)),
+        {},
+        torch.normal(torch.linspace(-3, 3, n, dtype=dt), torch.linspace(0.5, 2, n, dtype=dt)),
+    ),
+    "Torch.bernoulli": lambda dt, n: (
+        (torch.linspace(0, 1, n, dtype=dt),),
+        {},
+        torch.bernoulli(torch.linspace(0, 1, n, dtype=dt)),
+    ),
     "Tensor.bernoulli": lambda dt, n: ((torch.zeros(n, dtype=dt), 0.3), {}, torch.zeros(n, dtype=dt).bernoulli(0.3)),
     "Tensor.bernoulli_": _fill("bernoulli_", 0.7),
     "Torch.poisson": lambda dt, n: ((torch.linspace(0, 6, n),), {}, torch.poisson(torch.linspace(0, 6, n))),
     "Torch.multinomial": lambda dt, n: ((_weights(n), n, True), {}, torch.multinomial(_weights(n), n, True)),
-    "Tensor.multinomial": lambda dt, n: ((_weights(n), n), {"replacement": True},
-                                         _weights(n).multinomial(n, replacement=True)),
+    "Tensor.multinomial": lambda dt, n: (
+        (_weights(n), n),
+        {"replacement": True},
+        _weights(n).multinomial(n, replacement=True),
+    ),
     "Tensor.uniform_": _fill("uniform_", -2.0, 5.0),
     "Tensor.normal_": _fill("normal_", 3.0, 0.5),
     "Tensor.exponential_": _fill("exponential_", 4.0),
@@ -332,9 +374,24 @@ SAMPLERS = {
     "Tensor.log_normal_": _fill("log_normal_", 0.5, 0.8),
     "Tensor.geometric_": _fill("geometric_", 0.2),
 }
-HALF_OK = {"Torch.rand", "Torch.rand_like", "Torch.randn", "Torch.randn_like", "Torch.randint", "Torch.randint_like",
-           "Tensor.bernoulli_", "Tensor.uniform_", "Tensor.normal_", "Tensor.exponential_", "Tensor.random_",
-           "Tensor.cauchy_", "Tensor.log_normal_", "Tensor.geometric_", "Torch.normal", "Torch.bernoulli"}
+HALF_OK = {
+    "Torch.rand",
+    "Torch.rand_like",
+    "Torch.randn",
+    "Torch.randn_like",
+    "Torch.randint",
+    "Torch.randint_like",
+    "Tensor.bernoulli_",
+    "Tensor.uniform_",
+    "Tensor.normal_",
+    "Tensor.exponential_",
+    "Tensor.random_",
+    "Tensor.cauchy_",
+    "Tensor.log_normal_",
+    "Tensor.geometric_",
+    "Torch.normal",
+    "Torch.bernoulli",
+}
 MOMENTS = {"mean", "variance", "sum", "frequencies", "fixed points", "share below median"}
 
 
@@ -347,13 +404,13 @@ def test_sampler_draws_pass(name, seed, dtype, n):
     args, kwargs, out = SAMPLERS[name](dtype, n)
     found = check(name, args, kwargs, [out])
     assert_passes(found)
-    assert bool(MOMENTS & set(found)) == (n >= MIN_N)      # few draws: exact and range findings only
+    assert bool(MOMENTS & set(found)) == (n >= MIN_N)  # few draws: exact and range findings only
 
 
 def test_randn_with_another_law_fails():
     torch.manual_seed(0)
     assert failed(check("Torch.randn", (4000,), {}, [torch.randn(4000) * 2])) == {"variance"}
-    assert "mean" in failed(check("Torch.randn", (4000,), {}, [torch.randn(4000) + 0.5]))   # variance about 0 too
+    assert "mean" in failed(check("Torch.randn", (4000,), {}, [torch.randn(4000) + 0.5]))  # variance about 0 too
     assert failed(check("Torch.randn", (4000,), {}, [torch.rand(4000)])) == {"mean", "variance"}
 
 
@@ -378,8 +435,15 @@ def test_integer_samplers_out_of_range_fail():
 
 def test_random_overloads_read_their_bounds():
     torch.manual_seed(3)
-    for args, kwargs in (((5,), {}), ((), {"to": 5}), ((2, 5), {}), ((2,), {"to": 5}), ((), {"from": 2, "to": 5}),
-                         ((), {}), ((7, None), {})):
+    for args, kwargs in (
+        ((5,), {}),
+        ((), {"to": 5}),
+        ((2, 5), {}),
+        ((2,), {"to": 5}),
+        ((), {"from": 2, "to": 5}),
+        ((), {}),
+        ((7, None), {}),
+    ):
         t = torch.empty(300, dtype=torch.bfloat16)
         t.random_(*args, **kwargs)
         assert_passes(check("Tensor.random_", (t, *args), kwargs, [t]))
@@ -393,13 +457,16 @@ def test_randperm_that_is_no_shuffle_fails():
     assert failed(check("Torch.randperm", (100,), {}, [torch.randperm(99)])) == {"permutation"}
 
 
-@pytest.mark.parametrize("args, kwargs", [
-    ((torch.zeros(3000), torch.ones(3000)), {}),
-    ((torch.full((3000,), 2.0),), {"std": 0.5}),
-    ((1.0, torch.full((3000,), 3.0)), {}),
-    ((-1.0, 2.0, (3000,)), {}),
-    ((), {"mean": 4.0, "std": 0.1, "size": (50, 60)}),
-])
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((torch.zeros(3000), torch.ones(3000)), {}),
+        ((torch.full((3000,), 2.0),), {"std": 0.5}),
+        ((1.0, torch.full((3000,), 3.0)), {}),
+        ((-1.0, 2.0, (3000,)), {}),
+        ((), {"mean": 4.0, "std": 0.1, "size": (50, 60)}),
+    ],
+)
 def test_normal_overloads_pass_and_another_law_fails(args, kwargs):
     torch.manual_seed(4)
     out = torch.normal(*args, **kwargs)
@@ -458,20 +525,23 @@ def test_multinomial_with_replacement_follows_the_weights():
     weights = torch.tensor([[0.6, 0.25, 0.1, 0.05], [0.1, 0.1, 0.1, 0.7]])
     uniform = torch.randint(0, 4, (2, 2000))
     assert failed(check("Torch.multinomial", (weights, 2000, True), {}, [uniform])) == {"frequencies"}
-    few = torch.multinomial(weights, 5, True)       # too few draws per category for Pearson's statistic
+    few = torch.multinomial(weights, 5, True)  # too few draws per category for Pearson's statistic
     assert set(check("Torch.multinomial", (weights, 5, True), {}, [few])) == {"categories", "zero weights"}
 
 
-@pytest.mark.parametrize("name, params, wrong", [
-    ("Tensor.uniform_", (-2.0, 5.0), lambda t: t.uniform_(-2.0, 5.5)),
-    ("Tensor.normal_", (3.0, 0.5), lambda t: t.normal_(3.0, 0.6)),
-    ("Tensor.exponential_", (4.0,), lambda t: t.exponential_(3.5)),
-    ("Tensor.geometric_", (0.2,), lambda t: t.geometric_(0.22)),
-    ("Tensor.cauchy_", (1.0, 2.0), lambda t: t.cauchy_(1.3, 2.0)),
-    ("Tensor.log_normal_", (0.5, 0.8), lambda t: t.log_normal_(0.5, 0.9)),
-    ("Tensor.random_", (-4, 9), lambda t: t.random_(-4, 8)),
-    ("Tensor.bernoulli_", (0.7,), lambda t: t.bernoulli_(0.65)),
-])
+@pytest.mark.parametrize(
+    "name, params, wrong",
+    [
+        ("Tensor.uniform_", (-2.0, 5.0), lambda t: t.uniform_(-2.0, 5.5)),
+        ("Tensor.normal_", (3.0, 0.5), lambda t: t.normal_(3.0, 0.6)),
+        ("Tensor.exponential_", (4.0,), lambda t: t.exponential_(3.5)),
+        ("Tensor.geometric_", (0.2,), lambda t: t.geometric_(0.22)),
+        ("Tensor.cauchy_", (1.0, 2.0), lambda t: t.cauchy_(1.3, 2.0)),
+        ("Tensor.log_normal_", (0.5, 0.8), lambda t: t.log_normal_(0.5, 0.9)),
+        ("Tensor.random_", (-4, 9), lambda t: t.random_(-4, 8)),
+        ("Tensor.bernoulli_", (0.7,), lambda t: t.bernoulli_(0.65)),
+    ],
+)
 def test_in_place_samplers_with_other_parameters_fail(name, params, wrong):
     torch.manual_seed(9)
     t = wrong(torch.empty(20000))
@@ -486,8 +556,11 @@ def test_sampler_calls_that_cannot_be_checked():
         ("Tensor.geometric_", ((torch.ones(3), 0.0), {}, [torch.ones(3)]), "probability"),
         ("Torch.multinomial", ((-torch.ones(4), 2), {}, [torch.zeros(2, dtype=torch.long)]), "non-negative"),
         ("Torch.randint", (((3,),), {}, [torch.zeros(3)]), "high bound"),
-        ("Tensor.log_normal_", ((torch.ones(3, dtype=torch.half), 20.0, 1.0), {}, [torch.ones(3, dtype=torch.half)]),
-         "range"),
+        (
+            "Tensor.log_normal_",
+            ((torch.ones(3, dtype=torch.half), 20.0, 1.0), {}, [torch.ones(3, dtype=torch.half)]),
+            "range",
+        ),
         ("Torch.bernoulli", ((torch.full((3,), 1.5),), {}, [torch.ones(3)]), "probabilities"),
     ]
     for name, (args, kwargs, outputs), reason in cases:
@@ -496,6 +569,7 @@ def test_sampler_calls_that_cannot_be_checked():
 
 
 # ---------------------------------------------------------------------------------------------------- attention
+
 
 def attention_inputs(seed: int, dtype: torch.dtype, kv_heads: int = 4, length: int = 8, width: int = 16) -> tuple:
     gen = torch.Generator().manual_seed(seed)
@@ -519,8 +593,11 @@ ATTENTION_MODES = {
 @given(seed=SEEDS, dtype=st.sampled_from(FLOATS), p=st.sampled_from([0.1, 0.4, 0.7]), kv_heads=st.sampled_from([4, 2]))
 def test_attention_dropout_draws_pass(mode, seed, dtype, p, kv_heads):
     q, k, v = attention_inputs(seed, dtype, kv_heads)
-    kwargs = {"dropout_p": p, "enable_gqa": kv_heads != 4,
-              **ATTENTION_MODES[mode](torch.Generator().manual_seed(seed), dtype)}
+    kwargs = {
+        "dropout_p": p,
+        "enable_gqa": kv_heads != 4,
+        **ATTENTION_MODES[mode](torch.Generator().manual_seed(seed), dtype),
+    }
     torch.manual_seed(seed)
     out = F.scaled_dot_product_attention(q, k, v, **kwargs)
     found = check("Functional.scaled_dot_product_attention", (q, k, v), kwargs, [out])
@@ -533,7 +610,8 @@ def test_attention_without_dropout_or_with_all_dropped():
     out = F.scaled_dot_product_attention(q, k, v)
     assert_passes(check("Functional.scaled_dot_product_attention", (q, k, v), {}, [out]))
     assert failed(check("Functional.scaled_dot_product_attention", (q, k, v), {}, [out * 1.01])) == {
-        "recomputed output"}
+        "recomputed output"
+    }
     out = F.scaled_dot_product_attention(q, k, v, dropout_p=1.0)
     assert_passes(check("Functional.scaled_dot_product_attention", (q, k, v, None, 1.0), {}, [out]))
 
@@ -542,17 +620,19 @@ def test_attention_made_with_another_p_or_mask_fails():
     q, k, v = attention_inputs(2, torch.float32)
     torch.manual_seed(2)
     other_p = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
-    assert "recomputed output" in failed(check("Functional.scaled_dot_product_attention", (q, k, v),
-                                               {"dropout_p": 0.6}, [other_p]))
+    assert "recomputed output" in failed(
+        check("Functional.scaled_dot_product_attention", (q, k, v), {"dropout_p": 0.6}, [other_p])
+    )
     causal = F.scaled_dot_product_attention(q, k, v, dropout_p=0.4, is_causal=True)
-    assert "recomputed output" in failed(check("Functional.scaled_dot_product_attention", (q, k, v),
-                                               {"dropout_p": 0.4}, [causal]))
+    assert "recomputed output" in failed(
+        check("Functional.scaled_dot_product_attention", (q, k, v), {"dropout_p": 0.4}, [causal])
+    )
 
 
 def test_attention_that_drops_another_share_fails():
     q, k, v = attention_inputs(3, torch.float32)
     weights = torch.softmax(q.double() @ k.double().transpose(-2, -1) / 4, -1)
-    keep = torch.rand(weights.shape, generator=torch.Generator().manual_seed(3)) > 0.8     # drops 80%
+    keep = torch.rand(weights.shape, generator=torch.Generator().manual_seed(3)) > 0.8  # drops 80%
     out = ((weights * keep / 0.7) @ v.double()).float()
     found = check("Functional.scaled_dot_product_attention", (q, k, v), {"dropout_p": 0.3}, [out])
     assert failed(found) == {"share of dropped weights"}
@@ -587,8 +667,14 @@ def mha_inputs(seed: int, dtype: torch.dtype, batched: bool = True, length: int 
 
     seq = (lambda n: (n, 2, 16)) if batched else (lambda n: (n, 16))
     args = (r(*seq(5), scale=0.5), r(*seq(length)), r(*seq(length)), 16, 2, r(48, 16, scale=0.25), r(48, scale=0.1))
-    return args, {"bias_k": None, "bias_v": None, "add_zero_attn": False, "dropout_p": 0.5,
-                  "out_proj_weight": r(16, 16, scale=0.25), "out_proj_bias": r(16, scale=0.1)}
+    return args, {
+        "bias_k": None,
+        "bias_v": None,
+        "add_zero_attn": False,
+        "dropout_p": 0.5,
+        "out_proj_weight": r(16, 16, scale=0.25),
+        "out_proj_bias": r(16, scale=0.1),
+    }
 
 
 def _padding(gen: torch.Generator, batched: bool) -> torch.Tensor:
@@ -603,20 +689,33 @@ MHA_MODES = {
     "float masks": lambda args, gen, batched: {
         "attn_mask": torch.randn(5, 6, generator=gen).to(args[0].dtype),
         "key_padding_mask": torch.zeros(_padding(gen, batched).shape, dtype=args[0].dtype).masked_fill(
-            _padding(gen, batched), -math.inf)},
+            _padding(gen, batched), -math.inf
+        ),
+    },
     "padding": lambda args, gen, batched: {"key_padding_mask": _padding(gen, batched)},
-    "bias_kv, zero attn": lambda args, gen, batched: {"bias_k": args[6][None, None, :16], "add_zero_attn": True,
-                                                      "bias_v": args[6][None, None, 16:32]},
-    "separate weights": lambda args, gen, batched: {"use_separate_proj_weight": True,
-                                                    **dict(zip(("q_proj_weight", "k_proj_weight", "v_proj_weight"),
-                                                               args[5].chunk(3)))},
+    "bias_kv, zero attn": lambda args, gen, batched: {
+        "bias_k": args[6][None, None, :16],
+        "add_zero_attn": True,
+        "bias_v": args[6][None, None, 16:32],
+    },
+    "separate weights": lambda args, gen, batched: {
+        "use_separate_proj_weight": True,
+        **dict(zip(("q_proj_weight", "k_proj_weight", "v_proj_weight"), args[5].chunk(3), strict=False)),
+    },
     "causal": lambda args, gen, batched: {"attn_mask": ~torch.ones(5, 6, dtype=torch.bool).tril(), "is_causal": True},
 }
 MHA_WEIGHTS = {"no weights": {"need_weights": False}, "averaged": {}, "per head": {"average_attn_weights": False}}
 
 
-def mha_call(seed: int, dtype: torch.dtype, p: float, mode: str = "plain", weights: str = "no weights",
-             batched: bool = True, **kwargs) -> tuple[tuple, dict, list]:
+def mha_call(
+    seed: int,
+    dtype: torch.dtype,
+    p: float,
+    mode: str = "plain",
+    weights: str = "no weights",
+    batched: bool = True,
+    **kwargs,
+) -> tuple[tuple, dict, list]:
     """A recorded call (args, kwargs, outputs), its dropout drawn from the seed."""
     args, base = mha_inputs(seed, dtype, batched, kwargs.pop("length", 6))
     gen = torch.Generator().manual_seed(seed)
@@ -629,13 +728,18 @@ def mha_call(seed: int, dtype: torch.dtype, p: float, mode: str = "plain", weigh
 
 @pytest.mark.parametrize("mode", sorted(MHA_MODES))
 @EXAMPLES
-@given(seed=SEEDS, dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float64]), p=st.sampled_from([0.1, 0.5]),
-       weights=st.sampled_from(sorted(MHA_WEIGHTS)), batched=st.booleans())
+@given(
+    seed=SEEDS,
+    dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.float64]),
+    p=st.sampled_from([0.1, 0.5]),
+    weights=st.sampled_from(sorted(MHA_WEIGHTS)),
+    batched=st.booleans(),
+)
 def test_mha_dropout_draws_pass(mode, seed, dtype, p, weights, batched):
     args, kwargs, outputs = mha_call(seed, dtype, p, mode, weights, batched)
     try:
         found = check(MHA, args, kwargs, outputs)
-    except NotCheckable as e:      # bfloat16 leaves too few bits to recover a mask from the output
+    except NotCheckable as e:  # bfloat16 leaves too few bits to recover a mask from the output
         assert dtype == torch.bfloat16 and "rounding noise" in str(e), e
         return
     assert_passes(found)
@@ -645,8 +749,9 @@ def test_mha_dropout_draws_pass(mode, seed, dtype, p, weights, batched):
 def test_mha_reads_the_mask_from_per_head_weights():
     """Per-head weights give the mask directly: no need for L_k <= head_dim, and bfloat16 gets checked."""
     args, kwargs, outputs = mha_call(1, torch.float32, 0.5, weights="per head", length=12)
-    assert {"recomputed output", "share of dropped weights", "attention weights"} <= set(check(MHA, args, kwargs,
-                                                                                                outputs))
+    assert {"recomputed output", "share of dropped weights", "attention weights"} <= set(
+        check(MHA, args, kwargs, outputs)
+    )
     assert_passes(check(MHA, *mha_call(2, torch.bfloat16, 0.5, weights="per head")))
     assert_passes(check(MHA, *mha_call(3, torch.float32, 0.0, weights="averaged")))
 
@@ -655,8 +760,10 @@ def mha_by_hand(args: tuple, kwargs: dict, keep: torch.Tensor, factor: float) ->
     """attn_output of a batched call without masks computed with the dropout mask `keep` (N*H, L, S) and
     survivors scaled by `factor`."""
     query, key, value, _, _, weight, bias = args
-    q, k, v = (F.linear(x, w, b).reshape(x.shape[0], -1, 8).transpose(0, 1)
-               for x, w, b in zip((query, key, value), weight.chunk(3), bias.chunk(3)))
+    q, k, v = (
+        F.linear(x, w, b).reshape(x.shape[0], -1, 8).transpose(0, 1)
+        for x, w, b in zip((query, key, value), weight.chunk(3), bias.chunk(3), strict=False)
+    )
     attention = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(8), -1) * keep * factor @ v
     return F.linear(attention.transpose(0, 1).reshape(query.shape), kwargs["out_proj_weight"], kwargs["out_proj_bias"])
 
@@ -665,7 +772,7 @@ def test_mha_made_with_another_p_or_scale_fails():
     args, kwargs, _ = mha_call(4, torch.float32, 0.6)
     assert "recomputed output" in failed(check(MHA, args, kwargs, mha_call(4, torch.float32, 0.3)[2]))
     keep = torch.rand(4, 5, 6, generator=torch.Generator().manual_seed(4)) >= 0.6
-    assert failed(check(MHA, args, kwargs, [mha_by_hand(args, kwargs, keep, 1.0), None]))    # survivors not scaled
+    assert failed(check(MHA, args, kwargs, [mha_by_hand(args, kwargs, keep, 1.0), None]))  # survivors not scaled
     undropped = mha_call(4, torch.float32, 0.6, training=False)[2]
     assert "share of dropped weights" in failed(check(MHA, args, kwargs, undropped))
     args, kwargs, _ = mha_call(4, torch.float32, 0.6, weights="per head")
@@ -675,9 +782,10 @@ def test_mha_made_with_another_p_or_scale_fails():
 
 def test_mha_that_drops_another_share_fails():
     args, kwargs, _ = mha_call(5, torch.float32, 0.3)
-    keep = torch.rand(4, 5, 6, generator=torch.Generator().manual_seed(5)) > 0.8        # drops 80%
+    keep = torch.rand(4, 5, 6, generator=torch.Generator().manual_seed(5)) > 0.8  # drops 80%
     assert failed(check(MHA, args, kwargs, [mha_by_hand(args, kwargs, keep, 1 / 0.7), None])) == {
-        "share of dropped weights"}
+        "share of dropped weights"
+    }
 
 
 def test_mha_calls_that_cannot_be_checked():

@@ -1,5 +1,6 @@
 """The registry: every prefix a dump can hold runs (Aten overloads, VF), unsafe names never do, ambiguous outputs
 are canonicalised before grading, and what cannot run is a SKIP row saying why."""
+
 from __future__ import annotations
 
 import csv
@@ -30,9 +31,16 @@ class Saved:
         name = f"t{self.count}.pt"
         torch.save(t, self.root / "dump_tensor_data" / name)
         stats = t.double() if t.numel() else torch.zeros(1, dtype=torch.float64)
-        return tensor_rec(str(t.dtype), tuple(t.shape), data_name=name, requires_grad=requires_grad,
-                          Max=stats.max().item(), Min=stats.min().item(), Mean=stats.mean().item(),
-                          Norm=stats.norm().item())
+        return tensor_rec(
+            str(t.dtype),
+            tuple(t.shape),
+            data_name=name,
+            requires_grad=requires_grad,
+            Max=stats.max().item(),
+            Min=stats.min().item(),
+            Mean=stats.mean().item(),
+            Norm=stats.norm().item(),
+        )
 
 
 def _rows(out: Path) -> dict[str, list[str]]:
@@ -57,23 +65,39 @@ def test_aten_overloads_run_and_pass(write_dump, tmp_path):
     a, b, m = torch.randn(3, 4), torch.randn(3, 4), torch.randn(4, 5)
     ties = torch.tensor([2.0, 1.0, 2.0, 1.0, 0.5])
     data = {
-        "Aten.add.Tensor.0.forward": {"input_args": [s(a), s(b)], "input_kwargs": {"alpha": {"type": "int",
-                                                                                            "value": 2}},
-                                      "output": [s(a + 2 * b)]},
+        "Aten.add.Tensor.0.forward": {
+            "input_args": [s(a), s(b)],
+            "input_kwargs": {"alpha": {"type": "int", "value": 2}},
+            "output": [s(a + 2 * b)],
+        },
         "Aten.mm.default.0.forward": {"input_args": [s(a), s(m)], "input_kwargs": {}, "output": [s(a @ m)]},
-        "Aten.sum.dim_IntList.0.forward": {"input_args": [s(a), [{"type": "int", "value": 1}]], "input_kwargs": {},
-                                           "output": [s(a.sum(1))]},
+        "Aten.sum.dim_IntList.0.forward": {
+            "input_args": [s(a), [{"type": "int", "value": 1}]],
+            "input_kwargs": {},
+            "output": [s(a.sum(1))],
+        },
         "Aten.mul_.Tensor.0.forward": {"input_args": [s(a), s(b)], "input_kwargs": {}, "output": [s(a * b)]},
-        "Aten.sort.default.0.forward": {"input_args": [s(ties)], "input_kwargs": {},
-                                        "output": [s(ties.sort().values), s(ties.sort().indices)]},
-        "Aten.bernoulli.default.0.forward": {"input_args": [s(torch.full((64,), 0.5))], "input_kwargs": {},
-                                             "output": [s(torch.ones(64))]},
+        "Aten.sort.default.0.forward": {
+            "input_args": [s(ties)],
+            "input_kwargs": {},
+            "output": [s(ties.sort().values), s(ties.sort().indices)],
+        },
+        "Aten.bernoulli.default.0.forward": {
+            "input_args": [s(torch.full((64,), 0.5))],
+            "input_kwargs": {},
+            "output": [s(torch.ones(64))],
+        },
     }
     rows = _run(write_dump, tmp_path, data)
-    for name in ("Aten.add.Tensor.0", "Aten.mm.default.0", "Aten.sum.dim_IntList.0", "Aten.mul_.Tensor.0",
-                 "Aten.sort.default.0"):
+    for name in (
+        "Aten.add.Tensor.0",
+        "Aten.mm.default.0",
+        "Aten.sum.dim_IntList.0",
+        "Aten.mul_.Tensor.0",
+        "Aten.sort.default.0",
+    ):
         assert rows[name][0] == "pass", (name, rows[name])
-    assert rows["Aten.bernoulli.default.0"][0] != "error"     # random: checked statistically or SKIP, never diffed
+    assert rows["Aten.bernoulli.default.0"][0] != "error"  # random: checked statistically or SKIP, never diffed
 
 
 def test_vf_runs_and_distributed_mindspeed_npu_skip_with_reasons(write_dump, tmp_path):
@@ -82,8 +106,7 @@ def test_vf_runs_and_distributed_mindspeed_npu_skip_with_reasons(write_dump, tmp
     data = {
         "VF.tanh.0.forward": {"input_args": [s(x)], "input_kwargs": {}, "output": [s(x.tanh())]},
         "Distributed.all_reduce.0.forward": {"input_args": [s(x)], "input_kwargs": {}, "output": [s(x)]},
-        "MindSpeed.npu_ring_attention_update.0.forward": {"input_args": [s(x)], "input_kwargs": {},
-                                                          "output": [s(x)]},
+        "MindSpeed.npu_ring_attention_update.0.forward": {"input_args": [s(x)], "input_kwargs": {}, "output": [s(x)]},
         "NPU.npu_no_such_fused_op.0.forward": {"input_args": [s(x)], "input_kwargs": {}, "output": [s(x)]},
     }
     rows = _run(write_dump, tmp_path, data)
@@ -92,7 +115,8 @@ def test_vf_runs_and_distributed_mindspeed_npu_skip_with_reasons(write_dump, tmp
     assert "needs a process group" in rows["Distributed.all_reduce.0"][2]
     assert "needs a process group" in rows["MindSpeed.npu_ring_attention_update.0"][2]
     assert rows["NPU.npu_no_such_fused_op.0"][2].startswith(
-        "NPU op NPU.npu_no_such_fused_op: no CPU reference implementation")
+        "NPU op NPU.npu_no_such_fused_op: no CPU reference implementation"
+    )
 
 
 def _npu_dump(s: Saved, scale: float = 1.0, keep_prob: float = 1.0) -> dict:
@@ -102,26 +126,41 @@ def _npu_dump(s: Saved, scale: float = 1.0, keep_prob: float = 1.0) -> dict:
     x64 = x.double()
     rstd = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6)
     y = (x64 * rstd * gamma.double() * scale).to(torch.bfloat16)
-    q, k, v = (torch.randn(1, 4, 16, dtype=torch.bfloat16) for _ in range(3))   # BSH, 2 heads of 8
+    q, k, v = (torch.randn(1, 4, 16, dtype=torch.bfloat16) for _ in range(3))  # BSH, 2 heads of 8
     qh, kh, vh = (t.double().view(1, 4, 2, 8).transpose(1, 2) for t in (q, k, v))
-    att = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=8 ** -0.5)
+    att = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=8**-0.5)
     att = att.transpose(1, 2).reshape(1, 4, 16).to(torch.bfloat16)
     mask = torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1)
-    scores = (qh @ kh.transpose(-2, -1) * 8 ** -0.5).masked_fill(mask, float("-inf"))
+    scores = (qh @ kh.transpose(-2, -1) * 8**-0.5).masked_fill(mask, float("-inf"))
     top = scores.amax(-1, keepdim=True)
     softmax_max = top.expand(1, 2, 4, 8).float()
     softmax_sum = (scores - top).exp().sum(-1, keepdim=True).expand(1, 2, 4, 8).float()
-    i = lambda n: {"type": "int", "value": n}   # noqa: E731
+    i = lambda n: {"type": "int", "value": n}  # noqa: E731
     return {
-        "NPU.npu_rms_norm.0.forward": {"input_args": [s(x), s(gamma)], "input_kwargs": {"epsilon": {
-            "type": "float", "value": 1e-6}}, "output": [s(y), s(rstd.float())]},
+        "NPU.npu_rms_norm.0.forward": {
+            "input_args": [s(x), s(gamma)],
+            "input_kwargs": {"epsilon": {"type": "float", "value": 1e-6}},
+            "output": [s(y), s(rstd.float())],
+        },
         "NPU.npu_fusion_attention.0.forward": {
             "input_args": [s(q), s(k), s(v), {"type": "int", "value": 2}, {"type": "str", "value": "BSH"}],
-            "input_kwargs": {"atten_mask": s(mask), "scale": {"type": "float", "value": 8 ** -0.5},
-                             "keep_prob": {"type": "float", "value": keep_prob},
-                             "sparse_mode": {"type": "int", "value": 2}},
+            "input_kwargs": {
+                "atten_mask": s(mask),
+                "scale": {"type": "float", "value": 8**-0.5},
+                "keep_prob": {"type": "float", "value": keep_prob},
+                "sparse_mode": {"type": "int", "value": 2},
+            },
             # the NPU's softmax max and sum are float32 (B, N, S, 8); seed and offset are its generator's state
-            "output": [s(att), s(softmax_max), s(softmax_sum), s(torch.zeros(0, dtype=torch.bfloat16)), i(1234), i(99), i(32)]},
+            "output": [
+                s(att),
+                s(softmax_max),
+                s(softmax_sum),
+                s(torch.zeros(0, dtype=torch.bfloat16)),
+                i(1234),
+                i(99),
+                i(32),
+            ],
+        },
     }
 
 
@@ -132,7 +171,7 @@ def _recorded(write_dump, tmp_path: Path, data: dict) -> dict[str, list[str]]:
 
 def test_npu_fused_ops_are_graded_against_their_cpu_reference(write_dump, tmp_path):
     rows = _recorded(write_dump, tmp_path, _npu_dump(Saved(tmp_path)))
-    assert rows["NPU.npu_rms_norm.0"][0] in ("pass", "warning"), rows     # bf16 rounding: within its tolerance
+    assert rows["NPU.npu_rms_norm.0"][0] in ("pass", "warning"), rows  # bf16 rounding: within its tolerance
     assert rows["NPU.npu_fusion_attention.0"][0] in ("pass", "warning"), rows
 
 
@@ -144,9 +183,13 @@ def test_a_wrong_npu_result_is_an_error(write_dump, tmp_path):
 def test_npu_ops_need_an_npu_or_the_recorded_target(write_dump, tmp_path):
     data = _npu_dump(Saved(tmp_path), keep_prob=0.9)
     rows = _run(write_dump, tmp_path, data)
-    assert rows["NPU.npu_rms_norm.0"] == ["SKIP", " ", "NPU.npu_rms_norm is an NPU fused op: it runs on an NPU, not "
-                                          "on cpu; --target recorded grades its recorded outputs against the CPU "
-                                          "reference"]
+    assert rows["NPU.npu_rms_norm.0"] == [
+        "SKIP",
+        " ",
+        "NPU.npu_rms_norm is an NPU fused op: it runs on an NPU, not "
+        "on cpu; --target recorded grades its recorded outputs against the CPU "
+        "reference",
+    ]
     rows = _recorded(write_dump, tmp_path / "again", data)
     assert rows["NPU.npu_fusion_attention.0"][0] == "SKIP"
     assert "keep_prob=0.9 draws a dropout mask" in rows["NPU.npu_fusion_attention.0"][2]
@@ -156,16 +199,42 @@ def test_int32_class_ids_are_widened_for_the_cpu(write_dump, tmp_path):
     s = Saved(tmp_path)
     logits, target = torch.randn(4, 5), torch.tensor([1, 0, 4, 2], dtype=torch.int32)
     loss = torch.nn.functional.cross_entropy(logits, target.long())
-    rows = _run(write_dump, tmp_path, {"Functional.cross_entropy.0.forward": {
-        "input_args": [s(logits), s(target)], "input_kwargs": {}, "output": [s(loss)]}})
+    rows = _run(
+        write_dump,
+        tmp_path,
+        {
+            "Functional.cross_entropy.0.forward": {
+                "input_args": [s(logits), s(target)],
+                "input_kwargs": {},
+                "output": [s(loss)],
+            }
+        },
+    )
     assert rows["Functional.cross_entropy.0"][0] == "pass"
 
 
-@pytest.mark.parametrize("name", ["Torch.load", "Torch.save", "Torch.from_file", "Torch.manual_seed",
-                                  "Torch.set_default_dtype", "Tensor.register_hook", "Tensor.backward",
-                                  "Tensor.apply_", "Tensor.numpy", "Tensor.__class__", "Tensor.__reduce_ex__",
-                                  "Functional.handle_torch_function", "Aten._foo.default", "Aten.add.NoSuchOverload",
-                                  "Aten.add", "Torch.os.system", "Tensor.__init__"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Torch.load",
+        "Torch.save",
+        "Torch.from_file",
+        "Torch.manual_seed",
+        "Torch.set_default_dtype",
+        "Tensor.register_hook",
+        "Tensor.backward",
+        "Tensor.apply_",
+        "Tensor.numpy",
+        "Tensor.__class__",
+        "Tensor.__reduce_ex__",
+        "Functional.handle_torch_function",
+        "Aten._foo.default",
+        "Aten.add.NoSuchOverload",
+        "Aten.add",
+        "Torch.os.system",
+        "Tensor.__init__",
+    ],
+)
 def test_names_that_are_not_computations_never_run(name):
     assert lookup(name) is None
     assert why_unsupported(name) == f"not supported: {name}"
@@ -173,9 +242,19 @@ def test_names_that_are_not_computations_never_run(name):
 
 def test_every_prefix_is_built_from_torch():
     reg = api_registry.registry()
-    for name in ("Functional.scaled_dot_product_attention", "Torch.linalg.eigh", "Torch.fft.rfft",
-                 "Torch.special.erf", "Tensor.__radd__", "Tensor.__rmatmul__", "Tensor.__setitem__", "Tensor.add_",
-                 "VF.lstm", "Torch.einsum", "Tensor.index_add_"):
+    for name in (
+        "Functional.scaled_dot_product_attention",
+        "Torch.linalg.eigh",
+        "Torch.fft.rfft",
+        "Torch.special.erf",
+        "Tensor.__radd__",
+        "Tensor.__rmatmul__",
+        "Tensor.__setitem__",
+        "Tensor.add_",
+        "VF.lstm",
+        "Torch.einsum",
+        "Tensor.index_add_",
+    ):
         assert name in reg, name
     assert lookup("Aten.add.Tensor").func is torch.ops.aten.add.Tensor
     assert lookup("Aten.add_.Tensor").inplace and lookup("Aten.add.out").inplace
@@ -183,28 +262,43 @@ def test_every_prefix_is_built_from_torch():
     assert lookup("Tensor.index_add_").nondeterministic
 
 
-@pytest.mark.parametrize("prefix, name, cls", [
-    ("Aten", "addmm", catalogue.MATMUL), ("Aten", "convolution", catalogue.CONV), ("Aten", "native_layer_norm",
-                                                                                   catalogue.OTHER),
-    ("Aten", "sum", catalogue.REDUCTION), ("Aten", "add_", catalogue.POINTWISE), ("VF", "bmm", catalogue.MATMUL),
-    ("Tensor", "scatter_add_", catalogue.REDUCTION), ("Torch", "sort", catalogue.BINARY),
-    ("Torch", "zeta_unknown_name", catalogue.OTHER)])
+@pytest.mark.parametrize(
+    "prefix, name, cls",
+    [
+        ("Aten", "addmm", catalogue.MATMUL),
+        ("Aten", "convolution", catalogue.CONV),
+        ("Aten", "native_layer_norm", catalogue.OTHER),
+        ("Aten", "sum", catalogue.REDUCTION),
+        ("Aten", "add_", catalogue.POINTWISE),
+        ("VF", "bmm", catalogue.MATMUL),
+        ("Tensor", "scatter_add_", catalogue.REDUCTION),
+        ("Torch", "sort", catalogue.BINARY),
+        ("Torch", "zeta_unknown_name", catalogue.OTHER),
+    ],
+)
 def test_standard_class_of_each_family(prefix, name, cls):
     assert catalogue.class_of(prefix, name) == cls
 
 
-@pytest.mark.parametrize("api, args, kwargs, random", [
-    ("Functional.dropout", (torch.ones(3),), {"p": 0.1}, True),
-    ("Functional.dropout", (torch.ones(3),), {"p": 0.1, "training": False}, False),
-    ("Functional.dropout", (torch.ones(3), 0.0), {}, False),
-    ("Functional.scaled_dot_product_attention", (1, 2, 3), {"dropout_p": 0.1}, True),
-    ("Functional.scaled_dot_product_attention", (1, 2, 3, None, 0.0), {}, False),
-    ("Torch.randn", (2, 3), {}, True), ("Tensor.uniform_", (torch.ones(2),), {}, True),
-    ("Aten.native_dropout.default", (torch.ones(2), 0.5, False), {}, False),
-    ("Aten.native_dropout.default", (torch.ones(2), 0.5, True), {}, True),
-    ("Aten.normal.Tensor_float", (torch.ones(2),), {}, True),
-    ("VF.lstm", (1, 2, 3, True, 2, 0.2, True), {}, True), ("VF.lstm", (1, 2, 3, True, 1, 0.2, True), {}, False),
-    ("Torch.add", (torch.ones(2), 1), {}, False), ("Aten.add.Tensor", (torch.ones(2), 1), {}, False)])
+@pytest.mark.parametrize(
+    "api, args, kwargs, random",
+    [
+        ("Functional.dropout", (torch.ones(3),), {"p": 0.1}, True),
+        ("Functional.dropout", (torch.ones(3),), {"p": 0.1, "training": False}, False),
+        ("Functional.dropout", (torch.ones(3), 0.0), {}, False),
+        ("Functional.scaled_dot_product_attention", (1, 2, 3), {"dropout_p": 0.1}, True),
+        ("Functional.scaled_dot_product_attention", (1, 2, 3, None, 0.0), {}, False),
+        ("Torch.randn", (2, 3), {}, True),
+        ("Tensor.uniform_", (torch.ones(2),), {}, True),
+        ("Aten.native_dropout.default", (torch.ones(2), 0.5, False), {}, False),
+        ("Aten.native_dropout.default", (torch.ones(2), 0.5, True), {}, True),
+        ("Aten.normal.Tensor_float", (torch.ones(2),), {}, True),
+        ("VF.lstm", (1, 2, 3, True, 2, 0.2, True), {}, True),
+        ("VF.lstm", (1, 2, 3, True, 1, 0.2, True), {}, False),
+        ("Torch.add", (torch.ones(2), 1), {}, False),
+        ("Aten.add.Tensor", (torch.ones(2), 1), {}, False),
+    ],
+)
 def test_randomness_is_decided_per_call(api, args, kwargs, random):
     assert (lookup(api).random_reason(args, kwargs) is not None) == random
 
@@ -236,8 +330,8 @@ def test_eigen_and_singular_vectors_lose_their_sign():
     sign = torch.tensor([-1.0, 1.0, -1.0, 1.0], dtype=torch.float64)
     svd = canonical_for("linalg.svd")
     one, other = svd((a,), {}, [u, s, vh]), svd((a,), {}, [u * sign, s, vh * sign[:, None]])
-    assert all(torch.allclose(x, y) for x, y in zip(one, other))
-    assert torch.allclose(one[0] @ torch.diag(one[1]) @ one[2], a)      # still a decomposition of a
+    assert all(torch.allclose(x, y) for x, y in zip(one, other, strict=False))
+    assert torch.allclose(one[0] @ torch.diag(one[1]) @ one[2], a)  # still a decomposition of a
     q, r = torch.linalg.qr(a)
     qr = canonical_for("linalg.qr")
     cq, cr = qr((a,), {}, [q * sign, r * sign[:, None]])
@@ -267,32 +361,52 @@ def test_msprobe_names_of_linalg_calls_run_the_call_that_was_made(write_dump, tm
     a = torch.randn(3, 4)
     u, sv, vh = torch.linalg.svd(a)
     old_u, old_s, old_v = torch.svd(a)
-    rows = _run(write_dump, tmp_path, {
-        "Torch.svd.0.forward": {"input_args": [s(a)], "input_kwargs": {}, "output": [s(u), s(sv), s(vh)]},
-        "Torch.svd.1.forward": {"input_args": [s(a)], "input_kwargs": {}, "output": [s(old_u), s(old_s), s(old_v)]},
-        "Torch.inv.0.forward": {"input_args": [s(a[:, :3])], "input_kwargs": {},
-                                "output": [s(torch.linalg.inv(a[:, :3]))]},
-        "Tensor.to.0.forward": {"input_args": [s(a), {}], "input_kwargs": {"memory_format": {
-            "type": "torch.memory_format", "format": "preserve_format"}}, "output": [s(a.double())]},
-    })
-    assert {name: row[0] for name, row in rows.items()} == {"Torch.svd.0": "pass", "Torch.svd.1": "pass",
-                                                          "Torch.inv.0": "pass", "Tensor.to.0": "pass"}
+    rows = _run(
+        write_dump,
+        tmp_path,
+        {
+            "Torch.svd.0.forward": {"input_args": [s(a)], "input_kwargs": {}, "output": [s(u), s(sv), s(vh)]},
+            "Torch.svd.1.forward": {"input_args": [s(a)], "input_kwargs": {}, "output": [s(old_u), s(old_s), s(old_v)]},
+            "Torch.inv.0.forward": {
+                "input_args": [s(a[:, :3])],
+                "input_kwargs": {},
+                "output": [s(torch.linalg.inv(a[:, :3]))],
+            },
+            "Tensor.to.0.forward": {
+                "input_args": [s(a), {}],
+                "input_kwargs": {"memory_format": {"type": "torch.memory_format", "format": "preserve_format"}},
+                "output": [s(a.double())],
+            },
+        },
+    )
+    assert {name: row[0] for name, row in rows.items()} == {
+        "Torch.svd.0": "pass",
+        "Torch.svd.1": "pass",
+        "Torch.inv.0": "pass",
+        "Tensor.to.0": "pass",
+    }
 
 
-@pytest.mark.parametrize("recorded, status", [
-    (lambda x, mask: x * mask / 0.5, "pass"),          # what dropout(p=0.5) computes
-    (lambda x, mask: x.clone(), "error"),              # nothing dropped
-    (lambda x, mask: x * mask, "error"),               # survivors not scaled by 1 / (1 - p)
-])
+@pytest.mark.parametrize(
+    "recorded, status",
+    [
+        (lambda x, mask: x * mask / 0.5, "pass"),  # what dropout(p=0.5) computes
+        (lambda x, mask: x.clone(), "error"),  # nothing dropped
+        (lambda x, mask: x * mask, "error"),  # survivors not scaled by 1 / (1 - p)
+    ],
+)
 def test_a_recorded_dropout_is_graded_by_the_law_of_its_draw(write_dump, tmp_path, recorded, status):
     s = Saved(tmp_path)
     gen = torch.Generator().manual_seed(3)
     x = torch.rand(64, 64, generator=gen) + 0.5
     mask = (torch.rand(64, 64, generator=gen) >= 0.5).float()
-    data = {"Functional.dropout.0.forward": {
-        "input_args": [s(x)], "input_kwargs": {"p": {"type": "float", "value": 0.5},
-                                               "training": {"type": "bool", "value": True}},
-        "output": [s(recorded(x, mask))]}}
+    data = {
+        "Functional.dropout.0.forward": {
+            "input_args": [s(x)],
+            "input_kwargs": {"p": {"type": "float", "value": 0.5}, "training": {"type": "bool", "value": True}},
+            "output": [s(recorded(x, mask))],
+        }
+    }
     rows = _recorded(write_dump, tmp_path, data)
     assert rows["Functional.dropout.0"][0] == status, rows
     details = _details(tmp_path / "out")["Functional.dropout.0.forward.output.0"]

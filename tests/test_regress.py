@@ -1,6 +1,7 @@
 """precheck regress: the regression gate between a baseline and a current result CSV (hand-made pairs in every
 dialect msprobe and precheck write, the CLI's exit codes, the report files, and a real msprobe CSV against a
 precheck run of the same dump)."""
+
 from __future__ import annotations
 
 import csv
@@ -11,11 +12,24 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, real_dump_json
+
 from precheck.cli import main
-from precheck.regress import (FAIL, IMPROVED, MISSING, NEW, PASS_OUTCOME, STILL_FAILING, RegressError, Statuses,
-                              api_outcome, direction_outcome, read_result_csv, regress, write_report)
+from precheck.regress import (
+    FAIL,
+    IMPROVED,
+    MISSING,
+    NEW,
+    PASS_OUTCOME,
+    STILL_FAILING,
+    RegressError,
+    Statuses,
+    api_outcome,
+    direction_outcome,
+    read_result_csv,
+    regress,
+    write_report,
+)
 
 BOM = b"\xef\xbb\xbf"
 MSPROBE_RESULT = DATA / "msprobe" / "gpt2_bf16_tensor_result.csv"
@@ -24,8 +38,16 @@ MSPROBE_DETAILS = DATA / "msprobe" / "accuracy_checking_details_20261122032509.c
 
 # ================================================================================================= helpers
 
-def write_result(path: Path, rows: list[tuple[str, ...]], *, bom: bool = True, crlf: bool = True,
-                 header: str = "API name", message: bool = True) -> Path:
+
+def write_result(
+    path: Path,
+    rows: list[tuple[str, ...]],
+    *,
+    bom: bool = True,
+    crlf: bool = True,
+    header: str = "API name",
+    message: bool = True,
+) -> Path:
     """A result CSV as bytes: rows are (api, forward, backward[, message]); ``message=False`` writes msprobe's
     3-field rows (Message only where a row gives one); a backward of "" is written as msprobe's blank " "."""
     buf = io.StringIO()
@@ -42,16 +64,16 @@ def write_result(path: Path, rows: list[tuple[str, ...]], *, bom: bool = True, c
 
 # One API per outcome (and per interesting direction), baseline statuses.
 BASELINE_ROWS = [
-    ("Torch.same.0", "pass", "pass"),             # PASS
-    ("Torch.warn_stays.0", "warning", ""),        # PASS (warning -> warning, blank backward both sides)
-    ("Torch.worse.0", "pass", "pass"),            # FAIL  (backward pass -> warning)
-    ("Torch.lost.0", "error", "pass"),            # FAIL  (error -> SKIP: a check lost)
-    ("Torch.better.0", "error", "warning"),       # IMPROVED
-    ("Torch.still.0", "error", "error"),          # STILL_FAILING
-    ("Torch.gone.0", "pass", "pass", "bye"),      # MISSING
+    ("Torch.same.0", "pass", "pass"),  # PASS
+    ("Torch.warn_stays.0", "warning", ""),  # PASS (warning -> warning, blank backward both sides)
+    ("Torch.worse.0", "pass", "pass"),  # FAIL  (backward pass -> warning)
+    ("Torch.lost.0", "error", "pass"),  # FAIL  (error -> SKIP: a check lost)
+    ("Torch.better.0", "error", "warning"),  # IMPROVED
+    ("Torch.still.0", "error", "error"),  # STILL_FAILING
+    ("Torch.gone.0", "pass", "pass", "bye"),  # MISSING
 ]
-CURRENT_ROWS = [                                  # another order, other spellings, 3-field rows
-    ("Torch.fresh.0", "Warning", "PASS"),         # NEW
+CURRENT_ROWS = [  # another order, other spellings, 3-field rows
+    ("Torch.fresh.0", "Warning", "PASS"),  # NEW
     ("Torch.still.0", "ERROR", "Error"),
     ("Torch.better.0", "Pass", "pass"),
     ("Torch.worse.0", "PASS", "Warning"),
@@ -59,9 +81,16 @@ CURRENT_ROWS = [                                  # another order, other spellin
     ("Torch.warn_stays.0", "warning", ""),
     ("Torch.same.0", "pass", "pass"),
 ]
-EXPECTED = {"Torch.same.0": PASS_OUTCOME, "Torch.warn_stays.0": PASS_OUTCOME, "Torch.worse.0": FAIL,
-            "Torch.lost.0": FAIL, "Torch.better.0": IMPROVED, "Torch.still.0": STILL_FAILING,
-            "Torch.gone.0": MISSING, "Torch.fresh.0": NEW}
+EXPECTED = {
+    "Torch.same.0": PASS_OUTCOME,
+    "Torch.warn_stays.0": PASS_OUTCOME,
+    "Torch.worse.0": FAIL,
+    "Torch.lost.0": FAIL,
+    "Torch.better.0": IMPROVED,
+    "Torch.still.0": STILL_FAILING,
+    "Torch.gone.0": MISSING,
+    "Torch.fresh.0": NEW,
+}
 
 
 @pytest.fixture
@@ -85,16 +114,31 @@ def one_line_error(err: str) -> str:
 S = {"pass": "pass", "warning": "warning", "error": "error", "SKIP": "SKIP", "blank": None}
 # baseline -> current: outcome of one direction (the table of the module docstring, written out)
 DIRECTION_TABLE = {
-    ("pass", "pass"): "PASS", ("pass", "warning"): "FAIL", ("pass", "error"): "FAIL",
-    ("pass", "SKIP"): "FAIL", ("pass", "blank"): "FAIL",
-    ("warning", "pass"): "IMPROVED", ("warning", "warning"): "PASS", ("warning", "error"): "FAIL",
-    ("warning", "SKIP"): "FAIL", ("warning", "blank"): "FAIL",
-    ("error", "pass"): "IMPROVED", ("error", "warning"): "IMPROVED", ("error", "error"): "STILL_FAILING",
-    ("error", "SKIP"): "FAIL", ("error", "blank"): "FAIL",
-    ("SKIP", "pass"): "IMPROVED", ("SKIP", "warning"): "IMPROVED", ("SKIP", "error"): "FAIL",
-    ("SKIP", "SKIP"): "PASS", ("SKIP", "blank"): "PASS",
-    ("blank", "pass"): "IMPROVED", ("blank", "warning"): "IMPROVED", ("blank", "error"): "FAIL",
-    ("blank", "SKIP"): "PASS", ("blank", "blank"): "PASS",
+    ("pass", "pass"): "PASS",
+    ("pass", "warning"): "FAIL",
+    ("pass", "error"): "FAIL",
+    ("pass", "SKIP"): "FAIL",
+    ("pass", "blank"): "FAIL",
+    ("warning", "pass"): "IMPROVED",
+    ("warning", "warning"): "PASS",
+    ("warning", "error"): "FAIL",
+    ("warning", "SKIP"): "FAIL",
+    ("warning", "blank"): "FAIL",
+    ("error", "pass"): "IMPROVED",
+    ("error", "warning"): "IMPROVED",
+    ("error", "error"): "STILL_FAILING",
+    ("error", "SKIP"): "FAIL",
+    ("error", "blank"): "FAIL",
+    ("SKIP", "pass"): "IMPROVED",
+    ("SKIP", "warning"): "IMPROVED",
+    ("SKIP", "error"): "FAIL",
+    ("SKIP", "SKIP"): "PASS",
+    ("SKIP", "blank"): "PASS",
+    ("blank", "pass"): "IMPROVED",
+    ("blank", "warning"): "IMPROVED",
+    ("blank", "error"): "FAIL",
+    ("blank", "SKIP"): "PASS",
+    ("blank", "blank"): "PASS",
 }
 
 
@@ -103,13 +147,16 @@ def test_direction_outcome_table(old: str, new: str) -> None:
     assert direction_outcome(S[old], S[new]) == DIRECTION_TABLE[old, new]
 
 
-@pytest.mark.parametrize("base,cur,expected", [
-    (("pass", "error"), ("error", "pass"), FAIL),                 # worse forward, better backward: FAIL wins
-    (("error", "error"), ("warning", "error"), IMPROVED),         # better forward, still failing backward
-    (("error", "pass"), ("error", "pass"), STILL_FAILING),        # still failing forward, pass backward
-    (("warning", None), ("warning", None), PASS_OUTCOME),
-    (("error", "pass"), ("error", None), FAIL),                   # backward lost: FAIL beats STILL_FAILING
-])
+@pytest.mark.parametrize(
+    "base,cur,expected",
+    [
+        (("pass", "error"), ("error", "pass"), FAIL),  # worse forward, better backward: FAIL wins
+        (("error", "error"), ("warning", "error"), IMPROVED),  # better forward, still failing backward
+        (("error", "pass"), ("error", "pass"), STILL_FAILING),  # still failing forward, pass backward
+        (("warning", None), ("warning", None), PASS_OUTCOME),
+        (("error", "pass"), ("error", None), FAIL),  # backward lost: FAIL beats STILL_FAILING
+    ],
+)
 def test_api_outcome_precedence(base: tuple, cur: tuple, expected: str) -> None:
     assert api_outcome(Statuses(*base), Statuses(*cur)) == expected
 
@@ -120,6 +167,7 @@ def test_presence_decides_missing_and_new() -> None:
 
 
 # ================================================================================================= reading and matching
+
 
 def test_every_outcome_on_a_crafted_pair(pair: tuple[Path, Path]) -> None:
     report = regress(*pair)
@@ -135,30 +183,42 @@ def test_every_outcome_on_a_crafted_pair(pair: tuple[Path, Path]) -> None:
     assert by_api["Torch.gone.0"].current is None and by_api["Torch.fresh.0"].baseline is None
 
 
-@pytest.mark.parametrize("bom,crlf,header,message", list(itertools.product(
-    [True, False], [True, False], ["API name", "API Name", "api NAME"], [True, False])))
+@pytest.mark.parametrize(
+    "bom,crlf,header,message",
+    list(itertools.product([True, False], [True, False], ["API name", "API Name", "api NAME"], [True, False])),
+)
 def test_every_dialect_reads_the_same(tmp_path: Path, bom: bool, crlf: bool, header: str, message: bool) -> None:
     path = write_result(tmp_path / "r.csv", CURRENT_ROWS, bom=bom, crlf=crlf, header=header, message=message)
     raw = path.read_bytes()
     assert raw.startswith(BOM) == bom and (b"\r\n" in raw) == crlf
     assert read_result_csv(path) == {
-        "Torch.fresh.0": Statuses("warning", "pass"), "Torch.still.0": Statuses("error", "error"),
-        "Torch.better.0": Statuses("pass", "pass"), "Torch.worse.0": Statuses("pass", "warning"),
-        "Torch.lost.0": Statuses("SKIP", "SKIP"), "Torch.warn_stays.0": Statuses("warning", None),
-        "Torch.same.0": Statuses("pass", "pass")}
+        "Torch.fresh.0": Statuses("warning", "pass"),
+        "Torch.still.0": Statuses("error", "error"),
+        "Torch.better.0": Statuses("pass", "pass"),
+        "Torch.worse.0": Statuses("pass", "warning"),
+        "Torch.lost.0": Statuses("SKIP", "SKIP"),
+        "Torch.warn_stays.0": Statuses("warning", None),
+        "Torch.same.0": Statuses("pass", "pass"),
+    }
 
 
 def test_blank_backward_is_not_graded(tmp_path: Path) -> None:
-    """" " (msprobe's blank) and an empty cell both mean "no backward": blank -> blank passes, a graded backward
+    """ " " (msprobe's blank) and an empty cell both mean "no backward": blank -> blank passes, a graded backward
     that becomes blank is a lost check, a blank that becomes graded is gained coverage."""
     base = tmp_path / "b.csv"
-    base.write_bytes(BOM + b"API name,Forward Test Success,Backward Test Success,Message\r\n"
-                           b"A.x.0,pass, \r\nA.y.0,pass,pass\r\nA.z.0,pass,\r\n")
-    cur = write_result(tmp_path / "c.csv", [("A.x.0", "pass", ""), ("A.y.0", "pass", ""), ("A.z.0", "pass", "pass")],
-                       message=False)
-    assert b"A.x.0,pass, \r\n" in cur.read_bytes()               # msprobe's 3-field row with a blank backward
+    base.write_bytes(
+        BOM + b"API name,Forward Test Success,Backward Test Success,Message\r\n"
+        b"A.x.0,pass, \r\nA.y.0,pass,pass\r\nA.z.0,pass,\r\n"
+    )
+    cur = write_result(
+        tmp_path / "c.csv", [("A.x.0", "pass", ""), ("A.y.0", "pass", ""), ("A.z.0", "pass", "pass")], message=False
+    )
+    assert b"A.x.0,pass, \r\n" in cur.read_bytes()  # msprobe's 3-field row with a blank backward
     assert {a.api: a.outcome for a in regress(base, cur).apis} == {
-        "A.x.0": PASS_OUTCOME, "A.y.0": FAIL, "A.z.0": IMPROVED}
+        "A.x.0": PASS_OUTCOME,
+        "A.y.0": FAIL,
+        "A.z.0": IMPROVED,
+    }
 
 
 def test_order_of_rows_does_not_matter(tmp_path: Path) -> None:
@@ -174,13 +234,20 @@ def test_order_of_rows_does_not_matter(tmp_path: Path) -> None:
 
 def test_new_apis_follow_the_baseline_in_the_current_files_order(tmp_path: Path) -> None:
     base = write_result(tmp_path / "b.csv", [("M.b.0", "pass", "pass"), ("M.a.0", "pass", "pass")])
-    cur = write_result(tmp_path / "c.csv", [("Z.new.0", "pass", ""), ("M.a.0", "pass", "pass"),
-                                            ("A.new.0", "pass", ""), ("M.b.0", "pass", "pass")])
+    cur = write_result(
+        tmp_path / "c.csv",
+        [("Z.new.0", "pass", ""), ("M.a.0", "pass", "pass"), ("A.new.0", "pass", ""), ("M.b.0", "pass", "pass")],
+    )
     assert [(a.api, a.outcome) for a in regress(base, cur).apis] == [
-        ("M.b.0", "PASS"), ("M.a.0", "PASS"), ("Z.new.0", "NEW"), ("A.new.0", "NEW")]
+        ("M.b.0", "PASS"),
+        ("M.a.0", "PASS"),
+        ("Z.new.0", "NEW"),
+        ("A.new.0", "NEW"),
+    ]
 
 
 # ================================================================================================= the CLI
+
 
 def cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
     code = main(["regress", *argv])
@@ -199,20 +266,24 @@ def test_cli_exit_1_on_fail_and_missing_prints_summary_and_paths(pair, tmp_path,
     assert (tmp_path / "rep" / "regress_report.md").is_file() and (tmp_path / "rep" / "regress_report.json").is_file()
 
 
-@pytest.mark.parametrize("current_rows,strict,expected", [
-    ([("A.a.0", "pass", "pass"), ("A.b.0", "error", "")], False, 0),       # PASS + STILL_FAILING
-    ([("A.a.0", "pass", "pass"), ("A.b.0", "error", ""), ("A.n.0", "error", "error")], False, 0),  # + NEW
-    ([("A.a.0", "pass", "pass"), ("A.b.0", "error", "")], True, 0),        # strict, nothing improved
-    ([("A.a.0", "pass", "pass"), ("A.b.0", "warning", "")], False, 0),     # IMPROVED
-    ([("A.a.0", "pass", "pass"), ("A.b.0", "warning", "")], True, 1),      # IMPROVED, --strict
-    ([("A.a.0", "warning", "pass"), ("A.b.0", "error", "")], False, 1),    # FAIL
-    ([("A.b.0", "error", "")], False, 1),                                  # MISSING
-])
+@pytest.mark.parametrize(
+    "current_rows,strict,expected",
+    [
+        ([("A.a.0", "pass", "pass"), ("A.b.0", "error", "")], False, 0),  # PASS + STILL_FAILING
+        ([("A.a.0", "pass", "pass"), ("A.b.0", "error", ""), ("A.n.0", "error", "error")], False, 0),  # + NEW
+        ([("A.a.0", "pass", "pass"), ("A.b.0", "error", "")], True, 0),  # strict, nothing improved
+        ([("A.a.0", "pass", "pass"), ("A.b.0", "warning", "")], False, 0),  # IMPROVED
+        ([("A.a.0", "pass", "pass"), ("A.b.0", "warning", "")], True, 1),  # IMPROVED, --strict
+        ([("A.a.0", "warning", "pass"), ("A.b.0", "error", "")], False, 1),  # FAIL
+        ([("A.b.0", "error", "")], False, 1),  # MISSING
+    ],
+)
 def test_cli_exit_codes(tmp_path, capsys, current_rows, strict, expected) -> None:
     base = write_result(tmp_path / "base.csv", [("A.a.0", "pass", "pass"), ("A.b.0", "error", "")])
     cur = write_result(tmp_path / "cur.csv", current_rows, message=False)
-    code, out, err = cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path),
-                         *(["--strict"] if strict else []))
+    code, out, err = cli(
+        capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path), *(["--strict"] if strict else [])
+    )
     assert code == expected
     assert (err == "") == (expected == 0)
     if strict and expected:
@@ -236,32 +307,40 @@ def put(path: Path, data: bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize("make,needle", [
-    (lambda d: d / "nope.csv", "no such file"),
-    (lambda d: d, "not a file"),
-    (_details_csv, "no 'Forward Test Success', 'Backward Test Success' column"),
-    (lambda d: put(d / "x.json", b'{"a": 1}'), "not a result CSV"),
-    (lambda d: put(d / "e.csv", b""), "not a result CSV"),
-    (lambda d: put(d / "b.csv", b"\xff\xfe\x00\x81binary"), "not UTF-8"),
-    (lambda d: write_result(d / "u.csv", [("A.a.0", "passed", "pass")]), "'passed'"),
-    (lambda d: write_result(d / "d.csv", [("A.a.0", "pass", "pass"), ("A.a.0", "error", "pass")]), "twice"),
-    (lambda d: put(d / "s.csv", b"API name,Forward Test Success,Backward Test Success,Message\nA.a.0,pass\n"),
-     "expected 3 or 4"),
-    (lambda d: put(d / "n.csv", b"API name,Forward Test Success,Backward Test Success\n ,pass,pass\n"),
-     "no API name"),
-])
+@pytest.mark.parametrize(
+    "make,needle",
+    [
+        (lambda d: d / "nope.csv", "no such file"),
+        (lambda d: d, "not a file"),
+        (_details_csv, "no 'Forward Test Success', 'Backward Test Success' column"),
+        (lambda d: put(d / "x.json", b'{"a": 1}'), "not a result CSV"),
+        (lambda d: put(d / "e.csv", b""), "not a result CSV"),
+        (lambda d: put(d / "b.csv", b"\xff\xfe\x00\x81binary"), "not UTF-8"),
+        (lambda d: write_result(d / "u.csv", [("A.a.0", "passed", "pass")]), "'passed'"),
+        (lambda d: write_result(d / "d.csv", [("A.a.0", "pass", "pass"), ("A.a.0", "error", "pass")]), "twice"),
+        (
+            lambda d: put(d / "s.csv", b"API name,Forward Test Success,Backward Test Success,Message\nA.a.0,pass\n"),
+            "expected 3 or 4",
+        ),
+        (
+            lambda d: put(d / "n.csv", b"API name,Forward Test Success,Backward Test Success\n ,pass,pass\n"),
+            "no API name",
+        ),
+    ],
+)
 @pytest.mark.parametrize("side", ["baseline", "current"])
 def test_cli_exit_2_on_unusable_input(tmp_path, capsys, make, needle, side) -> None:
     bad = make(tmp_path)
     good = write_result(tmp_path / "good.csv", [("A.a.0", "pass", "pass")])
     files = {"baseline": good, "current": good, side: bad}
     out_dir = tmp_path / "rep"
-    code, out, err = cli(capsys, "--baseline", str(files["baseline"]), "--current", str(files["current"]),
-                         "-o", str(out_dir))
+    code, out, err = cli(
+        capsys, "--baseline", str(files["baseline"]), "--current", str(files["current"]), "-o", str(out_dir)
+    )
     assert code == 2 and out == ""
     line = one_line_error(err)
     assert needle in line and str(bad) in line
-    assert not out_dir.exists()                                   # no report from unusable input
+    assert not out_dir.exists()  # no report from unusable input
     with pytest.raises(RegressError):
         regress(files["baseline"], files["current"])
 
@@ -275,9 +354,12 @@ def test_cli_exit_2_when_the_report_cannot_be_written(pair, tmp_path, capsys) ->
 
 # ================================================================================================= the report files
 
+
 def test_markdown(pair: tuple[Path, Path]) -> None:
     base, cur = pair
-    assert regress(base, cur).to_markdown() == f"""# precheck regress
+    assert (
+        regress(base, cur).to_markdown()
+        == f"""# precheck regress
 
 - baseline: `{base}`
 - current: `{cur}`
@@ -323,6 +405,7 @@ def test_markdown(pair: tuple[Path, Path]) -> None:
 |---|---|---|---|---|
 | Torch.fresh.0 | absent | absent | warning | pass |
 """
+    )
 
 
 def test_markdown_lists_only_outcomes_that_occurred_and_blank_as_dash(tmp_path: Path) -> None:
@@ -339,14 +422,17 @@ def test_json(pair: tuple[Path, Path], tmp_path: Path) -> None:
     assert (md_path.name, json_path.name) == ("regress_report.md", "regress_report.json")
     text = json_path.read_text(encoding="utf-8")
     doc = json.loads(text)
-    assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"       # sorted keys, nothing else
+    assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"  # sorted keys, nothing else
     assert doc["baseline"] == str(base) and doc["current"] == str(cur)
     assert doc["counts"] == {"FAIL": 2, "MISSING": 1, "IMPROVED": 1, "STILL_FAILING": 1, "NEW": 1, "PASS": 2}
     assert [a["api"] for a in doc["apis"]] == [r[0] for r in BASELINE_ROWS] + ["Torch.fresh.0"]
     by_api = {a["api"]: a for a in doc["apis"]}
-    assert by_api["Torch.lost.0"] == {"api": "Torch.lost.0", "outcome": "FAIL",
-                                      "baseline": {"forward": "error", "backward": "pass"},
-                                      "current": {"forward": "SKIP", "backward": "SKIP"}}
+    assert by_api["Torch.lost.0"] == {
+        "api": "Torch.lost.0",
+        "outcome": "FAIL",
+        "baseline": {"forward": "error", "backward": "pass"},
+        "current": {"forward": "SKIP", "backward": "SKIP"},
+    }
     assert by_api["Torch.warn_stays.0"]["current"] == {"forward": "warning", "backward": None}
     assert by_api["Torch.gone.0"]["current"] is None and by_api["Torch.fresh.0"]["baseline"] is None
     assert set(doc) == {"baseline", "current", "counts", "apis"}
@@ -361,12 +447,13 @@ def test_reports_are_byte_identical_for_the_same_inputs(pair, tmp_path, capsys) 
         outputs.append([(tmp_path / name / f).read_bytes() for f in ("regress_report.md", "regress_report.json")])
     assert outputs[0] == outputs[1]
     assert b"\r\n" not in outputs[0][0] + outputs[0][1]
-    cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path / "one"))   # overwrite
+    cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path / "one"))  # overwrite
     assert [(tmp_path / "one" / f).read_bytes() for f in ("regress_report.md", "regress_report.json")] == outputs[0]
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["regress_report.json", "regress_report.md"]
 
 
 # ================================================================================================= real files
+
 
 def _oracle(old: str | None, new: str | None) -> str:
     """What the statuses imply, written independently of precheck.regress: ranks, not graded = None."""
@@ -392,22 +479,26 @@ def _raw(path: Path) -> dict[str, tuple[str, str]]:
 @pytest.fixture(scope="module")
 def precheck_result(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from precheck.run_ut import run_ut
+
     out = tmp_path_factory.mktemp("run_ut")
     return run_ut(real_dump_json("gpt2_bf16_tensor"), out, device="cpu").result_path
 
 
 def test_real_msprobe_csv_against_itself(tmp_path, capsys) -> None:
     raw = MSPROBE_RESULT.read_bytes()
-    assert raw.startswith(BOM) and b"Functional.embedding.0,pass,pass\r\n" in raw   # msprobe's 3-field rows
+    assert raw.startswith(BOM) and b"Functional.embedding.0,pass,pass\r\n" in raw  # msprobe's 3-field rows
     lf_copy = tmp_path / "lf.csv"
     lf_copy.write_bytes(raw[3:].replace(b"\r\n", b"\n"))
     report = regress(MSPROBE_RESULT, lf_copy)
     assert len(report.apis) == 47
     assert report.counts == {"FAIL": 0, "MISSING": 0, "IMPROVED": 0, "STILL_FAILING": 2, "NEW": 0, "PASS": 45}
     assert [a.api for a in report.apis if a.outcome == STILL_FAILING] == [
-        "Functional.scaled_dot_product_attention.0", "Functional.scaled_dot_product_attention.1"]
-    code, _, _ = cli(capsys, "--baseline", str(MSPROBE_RESULT), "--current", str(lf_copy), "-o", str(tmp_path),
-                     "--strict")
+        "Functional.scaled_dot_product_attention.0",
+        "Functional.scaled_dot_product_attention.1",
+    ]
+    code, _, _ = cli(
+        capsys, "--baseline", str(MSPROBE_RESULT), "--current", str(lf_copy), "-o", str(tmp_path), "--strict"
+    )
     assert code == 0
 
 
@@ -417,12 +508,13 @@ def test_real_msprobe_baseline_against_a_precheck_run(precheck_result: Path, tmp
     report = regress(MSPROBE_RESULT, precheck_result)
     assert len(report.apis) == 47
     assert report.counts["NEW"] == report.counts["MISSING"] == 0
-    assert [a.api for a in report.apis] == list(msprobe)          # msprobe's order
+    assert [a.api for a in report.apis] == list(msprobe)  # msprobe's order
     for a in report.apis:
         # the statuses in the report are the files' own, normalised
         assert (a.baseline.forward, a.baseline.backward) == tuple(s.lower() or None for s in msprobe[a.api])
         assert (a.current.forward or "", a.current.backward or "") == tuple(
-            s if s == "SKIP" else s.lower() for s in ours[a.api])
+            s if s == "SKIP" else s.lower() for s in ours[a.api]
+        )
         fwd = _oracle(*[s[0] for s in (msprobe[a.api], ours[a.api])])
         bwd = _oracle(*[s[1] for s in (msprobe[a.api], ours[a.api])])
         implied = next(o for o in ("FAIL", "IMPROVED", "STILL_FAILING", "PASS") if o in (fwd, bwd))
@@ -433,10 +525,11 @@ def test_real_msprobe_baseline_against_a_precheck_run(precheck_result: Path, tmp
     assert by_api["Functional.dropout.0"].current == Statuses("pass", "pass")
     for api in ("Functional.scaled_dot_product_attention.0", "Functional.scaled_dot_product_attention.1"):
         assert by_api[api].current == Statuses("pass", "SKIP") and by_api[api].outcome == FAIL
-    assert by_api["Tensor.__add__.0"].baseline.backward is None                     # msprobe's blank backward
+    assert by_api["Tensor.__add__.0"].baseline.backward is None  # msprobe's blank backward
     assert sum(a.outcome == FAIL for a in report.apis) >= 7
-    assert cli(capsys, "--baseline", str(MSPROBE_RESULT), "--current", str(precheck_result),
-               "-o", str(tmp_path))[0] == 1
+    assert (
+        cli(capsys, "--baseline", str(MSPROBE_RESULT), "--current", str(precheck_result), "-o", str(tmp_path))[0] == 1
+    )
     # the other way round: SKIP -> pass is gained coverage, SKIP -> error a new error
     back = {a.api: a.outcome for a in regress(precheck_result, MSPROBE_RESULT).apis}
     assert back["Functional.dropout.0"] == PASS_OUTCOME

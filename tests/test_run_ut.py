@@ -1,4 +1,5 @@
 """run_ut end to end on the real dumps and on crafted ones: CSV rows, columns, statuses and order."""
+
 from __future__ import annotations
 
 import csv
@@ -52,8 +53,11 @@ def test_gpt2_bf16_tensor_grades_every_api_random_ones_by_their_law(tmp_path):
     rows = read_csv(summary.result_path)[1:]
     assert [r[0] for r in rows] == forward_names(GPT2)
     details = read_csv(summary.details_path)[1:]
-    statistical = {r[0].split(".forward.")[0].split(".backward.")[0] for r in details
-                   if r[22].startswith("random op, checked statistically")}
+    statistical = {
+        r[0].split(".forward.")[0].split(".backward.")[0]
+        for r in details
+        if r[22].startswith("random op, checked statistically")
+    }
     # 5 dropouts and 2 attentions with dropout_p > 0 draw masks: checked by the law of their outputs.
     assert len(statistical) == 7
     rows_by = {r[0]: r[1:3] for r in rows}.__getitem__
@@ -62,8 +66,10 @@ def test_gpt2_bf16_tensor_grades_every_api_random_ones_by_their_law(tmp_path):
             assert name in statistical and rows_by(name) == ["pass", "pass"], (name, message)
         elif "scaled_dot_product_attention" in name:
             assert name in statistical and rows_by(name) == ["pass", "SKIP"], (name, message)
-            assert message == ("backward: not checked (the gradients of a random call are checked for the dropout "
-                               "family on a device target)")
+            assert message == (
+                "backward: not checked (the gradients of a random call are checked for the dropout "
+                "family on a device target)"
+            )
         else:
             assert forward in ("pass", "warning"), (name, forward, message)
     # bf16 outputs against a float64 golden carry bf16 rounding: most are warnings, none are errors.
@@ -86,16 +92,18 @@ def test_statistics_dump_is_graded_from_generated_inputs(tmp_path):
 
 def test_max_memory_turns_big_records_into_skip_rows(tmp_path):
     from precheck.check import CheckOptions
+
     summary = run_ut(MLP, tmp_path, device="cpu", options=CheckOptions(max_memory=4096))
     rows = {r[0]: r for r in read_csv(summary.result_path)[1:]}
     # linear.0 holds 4x16 + 32x16 + 32 fp32 inputs plus a 4x32 gradient: far above 4 KiB.
     assert rows["Functional.linear.0"][1] == "SKIP"
     assert "above --max-memory 3.81e-06 GiB" in rows["Functional.linear.0"][3]
-    assert rows["Tensor.sum.0"][1] == "pass"      # a (4, 8) input and a scalar gradient fit
+    assert rows["Tensor.sum.0"][1] == "pass"  # a (4, 8) input and a scalar gradient fit
 
 
 def test_random_flag_generates_inputs_even_in_a_tensor_dump(tmp_path):
     from precheck.check import CheckOptions
+
     dump = copy_dump(MLP, tmp_path / "dump")
     (dump.parent / "dump_tensor_data" / "Functional.gelu.0.forward.input.0.pt").unlink()
     summary = run_ut(dump, tmp_path / "out", device="cpu", options=CheckOptions(force_random=True, seed=7))
@@ -104,7 +112,7 @@ def test_random_flag_generates_inputs_even_in_a_tensor_dump(tmp_path):
 
 
 def test_pool_run_writes_the_same_rows_in_dump_order(tmp_path, monkeypatch):
-    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)   # force the pool even for a small dump
+    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)  # force the pool even for a small dump
     assert pool.use_pool(run_ut.__globals__["load_dump"](MLP).cases, 2)
     pooled = run_ut(MLP, tmp_path / "pool", device="cpu", workers=2)
     serial = run_ut(MLP, tmp_path / "serial", device="cpu", workers=1)
@@ -114,6 +122,7 @@ def test_pool_run_writes_the_same_rows_in_dump_order(tmp_path, monkeypatch):
 
 def test_small_dump_does_not_start_a_pool():
     from precheck.dump import load_dump
+
     assert not pool.use_pool(load_dump(GPT2).cases, 2)
 
 
@@ -125,9 +134,9 @@ def copy_dump(src: Path, dst: Path) -> Path:
 def test_bad_records_become_skip_rows_and_the_run_goes_on(tmp_path):
     dump = copy_dump(MLP, tmp_path / "dump")
     data_dir = dump.parent / "dump_tensor_data"
-    (data_dir / "Functional.gelu.0.forward.input.0.pt").unlink()                       # missing file
-    torch.save(torch.zeros(3, 3), data_dir / "Torch.softmax.0.forward.input.0.pt")      # wrong shape
-    (data_dir / "Tensor.sum.0.forward.input.0.pt").write_bytes(b"not a tensor file")    # unreadable
+    (data_dir / "Functional.gelu.0.forward.input.0.pt").unlink()  # missing file
+    torch.save(torch.zeros(3, 3), data_dir / "Torch.softmax.0.forward.input.0.pt")  # wrong shape
+    (data_dir / "Tensor.sum.0.forward.input.0.pt").write_bytes(b"not a tensor file")  # unreadable
     doc = json.loads(dump.read_text())
     doc["data"] = {k.replace("Functional.layer_norm", "Functional.not_an_api"): v for k, v in doc["data"].items()}
     dump.write_text(json.dumps(doc))
@@ -141,15 +150,19 @@ def test_bad_records_become_skip_rows_and_the_run_goes_on(tmp_path):
     assert gelu[1] == "SKIP" and "Functional.gelu.0.forward.input.0.pt: file not found" in gelu[3]
     softmax = rows["Torch.softmax.0"]
     assert softmax[1] == "SKIP" and "shape (3, 3) does not match the recorded (4, 32)" in softmax[3]
-    assert rows["Tensor.sum.0"][1] == "SKIP" and "Tensor.sum.0.forward.input.0.pt: unreadable" in rows["Tensor.sum.0"][3]
+    assert (
+        rows["Tensor.sum.0"][1] == "SKIP" and "Tensor.sum.0.forward.input.0.pt: unreadable" in rows["Tensor.sum.0"][3]
+    )
 
 
 def test_wrong_target_values_are_graded_error(tmp_path, monkeypatch):
     """A target whose kernel is wrong must come out as error, with the place and values in the message."""
     import api_registry
+
     real = api_registry.lookup("Torch.softmax")
-    broken = real.__class__(name=real.name, func=lambda x, dim: torch.softmax(x, dim) * 1.05,
-                            standard=real.standard, golden=real.func)
+    broken = real.__class__(
+        name=real.name, func=lambda x, dim: torch.softmax(x, dim) * 1.05, standard=real.standard, golden=real.func
+    )
     table = dict(api_registry.registry())
     table["Torch.softmax"] = broken
     monkeypatch.setattr(api_registry, "registry", lambda: table)
@@ -166,6 +179,7 @@ def test_rows_are_on_disk_as_each_api_completes(tmp_path):
     from precheck.check import check_case
     from precheck.dump import load_dump
     from precheck.report import CsvReport
+
     dump = load_dump(MLP)
     report = CsvReport(tmp_path)
     report.add(check_case(dump.cases[0], dump.data_dir))
@@ -196,10 +210,14 @@ def test_a_fault_of_precheck_on_one_record_is_its_skip_row(tmp_path, monkeypatch
 
     def broken(*args, **kwargs):
         raise IndexError("index 3 is out of bounds")
-    monkeypatch.setattr(stochastic, "grade", broken)        # the statistical checks meet what they did not foresee
+
+    monkeypatch.setattr(stochastic, "grade", broken)  # the statistical checks meet what they did not foresee
     summary = run_ut(GPT2, tmp_path, device="cpu", workers=1)
     rows = {r[0]: r[1:] for r in read_csv(summary.result_path)[1:]}
     assert len(rows) == 47
-    assert rows["Functional.dropout.0"] == ["SKIP", "SKIP", "precheck could not check this record: IndexError: "
-                                                           "index 3 is out of bounds"]
+    assert rows["Functional.dropout.0"] == [
+        "SKIP",
+        "SKIP",
+        "precheck could not check this record: IndexError: index 3 is out of bounds",
+    ]
     assert rows["Functional.embedding.0"][:2] == ["pass", "pass"]

@@ -1,11 +1,12 @@
 """precheck.runner.run_side and precheck.targets: how each side rebuilds and runs a recorded call."""
+
 from __future__ import annotations
 
 import pytest
 import torch
+from conftest import real_dump_json
 
 from api_registry import lookup
-from conftest import real_dump_json
 from precheck.dump import DeviceArg, Stats, TensorSpec, load_dump
 from precheck.grader import ERROR, compare
 from precheck.inputs import iter_specs, load_tree
@@ -17,8 +18,7 @@ STATS = Stats(1.0, -1.0, 0.0, 1.0)
 
 
 def spec_of(t: torch.Tensor, requires_grad: bool = False) -> TensorSpec:
-    return TensorSpec(dtype=t.dtype, shape=tuple(t.shape), stats=STATS, requires_grad=requires_grad,
-                      data_name="x.pt")
+    return TensorSpec(dtype=t.dtype, shape=tuple(t.shape), stats=STATS, requires_grad=requires_grad, data_name="x.pt")
 
 
 def specs(tree, grad=()):
@@ -37,8 +37,15 @@ def run(api, args, kwargs=None, side=TARGET, grad_outputs=None, grad=()):
     kwargs = kwargs or {}
     entry = lookup(api)
     assert entry is not None, api
-    result = run_side(entry, specs(args, {id(t) for t in grad}), specs(kwargs, {id(t) for t in grad}), args,
-                      kwargs, grad_outputs, side)
+    result = run_side(
+        entry,
+        specs(args, {id(t) for t in grad}),
+        specs(kwargs, {id(t) for t in grad}),
+        args,
+        kwargs,
+        grad_outputs,
+        side,
+    )
     assert isinstance(result, SideRun)
     return result
 
@@ -56,6 +63,7 @@ def rand(*shape, dtype=torch.float32, seed=0):
 
 
 # --------------------------------------------------------------------------------------------- golden dtypes
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_golden_raises_floats_to_float64(dtype):
@@ -108,7 +116,7 @@ def test_dtype_argument_is_raised_on_golden(how, dtype):
     target, golden = both("Tensor.to", args, kwargs)
     assert target.outputs[0].dtype == dtype
     assert golden.outputs[0].dtype == torch.float64
-    assert torch.equal(golden.outputs[0], x.double())       # the golden never rounds
+    assert torch.equal(golden.outputs[0], x.double())  # the golden never rounds
 
 
 def test_integer_dtype_argument_kept_on_golden():
@@ -144,6 +152,7 @@ def test_side_dtype_mapping():
 
 
 # --------------------------------------------------------------------------------------------- devices
+
 
 def test_device_argument_becomes_the_side_device():
     x = rand(3)
@@ -222,13 +231,14 @@ def test_cuda_target_side():
 
 # --------------------------------------------------------------------------------------------- in-place APIs
 
+
 def test_inplace_does_not_leak_between_sides():
     x, y = rand(4, seed=5), rand(4, seed=6)
     x_before = x.clone()
     target, golden = both("Tensor.add_", (x, y))
-    assert torch.equal(x, x_before)                               # the loaded input is untouched
+    assert torch.equal(x, x_before)  # the loaded input is untouched
     assert torch.equal(target.outputs[0], x_before + y)
-    assert torch.equal(golden.outputs[0], x_before.double() + y.double())   # not x + 2y
+    assert torch.equal(golden.outputs[0], x_before.double() + y.double())  # not x + 2y
     # run the golden first this time: same result
     golden2 = run("Tensor.add_", (x, y), side=GOLDEN)
     assert torch.equal(golden2.outputs[0], golden.outputs[0])
@@ -258,6 +268,7 @@ def test_inplace_with_grad_runs_backward():
 # grads maps the index of each tensor argument that required grad (positional tensors counted depth first,
 # whether or not they need a gradient, then keyword tensors) to its gradient.
 
+
 def test_backward_mul_hand_computed():
     x, y = rand(2, 3, seed=10), rand(2, 3, seed=11)
     g = rand(2, 3, seed=12)
@@ -275,7 +286,7 @@ def test_backward_only_inputs_that_required_grad():
     g = torch.ones(4)
     target = run("Tensor.__mul__", (x, y), grad_outputs=(g,), grad=(y,))
     assert target.error is None
-    assert list(target.grads) == [1]                 # y is the second tensor argument
+    assert list(target.grads) == [1]  # y is the second tensor argument
     assert torch.equal(target.grads[1], x)
 
 
@@ -293,8 +304,8 @@ def test_backward_includes_keyword_inputs_after_positional():
     g = rand(4, seed=17)
     target, golden = both("Torch.mul", (x,), {"other": y}, grad_outputs=(g,), grad=(x, y))
     assert sorted(golden.grads) == [0, 1]
-    assert torch.equal(golden.grads[0], g.double() * y.double())      # positional first
-    assert torch.equal(golden.grads[1], g.double() * x.double())      # then keyword
+    assert torch.equal(golden.grads[0], g.double() * y.double())  # positional first
+    assert torch.equal(golden.grads[1], g.double() * x.double())  # then keyword
 
 
 def test_backward_feeds_every_output():
@@ -362,6 +373,7 @@ def test_int_input_marked_requires_grad_is_not_a_leaf():
 
 # --------------------------------------------------------------------------------------------- failures
 
+
 def test_api_failure_becomes_one_line_error():
     result = run("Tensor.__mul__", (rand(2, 3), rand(4, 5)))
     assert result.outputs == [] and result.grads is None
@@ -376,12 +388,20 @@ def test_one_line():
 
 # --------------------------------------------------------------------------------------------- flatten
 
-@pytest.mark.parametrize("value, leaves", [
-    (1, [1]), (None, [None]), ((1, (2, (3, 4)), [5]), [1, 2, 3, 4, 5]), ((), []),
-    (torch.Size([2, 3]), [torch.Size([2, 3])]), ((torch.Size([2]), (7, torch.Size([]))), [torch.Size([2]), 7,
-                                                                                          torch.Size([])]),
-    ({"a": 1, "b": (2, 3)}, [1, 2, 3]), ((None, (None,)), [None, None]),
-])
+
+@pytest.mark.parametrize(
+    "value, leaves",
+    [
+        (1, [1]),
+        (None, [None]),
+        ((1, (2, (3, 4)), [5]), [1, 2, 3, 4, 5]),
+        ((), []),
+        (torch.Size([2, 3]), [torch.Size([2, 3])]),
+        ((torch.Size([2]), (7, torch.Size([]))), [torch.Size([2]), 7, torch.Size([])]),
+        ({"a": 1, "b": (2, 3)}, [1, 2, 3]),
+        ((None, (None,)), [None, None]),
+    ],
+)
 def test_flatten(value, leaves):
     assert flatten(value) == leaves
 
@@ -393,6 +413,7 @@ def test_flatten_tensors_keep_identity_and_order():
 
 
 # --------------------------------------------------------------------------------------------- real dump
+
 
 def test_real_mlp_dump_forward_and_backward_run_on_both_sides():
     dump = load_dump(real_dump_json("mlp_fp32_tensor"))

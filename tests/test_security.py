@@ -1,6 +1,7 @@
 """Never run what a dump smuggles in: CSV formula injection, malformed record names, tensor files that leave the
 dump directory or carry pickled code. Every hostile record is a SKIP row with its reason; the run goes on and the
 other APIs are graded."""
+
 from __future__ import annotations
 
 import csv
@@ -28,8 +29,17 @@ STATUSES = {"pass", "warning", "error", "SKIP", " "}
 
 
 def tensor(data_name: str | None = None, shape=(2, 3), dtype="torch.float32", **extra) -> dict:
-    rec = {"type": "torch.Tensor", "dtype": dtype, "shape": list(shape), "Max": 1.0, "Min": -1.0, "Mean": 0.0,
-           "Norm": 2.0, "requires_grad": False, **extra}
+    rec = {
+        "type": "torch.Tensor",
+        "dtype": dtype,
+        "shape": list(shape),
+        "Max": 1.0,
+        "Min": -1.0,
+        "Mean": 0.0,
+        "Norm": 2.0,
+        "requires_grad": False,
+        **extra,
+    }
     if data_name is not None:
         rec["data_name"] = data_name
     return rec
@@ -37,8 +47,10 @@ def tensor(data_name: str | None = None, shape=(2, 3), dtype="torch.float32", **
 
 def write(path: Path, data: dict, task: str = "tensor") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"task": task, "level": "L1", "framework": "pytorch", "dump_data_dir": None,
-                                "data": data}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"task": task, "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": data}),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -63,13 +75,29 @@ def assert_no_formula(rows: list[list[str]], numeric_columns: range = range(0)) 
 
 # ------------------------------------------------------------------------------------ 1. formula injection
 
-@pytest.mark.parametrize("value", ["=1+1", "+1+1", "-2+3", "@SUM(A1)", "\t=1+1", "\r=1+1", "=HYPERLINK(\"http://x\")",
-                                   "-x.pt: refused", "+cmd|' /C calc'!A0", "\uff1d1+1", "-", "-inf and more",
-                                   "-1+cmd|' /C calc'!A0"])
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "=1+1",
+        "+1+1",
+        "-2+3",
+        "@SUM(A1)",
+        "\t=1+1",
+        "\r=1+1",
+        '=HYPERLINK("http://x")',
+        "-x.pt: refused",
+        "+cmd|' /C calc'!A0",
+        "\uff1d1+1",
+        "-",
+        "-inf and more",
+        "-1+cmd|' /C calc'!A0",
+    ],
+)
 def test_text_that_starts_a_formula_gets_a_quote(value):
     assert cell(value) == "'" + value
     assert text(value) == "'" + value
-    assert text(text(value)) == text(value)          # idempotent: a quoted cell is not quoted again
+    assert text(text(value)) == text(value)  # idempotent: a quoted cell is not quoted again
 
 
 @pytest.mark.parametrize("value", [-0.5, -1e-300, -0.0, 0.0, 1.5, float("-inf"), float("inf"), float("nan"), -3, 7])
@@ -82,14 +110,28 @@ def test_numbers_are_written_unchanged(value):
     assert parsed == expected or (parsed != parsed and value != value)
 
 
-@pytest.mark.parametrize("value", ["-0.5", "-0.50000000000000", "-inf", "+inf", "-Infinity", "nan", "+1e5",
-                                   "-1.5E-07", "-.5", "-3"])
+@pytest.mark.parametrize(
+    "value", ["-0.5", "-0.50000000000000", "-inf", "+inf", "-Infinity", "nan", "+1e5", "-1.5E-07", "-.5", "-3"]
+)
 def test_numbers_written_as_text_are_unchanged(value):
     assert cell(value) == value and text(value) == value
 
 
-@pytest.mark.parametrize("value", ["pass", "warning", "error", "SKIP", " ", "torch.float32", "(2, 3)",
-                                   "Torch.add.0", "forward.output.0: max abs error 0.1 >= 0.0001", "'=already"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "pass",
+        "warning",
+        "error",
+        "SKIP",
+        " ",
+        "torch.float32",
+        "(2, 3)",
+        "Torch.add.0",
+        "forward.output.0: max abs error 0.1 >= 0.0001",
+        "'=already",
+    ],
+)
 def test_ordinary_text_is_unchanged(value):
     assert cell(value) == value
 
@@ -99,15 +141,17 @@ def test_blank_cells_stay_one_space():
 
 
 def test_detail_row_quotes_name_message_and_dtypes_keeps_metrics_and_status():
-    metrics = Metrics(cosine=-0.5, max_abs_err=float("inf"), error_balance=-1e-3, rmse=float("nan"),
-                      ulp_max=-2.0)
-    row = detail_row(DetailRow("=evil()+1.forward.output.0",
-                               Comparison("warning", "-1 of 6 elements is off", metrics, "@golden", "+target",
-                                          (2, 3))))
+    metrics = Metrics(cosine=-0.5, max_abs_err=float("inf"), error_balance=-1e-3, rmse=float("nan"), ulp_max=-2.0)
+    row = detail_row(
+        DetailRow(
+            "=evil()+1.forward.output.0",
+            Comparison("warning", "-1 of 6 elements is off", metrics, "@golden", "+target", (2, 3)),
+        )
+    )
     assert row[0] == "'=evil()+1.forward.output.0"
     assert row[1:4] == ["'@golden", "'+target", "(2, 3)"]
     assert row[21:] == ["warning", "'-1 of 6 elements is off"]
-    values = dict(zip(range(4, 21), row[4:21]))
+    values = dict(zip(range(4, 21), row[4:21], strict=False))
     assert float(values[4]) == -0.5 and float(values[5]) == float("inf") and float(values[10]) == -1e-3
     assert values[11] == "nan" and float(values[18]) == -2.0
     assert_no_formula([row], numeric_columns=range(4, 21))
@@ -115,12 +159,17 @@ def test_detail_row_quotes_name_message_and_dtypes_keeps_metrics_and_status():
 
 def test_write_csv_quotes_text_cells_and_keeps_rendered_numbers(tmp_path):
     path = tmp_path / "x.csv"
-    write_csv(path, ["API Name", "ratio", "status", "Message"],
-              [["=HYPERLINK(\"http://x\").0.forward.output.0", "-0.50000000000000", "pass", "@evil"],
-               ["Torch.add.0.forward.output.0", "-inf", "error", "-x.pt: refused"]])
+    write_csv(
+        path,
+        ["API Name", "ratio", "status", "Message"],
+        [
+            ['=HYPERLINK("http://x").0.forward.output.0', "-0.50000000000000", "pass", "@evil"],
+            ["Torch.add.0.forward.output.0", "-inf", "error", "-x.pt: refused"],
+        ],
+    )
     rows = read(path)
     assert rows[0] == ["API Name", "ratio", "status", "Message"]
-    assert rows[1] == ["'=HYPERLINK(\"http://x\").0.forward.output.0", "-0.50000000000000", "pass", "'@evil"]
+    assert rows[1] == ['\'=HYPERLINK("http://x").0.forward.output.0', "-0.50000000000000", "pass", "'@evil"]
     assert rows[2] == ["Torch.add.0.forward.output.0", "-inf", "error", "'-x.pt: refused"]
 
 
@@ -128,7 +177,6 @@ def test_cells_are_cut_at_the_spreadsheet_limit_and_lone_surrogates_escaped():
     long = text("x" * 200_000)
     assert len(long) <= MAX_CELL and long.endswith("more characters)")
     assert text("\ud800abc") == "\\ud800abc"
-    "\\ud800abc".encode("utf-8")
 
 
 @pytest.fixture
@@ -145,8 +193,15 @@ def good_add() -> dict:
     return {"input_args": [tensor("a.pt"), tensor("b.pt")], "input_kwargs": {}, "output": [tensor()]}
 
 
-HOSTILE_KEYS = ["=HYPERLINK(\"http://evil\",\"click\").0.forward", "+cmd|' /C calc'!A0.forward", "-2+3.0.forward",
-                "@SUM(1+1)*cmd|' /C calc'!A0.forward", "\t=1+1.forward", "\r=1+1.forward", "\uff1dSUM(1).forward"]
+HOSTILE_KEYS = [
+    '=HYPERLINK("http://evil","click").0.forward',
+    "+cmd|' /C calc'!A0.forward",
+    "-2+3.0.forward",
+    "@SUM(1+1)*cmd|' /C calc'!A0.forward",
+    "\t=1+1.forward",
+    "\r=1+1.forward",
+    "\uff1dSUM(1).forward",
+]
 HOSTILE_FILES = ["=cmd|' /C calc'!A0.pt", "-2+3.pt", "+1.pt", "@SUM(1).pt"]
 
 
@@ -179,21 +234,38 @@ def test_run_ut_quotes_hostile_names_and_messages(good_files, tmp_path):
 
 # ------------------------------------------------------------------------------------ 2. malformed names
 
-MALFORMED = ["Torch..0.forward", "x.forward", ".forward", "", " ", "forward", "Torch.add.0.forward\n",
-             "Torch.add.0.forward\r\n", "Torch.add.0 .forward", "a,b,\"c\".0.forward", "x\"y\".forward",
-             "line1\nline2.0.forward", "nul\x00byte.0.forward", "\ud800.forward", "tab\there.0.forward",
-             "emoji \U0001f525.0.forward", "x" * 10_000 + ".0.forward", "Torch." + "a" * 300_000 + ".0.forward",
-             "Torch.add.0.backward\n", "Torch.add.-1.forward", "1Torch.add.0.forward",
-             "Torch.add.٣.forward"]       # an Arabic-Indic digit is not a call number
-UNSUPPORTED = ["Torch.加法.0.forward", "Tensor.ñ.0.forward", "Functional.x" + "y" * 200 +
-               ".0.forward"]
+MALFORMED = [
+    "Torch..0.forward",
+    "x.forward",
+    ".forward",
+    "",
+    " ",
+    "forward",
+    "Torch.add.0.forward\n",
+    "Torch.add.0.forward\r\n",
+    "Torch.add.0 .forward",
+    'a,b,"c".0.forward',
+    'x"y".forward',
+    "line1\nline2.0.forward",
+    "nul\x00byte.0.forward",
+    "\ud800.forward",
+    "tab\there.0.forward",
+    "emoji \U0001f525.0.forward",
+    "x" * 10_000 + ".0.forward",
+    "Torch." + "a" * 300_000 + ".0.forward",
+    "Torch.add.0.backward\n",
+    "Torch.add.-1.forward",
+    "1Torch.add.0.forward",
+    "Torch.add.٣.forward",
+]  # an Arabic-Indic digit is not a call number
+UNSUPPORTED = ["Torch.加法.0.forward", "Tensor.ñ.0.forward", "Functional.x" + "y" * 200 + ".0.forward"]
 
 
 def test_malformed_names_are_skip_rows_and_the_csv_parses_back(good_files, tmp_path):
     data = {"Torch.add.0.forward": good_add(), "Torch.mul.0.forward": good_add()}
     data.update({key: good_add() for key in MALFORMED + UNSUPPORTED})
-    data["Module.layer.0.forward"] = good_add()                     # ignored, as msprobe's module records are
-    data["Torch.sub.0.backward"] = {"input": [tensor()], "output": [tensor()]}   # orphan backward: no row
+    data["Module.layer.0.forward"] = good_add()  # ignored, as msprobe's module records are
+    data["Torch.sub.0.backward"] = {"input": [tensor()], "output": [tensor()]}  # orphan backward: no row
     dump = write(good_files.parent / "dump.json", data)
     out = tmp_path / "out"
     assert main(["run_ut", "-api_info", str(dump), "-o", str(out), "-q", "-d", "cpu", "-n", "1"]) == 0
@@ -219,8 +291,9 @@ def test_malformed_names_are_skip_rows_and_the_csv_parses_back(good_files, tmp_p
 
 
 def test_a_key_with_a_trailing_newline_never_replaces_the_real_record():
-    cases = pair_records({"Torch.add.0.forward": {"input_args": [tensor()]},
-                          "Torch.add.0.forward\n": {"input_args": []}})
+    cases = pair_records(
+        {"Torch.add.0.forward": {"input_args": [tensor()]}, "Torch.add.0.forward\n": {"input_args": []}}
+    )
     assert [(c.name, c.problem is None) for c in cases] == [("Torch.add.0", True), ("Torch.add.0.forward\\n", False)]
     assert len(cases[0].args) == 1
 
@@ -243,12 +316,14 @@ def test_a_huge_task_value_is_one_short_line(tmp_path):
     path = tmp_path / "dump.json"
     path.write_text(json.dumps({"task": "x" * 1_000_000, "data": {}}))
     from precheck.dump import DumpError, load_dump
+
     with pytest.raises(DumpError) as info:
         load_dump(path)
     assert len(str(info.value)) < 300 + len(str(path))
 
 
 # ------------------------------------------------------------------------------------ 3. hostile tensor files
+
 
 class _Payload:
     """Unpickling this object runs os.mkdir(marker): what a hostile .pt file would do."""
@@ -267,7 +342,7 @@ def hostile_dump(good_files, tmp_path):
     data_dir = good_files
     outside = tmp_path / "outside.pt"
     torch.save(torch.ones(2, 3), outside)
-    torch.save(torch.ones(2, 3), tmp_path / "dump" / "x.pt")                # one level up from dump_tensor_data
+    torch.save(torch.ones(2, 3), tmp_path / "dump" / "x.pt")  # one level up from dump_tensor_data
     os.symlink(outside, data_dir / "link.pt")
     os.symlink("loop.pt", data_dir / "loop.pt")
     markers = {k: tmp_path / f"marker_{k}" for k in ("pt", "raw", "npy")}
@@ -278,7 +353,7 @@ def hostile_dump(good_files, tmp_path):
     array[0, 0] = _Payload(markers["npy"])
     with open(data_dir / "evil.npy", "wb") as f:
         np.save(f, array, allow_pickle=True)
-    with open(data_dir / "big.npy", "wb") as f:    # a 128-byte file declaring a 40 GB array
+    with open(data_dir / "big.npy", "wb") as f:  # a 128-byte file declaring a 40 GB array
         np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (10**5, 10**5)})
     hostile = {
         "Torch.add.1": ("../x.pt", "refused, the path leaves the dump directory"),
@@ -301,8 +376,10 @@ def hostile_dump(good_files, tmp_path):
     data["Torch.add.99.forward"] = good_add()
     # A good forward whose backward record's incoming gradient leaves the directory: forward graded,
     # backward SKIP with the reason.
-    grad = {"input_args": [tensor("a.pt", requires_grad=True), tensor("b.pt", requires_grad=True)],
-            "output": [tensor()]}
+    grad = {
+        "input_args": [tensor("a.pt", requires_grad=True), tensor("b.pt", requires_grad=True)],
+        "output": [tensor()],
+    }
     data["Torch.add.100.forward"] = grad
     data["Torch.add.100.backward"] = {"input": [tensor("../x.pt")], "output": [tensor(), tensor()]}
     dump = write(tmp_path / "dump" / "dump.json", data)
@@ -353,8 +430,10 @@ def test_recorded_outputs_are_loaded_as_safely(good_files, tmp_path):
     torch.save(_Payload(marker), good_files / "evil_out.pt")
     torch.save(torch.ones(2, 3), tmp_path / "dump" / "x.pt")
     torch.save(torch.ones(2, 3), good_files / "sum.pt")
-    data = {f"Torch.add.{i}.forward": {"input_args": [tensor("a.pt"), tensor("b.pt")], "output": [tensor(out)]}
-            for i, out in enumerate(["../x.pt", "evil_out.pt", "/etc/passwd"])}
+    data = {
+        f"Torch.add.{i}.forward": {"input_args": [tensor("a.pt"), tensor("b.pt")], "output": [tensor(out)]}
+        for i, out in enumerate(["../x.pt", "evil_out.pt", "/etc/passwd"])
+    }
     data["Torch.add.3.forward"] = good_add()
     a, b = torch.load(good_files / "a.pt"), torch.load(good_files / "b.pt")
     torch.save(a + b, good_files / "sum.pt")
@@ -371,6 +450,7 @@ def test_recorded_outputs_are_loaded_as_safely(good_files, tmp_path):
 
 def _recorded():
     from precheck.check import CheckOptions
+
     return CheckOptions(target="recorded")
 
 

@@ -1,4 +1,5 @@
 """-config white/black lists and --filter_api: which calls a run checks."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def config(tmp_path: Path, doc) -> Path:
 
 
 def test_black_list_in_msprobe_format_gives_msprobe_skip_rows(tmp_path):
-    lists = load_api_lists(config(tmp_path, {"task": "run_ut", "run_ut": {"black_list": ["addmm",
-                                                                                      "Functional.layer_norm"]}}))
+    lists = load_api_lists(
+        config(tmp_path, {"task": "run_ut", "run_ut": {"black_list": ["addmm", "Functional.layer_norm"]}})
+    )
     summary = run_ut(GPT2, tmp_path / "out", device="cpu", api_lists=lists)
     rows = {r.name: r for r in summary.results}
     assert len(rows) == 47
@@ -40,8 +42,10 @@ def test_white_list_keeps_only_its_apis(tmp_path):
     assert graded == ["Tensor.__mul__.0", "Tensor.__mul__.1", "Torch.tanh.0", "Torch.tanh.1"]
 
 
-@pytest.mark.parametrize("text, reason", [("[1]", "expected a JSON object"), ("{", "cannot read"),
-                                          ('{"white_list": "addmm"}', "white_list must be a list")])
+@pytest.mark.parametrize(
+    "text, reason",
+    [("[1]", "expected a JSON object"), ("{", "cannot read"), ('{"white_list": "addmm"}', "white_list must be a list")],
+)
 def test_bad_config_is_one_line_exit_2(tmp_path, capsys, text, reason):
     path = tmp_path / "config.json"
     path.write_text(text)
@@ -63,5 +67,6 @@ def test_filter_api_checks_one_call_per_signature_and_says_how_many_it_left_out(
     # addmm.0 (192 outputs) and addmm.1 (64 outputs) differ in shape: both kept
     assert {"Torch.addmm.0", "Torch.addmm.1"} <= set(names)
     assert main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "cli"), "-q", "-f"]) == 0
-    assert f"{summary.filtered} calls with an already checked signature skipped by --filter_api" in \
-        capsys.readouterr().out
+    assert (
+        f"{summary.filtered} calls with an already checked signature skipped by --filter_api" in capsys.readouterr().out
+    )

@@ -1,4 +1,5 @@
 """dump.json is read piece by piece: the same cases whatever the chunk size, and the same one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,11 @@ from precheck import dump as dump_module
 from precheck.dump import DumpError, load_dump, pair_records
 
 DATA = Path(__file__).parent / "data"
-DUMPS = [DATA / "gpt2_bf16_tensor/step0/proc8493/dump.json", DATA / "gpt2_bf16_statistics/step0/proc8497/dump.json",
-         DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"]
+DUMPS = [
+    DATA / "gpt2_bf16_tensor/step0/proc8493/dump.json",
+    DATA / "gpt2_bf16_statistics/step0/proc8497/dump.json",
+    DATA / "mlp_fp32_tensor/step0/proc8486/dump.json",
+]
 
 
 @pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.parts[-4])
@@ -27,19 +31,24 @@ def test_any_chunk_size_gives_the_same_cases(path, chunk, monkeypatch):
 
 def test_numbers_cut_at_a_chunk_end_are_read_whole(tmp_path, monkeypatch):
     path = tmp_path / "dump.json"
-    path.write_text('{"task": "statistics", "data": {"Torch.tanh.0.forward": {"input_args": [{"type": "float", '
-                    '"value": 123456.789e-3}]}}}')
+    path.write_text(
+        '{"task": "statistics", "data": {"Torch.tanh.0.forward": {"input_args": [{"type": "float", '
+        '"value": 123456.789e-3}]}}}'
+    )
     monkeypatch.setattr(dump_module._JsonStream, "CHUNK", 3)
     assert load_dump(path).cases[0].args == (123.456789,)
 
 
-@pytest.mark.parametrize("text, reason", [
-    ('{"task": "tensor", "data": {}} trailing', "not valid JSON: extra data after the document"),
-    ('{"task": "tensor", "data": {"a": 1,}}', "not valid JSON"),
-    ('{"task": "tensor", "data": {1: 2}}', "not valid JSON"),
-    ('{"task": "tensor", "data": [1, 2]}', "no 'data' map"),
-    ('"just a string"', "no 'data' map"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ('{"task": "tensor", "data": {}} trailing', "not valid JSON: extra data after the document"),
+        ('{"task": "tensor", "data": {"a": 1,}}', "not valid JSON"),
+        ('{"task": "tensor", "data": {1: 2}}', "not valid JSON"),
+        ('{"task": "tensor", "data": [1, 2]}', "no 'data' map"),
+        ('"just a string"', "no 'data' map"),
+    ],
+)
 def test_broken_documents_are_one_line_errors(tmp_path, text, reason):
     path = tmp_path / "dump.json"
     path.write_text(text)
@@ -65,15 +74,20 @@ _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(names=st.lists(_TEXT, min_size=1, max_size=4), values=st.lists(_TEXT, min_size=1, max_size=4),
-       chunk=st.integers(1, 9), ascii_only=st.booleans())
+@given(
+    names=st.lists(_TEXT, min_size=1, max_size=4),
+    values=st.lists(_TEXT, min_size=1, max_size=4),
+    chunk=st.integers(1, 9),
+    ascii_only=st.booleans(),
+)
 def test_unicode_reads_the_same_at_any_chunk_size(tmp_path, monkeypatch, names, values, chunk, ascii_only):
     data = {}
     for i, name in enumerate(names):
-        data[f"Torch.{name}.{i}.forward"] = {"input_args": [{"type": "str", "value": v} for v in values],
-                                             "input_kwargs": {name: {"type": "str", "value": name}}}
-    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": "".join(values),
-           "data": data}
+        data[f"Torch.{name}.{i}.forward"] = {
+            "input_args": [{"type": "str", "value": v} for v in values],
+            "input_kwargs": {name: {"type": "str", "value": name}},
+        }
+    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": "".join(values), "data": data}
     path = tmp_path / "dump.json"
     path.write_text(json.dumps(doc, ensure_ascii=ascii_only), encoding="utf-8")
     monkeypatch.setattr(dump_module._JsonStream, "CHUNK", chunk)
@@ -83,13 +97,15 @@ def test_unicode_reads_the_same_at_any_chunk_size(tmp_path, monkeypatch, names, 
 def test_the_index_holds_no_record(tmp_path):
     # Each record carries a 20 kB string; what load_dump keeps is its name and byte span, not the record.
     big = "x" * 20_000
-    data = {f"Torch.tanh.{i}.forward": {"input_args": [{"type": "str", "value": big}], "input_kwargs": {}}
-            for i in range(500)}
+    data = {
+        f"Torch.tanh.{i}.forward": {"input_args": [{"type": "str", "value": big}], "input_kwargs": {}}
+        for i in range(500)
+    }
     path = tmp_path / "dump.json"
     path.write_text(json.dumps({"task": "statistics", "data": data}))
     tracemalloc.start()
     dump = load_dump(path)
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert held < 500 * 1000          # under 1 kB a record, for a 10 MB file
-    assert dump.cases[499].args == (big,)    # decoded from the file when used
+    assert held < 500 * 1000  # under 1 kB a record, for a 10 MB file
+    assert dump.cases[499].args == (big,)  # decoded from the file when used

@@ -1,4 +1,5 @@
 """Never lose work: APIs that crash or hang their worker, runs killed with -9 and resumed, torn lines."""
+
 from __future__ import annotations
 
 import csv
@@ -17,14 +18,28 @@ from precheck import pool
 from precheck.check import CheckOptions
 from precheck.run_ut import run_ut
 
-STATS_TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": -1.0,
-                "Mean": 0.0, "Norm": 1.5, "requires_grad": False}
+STATS_TENSOR = {
+    "type": "torch.Tensor",
+    "dtype": "torch.float32",
+    "shape": [4],
+    "Max": 1.0,
+    "Min": -1.0,
+    "Mean": 0.0,
+    "Norm": 1.5,
+    "requires_grad": False,
+}
 
 
 def make_dump(path: Path, names: list[str]) -> Path:
-    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None,
-           "data": {f"{n}.forward": {"input_args": [STATS_TENSOR], "input_kwargs": {}, "output": [STATS_TENSOR]}
-                    for n in names}}
+    doc = {
+        "task": "statistics",
+        "level": "L1",
+        "framework": "pytorch",
+        "dump_data_dir": None,
+        "data": {
+            f"{n}.forward": {"input_args": [STATS_TENSOR], "input_kwargs": {}, "output": [STATS_TENSOR]} for n in names
+        },
+    }
     path.write_text(json.dumps(doc))
     return path
 
@@ -46,14 +61,28 @@ def rows(path: Path) -> list[list[str]]:
 
 def cli(*args: str) -> subprocess.Popen:
     env = dict(os.environ, PRECHECK_TEST_APIS="1")
-    return subprocess.Popen([sys.executable, "-m", "precheck", "run_ut", "-q", "-d", "cpu", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "precheck", "run_ut", "-q", "-d", "cpu", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_crashing_and_hanging_apis_become_error_rows_and_the_run_goes_on(tmp_path, misbehaving, monkeypatch):
-    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)   # a pool even for this small dump
-    dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_segfault.0", "Torch.tanh.0", "Torch.precheck_abort.0",
-                                              "Torch.precheck_exit.0", "Torch.precheck_hang.0", "Torch.sigmoid.0"])
+    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)  # a pool even for this small dump
+    dump = make_dump(
+        tmp_path / "dump.json",
+        [
+            "Torch.precheck_segfault.0",
+            "Torch.tanh.0",
+            "Torch.precheck_abort.0",
+            "Torch.precheck_exit.0",
+            "Torch.precheck_hang.0",
+            "Torch.sigmoid.0",
+        ],
+    )
     summary = run_ut(dump, tmp_path / "out", device="cpu", workers=2, options=CheckOptions(timeout=8))
     got = {r.name: (r.forward, r.message) for r in summary.results}
     assert got["Torch.precheck_segfault.0"] == ("error", "worker crashed: signal 11 (SIGSEGV)")
@@ -61,9 +90,17 @@ def test_crashing_and_hanging_apis_become_error_rows_and_the_run_goes_on(tmp_pat
     assert got["Torch.precheck_exit.0"] == ("error", "worker crashed: exit code 3")
     assert got["Torch.precheck_hang.0"] == ("error", "timed out after 8 s")
     assert got["Torch.tanh.0"][0] == got["Torch.sigmoid.0"][0] == "pass"
-    assert [r[0] for r in rows(summary.result_path)] == [f"{n}.0" for n in (
-        "Torch.precheck_segfault", "Torch.tanh", "Torch.precheck_abort", "Torch.precheck_exit",
-        "Torch.precheck_hang", "Torch.sigmoid")]
+    assert [r[0] for r in rows(summary.result_path)] == [
+        f"{n}.0"
+        for n in (
+            "Torch.precheck_segfault",
+            "Torch.tanh",
+            "Torch.precheck_abort",
+            "Torch.precheck_exit",
+            "Torch.precheck_hang",
+            "Torch.sigmoid",
+        )
+    ]
 
 
 def test_a_sticky_device_error_retires_its_worker(tmp_path, misbehaving, monkeypatch):
@@ -72,30 +109,33 @@ def test_a_sticky_device_error_retires_its_worker(tmp_path, misbehaving, monkeyp
     summary = run_ut(make_dump(tmp_path / "dump.json", names), tmp_path / "out", device="cpu", workers=2)
     got = {r.name: r.forward for r in summary.results}
     assert got.pop("Torch.precheck_sticky.0") == "error"
-    assert set(got.values()) == {"pass"}      # no later API ran in the broken process
+    assert set(got.values()) == {"pass"}  # no later API ran in the broken process
 
 
 def test_an_api_that_kills_the_run_twice_is_recorded_not_retried(tmp_path):
-    dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_segfault.0",
-                                              "Torch.precheck_slow.1"])
+    dump = make_dump(
+        tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_segfault.0", "Torch.precheck_slow.1"]
+    )
     out = tmp_path / "out"
     first = cli("-api_info", str(dump), "-o", str(out))
     first.communicate(timeout=120)
-    assert first.returncode == -signal.SIGSEGV        # in-process: the crash takes the run down...
+    assert first.returncode == -signal.SIGSEGV  # in-process: the crash takes the run down...
     result = next(out.glob("accuracy_checking_result_*.csv"))
-    assert [r[0] for r in rows(result)] == ["Torch.precheck_slow.0"]   # ...but not the finished row
+    assert [r[0] for r in rows(result)] == ["Torch.precheck_slow.0"]  # ...but not the finished row
     second = cli("-api_info", str(dump), "-csv_path", str(result))
     second.communicate(timeout=120)
-    assert second.returncode == -signal.SIGSEGV       # resumed, it is tried once more
+    assert second.returncode == -signal.SIGSEGV  # resumed, it is tried once more
     third = cli("-api_info", str(dump), "-csv_path", str(result))
     stdout, _ = third.communicate(timeout=120)
     assert third.returncode == 0, stdout
     assert "continuing a run that had 1 APIs" in stdout
-    assert [r[:2] for r in rows(result)] == [["Torch.precheck_slow.0", "pass"],
-                                            ["Torch.precheck_segfault.0", "error"],
-                                            ["Torch.precheck_slow.1", "pass"]]
+    assert [r[:2] for r in rows(result)] == [
+        ["Torch.precheck_slow.0", "pass"],
+        ["Torch.precheck_segfault.0", "error"],
+        ["Torch.precheck_slow.1", "pass"],
+    ]
     assert rows(result)[1][3] == "killed the run twice while being checked; not retried"
-    assert not list(out.glob("*.journal"))            # a complete run leaves no journal
+    assert not list(out.glob("*.journal"))  # a complete run leaves no journal
 
 
 def test_kill_9_then_resume_gives_exactly_the_rows_of_an_uninterrupted_run(tmp_path):
@@ -133,6 +173,7 @@ def test_kill_9_then_resume_gives_exactly_the_rows_of_an_uninterrupted_run(tmp_p
 
 def test_resume_refuses_a_file_that_is_not_a_result_csv(tmp_path, capsys):
     from precheck.cli import main
+
     dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0"])
     bogus = tmp_path / "notes.csv"
     bogus.write_text("x")

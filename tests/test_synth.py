@@ -4,6 +4,7 @@ InputBuilder that wires them in, and run_ut end to end on the real statistics du
 The property tests compute a real tensor's statistics the way msprobe records them (max, min, mean and L2 norm of
 the dtype's values, here in float64), rebuild a tensor from them and check the guarantees of synth's docstring.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import real_dump_json, tensor_rec
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import real_dump_json, tensor_rec
 from precheck import pool
 from precheck.check import CheckOptions
 from precheck.dump import Stats, TensorSpec, load_dump
@@ -34,6 +35,7 @@ SEED0 = "inputs generated from statistics (seed 0)"
 
 # ------------------------------------------------------------------------------------------------- helpers
 
+
 def stats_of(t: torch.Tensor) -> Stats:
     """What msprobe records: max, min, mean and L2 norm of the dtype's values (computed here in float64)."""
     d = t.double()
@@ -45,8 +47,9 @@ def spec_of(t: torch.Tensor) -> TensorSpec:
 
 
 def spec(stats: Stats, dtype=torch.float32, shape=(1000,), data_name=None) -> TensorSpec:
-    return TensorSpec(dtype=dtype, shape=tuple(shape), stats=Stats(*stats) if isinstance(stats, tuple) else stats,
-                      data_name=data_name)
+    return TensorSpec(
+        dtype=dtype, shape=tuple(shape), stats=Stats(*stats) if isinstance(stats, tuple) else stats, data_name=data_name
+    )
 
 
 def make(s: TensorSpec, seed: int = 0, case: str = "Torch.case.0", where: str = "input_args[0]", int_floor=None):
@@ -69,8 +72,9 @@ def assert_moments_met(out: torch.Tensor, want: Stats) -> None:
     rms = want.norm / math.sqrt(out.numel())
     eps = torch.finfo(out.dtype).eps
     mean_err = abs(got.mean - want.mean)
-    assert mean_err <= 1e-3 * abs(want.mean) or mean_err <= rms * eps, \
+    assert mean_err <= 1e-3 * abs(want.mean) or mean_err <= rms * eps, (
         f"mean {got.mean!r} vs recorded {want.mean!r}: error {mean_err:.3g} > 1e-3 rel and > rms*eps {rms * eps:.3g}"
+    )
     assert abs(got.norm - want.norm) <= 1e-3 * want.norm, f"norm {got.norm!r} vs recorded {want.norm!r}"
 
 
@@ -98,9 +102,13 @@ def real_tensors(draw, lo: int = 2, hi: int = 2000) -> torch.Tensor:
     k = draw(st.integers(*_SCALE_EXP[dtype]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     n = math.prod(shape)
-    z = {"normal": lambda: rng.standard_normal(n), "uniform": lambda: rng.uniform(-1, 1, n),
-         "lognormal": lambda: rng.lognormal(0, 1, n), "laplace": lambda: rng.laplace(0, 1, n),
-         "student": lambda: rng.standard_t(3, n)}[kind]()
+    z = {
+        "normal": lambda: rng.standard_normal(n),
+        "uniform": lambda: rng.uniform(-1, 1, n),
+        "lognormal": lambda: rng.lognormal(0, 1, n),
+        "laplace": lambda: rng.laplace(0, 1, n),
+        "student": lambda: rng.standard_t(3, n),
+    }[kind]()
     raw = mu + sigma * z
     raw = raw / np.abs(raw).max() * 10.0**k
     t = torch.from_numpy(raw.reshape(shape)).to(dtype)
@@ -109,6 +117,7 @@ def real_tensors(draw, lo: int = 2, hi: int = 2000) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------ 1. feasible statistics, property
+
 
 @SETTINGS
 @given(real_tensors())
@@ -119,7 +128,7 @@ def test_feasible_statistics_are_met(t):
     assert bool(torch.isfinite(out).all())
     got = stats_of(out)
     assert got.max == want.stats.max and got.min == want.stats.min
-    assert note == "", note   # statistics of a real tensor are feasible: no fallback note
+    assert note == "", note  # statistics of a real tensor are feasible: no fallback note
     assert_moments_met(out, want.stats)
 
 
@@ -151,12 +160,15 @@ def assert_met_for_every_key(t: torch.Tensor, keys=range(50)) -> None:
 # small tensor with values close to Max and Min): the cases an affine rescale plus clip alone does not meet.
 
 
-@pytest.mark.parametrize("values, dtype", [
-    pytest.param([0.0, 0.0, 1.0, 1.0], torch.float32, id="two-valued-n4"),             # norm 1.22 for 1.41
-    pytest.param([0.0, 0.0, 0.0, 1.0, 1.0], torch.float16, id="two-valued-n5"),        # mean 0.46 for 0.40
-    pytest.param([0.0, 0.0, 0.0, 0.5, -123.0, -124.0], torch.float16, id="near-bounds-n6"),
-    pytest.param([0.0, 3.0, 6.0, 7.0, 8.0, -9.0, -10.0], torch.float32, id="distinct-n7"),  # mean 0.7117, 0.7143
-])
+@pytest.mark.parametrize(
+    "values, dtype",
+    [
+        pytest.param([0.0, 0.0, 1.0, 1.0], torch.float32, id="two-valued-n4"),  # norm 1.22 for 1.41
+        pytest.param([0.0, 0.0, 0.0, 1.0, 1.0], torch.float16, id="two-valued-n5"),  # mean 0.46 for 0.40
+        pytest.param([0.0, 0.0, 0.0, 0.5, -123.0, -124.0], torch.float16, id="near-bounds-n6"),
+        pytest.param([0.0, 3.0, 6.0, 7.0, 8.0, -9.0, -10.0], torch.float32, id="distinct-n7"),  # mean 0.7117, 0.7143
+    ],
+)
 def test_small_tensor_statistics_minimal_examples(values, dtype):
     assert_met_for_every_key(torch.tensor(values, dtype=dtype))
 
@@ -165,7 +177,7 @@ def test_float_attention_mask_statistics_are_met():
     # An additive attention mask as a float tensor: 0 where attended, -10000 where masked (10% here).
     t = torch.zeros(1000)
     t[:100] = -10000.0
-    assert_met_for_every_key(t, keys=range(3))   # today: mean about -1989 for -1000 on every stream
+    assert_met_for_every_key(t, keys=range(3))  # today: mean about -1989 for -1000 on every stream
 
 
 def test_sparse_relu_output_statistics_are_met():
@@ -175,26 +187,38 @@ def test_sparse_relu_output_statistics_are_met():
 
 
 def test_small_bf16_norm_survives_rounding():
-    t = torch.tensor([0.1337890625, -0.138671875, -0.8125, -0.3046875, 0.2431640625, -0.95703125, 0.75,
-                      0.70703125], dtype=torch.bfloat16)
-    assert_met_for_every_key(t.double())   # the float64 body is fine...
-    assert_met_for_every_key(t)            # ...and so is the bf16 tensor once rounding's effect on the norm is repaired
+    t = torch.tensor(
+        [0.1337890625, -0.138671875, -0.8125, -0.3046875, 0.2431640625, -0.95703125, 0.75, 0.70703125],
+        dtype=torch.bfloat16,
+    )
+    assert_met_for_every_key(t.double())  # the float64 body is fine...
+    assert_met_for_every_key(t)  # ...and so is the bf16 tensor once rounding's effect on the norm is repaired
 
 
-@pytest.mark.parametrize("values, dtype", [([0.1, 0.1, 0.1, 0.0], torch.float32),
-                                           ([10.0] * 9 + [9.9375], torch.bfloat16)], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(
+    "values, dtype",
+    [([0.1, 0.1, 0.1, 0.0], torch.float32), ([10.0] * 9 + [9.9375], torch.bfloat16)],
+    ids=["fp32", "bf16"],
+)
 def test_no_infeasible_note_for_a_body_on_a_bound(values, dtype):
     t = torch.tensor(values, dtype=dtype)
     out, note = make(spec_of(t))
-    assert_moments_met(out, stats_of(t))   # the tensor is right...
-    assert note == ""                      # ...but the Message says the dump's statistics are inconsistent
+    assert_moments_met(out, stats_of(t))  # the tensor is right...
+    assert note == ""  # ...but the Message says the dump's statistics are inconsistent
 
 
 # ---------------------------------------------------------------------------------- 2. integers and bools
 
+
 @SETTINGS
-@given(st.sampled_from(INTS), shapes(2, 2000), st.integers(-10**6, 10**6), st.integers(0, 10**6),
-       st.integers(0, 2**32 - 1), st.booleans())
+@given(
+    st.sampled_from(INTS),
+    shapes(2, 2000),
+    st.integers(-(10**6), 10**6),
+    st.integers(0, 10**6),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+)
 def test_integers_are_whole_within_bounds_and_hit_both(dtype, shape, lo, width, seed, moments):
     x = torch.from_numpy(np.random.default_rng(seed).integers(lo, lo + width, size=shape, endpoint=True)).to(dtype)
     s = stats_of(x)
@@ -216,7 +240,7 @@ def test_ignore_index_sentinel_keeps_class_ids_valid(dtype, moments):
     assert out.dtype == dtype
     assert bool(((v == -100) | ((v >= 0) & (v <= 496))).all()), v[(v != -100) & ((v < 0) | (v > 496))]
     assert int(v.max()) == 496 and int(v.min()) == -100
-    assert int(((v >= 0) & (v <= 496)).sum()) > 3000   # the sentinel is the exception, not the rule
+    assert int(((v >= 0) & (v <= 496)).sum()) > 3000  # the sentinel is the exception, not the rule
 
 
 @pytest.mark.parametrize("n, mean", [(1, 1.0), (2, 0.5), (10, 0.3), (1000, 0.0625), (1000, 0.5), (999, 0.999)])
@@ -248,11 +272,14 @@ def test_bool_constant_from_max_min(max_, min_):
     assert bool((out == bool(max_)).all())
 
 
-@pytest.mark.parametrize("api, mask_shape, out_shape", [
-    ("Tensor.__getitem__", (6,), (4, 5)),        # x[mask]: one row of x per True
-    ("Tensor.__getitem__", (6, 5), (11,)),
-    ("Torch.masked_select", (6, 5), (13,)),
-])
+@pytest.mark.parametrize(
+    "api, mask_shape, out_shape",
+    [
+        ("Tensor.__getitem__", (6,), (4, 5)),  # x[mask]: one row of x per True
+        ("Tensor.__getitem__", (6, 5), (11,)),
+        ("Torch.masked_select", (6, 5), (13,)),
+    ],
+)
 def test_statistics_masks_select_the_recorded_number_of_rows(write_dump, tmp_path, api, mask_shape, out_shape):
     # msprobe records a bool tensor's Max and Min only: the count of True comes from the output's length.
     x = tensor_rec("torch.float32", (6, 5), Max=2.0, Min=-2.0, Mean=0.1, Norm=5.0, requires_grad=True)
@@ -260,8 +287,13 @@ def test_statistics_masks_select_the_recorded_number_of_rows(write_dump, tmp_pat
     out = tensor_rec("torch.float32", out_shape, Max=2.0, Min=-2.0, Mean=0.1, Norm=3.0)
     grad_out = tensor_rec("torch.float32", out_shape, Max=1.0, Min=-1.0, Mean=0.0, Norm=2.0)
     grad_x = tensor_rec("torch.float32", (6, 5), Max=1.0, Min=-1.0, Mean=0.0, Norm=2.0)
-    path = write_dump({f"{api}.0.forward": {"input_args": [x, mask], "input_kwargs": {}, "output": [out]},
-                       f"{api}.0.backward": {"input": [grad_out], "output": [grad_x]}}, task="statistics")
+    path = write_dump(
+        {
+            f"{api}.0.forward": {"input_args": [x, mask], "input_kwargs": {}, "output": [out]},
+            f"{api}.0.backward": {"input": [grad_out], "output": [grad_x]},
+        },
+        task="statistics",
+    )
     summary = run_ut(path, tmp_path / "out", device="cpu", workers=1)
     result = summary.results[0]
     assert (result.forward, result.backward) == ("pass", "pass"), result.message
@@ -270,14 +302,16 @@ def test_statistics_masks_select_the_recorded_number_of_rows(write_dump, tmp_pat
 @pytest.mark.parametrize("max_, min_", [(False, False), (True, True)], ids=["all-false", "all-true"])
 def test_bool_constant_mask_read_from_a_dump(write_dump, max_, min_):
     rec = tensor_rec("torch.bool", (4, 64), Max=max_, Min=min_, Mean=None, Norm=None)
-    path = write_dump({"Torch.logical_not.0.forward": {"input_args": [rec], "input_kwargs": {}, "output": [rec]}},
-                      task="statistics")
+    path = write_dump(
+        {"Torch.logical_not.0.forward": {"input_args": [rec], "input_kwargs": {}, "output": [rec]}}, task="statistics"
+    )
     s = load_dump(path).cases[0].args[0]
     out, _ = make(s)
     assert bool((out == max_).all()), f"{out.double().mean().item():.2f} True for a recorded all-{max_} mask"
 
 
 # ------------------------------------------------------------------------------------------- 3. edge cases
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
 def test_empty_tensor_with_null_stats(dtype):
@@ -317,7 +351,7 @@ def test_inf_max_places_a_few_inf(dtype, n):
     assert out.dtype == dtype and out.shape == (n,)
     _check_few(int(torch.isposinf(out).sum()), n)
     assert not bool(torch.isnan(out).any()) and not bool(torch.isneginf(out).any())
-    assert float(out[torch.isfinite(out)].double().min()) == -2.0   # the finite recorded Min is still exact
+    assert float(out[torch.isfinite(out)].double().min()) == -2.0  # the finite recorded Min is still exact
     assert "non-finite" in note
 
 
@@ -336,17 +370,18 @@ def test_both_infinities():
     assert int((~torch.isfinite(out)).sum()) <= 3
 
 
-
-
-@pytest.mark.parametrize("shape, stats", [
-    pytest.param((), (math.nan,) * 4, id="0d-nan"),                       # a scalar loss that went nan
-    pytest.param((1,), (math.inf, math.inf, math.inf, math.inf), id="1-inf"),
-    pytest.param((1,), (-math.inf, -math.inf, -math.inf, math.inf), id="1-minus-inf"),
-    pytest.param((1,), (math.inf, -2.0, math.inf, math.inf), id="1-inf-max"),
-    pytest.param((1,), (1.0, -1.0, math.nan, 2.0), id="1-nan-mean"),
-    pytest.param((2,), (math.inf, -math.inf, math.nan, math.inf), id="2-both-inf"),
-    pytest.param((3,), (math.inf, -math.inf, math.nan, math.inf), id="3-both-inf-and-nan"),
-])
+@pytest.mark.parametrize(
+    "shape, stats",
+    [
+        pytest.param((), (math.nan,) * 4, id="0d-nan"),  # a scalar loss that went nan
+        pytest.param((1,), (math.inf, math.inf, math.inf, math.inf), id="1-inf"),
+        pytest.param((1,), (-math.inf, -math.inf, -math.inf, math.inf), id="1-minus-inf"),
+        pytest.param((1,), (math.inf, -2.0, math.inf, math.inf), id="1-inf-max"),
+        pytest.param((1,), (1.0, -1.0, math.nan, 2.0), id="1-nan-mean"),
+        pytest.param((2,), (math.inf, -math.inf, math.nan, math.inf), id="2-both-inf"),
+        pytest.param((3,), (math.inf, -math.inf, math.nan, math.inf), id="3-both-inf-and-nan"),
+    ],
+)
 def test_non_finite_stats_filling_the_tensor(shape, stats):
     out, _ = make(spec(Stats(*stats), torch.float32, shape))
     assert tuple(out.shape) == shape and not bool(torch.isfinite(out).any())
@@ -355,9 +390,13 @@ def test_non_finite_stats_filling_the_tensor(shape, stats):
 def test_run_ut_survives_a_nan_scalar(write_dump, tmp_path):
     scalar = tensor_rec("torch.float32", [], Max="nan", Min="nan", Mean="nan", Norm="nan")
     ok = tensor_rec("torch.float32", [4])
-    path = write_dump({"Torch.tanh.0.forward": {"input_args": [ok], "input_kwargs": {}, "output": [ok]},
-                       "Torch.tanh.1.forward": {"input_args": [scalar], "input_kwargs": {}, "output": [scalar]}},
-                      task="statistics")
+    path = write_dump(
+        {
+            "Torch.tanh.0.forward": {"input_args": [ok], "input_kwargs": {}, "output": [ok]},
+            "Torch.tanh.1.forward": {"input_args": [scalar], "input_kwargs": {}, "output": [scalar]},
+        },
+        task="statistics",
+    )
     summary = run_ut(path, tmp_path / "out", device="cpu", workers=1)
     assert [r.name for r in summary.results] == ["Torch.tanh.0", "Torch.tanh.1"]
 
@@ -367,8 +406,11 @@ def test_inf_max_on_two_elements_keeps_min():
     assert sorted(out.tolist()) == [-2.0, math.inf]
 
 
-@pytest.mark.parametrize("stats", [(math.nan,) * 4, (2.0, math.nan, math.nan, math.nan), (1.0, -1.0, math.nan, 3.0)],
-                         ids=["all-nan", "min-nan", "mean-nan"])
+@pytest.mark.parametrize(
+    "stats",
+    [(math.nan,) * 4, (2.0, math.nan, math.nan, math.nan), (1.0, -1.0, math.nan, 3.0)],
+    ids=["all-nan", "min-nan", "mean-nan"],
+)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_nan_stats_hold_a_nan_and_a_finite_rest(stats, dtype):
     n = 500
@@ -385,14 +427,14 @@ def test_missing_max_min_does_not_crash(dtype, mean, norm):
     out, note = make(spec(Stats(None, None, mean, norm), dtype, (10, 10)))
     assert out.shape == (10, 10) and out.dtype == dtype
     assert bool(torch.isfinite(out).all())
-    assert note   # the guess is disclosed
+    assert note  # the guess is disclosed
 
 
 def test_missing_max_min_bounds_are_guessed_from_mean_and_norm():
-    s = Stats(None, None, 5.0, 60.0)        # n = 100: rms 6, standard deviation sqrt(11)
+    s = Stats(None, None, 5.0, 60.0)  # n = 100: rms 6, standard deviation sqrt(11)
     out, note = make(spec(s, torch.float32, (100,)))
     got = stats_of(out)
-    assert abs(got.mean - 5.0) <= 5e-3 and abs(got.norm - 60.0) <= 6e-2, (got, note)   # today: mean 0.98, norm 10
+    assert abs(got.mean - 5.0) <= 5e-3 and abs(got.norm - 60.0) <= 6e-2, (got, note)  # today: mean 0.98, norm 10
 
 
 # ------------------------------------------------------------------------------ 4. infeasible statistics
@@ -400,9 +442,9 @@ def test_missing_max_min_bounds_are_guessed_from_mean_and_norm():
 INFEASIBLE = {
     "mean-above-max": Stats(1.0, -1.0, 5.0, 10.0),
     "mean-below-min": Stats(2.0, 1.0, 0.5, 15.0),
-    "norm-too-large-for-range": Stats(1.0, -1.0, 0.0, 11.0),       # norm^2 121 > n * 1^2 = 100
-    "norm-too-small-for-mean": Stats(1.0, 0.0, 0.5, 4.0),          # norm^2 16 < n * 0.5^2 = 25
-    "norm-below-max-and-min": Stats(1.0, -1.0, 0.0, 0.5),          # Max and Min alone have norm sqrt(2)
+    "norm-too-large-for-range": Stats(1.0, -1.0, 0.0, 11.0),  # norm^2 121 > n * 1^2 = 100
+    "norm-too-small-for-mean": Stats(1.0, 0.0, 0.5, 4.0),  # norm^2 16 < n * 0.5^2 = 25
+    "norm-below-max-and-min": Stats(1.0, -1.0, 0.0, 0.5),  # Max and Min alone have norm sqrt(2)
 }
 
 
@@ -443,9 +485,16 @@ def test_same_key_gives_bit_identical_tensors(name):
 
 
 @pytest.mark.parametrize("name", ["fp32", "bf16", "int64", "bool"])
-@pytest.mark.parametrize("other", [(8, "Torch.addmm.3", "input_args[1]"), (7, "Torch.addmm.4", "input_args[1]"),
-                                   (7, "Torch.addmm.3", "input_args[2]"), (7, "Torch.addmm.3", "input_kwargs.x")],
-                         ids=["seed", "case", "where", "kwarg"])
+@pytest.mark.parametrize(
+    "other",
+    [
+        (8, "Torch.addmm.3", "input_args[1]"),
+        (7, "Torch.addmm.4", "input_args[1]"),
+        (7, "Torch.addmm.3", "input_args[2]"),
+        (7, "Torch.addmm.3", "input_kwargs.x"),
+    ],
+    ids=["seed", "case", "where", "kwarg"],
+)
 def test_different_key_gives_different_tensors(name, other):
     s = DET_SPECS[name]
     a, _ = make(s, 7, "Torch.addmm.3", "input_args[1]")
@@ -462,8 +511,10 @@ def test_key_parts_do_not_run_together():
 
 
 def _case_tree():
-    return (spec(Stats(0.5, -0.25, 0.01, 5.0), torch.float32, (8, 8)),
-            {"w": spec(Stats(2.0, -2.0, 0.0, 10.0), torch.bfloat16, (40,))})
+    return (
+        spec(Stats(0.5, -0.25, 0.01, 5.0), torch.float32, (8, 8)),
+        {"w": spec(Stats(2.0, -2.0, 0.0, 10.0), torch.bfloat16, (40,))},
+    )
 
 
 def test_one_api_stream_does_not_depend_on_other_apis(tmp_path):
@@ -480,10 +531,15 @@ def test_one_api_stream_does_not_depend_on_other_apis(tmp_path):
 
 # ------------------------------------------------------------------------------------------ 6. InputBuilder
 
+
 def test_builder_generates_statistics_only_specs(tmp_path):
-    tree = (spec(Stats(1.0, -1.0, 0.0, 5.0), torch.float32, (4, 5)), 3, None,
-            (spec(Stats(9.0, 0.0, None, None), torch.int64, (6,)), "x"),
-            {"mask": spec(Stats(1.0, 0.0, None, None), torch.bool, (2, 2))})
+    tree = (
+        spec(Stats(1.0, -1.0, 0.0, 5.0), torch.float32, (4, 5)),
+        3,
+        None,
+        (spec(Stats(9.0, 0.0, None, None), torch.int64, (6,)), "x"),
+        {"mask": spec(Stats(1.0, 0.0, None, None), torch.bool, (2, 2))},
+    )
     builder = InputBuilder(tmp_path, "Torch.where.0", seed=11)
     assert builder.describe() == ""
     out = builder.build(tree, "input_args")
@@ -505,13 +561,13 @@ def test_builder_applies_int_floors_by_place(tmp_path):
     out = builder.build({"target": target}, "input_kwargs")["target"]
     assert bool(((out == -100) | ((out >= 0) & (out <= 496))).all())
     unfloored = InputBuilder(tmp_path, "Functional.cross_entropy.0").build((target,), "input_args")[0]
-    assert bool(((unfloored > -100) & (unfloored < 0)).any())   # the floor is what keeps those out
+    assert bool(((unfloored > -100) & (unfloored < 0)).any())  # the floor is what keeps those out
 
 
 def test_force_random_generates_even_with_data_name(tmp_path):
     tree = (spec(Stats(1.0, -1.0, 0.0, 5.0), torch.float32, (4, 5), data_name="Torch.mul.0.forward.input.0.pt"),)
     builder = InputBuilder(tmp_path, "Torch.mul.0", seed=2, force_random=True)
-    out = builder.build(tree, "input_args")   # tmp_path holds no files: must not try to load
+    out = builder.build(tree, "input_args")  # tmp_path holds no files: must not try to load
     assert builder.generated == 1 and out[0].shape == (4, 5)
     assert "seed 2" in builder.describe()
 
@@ -534,6 +590,7 @@ def test_saved_file_is_loaded_not_generated(tmp_path):
 
 # ------------------------------------------------------------------------------------------- 7. end to end
 
+
 def _rows(path: Path) -> list[str]:
     return path.read_bytes().decode("utf-8-sig").split("\r\n")
 
@@ -555,13 +612,13 @@ def test_statistics_dump_is_graded_with_generated_inputs(serial_seed0):
         assert r.forward in ("pass", "warning", "error"), (r.name, r.forward, r.message)
         assert SEED0 in r.message, (r.name, r.message)
     random_ops = [r for r in results if any(op in r.name for op in RANDOM_OPS)]
-    assert len(random_ops) == 7 and len(results) == 47   # 5 dropouts and 2 attentions draw masks
+    assert len(random_ops) == 7 and len(results) == 47  # 5 dropouts and 2 attentions draw masks
     assert all(r.forward == "pass" and r.details[0].comparison.standard == "statistical" for r in random_ops)
 
 
 def test_same_seed_gives_identical_csvs(serial_seed0, tmp_path):
     again = run_ut(GPT2_STATS, tmp_path, device="cpu", workers=1)
-    assert again.details_path != serial_seed0.details_path   # two files, same bytes
+    assert again.details_path != serial_seed0.details_path  # two files, same bytes
     assert again.details_path.read_bytes() == serial_seed0.details_path.read_bytes()
     assert again.result_path.read_bytes() == serial_seed0.result_path.read_bytes()
 
@@ -571,7 +628,7 @@ def test_other_seed_changes_some_metric(serial_seed0, tmp_path):
     rows0 = [r.split(",") for r in _rows(serial_seed0.details_path)[1:] if r]
     rows1 = [r.split(",") for r in _rows(other.details_path)[1:] if r]
     assert [r[0] for r in rows0] == [r[0] for r in rows1]
-    changed = [a[0] for a, b in zip(rows0, rows1) if a[4:21] != b[4:21]]
+    changed = [a[0] for a, b in zip(rows0, rows1, strict=False) if a[4:21] != b[4:21]]
     assert changed, "seed 1 gave the same metrics as seed 0 on every row"
     messages = [r.message for r in other.results if r.forward != "SKIP"]
     assert all("inputs generated from statistics (seed 1)" in m for m in messages)

@@ -1,4 +1,5 @@
 """--target recorded and --target compile: what is graded, and what a corrupted recording looks like."""
+
 from __future__ import annotations
 
 import json
@@ -39,14 +40,16 @@ def test_untouched_fp32_recording_passes(tmp_path):
     assert all(r.forward == "pass" and r.backward == "pass" for r in summary.results), rows_of(summary)
     assert "against their recorded outputs" in summary.describe()
     # The target is named in every details row.
-    assert all(d.comparison.message.startswith("target: recorded outputs") for r in summary.results
-               for d in r.details)
+    assert all(d.comparison.message.startswith("target: recorded outputs") for r in summary.results for d in r.details)
 
 
 def test_corrupted_outputs_are_errors_on_exactly_those_apis(mlp_copy, tmp_path):
     gen = torch.Generator().manual_seed(0)
-    corrupt(mlp_copy, "Functional.gelu.0.forward.output.0.pt",                      # 1% relative noise
-            lambda t: t * (1 + 0.01 * torch.randn(t.shape, generator=gen)))
+    corrupt(
+        mlp_copy,
+        "Functional.gelu.0.forward.output.0.pt",  # 1% relative noise
+        lambda t: t * (1 + 0.01 * torch.randn(t.shape, generator=gen)),
+    )
 
     def one_nan(t):
         t = t.clone()
@@ -60,10 +63,13 @@ def test_corrupted_outputs_are_errors_on_exactly_those_apis(mlp_copy, tmp_path):
         flat[i] = -flat[i]
         return t
 
-    corrupt(mlp_copy, "Torch.softmax.0.forward.output.0.pt", one_nan)                  # one NaN
-    corrupt(mlp_copy, "Functional.linear.1.forward.output.0.pt", one_sign)             # a sign flip
-    corrupt(mlp_copy, "Functional.layer_norm.0.forward.output.0.pt",                   # off-by-one shift
-            lambda t: torch.roll(t, 1, dims=-1))
+    corrupt(mlp_copy, "Torch.softmax.0.forward.output.0.pt", one_nan)  # one NaN
+    corrupt(mlp_copy, "Functional.linear.1.forward.output.0.pt", one_sign)  # a sign flip
+    corrupt(
+        mlp_copy,
+        "Functional.layer_norm.0.forward.output.0.pt",  # off-by-one shift
+        lambda t: torch.roll(t, 1, dims=-1),
+    )
     summary = run_ut(mlp_copy / "dump.json", tmp_path / "out", options=RECORDED)
     rows = rows_of(summary)
     bad = {"Functional.gelu.0", "Torch.softmax.0", "Functional.linear.1", "Functional.layer_norm.0"}
@@ -86,8 +92,11 @@ def test_recorded_gradients_are_matched_by_shape(tmp_path):
     summary = run_ut(MLP, tmp_path, options=RECORDED)
     linear = next(r for r in summary.results if r.name == "Functional.linear.0")
     names = [d.name for d in linear.details]
-    assert names == ["Functional.linear.0.forward.output.0", "Functional.linear.0.backward.output.1",
-                     "Functional.linear.0.backward.output.2"]
+    assert names == [
+        "Functional.linear.0.forward.output.0",
+        "Functional.linear.0.backward.output.1",
+        "Functional.linear.0.backward.output.2",
+    ]
     assert all(d.comparison.status == "pass" for d in linear.details)
 
 
@@ -99,7 +108,7 @@ def test_unmatchable_recorded_gradient_is_reported_not_graded(tmp_path):
     assert "recorded gradient 0 of shape (32, 500) matches no input gradient" in rows["Functional.linear.0"][2]
     assert summary.counts["error"] == 0
     graded = [r for r in summary.results if r.forward != "SKIP"]
-    assert len(graded) == 47      # the recorded dropout masks and attention draws by their law
+    assert len(graded) == 47  # the recorded dropout masks and attention draws by their law
     assert sum(r.details[0].comparison.standard == "statistical" for r in graded) == 7
 
 
@@ -151,11 +160,14 @@ def test_compile_failure_is_a_skip_with_the_compilers_reason(tmp_path, monkeypat
     def broken_compile(fn, **kwargs):
         def call(*a, **k):
             raise dynamo_exc.Unsupported("call_function UserDefinedObjectVariable is not supported\nmore")
+
         return call
 
     monkeypatch.setattr(targets, "_COMPILED", {})
     monkeypatch.setattr(targets.torch, "compile", broken_compile)
-    summary = run_ut(MLP, tmp_path, options=CheckOptions(target="compile"), workers=1)   # the patch is ours
+    summary = run_ut(MLP, tmp_path, options=CheckOptions(target="compile"), workers=1)  # the patch is ours
     assert {r.forward for r in summary.results} == {"SKIP"}
-    assert summary.results[0].message == \
-        "torch.compile failed: Unsupported: call_function UserDefinedObjectVariable is not supported"
+    assert (
+        summary.results[0].message
+        == "torch.compile failed: Unsupported: call_function UserDefinedObjectVariable is not supported"
+    )

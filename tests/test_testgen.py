@@ -1,4 +1,5 @@
 """Generated suites, repro scripts and saved error data: what a team commits and runs every night."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,8 +26,12 @@ AUTO = CheckOptions(standard="auto", device="cpu")
 def run_suite(suite: Path, *extra: str) -> dict[str, str]:
     """Outcome per test id ('passed', 'failed', 'skipped') from the suite's junit XML."""
     xml = suite / "junit.xml"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite),
-                           f"--junitxml={xml}", *extra], capture_output=True, text=True, cwd=suite)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite), f"--junitxml={xml}", *extra],
+        capture_output=True,
+        text=True,
+        cwd=suite,
+    )
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     outcomes = {}
     for case in ET.parse(xml).getroot().iter("testcase"):
@@ -58,7 +63,7 @@ def gpt2_suite(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 def test_suite_fails_exactly_where_run_ut_says_error(gpt2_suite):
     suite, expected = gpt2_suite
-    assert set(expected.values()) == {"passed", "failed"}   # auto grades gpt2's bf16 pow as error
+    assert set(expected.values()) == {"passed", "failed"}  # auto grades gpt2's bf16 pow as error
     assert run_suite(suite) == expected
 
 
@@ -70,8 +75,12 @@ def test_suite_runs_under_xdist(gpt2_suite):
 
 def test_failing_test_shows_the_graders_full_message(gpt2_suite):
     suite, _ = gpt2_suite
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite), "-k",
-                           "Torch.pow.0"], capture_output=True, text=True, cwd=suite)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite), "-k", "Torch.pow.0"],
+        capture_output=True,
+        text=True,
+        cwd=suite,
+    )
     assert proc.returncode == 1
     assert "Torch.pow.0.forward.output.0: error (torch.bfloat16 vs golden torch.float64" in proc.stdout
     assert "of normal elements above relative error 0.00390625" in proc.stdout
@@ -90,8 +99,7 @@ def test_regenerating_gives_the_same_bytes(tmp_path):
     for name in ("a", "b"):
         generate(GPT2, tmp_path / name, options=AUTO, copy_data=True)
     files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
-    assert files and files == sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*")
-                                     if p.is_file())
+    assert files and files == sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())
     for rel in files:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
@@ -101,7 +109,7 @@ def test_copy_data_copies_only_what_the_tests_read_and_travels(tmp_path):
     copied = {p.name for p in (tmp_path / "suite" / "data" / "dump_tensor_data").iterdir()}
     assert copied and all(".forward.input." in n or ".backward.input." in n for n in copied)
     assert "Functional.linear.0.forward.input.0.pt" in copied
-    assert not any(".output." in n for n in copied)      # outputs are not read with the device target
+    assert not any(".output." in n for n in copied)  # outputs are not read with the device target
     moved = shutil.move(str(tmp_path / "suite"), str(tmp_path / "elsewhere"))
     assert set(run_suite(Path(moved)).values()) == {"passed"}
 
@@ -140,8 +148,14 @@ def test_save_error_data_writes_every_non_pass_api_once(tmp_path):
     not_pass = {r.name for r in summary.results if {r.forward, r.backward} & {"warning", "error"}}
     assert {p.name for p in (tmp_path / "err").iterdir()} == not_pass
     pow0 = {p.name for p in (tmp_path / "err" / "Torch.pow.0").iterdir()}
-    assert pow0 == {"input_args[0].pt", "backward.input[0].pt", "forward.output.0.target.pt",
-                    "forward.output.0.golden.pt", "backward.output.0.target.pt", "backward.output.0.golden.pt"}
+    assert pow0 == {
+        "input_args[0].pt",
+        "backward.input[0].pt",
+        "forward.output.0.target.pt",
+        "forward.output.0.golden.pt",
+        "backward.output.0.target.pt",
+        "backward.output.0.golden.pt",
+    }
     target = torch.load(tmp_path / "err" / "Torch.pow.0" / "forward.output.0.target.pt", weights_only=True)
     golden = torch.load(tmp_path / "err" / "Torch.pow.0" / "forward.output.0.golden.pt", weights_only=True)
     assert target.dtype == torch.bfloat16 and golden.dtype == torch.float64 and target.shape == golden.shape

@@ -6,6 +6,7 @@ the chosen standard and why, the distribution of the error (mean, p99, max, ULP)
 would have passed. An element is "mismatched" when it is outside assert_close's default tolerance for the target
 dtype (``|t - g| > atol + rtol * |g|``), so the counts mean what users already know them to mean.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,12 @@ from precheck.grader.metrics import Metrics
 from precheck.grader.status import ERROR, WARNING, at_or_below
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype (REFERENCE §3).
-_ASSERT_CLOSE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
-                 torch.float64: (1e-7, 1e-7)}
+_ASSERT_CLOSE = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+}
 
 
 def assert_precise(actual: Any, golden: Any, *, fail_on: str = ERROR, **options: Any) -> None:
@@ -42,7 +47,7 @@ def assert_precise(actual: Any, golden: Any, *, fail_on: str = ERROR, **options:
 def _leaves(actual: Any, golden: Any, path: str = "output") -> dict[str, tuple[Any, Any]]:
     if isinstance(actual, (tuple, list)) and isinstance(golden, (tuple, list)):
         out: dict[str, tuple[Any, Any]] = {}
-        for i, (a, g) in enumerate(zip(actual, golden)):
+        for i, (a, g) in enumerate(zip(actual, golden, strict=False)):
             out.update(_leaves(a, g, f"{path}[{i}]"))
         return out
     if isinstance(actual, dict) and isinstance(golden, dict):
@@ -55,10 +60,18 @@ def _leaves(actual: Any, golden: Any, path: str = "output") -> dict[str, tuple[A
 
 def explain(c: Comparison, actual: Any = None, golden: Any = None, path: str = "output") -> str:
     """The full failure text for one compared leaf."""
-    lines = [f"{path}: {c.status} ({c.target_dtype} vs golden {c.golden_dtype}"
-             + (f", shape {c.shape}" if c.shape is not None else "") + f"): {c.message}"]
-    if isinstance(actual, torch.Tensor) and isinstance(golden, torch.Tensor) and actual.shape == golden.shape \
-            and actual.numel() and (actual.is_floating_point() or actual.is_complex()):
+    lines = [
+        f"{path}: {c.status} ({c.target_dtype} vs golden {c.golden_dtype}"
+        + (f", shape {c.shape}" if c.shape is not None else "")
+        + f"): {c.message}"
+    ]
+    if (
+        isinstance(actual, torch.Tensor)
+        and isinstance(golden, torch.Tensor)
+        and actual.shape == golden.shape
+        and actual.numel()
+        and (actual.is_floating_point() or actual.is_complex())
+    ):
         lines += _element_report(actual, golden, c.metrics)
     if c.metrics is not None and c.metrics.cosine is not None:
         lines.append(f"Cosine similarity: {c.metrics.cosine:.8f}")
@@ -78,33 +91,44 @@ def _element_report(actual: torch.Tensor, golden: torch.Tensor, metrics: Metrics
     abs_err = torch.where(same_nonfinite, torch.zeros_like(a64), (a64 - g64).abs())
     abs_err = torch.nan_to_num(abs_err, nan=math.inf, posinf=math.inf)
     rel_err = abs_err / g64.abs()
-    rel_err = torch.where(abs_err == 0, torch.zeros_like(rel_err), torch.nan_to_num(rel_err, nan=math.inf, posinf=math.inf))
+    rel_err = torch.where(
+        abs_err == 0, torch.zeros_like(rel_err), torch.nan_to_num(rel_err, nan=math.inf, posinf=math.inf)
+    )
     mismatch = abs_err > atol + rtol * g64.abs().nan_to_num(posinf=0.0)
     n, k = a64.numel(), int(mismatch.sum())
-    lines = [f"Mismatched elements: {k} / {n} ({k / n:.1%}) outside assert_close's {dtype} tolerance "
-             f"(rtol={rtol:g}, atol={atol:g})"]
+    lines = [
+        f"Mismatched elements: {k} / {n} ({k / n:.1%}) outside assert_close's {dtype} tolerance "
+        f"(rtol={rtol:g}, atol={atol:g})"
+    ]
     if k:
         idx = mismatch.nonzero().reshape(-1)
         worst_abs = int(idx[abs_err[idx].argmax()])
         worst_rel = int(idx[rel_err[idx].argmax()])
         for label, i, err in (("absolute", worst_abs, abs_err), ("relative", worst_rel, rel_err)):
-            lines.append(f"Greatest {label} difference: {float(err[i]):.6g} at index {unravel(i, shape)} "
-                         f"(target {a64[i].item()!r}, golden {g64[i].item()!r})")
+            lines.append(
+                f"Greatest {label} difference: {float(err[i]):.6g} at index {unravel(i, shape)} "
+                f"(target {a64[i].item()!r}, golden {g64[i].item()!r})"
+            )
     finite = torch.isfinite(abs_err)
     if bool(finite.any()):
         e = abs_err[finite]
         gf = g64[finite].abs()
-        ulp = f"; ULP ({dtype}): mean {metrics.ulp_mean:.3g}, max {metrics.ulp_max:.3g}" \
-            if metrics is not None and metrics.ulp_max is not None else ""
+        ulp = (
+            f"; ULP ({dtype}): mean {metrics.ulp_mean:.3g}, max {metrics.ulp_max:.3g}"
+            if metrics is not None and metrics.ulp_max is not None
+            else ""
+        )
         lines.append(f"Absolute error: mean {float(e.mean()):.3g}, p99 {_p99(e):.3g}, max {float(e.max()):.3g}{ulp}")
         if bool(finite.all()):
             need_atol = float((e - rtol * gf).clamp(min=0).max())
             nz = gf > 0
             need_rtol = float(((e[nz] - atol).clamp(min=0) / gf[nz]).max()) if bool(nz.any()) else math.inf
             if bool(((e > atol) & ~nz).any()):
-                need_rtol = math.inf   # an error where the golden is 0 can only be covered by atol
-            lines.append(f"Minimum tolerance that would have passed: atol={_up(need_atol)} (with rtol={rtol:g}) "
-                         f"or rtol={_up(need_rtol)} (with atol={atol:g})")
+                need_rtol = math.inf  # an error where the golden is 0 can only be covered by atol
+            lines.append(
+                f"Minimum tolerance that would have passed: atol={_up(need_atol)} (with rtol={rtol:g}) "
+                f"or rtol={_up(need_rtol)} (with atol={atol:g})"
+            )
         else:
             lines.append("Minimum tolerance that would have passed: none (inf/nan mismatch)")
     if not bool(finite.all()):
@@ -123,5 +147,5 @@ def _up(value: float) -> str:
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
     exponent = math.floor(math.log10(value)) - 2
-    step = 10.0 ** exponent
+    step = 10.0**exponent
     return f"{math.ceil(value / step * (1 - 1e-12)) * step:.3g}"

@@ -5,6 +5,7 @@ float64 tensors (with a tolerance, never ``==``); other values must be equal. Fl
 the details CSV and the verdict of the chosen standard (standards.py). Any non-finite value that the golden does
 not hold identically is an error, whatever the standard.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,53 +32,96 @@ class Comparison:
     standard: str = ""
 
 
-def compare(target: Any, golden: Any, *, standard: str = "default", target_dtype: torch.dtype | None = None,
-            reference: Any = None, cosine: float = DEFAULT_COSINE, max_abs: float = DEFAULT_MAX_ABS,
-            api_class: str | None = None) -> Comparison:
+def compare(
+    target: Any,
+    golden: Any,
+    *,
+    standard: str = "default",
+    target_dtype: torch.dtype | None = None,
+    reference: Any = None,
+    cosine: float = DEFAULT_COSINE,
+    max_abs: float = DEFAULT_MAX_ABS,
+    api_class: str | None = None,
+) -> Comparison:
     """Compare one output leaf: a tensor, a Python number, or any other value compared for equality.
 
     ``target_dtype``: the precision the target was computed in, when ``target`` is held in another dtype (a
     bf16 result saved as fp32); ``reference``: the same output from a reference device in the target dtype,
     for the ``benchmark`` standard; ``api_class``: the API's class in api_registry, for ``auto``.
     """
-    resolve(standard, api_class, reference is not None)   # a misspelt standard fails for every kind of output
+    resolve(standard, api_class, reference is not None)  # a misspelt standard fails for every kind of output
     if isinstance(target, torch.Tensor) and isinstance(golden, torch.Tensor):
         return _compare_tensors(target, golden, standard, target_dtype, reference, cosine, max_abs, api_class)
     if isinstance(target, torch.Tensor) or isinstance(golden, torch.Tensor):
-        return Comparison(ERROR, f"type mismatch: target is {_kind(target)}, golden is {_kind(golden)}", None,
-                          _kind(golden), _kind(target), None)
-    if _is_real_number(target) and _is_real_number(golden) and (isinstance(target, float) or
-                                                                  isinstance(golden, float)):
+        return Comparison(
+            ERROR,
+            f"type mismatch: target is {_kind(target)}, golden is {_kind(golden)}",
+            None,
+            _kind(golden),
+            _kind(target),
+            None,
+        )
+    if _is_real_number(target) and _is_real_number(golden) and (isinstance(target, float) or isinstance(golden, float)):
         ref = torch.tensor(float(reference), dtype=torch.float64) if _is_real_number(reference) else None
-        result = _compare_tensors(torch.tensor(float(target), dtype=torch.float64),
-                                  torch.tensor(float(golden), dtype=torch.float64), standard, None, ref, cosine,
-                                  max_abs, api_class)
-        return Comparison(result.status, result.message, result.metrics, str(type(golden)), str(type(target)),
-                          None, result.standard)
+        result = _compare_tensors(
+            torch.tensor(float(target), dtype=torch.float64),
+            torch.tensor(float(golden), dtype=torch.float64),
+            standard,
+            None,
+            ref,
+            cosine,
+            max_abs,
+            api_class,
+        )
+        return Comparison(
+            result.status, result.message, result.metrics, str(type(golden)), str(type(target)), None, result.standard
+        )
     same = target == golden and (type(target) is type(golden) or _is_real_number(target) and _is_real_number(golden))
-    return Comparison(PASS if same else ERROR, "" if same else f"value {target!r} != golden {golden!r}",
-                      Metrics(binary_mismatch=0.0 if same else 1.0), str(type(golden)), str(type(target)), None,
-                      "exact")
+    return Comparison(
+        PASS if same else ERROR,
+        "" if same else f"value {target!r} != golden {golden!r}",
+        Metrics(binary_mismatch=0.0 if same else 1.0),
+        str(type(golden)),
+        str(type(target)),
+        None,
+        "exact",
+    )
 
 
 def compare_tree(target: Any, golden: Any, path: str = "output", **options: Any) -> list[tuple[str, Comparison]]:
     """Compare nested tuples / lists / dicts of outputs leaf by leaf; a structural difference is an error."""
-    if isinstance(target, (tuple, list)) and not isinstance(target, torch.Size) and \
-            isinstance(golden, (tuple, list)) and not isinstance(golden, torch.Size):
+    if (
+        isinstance(target, (tuple, list))
+        and not isinstance(target, torch.Size)
+        and isinstance(golden, (tuple, list))
+        and not isinstance(golden, torch.Size)
+    ):
         if len(target) != len(golden):
             return [(path, _structure_error(f"target has {len(target)} items, golden {len(golden)}"))]
         refs = options.pop("reference", None)
         refs = refs if isinstance(refs, (tuple, list)) and len(refs) == len(target) else [None] * len(target)
-        return [leaf for i, (t, g, r) in enumerate(zip(target, golden, refs))
-                for leaf in compare_tree(t, g, f"{path}[{i}]", reference=r, **options)]
+        return [
+            leaf
+            for i, (t, g, r) in enumerate(zip(target, golden, refs, strict=False))
+            for leaf in compare_tree(t, g, f"{path}[{i}]", reference=r, **options)
+        ]
     if isinstance(target, dict) and isinstance(golden, dict):
         if target.keys() != golden.keys():
-            return [(path, _structure_error(f"keys differ: target {sorted(map(str, target))}, golden "
-                                            f"{sorted(map(str, golden))}"))]
+            return [
+                (
+                    path,
+                    _structure_error(
+                        f"keys differ: target {sorted(map(str, target))}, golden {sorted(map(str, golden))}"
+                    ),
+                )
+            ]
         refs = options.pop("reference", None)
         refs = refs if isinstance(refs, dict) else {}
-        return [leaf for k in target
-                for leaf in compare_tree(target[k], golden[k], f"{path}[{k!r}]", reference=refs.get(k), **options)]
+        return [
+            leaf
+            for k in target
+            for leaf in compare_tree(target[k], golden[k], f"{path}[{k!r}]", reference=refs.get(k), **options)
+        ]
     return [(path, compare(target, golden, **options))]
 
 
@@ -94,8 +138,16 @@ def _kind(x: Any) -> str:
     return str(x.dtype) if isinstance(x, torch.Tensor) else str(type(x))
 
 
-def _compare_tensors(target: torch.Tensor, golden: torch.Tensor, standard: str, target_dtype: torch.dtype | None,
-                     reference: Any, cosine: float, max_abs: float, api_class: str | None) -> Comparison:
+def _compare_tensors(
+    target: torch.Tensor,
+    golden: torch.Tensor,
+    standard: str,
+    target_dtype: torch.dtype | None,
+    reference: Any,
+    cosine: float,
+    max_abs: float,
+    api_class: str | None,
+) -> Comparison:
     shape = tuple(target.shape)
     dtypes = dict(golden_dtype=str(golden.dtype), target_dtype=str(target.dtype), shape=shape)
     if tuple(golden.shape) != shape:
@@ -109,8 +161,9 @@ def _compare_tensors(target: torch.Tensor, golden: torch.Tensor, standard: str, 
             return Comparison(PASS, "", m, **dtypes, standard="exact")
         k = round(m.binary_mismatch * target.numel())
         where = _at(shape, m.worst_index, target, golden, "largest difference")
-        return Comparison(ERROR, f"{k}/{target.numel()} elements differ from the golden{where}", m, **dtypes,
-                          standard="exact")
+        return Comparison(
+            ERROR, f"{k}/{target.numel()} elements differ from the golden{where}", m, **dtypes, standard="exact"
+        )
     dtype = target_dtype or (target.dtype if is_float else torch.float64)
     has_reference = isinstance(reference, torch.Tensor) and tuple(reference.shape) == shape
     name = resolve(standard, api_class, has_reference)
@@ -119,14 +172,24 @@ def _compare_tensors(target: torch.Tensor, golden: torch.Tensor, standard: str, 
     ref = float_metrics(reference, golden, dtype, regime) if has_reference else None
     status, message = judge(m, dtype, name, cosine=cosine, max_abs=max_abs, reference=ref, api_class=api_class)
     if status != PASS:
-        message += _at(shape, m.worst_index, target, golden) if m.nonfinite_mismatches == 0 else \
-            _at(shape, m.first_nonfinite_mismatch, target, golden, "first")
+        message += (
+            _at(shape, m.worst_index, target, golden)
+            if m.nonfinite_mismatches == 0
+            else _at(shape, m.first_nonfinite_mismatch, target, golden, "first")
+        )
     return Comparison(status, message, m, **dtypes, standard=name)
 
 
-def judge(m: Metrics, dtype: torch.dtype, standard: str = "default", *, cosine: float = DEFAULT_COSINE,
-          max_abs: float = DEFAULT_MAX_ABS, reference: Metrics | None = None,
-          api_class: str | None = None) -> tuple[str, str]:
+def judge(
+    m: Metrics,
+    dtype: torch.dtype,
+    standard: str = "default",
+    *,
+    cosine: float = DEFAULT_COSINE,
+    max_abs: float = DEFAULT_MAX_ABS,
+    reference: Metrics | None = None,
+    api_class: str | None = None,
+) -> tuple[str, str]:
     """A standard's verdict on computed metrics: (status, reason); the reason is empty on pass."""
     if m.nonfinite_mismatches:
         return ERROR, f"inf/nan mismatch at {m.nonfinite_mismatches} position(s)"
@@ -137,8 +200,9 @@ def judge(m: Metrics, dtype: torch.dtype, standard: str = "default", *, cosine: 
     return STANDARDS[name](m, ctx)
 
 
-def _at(shape: tuple[int, ...], flat: int | None, target: torch.Tensor, golden: torch.Tensor,
-        which: str = "worst") -> str:
+def _at(
+    shape: tuple[int, ...], flat: int | None, target: torch.Tensor, golden: torch.Tensor, which: str = "worst"
+) -> str:
     """Where the worst element is, and both values there, as assert_close reports it."""
     if flat is None:
         return ""

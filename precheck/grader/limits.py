@@ -1,4 +1,5 @@
 """Per-dtype numbers of msprobe's precision standards (REFERENCE §3), in one place for every standard."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,14 +9,14 @@ import torch
 
 @dataclass(frozen=True)
 class DtypeLimits:
-    small_value: float        # |golden| at or below this is judged by absolute error
-    small_value_atol: float   # absolute error allowed in the small-value regime
-    rtol: float               # relative error allowed by the absolute-threshold standard
-    min_eb: int               # smallest exponent of a normal number (ULP of subnormals)
+    small_value: float  # |golden| at or below this is judged by absolute error
+    small_value_atol: float  # absolute error allowed in the small-value regime
+    rtol: float  # relative error allowed by the absolute-threshold standard
+    min_eb: int  # smallest exponent of a normal number (ULP of subnormals)
     mantissa_bits: int
-    ulp_threshold: float      # an element "above threshold" has more ULP error than this
+    ulp_threshold: float  # an element "above threshold" has more ULP error than this
     accumulative_bound: float  # reductions: the error bound of the accumulative standard
-    ratio_floor: float        # benchmark standard: a reference error below this counts as this
+    ratio_floor: float  # benchmark standard: a reference error below this counts as this
 
 
 _LIMITS = {

@@ -4,6 +4,7 @@ Non-finite values are handled once, up front: positions where both sides hold th
 other non-finite position counts in ``inf_nan_err_ratio``, and all error statistics are taken over the positions
 where both sides are finite. A metric that is not defined for the output is None (a blank cell).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,10 +21,10 @@ _EPS = torch.finfo(torch.float64).eps
 class Metrics:
     cosine: float | None = None
     max_abs_err: float | None = None
-    rel_within_1e2: float | None = None      # 双百指标: share with relative error < 1e-2 (small values: see below)
-    rel_within_1e3: float | None = None      # 双千指标
-    rel_within_1e4: float | None = None      # 双万指标
-    binary_mismatch: float | None = None     # share not equal to the golden rounded to the target dtype
+    rel_within_1e2: float | None = None  # 双百指标: share with relative error < 1e-2 (small values: see below)
+    rel_within_1e3: float | None = None  # 双千指标
+    rel_within_1e4: float | None = None  # 双万指标
+    binary_mismatch: float | None = None  # share not equal to the golden rounded to the target dtype
     error_balance: float | None = None
     rmse: float | None = None
     small_value_err_ratio: float | None = None
@@ -39,7 +40,7 @@ class Metrics:
     worst_index: int | None = None
     nonfinite_mismatches: int = 0
     first_nonfinite_mismatch: int | None = None
-    golden_max_abs: float | None = None      # largest finite |golden|: is the output zero at the dtype's scale?
+    golden_max_abs: float | None = None  # largest finite |golden|: is the output zero at the dtype's scale?
 
     def columns(self) -> list[float | None]:
         """The 17 metric columns of the details CSV, in its order."""
@@ -49,7 +50,7 @@ class Metrics:
 def _flat64(t: torch.Tensor) -> torch.Tensor:
     t = t.detach().cpu()
     if t.is_complex():
-        t = torch.view_as_real(t.to(torch.complex128).resolve_conj())   # fft outputs can be conjugate views
+        t = torch.view_as_real(t.to(torch.complex128).resolve_conj())  # fft outputs can be conjugate views
     return t.to(torch.float64).reshape(-1)
 
 
@@ -57,8 +58,9 @@ def _share(mask: torch.Tensor, n: int) -> float:
     return float(mask.sum()) / n if n else 0.0
 
 
-def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torch.dtype,
-                  regime: Regime | None = None) -> Metrics:
+def float_metrics(
+    target: torch.Tensor, golden: torch.Tensor, target_dtype: torch.dtype, regime: Regime | None = None
+) -> Metrics:
     """All metrics of a floating output; ``target_dtype`` sets the small-value, rtol and ULP rules, ``regime``
     the split of the threshold columns (default: the absolute-threshold standard's)."""
     t, g = _flat64(target), _flat64(golden)
@@ -81,8 +83,12 @@ def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torc
     tf, gf = t[finite], g[finite]
     m = tf.numel()
     # As msprobe: the share of non-finite positions (on either side) that do not agree.
-    common = dict(binary_mismatch=binary_mismatch, inf_nan_err_ratio=_share(bad_nonfinite, n - int((t_fin & g_fin).sum())),
-                  nonfinite_mismatches=n_bad, first_nonfinite_mismatch=first_bad)
+    common = dict(
+        binary_mismatch=binary_mismatch,
+        inf_nan_err_ratio=_share(bad_nonfinite, n - int((t_fin & g_fin).sum())),
+        nonfinite_mismatches=n_bad,
+        first_nonfinite_mismatch=first_bad,
+    )
     if m == 0:
         return Metrics(**common)
     diff = tf - gf
@@ -93,10 +99,10 @@ def float_metrics(target: torch.Tensor, golden: torch.Tensor, target_dtype: torc
     small = abs_g <= lim.small_value
     normal = ~small
     n_small, n_normal = int(small.sum()), int(normal.sum())
-    t_small = abs_g <= regime.small_value    # the threshold columns' own split
+    t_small = abs_g <= regime.small_value  # the threshold columns' own split
     t_normal = ~t_small
     eb = torch.clamp(torch.floor(torch.log2(abs_g)), min=lim.min_eb)  # log2(0) = -inf is clamped to min_eb
-    ulp = abs_err * 2.0 ** lim.mantissa_bits * torch.exp2(-eb)   # split: 2^(52 + 1022) would overflow
+    ulp = abs_err * 2.0**lim.mantissa_bits * torch.exp2(-eb)  # split: 2^(52 + 1022) would overflow
     rel_normal = rel[normal]
     # Tiny goldens cannot hold a relative precision (an fp16 subnormal has few bits): in the small-value regime
     # an element counts as within every relative bound when its absolute error is within the regime's atol.
@@ -150,5 +156,9 @@ def exact_metrics(target: torch.Tensor, golden: torch.Tensor) -> Metrics:
     greater, less = int((t > g).sum()), int((t < g).sum())
     abs_err = (t.to(torch.float64) - g.to(torch.float64)).abs().masked_fill(~differ, -1.0)
     worst = int(abs_err.argmax())
-    return Metrics(binary_mismatch=k / n, max_abs_err=max(float(abs_err[worst]), 0.0),
-                   error_balance=abs(greater - less) / n, worst_index=worst if k else None)
+    return Metrics(
+        binary_mismatch=k / n,
+        max_abs_err=max(float(abs_err[worst]), 0.0),
+        error_balance=abs(greater - less) / n,
+        worst_index=worst if k else None,
+    )

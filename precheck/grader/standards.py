@@ -9,10 +9,11 @@
 Integer and bool outputs are exact under every standard (see compare.py); non-finite mismatches are errors under
 every standard.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -24,8 +25,13 @@ DEFAULT_COSINE = 0.99
 DEFAULT_MAX_ABS = 1e-4
 
 # api_registry classes (api_registry/catalogue.py) and the standard `auto` gives them.
-AUTO_ROUTES = {"matmul": "ulp", "conv": "thousandth", "reduction": "accumulative", "binary": "binary",
-               "pointwise": "absolute"}
+AUTO_ROUTES = {
+    "matmul": "ulp",
+    "conv": "thousandth",
+    "reduction": "accumulative",
+    "binary": "binary",
+    "pointwise": "absolute",
+}
 # Benchmark ratio thresholds (max_rel, mean_rel, rmse, small_value); matmul-like APIs get the strict row.
 _RATIO_LIMITS = {"default": (10.0, 2.0, 2.0, 2.0), "strict": (2.0, 1.2, 1.2, 2.0)}
 
@@ -37,7 +43,7 @@ class Context:
     dtype: torch.dtype
     cosine: float = DEFAULT_COSINE
     max_abs: float = DEFAULT_MAX_ABS
-    reference: Metrics | None = None      # the reference device's metrics against the same golden
+    reference: Metrics | None = None  # the reference device's metrics against the same golden
     api_class: str | None = None
 
 
@@ -91,8 +97,10 @@ def absolute(m: Metrics, ctx: Context) -> Verdict:
     if m.rel_err_ratio > 0:
         reasons.append(f"{m.rel_err_ratio:.4%} of normal elements above relative error {lim.rtol:g}")
     if m.abs_err_ratio > 0:
-        reasons.append(f"{m.abs_err_ratio:.4%} of small values (|golden| <= {lim.small_value:g}) above absolute "
-                       f"error {lim.small_value_atol:g}")
+        reasons.append(
+            f"{m.abs_err_ratio:.4%} of small values (|golden| <= {lim.small_value:g}) above absolute "
+            f"error {lim.small_value_atol:g}"
+        )
     return (ERROR, "; ".join(reasons)) if reasons else (PASS, "")
 
 
@@ -120,8 +128,10 @@ def ulp(m: Metrics, ctx: Context) -> Verdict:
         return ERROR, f"{share:.4%} of elements above {lim.ulp_threshold:g} ULP, below 0.1% required"
     if m.ulp_mean < 64 or share < 0.05 or no_worse:
         return PASS, ""
-    return ERROR, (f"mean ULP error {m.ulp_mean:.3g} >= 64 and {share:.4%} of elements above "
-                   f"{lim.ulp_threshold:g} ULP (below 5% required)")
+    return ERROR, (
+        f"mean ULP error {m.ulp_mean:.3g} >= 64 and {share:.4%} of elements above "
+        f"{lim.ulp_threshold:g} ULP (below 5% required)"
+    )
 
 
 def binary(m: Metrics, ctx: Context) -> Verdict:
@@ -147,7 +157,7 @@ class Ratio:
     theirs: float
     ratio: float
     limit: float
-    counts: bool = True     # error balance is reported, not judged (as msprobe)
+    counts: bool = True  # error balance is reported, not judged (as msprobe)
 
     @property
     def failed(self) -> bool:
@@ -159,13 +169,17 @@ def benchmark_ratios(m: Metrics, ref: Metrics, dtype: torch.dtype, api_class: st
     error balance). A reference error below the dtype's floor counts as the floor."""
     floor = limits_for(dtype).ratio_floor
     max_rel, mean_rel, rmse, small = _RATIO_LIMITS["strict" if api_class == "matmul" else "default"]
-    rows = (("small-value error ratio", m.small_value_err_ratio, ref.small_value_err_ratio, small, True),
-            ("RMSE", m.rmse, ref.rmse, rmse, True),
-            ("max relative error", m.max_rel_err, ref.max_rel_err, max_rel, True),
-            ("mean relative error", m.mean_rel_err, ref.mean_rel_err, mean_rel, True),
-            ("error balance", m.error_balance, ref.error_balance, 2.0, False))
-    return [Ratio(name, mine, theirs, ratio_of(mine, theirs, floor), limit, counts)
-            for name, mine, theirs, limit, counts in rows]
+    rows = (
+        ("small-value error ratio", m.small_value_err_ratio, ref.small_value_err_ratio, small, True),
+        ("RMSE", m.rmse, ref.rmse, rmse, True),
+        ("max relative error", m.max_rel_err, ref.max_rel_err, max_rel, True),
+        ("mean relative error", m.mean_rel_err, ref.mean_rel_err, mean_rel, True),
+        ("error balance", m.error_balance, ref.error_balance, 2.0, False),
+    )
+    return [
+        Ratio(name, mine, theirs, ratio_of(mine, theirs, floor), limit, counts)
+        for name, mine, theirs, limit, counts in rows
+    ]
 
 
 def benchmark(m: Metrics, ctx: Context) -> Verdict:
@@ -173,8 +187,11 @@ def benchmark(m: Metrics, ctx: Context) -> Verdict:
     against the same golden (divisor floored per dtype), must stay under the ratio thresholds."""
     if ctx.reference is None:
         raise ValueError("the benchmark standard needs reference metrics (run_ut: --bench-device cpu)")
-    reasons = [f"{r.name} {r.ratio:.3g}x the reference's ({r.mine:.3g} vs {r.theirs:.3g}), above {r.limit:g}x"
-               for r in benchmark_ratios(m, ctx.reference, ctx.dtype, ctx.api_class) if r.failed]
+    reasons = [
+        f"{r.name} {r.ratio:.3g}x the reference's ({r.mine:.3g} vs {r.theirs:.3g}), above {r.limit:g}x"
+        for r in benchmark_ratios(m, ctx.reference, ctx.dtype, ctx.api_class)
+        if r.failed
+    ]
     return (ERROR, "; ".join(reasons)) if reasons else (PASS, "")
 
 
@@ -183,8 +200,14 @@ def ratio_of(mine: float, theirs: float, floor: float) -> float:
 
 
 STANDARDS: dict[str, Standard] = {
-    "default": default, "msprobe": msprobe, "absolute": absolute, "ulp": ulp, "binary": binary,
-    "thousandth": thousandth, "accumulative": accumulative, "benchmark": benchmark,
+    "default": default,
+    "msprobe": msprobe,
+    "absolute": absolute,
+    "ulp": ulp,
+    "binary": binary,
+    "thousandth": thousandth,
+    "accumulative": accumulative,
+    "benchmark": benchmark,
 }
 CHOICES = (*STANDARDS, "auto")
 

@@ -1,7 +1,8 @@
 """Statuses as msprobe spells them, and how several of them combine into one."""
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 PASS, WARNING, ERROR, SKIP = "pass", "warning", "error", "SKIP"
 _RANK = {SKIP: -1, PASS: 0, WARNING: 1, ERROR: 2}
