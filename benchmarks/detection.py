@@ -24,7 +24,8 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -182,16 +183,23 @@ def tally(dump: Dump, rows: dict[tuple[str, str], Row], cell: Tally) -> None:
             cell.false.append(f"{line}; precheck: {row.message[:160]}")
 
 
-def evaluate(corpus: Path, standards: list[str]) -> dict[tuple[str, str, str], Tally]:
-    """Grade every dump under ``corpus`` with each standard: a Tally per (standard, split, dtype)."""
+def _grade(pair: tuple[str, Dump]) -> dict[tuple[str, str], Row]:
+    return grade(pair[1], pair[0])
+
+
+def evaluate(corpus: Path, standards: list[str], jobs: int = 1) -> dict[tuple[str, str, str], Tally]:
+    """Grade every dump under ``corpus`` with each standard (``jobs`` processes): a Tally per (standard, split,
+    dtype)."""
     sys.path.insert(0, str(HERE))
     cells: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
     dumps = find_dumps(corpus)
     if not dumps:
         raise SystemExit(f"{corpus}: no dump with a truth.json (record one with: detection.py record)")
-    for standard in standards:
-        for dump in dumps:
-            tally(dump, grade(dump, standard), cells[(standard, dump.split, dump.truth["dtype"])])
+    pairs = [(standard, dump) for standard in standards for dump in dumps]
+    with ProcessPoolExecutor(jobs) if jobs > 1 else nullcontext() as pool:
+        graded = (pool.map if pool else map)(_grade, pairs)
+        for (standard, dump), rows in zip(pairs, graded, strict=True):
+            tally(dump, rows, cells[(standard, dump.split, dump.truth["dtype"])])
     return dict(cells)
 
 
@@ -256,11 +264,12 @@ def main() -> None:
     ev = sub.add_parser("evaluate", help="grade the corpus with this interpreter's precheck and print the table")
     ev.add_argument("--corpus", type=Path, default=CORPUS)
     ev.add_argument("--standards", default="default", help=f"comma-separated, or all ({','.join(STANDARDS)})")
+    ev.add_argument("--jobs", type=int, default=1, help="grading processes")
     args = parser.parse_args()
     if args.command == "record":
         sys.exit(record(args.venv, args.corpus, args.split, args.jobs, args.force))
     standards = list(STANDARDS) if args.standards == "all" else args.standards.split(",")
-    print(report(evaluate(args.corpus, standards)))
+    print(report(evaluate(args.corpus, standards, args.jobs)))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ CPU's) really loses precision.
 The honest kernel is the same call computed in float32 from the recorded inputs (half-precision inputs widened) and
 rounded to the recorded dtype: an fp32-accumulated kernel. The golden is the call in float64. Gradients are taken
 where msprobe's hook takes them, at the autograd node that produced the API's first output, fed the recorded
-incoming gradient. The measure is the ratio of normwise errors ||recorded - golden|| / ||honest - golden||.
+incoming gradient. The measure is the worse of two ratios, recorded against honest: normwise errors
+||x - golden||, and the worst element's error in rounding units of the dtype at max(|golden|, RMS of golden) (the
+RMS floor keeps elements near zero, whose digits cancel, from deciding alone).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-MATERIAL = 2.0  # a recording more than this many times the honest kernel's error is really worse than honest
+MATERIAL = 1.5  # a recording more than this many times the honest kernel's error is really worse than honest
 _FLOATS = {"torch.float32": torch.float32, "torch.float64": torch.float64}
 
 
@@ -39,7 +41,8 @@ def _decode(arg: Any, folder: Path) -> Any:
         return arg
     kind = arg.get("type", "")
     if kind in ("torch.Tensor", "torch.nn.parameter.Parameter"):
-        return torch.load(folder / arg["data_name"], weights_only=True)
+        tensor = torch.load(folder / arg["data_name"], weights_only=True)
+        return tensor.requires_grad_(bool(arg.get("requires_grad")) and tensor.is_floating_point())
     if kind == "torch.dtype":
         return getattr(torch, arg["value"].split(".")[-1])
     if kind == "slice":
@@ -54,10 +57,11 @@ def _function(api: str):
 
 
 def _cast(value: Any, dtype: torch.dtype, grad: bool) -> Any:
+    """Floating tensors in ``dtype``, needing a gradient where the recording said they did (when ``grad``)."""
     if isinstance(value, (list, tuple)):
         return type(value)(_cast(v, dtype, grad) for v in value)
     if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return value.detach().to(dtype).requires_grad_(grad)
+        return value.detach().to(dtype).requires_grad_(grad and value.requires_grad)
     return value
 
 
@@ -70,7 +74,7 @@ def _run(fn, args: list, kwargs: dict, dtype: torch.dtype, grad_out: torch.Tenso
     captured: list = []
     out.grad_fn.register_hook(lambda grad_inputs, _: captured.extend(grad_inputs))
     out.backward(grad_out.to(dtype))
-    return [g for g in captured]
+    return [None if g is None else g.detach() for g in captured]
 
 
 def honesty(dump_json: Path, api: str, direction: str) -> Honesty:
@@ -100,17 +104,28 @@ def honesty(dump_json: Path, api: str, direction: str) -> Honesty:
     return _ratio(recorded, golden, honest)
 
 
+def _errors(value: torch.Tensor, golden: torch.Tensor, unit: float) -> tuple[float, float]:
+    """Normwise error, and the worst element's error in units of the dtype's rounding at max(|golden|, RMS)."""
+    error = (value.detach().double() - golden).abs()
+    scale = torch.clamp(golden.abs(), min=float(golden.pow(2).mean().sqrt())) * unit
+    worst = float((error / scale.clamp_min(1e-300)).max()) if error.numel() else 0.0
+    return float(torch.linalg.vector_norm(error)), worst
+
+
 def _ratio(recorded: list, golden: list, honest: list) -> Honesty:
+    """The worse of the normwise ratio and the worst-element ratio (the honest kernel's worst element counted as at
+    least one rounding unit), over every gradient or output the record holds."""
     worst = None
     for r, g, h in zip(recorded, golden, honest, strict=False):
-        if not isinstance(r, torch.Tensor) or g is None or h is None or r.shape != g.shape:
+        if not isinstance(r, torch.Tensor) or g is None or h is None or r.shape != g.shape or not r.numel():
             continue
-        g64, r64 = g.double(), r.double()
-        h64 = h.to(r.dtype).double()  # the honest kernel rounds to the recorded dtype
-        mine = float(torch.linalg.vector_norm(r64 - g64))
-        theirs = max(float(torch.linalg.vector_norm(h64 - g64)), 1e-300)
-        ratio = mine / theirs if mine > 0 else 0.0
+        unit = torch.finfo(r.dtype).eps / 2  # unit roundoff
+        mine, mine_max = _errors(r, g.double(), unit)
+        theirs, theirs_max = _errors(h.to(r.dtype), g.double(), unit)  # the honest kernel rounds to the dtype
+        ratio = max(mine / max(theirs, 1e-300) if mine else 0.0, mine_max / max(theirs_max, 1.0))
         worst = ratio if worst is None else max(worst, ratio)
     if worst is None:
         return Honesty(None, "no recorded tensor matches the node's gradients")
+    if worst == 0:
+        return Honesty(0.0, "recorded values equal the golden at the recorded node")
     return Honesty(worst, f"error {worst:.3g}x the honest fp32-accumulated kernel's")
