@@ -132,7 +132,7 @@ def grade(dump: Dump, standard: str) -> dict[tuple[str, str], Row]:
             same = [d.comparison.message for d in result.details if f".{direction}." in d.name
                     and d.comparison.status == status]  # fmt: skip
             message = same[0] if same else result.message
-            rows[(result.name, direction)] = Row(status, message.replace("target: recorded outputs; ", "", 1))
+            rows[(result.name, direction)] = Row(status, message.removeprefix("target: recorded outputs").lstrip("; "))
     return rows
 
 

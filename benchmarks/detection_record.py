@@ -24,14 +24,16 @@ NEGLIGIBLE = {"fp32": 2.0**-24, "bf16": 2.0**-9, "fp16": 2.0**-12}  # unit round
 
 
 def _difference(bad: torch.Tensor, honest: torch.Tensor) -> tuple[float, float]:
-    """Normwise relative difference (inf when the bug changes which elements are finite) and share changed."""
+    """Normwise relative difference (inf when the bug changes which elements are finite) and share changed.
+    Plain torch functions only: the patched API (a Tensor method, say) is still in place."""
     b, h = bad.double(), honest.double()
-    changed = ~((b == h) | (b.isnan() & h.isnan()))
-    finite = b.isfinite() & h.isfinite()
-    if (changed & ~finite).any():
-        return float("inf"), float(changed.double().mean())
+    changed = torch.logical_not(torch.eq(b, h) | torch.isnan(b) & torch.isnan(h))
+    share = torch.count_nonzero(changed).item() / max(changed.numel(), 1)
+    finite = torch.isfinite(b) & torch.isfinite(h)
+    if torch.any(changed & torch.logical_not(finite)):
+        return float("inf"), share
     norm = float(torch.linalg.vector_norm(h[finite]))
-    return float(torch.linalg.vector_norm((b - h)[finite])) / max(norm, 1e-300), float(changed.double().mean())
+    return float(torch.linalg.vector_norm(torch.sub(b, h)[finite])) / max(norm, 1e-300), share
 
 
 def _recorded(dump_dir: Path, record: dict, key: str) -> torch.Tensor:
