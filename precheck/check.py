@@ -95,9 +95,11 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
     # Other targets are named in every details row's Message (DEVICE Dtype keeps msprobe's meaning).
     label = TARGET_LABELS[options.target]
     details = [
-        DetailRow(d.name, replace(d.comparison, message="; ".join(filter(str.strip, [label, d.comparison.message]))))
+        replace(
+            d, comparison=replace(d.comparison, message="; ".join(filter(str.strip, [label, d.comparison.message])))
+        )
         for d in result.details
-    ]
+    ]  # the compared tensors stay (-save_error_data keeps them)
     return replace(result, details=details)
 
 

@@ -177,13 +177,15 @@ class _NodeProbe:
 
 
 def _source(fn: Any, index_of: dict[int, int]) -> str:
-    """What feeds one input of the hooked node, in words: an argument, or the node that leads to one."""
+    """What feeds one input of the hooked node, in words: an argument, a node on one argument, or a node's output."""
     if fn is None:
         return "no gradient"
     if hasattr(fn, "variable"):  # AccumulateGrad: the argument itself
         return f"input {index_of.get(id(fn.variable), '?')}"
-    below = [_source(f, index_of) for f, _ in fn.next_functions if f is not None and hasattr(f, "variable")]
-    return type(fn).__name__ + (f" of {below[0]}" if len(below) == 1 else "")
+    below = [f for f, _ in fn.next_functions if f is not None]
+    if len(below) == 1 and hasattr(below[0], "variable"):
+        return f"{type(fn).__name__} of {_source(below[0], index_of)}"
+    return f"the output of {type(fn).__name__}"
 
 
 def _backward(
