@@ -163,7 +163,8 @@ def test_option_values_say_what_is_expected(capsys, option, value, reason):
 @pytest.mark.parametrize("device", ["cpu:5", "cpu:1"])
 def test_an_impossible_cpu_is_refused(tmp_path, capsys, device):
     code, _, err = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", device, "-q")
-    assert code == 2 and err == f"precheck: error: device '{device}' does not exist (the CPU is one device: cpu, or cpu:0)\n"
+    expected = f"precheck: error: device '{device}' does not exist (the CPU is one device: cpu, or cpu:0)\n"
+    assert code == 2 and err == expected
     assert not list(tmp_path.iterdir())  # refused before a CSV was made
 
 
