@@ -200,3 +200,11 @@ def test_a_5000_digit_integer_is_a_skip_row_or_one_line(tmp_path, capsys, where)
 def test_a_file_that_never_ends_is_one_line(capsys, tmp_path):
     code, _, err = run(capsys, "run_ut", "-api_info", "/dev/zero", "-o", str(tmp_path))
     assert code == 2 and err == "precheck: error: /dev/zero: not a regular file\n"
+
+
+def test_version_is_the_package_version():
+    import precheck
+
+    proc = subprocess.run([sys.executable, "-m", "precheck", "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"precheck {precheck.__version__}"
