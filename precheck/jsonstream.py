@@ -89,7 +89,7 @@ class JsonStream:
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as e:
-                if self._more(what, start):
+                if self._cut(e) and self._more(what, start):
                     continue  # the value runs past what has been read so far
                 raise self.error(e.msg, self.base + e.pos) from None
             except ValueError as e:  # an integer longer than Python converts
@@ -100,6 +100,11 @@ class JsonStream:
                 continue  # a number cut at the chunk's end may go on
             text, self.pos = self.buf[self.pos : end], end
             return value if text.isascii() else _from_utf8(text, value)
+
+    def _cut(self, e: json.JSONDecodeError) -> bool:
+        """Whether more text could mend the error: it lies within a token's length of the buffer's end (``-Infin``
+        cut short), or in a string not closed yet. An error earlier is in the text itself: reading on cannot help."""
+        return e.pos >= len(self.buf) - 16 or e.msg.startswith("Unterminated string")
 
     def _more(self, what: str, start: int) -> bool:
         if len(self.buf) - self.pos > MAX_TEXT:
@@ -151,8 +156,8 @@ class JsonStream:
         while True:
             try:
                 end = _DECODER.raw_decode(self.buf, self.pos)[1]
-            except json.JSONDecodeError:
-                if len(self.buf) - self.pos <= MAX_TEXT and self._fill():
+            except json.JSONDecodeError as e:
+                if self._cut(e) and len(self.buf) - self.pos <= MAX_TEXT and self._fill():
                     continue
                 return False
             except (ValueError, RecursionError):

@@ -197,3 +197,11 @@ def test_a_record_broken_inside_is_its_own_skip_row(tmp_path, record, reason):
     bad, good = load_dump(path).cases
     assert bad.problem == f"bad record: {reason}"
     assert good.problem is None
+
+
+def test_an_error_early_in_a_long_file_is_named_not_read_past(tmp_path):
+    # A broken header field was read on to the size limit, then called too long instead of broken.
+    path = tmp_path / "dump.json"
+    path.write_text('{"task": tru, "data": {' + '"x": 1, ' * 500_000 + '"y": 2}}')
+    with pytest.raises(DumpError, match=r"not valid JSON: Expecting value \(byte 9\)"):
+        load_dump(path)
