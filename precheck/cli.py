@@ -24,7 +24,7 @@ from precheck.selection import ConfigError, load_api_lists
 from precheck.targets import TARGETS, DeviceError
 
 
-def _number(text: str, kind: type, expected: str) -> float:
+def _number(text: str, kind: type, expected: str) -> int | float:
     """``text`` as a finite number of ``kind``; argparse would say "invalid _fraction value" about a ValueError."""
     try:
         value = kind(text)
