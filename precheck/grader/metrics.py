@@ -15,6 +15,7 @@ to ``CHUNK`` elements get bit-identical numbers; larger ones combine per-chunk s
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field, fields
 
 import torch
@@ -74,18 +75,23 @@ def _count(mask: torch.Tensor) -> int:
     return int(torch.count_nonzero(mask))
 
 
+_WORKSPACE = threading.local()  # one set of chunk buffers per thread, kept between outputs
+
+
 class _Buffers:
-    """Chunk-sized scratch tensors, made once per output and reused by every chunk (no per-metric temporaries)."""
+    """Chunk-sized scratch tensors, reused by every chunk of every output graded on this thread (no per-metric
+    temporaries). They are kept between outputs: glibc hands freed half-MiB buffers back to the system, and
+    allocating them afresh for each output cost a page fault per 4 KiB touched."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._made: dict[str, torch.Tensor] = {}
+        self._made: dict[tuple[str, torch.dtype], torch.Tensor] = _WORKSPACE.__dict__.setdefault("buffers", {})
 
     def __call__(self, name: str, k: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        buf = self._made.get(name)
-        if buf is None:
-            buf = self._made[name] = torch.empty(self.size, dtype=dtype)
-        return buf[:k]
+        buf = self._made.get((name, dtype))
+        if buf is None or buf.numel() < self.size:
+            buf = self._made[name, dtype] = torch.empty(self.size, dtype=dtype)
+        return buf if k == buf.numel() else buf[:k]  # slicing costs as much as a small kernel
 
 
 @dataclass
@@ -208,26 +214,37 @@ def _finite(
     s.balance += int(torch.sign(d, out=buf("x", k)).sum())  # a float sum of +-1 and 0: exact below 2^53
     rel = torch.add(abs_g, _EPS, out=buf("rel", k))
     rel = torch.div(a, rel, out=rel)
-    _shares(s, a, abs_g, rel, buf)
+    _shares(s, a, largest, abs_g, rel, buf)
     ulp = _ulp(a, abs_g, largest, s.lim, buf)
     s.ulp_sums.append(float(ulp.sum()))
-    s.ulp_max = max(s.ulp_max, float(ulp.max()))
-    s.ulp_above += _count(torch.gt(ulp, s.lim.ulp_threshold, out=buf("mask", k, torch.bool)))
+    ulp_max = float(ulp.max())
+    s.ulp_max = max(s.ulp_max, ulp_max)
+    if ulp_max > s.lim.ulp_threshold:  # (each count below is skipped where the chunk's maximum decides it)
+        s.ulp_above += _count(torch.gt(ulp, s.lim.ulp_threshold, out=buf("mask", k, torch.bool)))
 
 
-def _shares(s: _Totals, a: torch.Tensor, abs_g: torch.Tensor, rel: torch.Tensor, buf: _Buffers) -> None:
-    """The relative-error columns and the threshold columns: counts of comparisons in two reused bool buffers.
-    Consumes ``rel`` (its small-value positions are zeroed for the normal-value statistics)."""
+def _shares(s: _Totals, a: torch.Tensor, largest: float, abs_g: torch.Tensor, rel: torch.Tensor, buf: _Buffers) -> None:
+    """The relative-error columns and the threshold columns: counts of comparisons in reused bool buffers, each
+    skipped where the chunk's largest error decides it. Consumes ``rel`` (its small-value positions are zeroed
+    for the normal-value statistics)."""
     k, lim, regime = a.numel(), s.lim, s.regime
+    top = float(rel.max())
     small = torch.le(abs_g, lim.small_value, out=buf("small", k, torch.bool))
     n_small = _count(small)
     mask = buf("mask", k, torch.bool)
-    small_bad = torch.gt(a, lim.small_value_atol, out=buf("small_bad", k, torch.bool)).logical_and_(small)
-    n_small_bad = _count(small_bad)
-    small_ok = torch.logical_xor(small, small_bad, out=small_bad) if n_small > n_small_bad else None
+    n_small_bad, small_ok = 0, None
+    if n_small and largest > lim.small_value_atol:
+        small_bad = torch.gt(a, lim.small_value_atol, out=buf("small_bad", k, torch.bool)).logical_and_(small)
+        n_small_bad = _count(small_bad)
+        small_ok = torch.logical_xor(small, small_bad, out=small_bad) if n_small > n_small_bad else None
+    elif n_small:
+        small_ok = small
     for i, bound in enumerate(_WITHIN):
         # Tiny goldens cannot hold a relative precision (an fp16 subnormal has few bits): in the small-value
         # regime an element counts as within every relative bound when its absolute error is within the atol.
+        if top < bound:
+            s.within[i] += k
+            continue
         within = torch.lt(rel, bound, out=mask)
         s.within[i] += _count(within if small_ok is None else within.logical_or_(small_ok))
     s.small += n_small
@@ -237,19 +254,24 @@ def _shares(s: _Totals, a: torch.Tensor, abs_g: torch.Tensor, rel: torch.Tensor,
         s.regime_small += n_small
         s.regime_abs_bad += (
             n_small_bad
-            if regime.atol == lim.small_value_atol
+            if regime.atol == lim.small_value_atol or not n_small or largest <= regime.atol
             else _count(torch.gt(a, regime.atol, out=mask).logical_and_(small))
         )
     else:  # the accumulative split: |golden| <= 1 by absolute error, the rest by relative error
         regime_small = torch.le(abs_g, regime.small_value, out=buf("regime_small", k, torch.bool))
         s.regime_small += _count(regime_small)
-        s.regime_abs_bad += _count(torch.gt(a, regime.atol, out=mask).logical_and_(regime_small))
-        s.regime_rel_bad += _count(torch.gt(rel, regime.rtol, out=mask).logical_and_(regime_small.logical_not_()))
+        if largest > regime.atol:
+            s.regime_abs_bad += _count(torch.gt(a, regime.atol, out=mask).logical_and_(regime_small))
+        if top > regime.rtol:
+            normal = regime_small.logical_not_()
+            s.regime_rel_bad += _count(torch.gt(rel, regime.rtol, out=mask).logical_and_(normal))
+    if n_small == k:
+        return
     normal_rel = rel.masked_fill_(small, 0.0) if n_small else rel  # relative errors are >= 0: zeros add nothing
-    if n_small < k:
-        s.rel_sums.append(float(normal_rel.sum()))
-        s.rel_max = max(s.rel_max, float(normal_rel.max()))
-    if same_split:
+    s.rel_sums.append(float(normal_rel.sum()))
+    top = float(normal_rel.max()) if n_small else top
+    s.rel_max = max(s.rel_max, top)
+    if same_split and top > regime.rtol:
         s.regime_rel_bad += _count(torch.gt(normal_rel, regime.rtol, out=mask))
 
 
