@@ -11,8 +11,8 @@ difference between buggy and honest values, share of elements changed), checked 
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
@@ -90,5 +90,15 @@ def record(name: str, dtype: str, scale: float, out: Path) -> None:
     (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", help="a bug of detection_bugs.BUGS, or clean:MODEL")
+    parser.add_argument("dtype", choices=sorted(DTYPES))
+    parser.add_argument("scale", type=float, help="loss scale (1 or 1024)")
+    parser.add_argument("out_dir", type=Path)
+    return parser
+
+
 if __name__ == "__main__":
-    record(sys.argv[1], sys.argv[2], float(sys.argv[3]), Path(sys.argv[4]))
+    args = build_parser().parse_args()
+    record(args.name, args.dtype, args.scale, args.out_dir)
