@@ -22,7 +22,7 @@ from precheck.inputs import InputBuilder, InputError, builder_for, iter_specs
 from precheck.recorded import StatisticsOnly, grade_statistics, recorded_run
 from precheck.runner import SideRun, flatten, one_line, run_side
 from precheck.synth import rng_for
-from precheck.targets import GOLDEN, compiled, reference_side, target_side
+from precheck.targets import GOLDEN, HONEST, compiled, reference_side, target_side
 
 NO_BACKWARD = " "  # msprobe's blank Backward cell: no backward was compared
 
@@ -172,7 +172,8 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
     if target.error:
         return _target_failed(case, target, builder)
-    grade = _Grader(options, entry.standard, reference)
+    honest = _Honest(entry, case, (args, kwargs, grad_outputs), target if _honest_is_target(case, options) else None)
+    grade = _Grader(options, entry.standard, reference, honest)
     try:
         forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
         backward = grade.grads(f"{case.name}.backward.output", target, golden)
@@ -197,6 +198,8 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         problems.append("non-deterministic on accelerators (atomic accumulation): a rerun may differ slightly")
     if reference is not None and reference.error:
         problems.append(f"reference on {options.bench_device} failed ({reference.error}): graded without it")
+    if honest.run is not None and honest.run.error:
+        problems.append(f"honest kernel (CPU, float32) failed ({honest.run.error}): modeled instead")
     forward_status = worst(r.comparison.status for r in forward)
     if forward_status == SKIP:
         problems.insert(0, "the API returned no output to compare")
@@ -333,15 +336,56 @@ def skipped(case: Case, reason: str) -> ApiResult:
     return ApiResult(case.name, case.order, SKIP, SKIP if case.has_backward else NO_BACKWARD, reason, [row])
 
 
-class _Grader:
-    """Grades one case's outputs with the run's standard, the API's class and the reference run if any."""
+def _honest_is_target(case: Case, options: CheckOptions) -> bool:
+    """The honest run would repeat the target's: a CPU target whose call holds no half-precision tensor or dtype."""
+    if options.target != "device" or options.device != "cpu":
+        return False
+    leaves = flatten((case.args, case.kwargs, case.grad_outputs))
+    dtypes = [leaf.dtype if isinstance(leaf, TensorSpec) else leaf for leaf in leaves]
+    return not any(isinstance(d, torch.dtype) and HONEST.dtype(d) != d for d in dtypes)
 
-    def __init__(self, options: CheckOptions, api_class: str, reference: SideRun | None) -> None:
+
+class _Honest:
+    """The honest kernel's run (targets.HONEST), made once and only when a verdict asks for it (grader/honest.py):
+    an output that passes, or is within its dtype's rounding, never costs one."""
+
+    def __init__(self, entry: ApiEntry, case: Case, loaded: tuple, same: SideRun | None) -> None:
+        self.entry, self.case, self.loaded = entry, case, loaded
+        self.run: SideRun | None = same
+
+    def _side(self) -> SideRun:
+        if self.run is None:
+            args, kwargs, grad_outputs = self.loaded
+            self.run = run_side(self.entry, self.case.args, self.case.kwargs, args, kwargs, grad_outputs, HONEST)
+        return self.run
+
+    def output(self, i: int, like: Any) -> Any:
+        run = self._side()
+        return None if run.error or i >= len(run.outputs) else _rounded(run.outputs[i], like)
+
+    def grad(self, i: int, like: Any) -> Any:
+        run = self._side()
+        return None if run.error or not run.grads else _rounded(run.grads.get(i), like)
+
+
+def _rounded(value: Any, like: Any) -> Any:
+    """The honest result rounded once to the dtype the target holds it in."""
+    if not isinstance(value, torch.Tensor) or not isinstance(like, torch.Tensor) or value.shape != like.shape:
+        return None
+    return value.to(like.dtype) if value.dtype != like.dtype else value
+
+
+class _Grader:
+    """Grades one case's outputs with the run's standard, the API's class, the reference run if any, and the
+    honest kernel's run when the default standard asks for it."""
+
+    def __init__(self, options: CheckOptions, api_class: str, reference: SideRun | None, honest: _Honest) -> None:
         self.options = options
         self.api_class = api_class
         self.reference = reference if reference is not None and not reference.error else None
+        self.honest = honest
 
-    def _row(self, name: str, target: Any, golden: Any, reference: Any) -> DetailRow:
+    def _row(self, name: str, target: Any, golden: Any, reference: Any, honest: Any = None) -> DetailRow:
         o = self.options
         comparison = compare(
             target,
@@ -351,6 +395,7 @@ class _Grader:
             cosine=o.cosine,
             max_abs=o.max_abs,
             api_class=self.api_class,
+            honest=honest,
         )
         return DetailRow(name, comparison, *((target, golden) if o.keep_tensors else ()))
 
@@ -370,7 +415,7 @@ class _Grader:
             else [None] * len(targets)
         )
         return [
-            self._row(f"{prefix}.{i}", t, g, r)
+            self._row(f"{prefix}.{i}", t, g, r, lambda i=i, t=t: self.honest.output(i, t))
             for i, (t, g, r) in enumerate(zip(targets, goldens, refs, strict=False))
             if not (t is None and g is None)
         ]
@@ -391,5 +436,5 @@ class _Grader:
                     DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "", None))
                 )
             else:
-                rows.append(self._row(name, t, g, ref_grads.get(i)))
+                rows.append(self._row(name, t, g, ref_grads.get(i), lambda i=i, t=t: self.honest.grad(i, t)))
         return rows

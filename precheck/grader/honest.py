@@ -1,0 +1,189 @@
+"""The default standard's verdict: is the target worse than an honest implementation of the call in its dtype?
+
+The user's rule (cosine and max abs error) says what passes. What it cannot say is whether a failure is a bug:
+a bf16 output of magnitude 1 carries 4e-3 of rounding against a float64 golden, and a gradient of magnitude 1e-5
+passes max-abs 1e-4 whatever its kernel does. So the line between warning and error is drawn against an honest
+kernel: one that accumulates accurately (float32 for bf16/fp16) and rounds its results to the target dtype once.
+``check.py`` runs it (the same call from the same inputs, see ``targets.HONEST``); without it the honest kernel is
+modeled as correctly rounded (bf16/fp16) or a few units of rounding off (fp32/fp64 accumulation).
+
+Both errors are measured in units of the dtype's rounding u (2^-8 for bf16, 2^-11 fp16, 2^-24 fp32), which makes
+every measure independent of the output's scale (a loss scale of 1 or 1024 gives the same verdict):
+- normwise: ||x - g|| / ||g||, in u;
+- worst element: |x_i - g_i| / max(|g_i|, rms(g)) in u, so elements near zero, whose error an honest kernel
+  carries at the scale of the output (cancellation), are judged at that scale, not by their own magnitude.
+The target is an error when either is materially worse than the honest kernel's (a multiple of it, with floors:
+a normwise error of one rounding, a worst element of a few ULPs). An output within one rounding at every element
+never needs the honest run; a passing output runs it only when it already looks worse than the model allows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from precheck.grader.limits import limits_for
+from precheck.grader.metrics import Metrics
+from precheck.grader.status import ERROR, PASS, WARNING
+
+__all__ = ["Error", "HonestSource", "measure", "verdict", "modeled", "unit", "short_name"]
+
+NORMWISE_FACTOR = 3.0  # error: normwise error above this multiple of the honest kernel's ...
+NORMWISE_FLOOR = 1.0  # ... which counts as at least one rounding (an exact honest kernel still rounds its output)
+WORST_FACTOR = 4.0  # error: an element beyond this multiple of the honest kernel's worst element ...
+WORST_FLOOR = 8.0  # ... or beyond 8 roundings (4 ULPs) at its scale where the honest kernel is within one
+BIAS_FACTOR = 3.0  # half precision, error: errors leaning one way, a z-score above this multiple of the honest ...
+BIAS_FLOOR = 8.0  # ... kernel's and above 8 (rounding errors lean by chance: z < 5 on every bundled clean output)
+_MODEL = {"half": (1.0, 1.0), "wide": (8.0, 32.0)}  # honest (normwise, worst) without an honest run
+
+HonestSource = torch.Tensor | Callable[[], torch.Tensor | None] | None
+
+
+@dataclass(frozen=True)
+class Error:
+    """One side's error against the golden, in units of the dtype's rounding u."""
+
+    normwise: float  # ||x - g|| / ||g||, in u
+    worst: float  # max |x_i - g_i| / max(|g_i|, rms(g)), in u
+    lean: float = 0.0  # |sum of errors| / sqrt(sum of squared errors): a z-score, ~|N(0, 1)| for rounding
+    measured: bool = True  # False: a model of the honest kernel, not a run of it
+
+
+def unit(dtype: torch.dtype) -> float:
+    """The dtype's unit roundoff: the largest relative error of rounding to nearest."""
+    return 2.0 ** -(limits_for(dtype).mantissa_bits + 1)
+
+
+def short_name(dtype: torch.dtype) -> str:
+    names = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64"}
+    return names.get(dtype.to_real() if dtype.is_complex else dtype, str(dtype).removeprefix("torch."))
+
+
+def _half(dtype: torch.dtype) -> bool:
+    return limits_for(dtype).mantissa_bits <= 10
+
+
+def modeled(dtype: torch.dtype) -> Error:
+    """The honest kernel's error where none was run: correctly rounded in half precision (fp32 accumulation then
+    one rounding), a few roundings off in fp32/fp64 (their kernels accumulate in their own dtype)."""
+    normwise, worst = _MODEL["half" if _half(dtype) else "wide"]
+    return Error(normwise, worst, measured=False)
+
+
+def _flat64(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().cpu()
+    if t.is_complex():
+        t = torch.view_as_real(t.to(torch.complex128).resolve_conj())
+    return t.to(torch.float64).reshape(-1)
+
+
+def measure(x: torch.Tensor, golden: torch.Tensor, dtype: torch.dtype, keep: torch.Tensor | None = None) -> Error:
+    """``x``'s error against ``golden`` over the positions ``keep`` (default: where both are finite)."""
+    xs, gs = _flat64(x), _flat64(golden)
+    keep = torch.isfinite(xs) & torch.isfinite(gs) if keep is None else keep
+    xs, gs = xs[keep], gs[keep]
+    if xs.numel() == 0:
+        return Error(0.0, 0.0)
+    u = unit(dtype)
+    n = gs.numel()
+    tiny = math.sqrt(n) * 2.0 ** limits_for(dtype).min_eb  # below the smallest normal the spacing is absolute
+    diff = xs - gs
+    norm_e, norm_g = float(torch.linalg.vector_norm(diff)), max(float(torch.linalg.vector_norm(gs)), tiny)
+    worst = float((diff.abs() / gs.abs().clamp(min=norm_g / math.sqrt(n))).max())
+    lean = abs(float(diff.sum())) / norm_e if norm_e else 0.0
+    return Error(norm_e / norm_g / u, worst / u, lean)
+
+
+def _within_rounding(e: Error) -> bool:
+    """Every element within one rounding at its scale, and the whole no worse: what the dtype explains."""
+    return e.normwise <= NORMWISE_FLOOR and e.worst <= 1.0 + 2**-10
+
+
+def _worse(e: Error, honest: Error, dtype: torch.dtype) -> list[str]:
+    """Why the target is materially worse than the honest kernel (empty: it is not)."""
+    if _within_rounding(e):
+        return []
+    who = "the honest kernel's" if honest.measured else "an honest kernel's (modeled, not run)"
+    why = []
+    base = max(honest.normwise, NORMWISE_FLOOR)
+    if e.normwise > NORMWISE_FACTOR * base:
+        why.append(f"error {e.normwise / base:.3g}x {who} (normwise, {NORMWISE_FACTOR:g}x allowed)")
+    limit = max(WORST_FACTOR * honest.worst, WORST_FLOOR)
+    if e.worst > limit:
+        why.append(
+            f"an element off by {e.worst:.3g} roundings at its scale, {who} worst {honest.worst:.3g} "
+            f"({limit:.3g} allowed)"
+        )
+    lean = max(BIAS_FACTOR * honest.lean, BIAS_FLOOR)
+    if _half(dtype) and honest.measured and e.lean > lean:
+        why.append(f"errors lean one way (z-score {e.lean:.3g}, {who} {honest.lean:.3g}, {lean:.3g} allowed)")
+    return why
+
+
+def verdict(
+    target: torch.Tensor,
+    golden: torch.Tensor,
+    m: Metrics,
+    rule: list[str],
+    dtype: torch.dtype,
+    honest: HonestSource = None,
+) -> tuple[str, str]:
+    """(status, reason) of the default standard. ``rule``: why the user's rule failed (empty: it held);
+    ``honest``: the honest kernel's output in the target dtype, or a function returning it (called only when
+    the verdict needs it), or None to model it."""
+    name = short_name(dtype)
+    h = None
+    keep = None
+    if m.nonfinite_mismatches:
+        h = _get(honest)
+        keep = _shared_range(target, golden, h)
+        if keep is None:
+            return ERROR, f"inf/nan mismatch at {m.nonfinite_mismatches} position(s)"
+        rule = [*rule, f"inf/nan at {m.nonfinite_mismatches} position(s) where the honest {name} kernel has them too"]
+    e = measure(target, golden, dtype, keep)
+    # Without an honest kernel to confirm it, the model never turns the user's pass into an error.
+    if _within_rounding(e) or not rule and (honest is None or not _worse(e, modeled(dtype), dtype)):
+        return (
+            (WARNING, "; ".join([*rule, f"within {name} rounding ({e.normwise:.2g} of one rounding, normwise)"]))
+            if rule
+            else (PASS, "")
+        )
+    h = h if h is not None else _get(honest)
+    if h is not None and h.shape == target.shape:
+        keep = keep if keep is not None else _finite(target, golden) & torch.isfinite(_flat64(h))
+        e, ref = measure(target, golden, dtype, keep), measure(h, golden, dtype, keep)
+    else:
+        ref = modeled(dtype)
+    worse = _worse(e, ref, dtype)
+    if worse:
+        return ERROR, "; ".join([*rule, f"worse than an honest {name} kernel: " + "; ".join(worse)])
+    if not rule:
+        return PASS, ""
+    ratio = e.normwise / max(ref.normwise, NORMWISE_FLOOR)
+    who = "the honest" if ref.measured else "a modeled honest"
+    return WARNING, "; ".join([*rule, f"what {name} explains: error {ratio:.2g}x {who} {name} kernel's"])
+
+
+def _get(honest: HonestSource) -> torch.Tensor | None:
+    return honest() if callable(honest) else honest
+
+
+def _finite(target: torch.Tensor, golden: torch.Tensor) -> torch.Tensor:
+    return torch.isfinite(_flat64(target)) & torch.isfinite(_flat64(golden))
+
+
+def _shared_range(target: torch.Tensor, golden: torch.Tensor, h: torch.Tensor | None) -> torch.Tensor | None:
+    """Where the target's inf/nan disagree with the golden's, does the honest kernel hold the same value (an
+    overflow of the dtype's range, not of the kernel)? The positions to measure the rest on, or None."""
+    if h is None or h.shape != target.shape:
+        return None
+    t, g, hs = _flat64(target), _flat64(golden), _flat64(h)
+    same = (t == hs) | (torch.isnan(t) & torch.isnan(hs))
+    finite = torch.isfinite(t) & torch.isfinite(g)
+    bad = ~finite & ~((t == g) | (torch.isnan(t) & torch.isnan(g)))
+    if bool((bad & ~same).any()):
+        return None
+    return finite & torch.isfinite(hs)
