@@ -18,6 +18,7 @@ from api_registry import ApiEntry, lookup, why_unsupported
 from precheck import stochastic
 from precheck.dump import Case, TensorSpec
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
+from precheck.honest_run import HonestRun, honest_is_target
 from precheck.inputs import InputBuilder, InputError, builder_for, iter_specs
 from precheck.recorded import (
     AtHook,
@@ -30,7 +31,7 @@ from precheck.recorded import (
 )
 from precheck.runner import SideRun, flatten, one_line, run_side
 from precheck.synth import rng_for
-from precheck.targets import GOLDEN, HONEST, compiled, reference_side, target_side
+from precheck.targets import GOLDEN, compiled, reference_side, target_side
 
 NO_BACKWARD = " "  # msprobe's blank Backward cell: no backward was compared
 
@@ -181,7 +182,8 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
     if target.error:
         return _target_failed(case, target, builder)
-    honest = _Honest(entry, case, (args, kwargs, grad_outputs), target if _honest_is_target(case, options) else None)
+    same = target if honest_is_target(case, options.target, options.device) else None
+    honest = HonestRun(entry, case, (args, kwargs, grad_outputs), same, at)
     grade = _Grader(options, entry.standard, reference, honest)
     try:
         forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
@@ -408,50 +410,11 @@ def skipped(case: Case, reason: str) -> ApiResult:
     return ApiResult(case.name, case.order, SKIP, SKIP if case.has_backward else NO_BACKWARD, reason, [row])
 
 
-def _honest_is_target(case: Case, options: CheckOptions) -> bool:
-    """The honest run would repeat the target's: a CPU target whose call holds no half-precision tensor or dtype."""
-    if options.target != "device" or options.device != "cpu":
-        return False
-    leaves = flatten((case.args, case.kwargs, case.grad_outputs))
-    dtypes = [leaf.dtype if isinstance(leaf, TensorSpec) else leaf for leaf in leaves]
-    return not any(isinstance(d, torch.dtype) and HONEST.dtype(d) != d for d in dtypes)
-
-
-class _Honest:
-    """The honest kernel's run (targets.HONEST), made once and only when a verdict asks for it (grader/honest.py):
-    an output that passes, or is within its dtype's rounding, never costs one."""
-
-    def __init__(self, entry: ApiEntry, case: Case, loaded: tuple, same: SideRun | None) -> None:
-        self.entry, self.case, self.loaded = entry, case, loaded
-        self.run: SideRun | None = same
-
-    def _side(self) -> SideRun:
-        if self.run is None:
-            args, kwargs, grad_outputs = self.loaded
-            self.run = run_side(self.entry, self.case.args, self.case.kwargs, args, kwargs, grad_outputs, HONEST)
-        return self.run
-
-    def output(self, i: int, like: Any) -> Any:
-        run = self._side()
-        return None if run.error or i >= len(run.outputs) else _rounded(run.outputs[i], like)
-
-    def grad(self, i: int, like: Any) -> Any:
-        run = self._side()
-        return None if run.error or not run.grads else _rounded(run.grads.get(i), like)
-
-
-def _rounded(value: Any, like: Any) -> Any:
-    """The honest result rounded once to the dtype the target holds it in."""
-    if not isinstance(value, torch.Tensor) or not isinstance(like, torch.Tensor) or value.shape != like.shape:
-        return None
-    return value.to(like.dtype) if value.dtype != like.dtype else value
-
-
 class _Grader:
     """Grades one case's outputs with the run's standard, the API's class, the reference run if any, and the
     honest kernel's run when the default standard asks for it."""
 
-    def __init__(self, options: CheckOptions, api_class: str, reference: SideRun | None, honest: _Honest) -> None:
+    def __init__(self, options: CheckOptions, api_class: str, reference: SideRun | None, honest: HonestRun) -> None:
         self.options = options
         self.api_class = api_class
         self.reference = reference if reference is not None and not reference.error else None
