@@ -183,7 +183,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     if target.error:
         return _target_failed(case, target, builder)
     same = target if honest_is_target(case, options.target, options.device) else None
-    honest = HonestRun(entry, case, (args, kwargs, grad_outputs), same, at)
+    honest = HonestRun(entry, case, (args, kwargs, grad_outputs), at, same)
     grade = _Grader(options, entry.standard, reference, honest)
     try:
         forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)

@@ -24,7 +24,8 @@ __all__ = ["HonestRun", "honest_is_target"]
 
 
 def honest_is_target(case: Case, target: str, device: str) -> bool:
-    """The honest run would repeat the target's: a CPU target whose call holds no half-precision tensor or dtype."""
+    """The honest run would repeat the target's: a CPU target whose call holds no half-precision tensor or dtype.
+    The CPU's fp32 kernel is then its own honest kernel (a model could not tell its cancellation from a bug)."""
     if target != "device" or device != "cpu":
         return False
     leaves = flatten((case.args, case.kwargs, case.grad_outputs))
@@ -33,10 +34,10 @@ def honest_is_target(case: Case, target: str, device: str) -> bool:
 
 
 class HonestRun:
-    """The honest run of one case, made on first use; ``same`` reuses a run that is already honest (the target's,
-    see honest_is_target); ``at`` places gradients as ``--target recorded`` placed the golden's."""
+    """The honest run of one case, made on first use; ``same`` is a run that already is the honest one (see
+    honest_is_target); ``at`` places gradients as ``--target recorded`` placed the golden's."""
 
-    def __init__(self, entry: ApiEntry, case: Case, loaded: tuple, same: SideRun | None, at: AtHook | None) -> None:
+    def __init__(self, entry: ApiEntry, case: Case, loaded: tuple, at: AtHook | None, same: SideRun | None) -> None:
         self.entry, self.case, self.loaded, self.at = entry, case, loaded, at
         self.run: SideRun | None = same
 
