@@ -116,8 +116,8 @@ def _measure(xs: torch.Tensor, gs: torch.Tensor, dtype: torch.dtype, keep: torch
     u = unit(dtype)
     tiny = math.sqrt(n) * 2.0 ** limits_for(dtype).min_eb  # below the smallest normal the spacing is absolute
     norm_e, norm_g = float(torch.linalg.vector_norm(diff)), max(float(torch.linalg.vector_norm(gs)), tiny)
-    worst = float((diff.abs_() / gs.abs().clamp_(min=norm_g / math.sqrt(n))).max()) if norm_e else 0.0
     lean = abs(float(diff.sum())) / norm_e if norm_e else 0.0
+    worst = float((diff.abs_() / gs.abs().clamp_(min=norm_g / math.sqrt(n))).max()) if norm_e else 0.0
     return Error(norm_e / norm_g / u, worst / u, lean, n)
 
 
