@@ -420,7 +420,7 @@ def test_fail_on_warning_fails_on_warnings():
     assert_precise(t, g)  # fail_on="error": a warning passes
     msg = failure(t, g, fail_on="warning")
     assert msg.startswith("output: warning (torch.bfloat16 vs golden torch.float64")
-    assert "within bf16 rounding" in msg
+    assert "what bf16 explains: within its rounding" in msg
     assert_precise(t, g, fail_on="warning", max_abs=1.0)  # compare options pass through
 
 

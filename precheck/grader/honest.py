@@ -177,7 +177,12 @@ def verdict(
     # the honest kernel, a passing output too: whether the rule holds depends on the loss scale, the verdict not.
     if _within_rounding(e) or not rule and honest is None:
         return (
-            (WARNING, "; ".join([*rule, f"within {name} rounding ({e.normwise:.2g} of one rounding, normwise)"]))
+            (
+                WARNING,
+                "; ".join(
+                    [*rule, f"what {name} explains: within its rounding ({e.normwise:.2g} of one rounding, normwise)"]
+                ),
+            )
             if rule
             else (PASS, "")
         )
