@@ -1,7 +1,9 @@
 """A detection benchmark: does precheck grade real kernel precision bugs error, and honest kernels not?
 
-    python benchmarks/detection.py record --venv /tmp/msprobe-venv [--corpus /work/corpus] [--split dev holdout]
-    python benchmarks/detection.py evaluate [--corpus DIR] [--standards default,msprobe,benchmark,auto,...]
+    python benchmarks/detection.py record --venv /tmp/msprobe-venv --corpus /work/corpus [--split dev holdout]
+    python benchmarks/detection.py [evaluate] [--corpus DIR] [--standards default,msprobe,benchmark,auto,...]
+
+The corpus defaults to the fraction bundled in tests/data/detection (dev bugs only).
 
 ``record`` runs benchmarks/detection_record.py in a venv with torch 2.13 and mindstudio-probe (``python3.11 -m venv
 V && V/bin/pip install torch==2.13.0 mindstudio-probe``) once per dump: each bug of detection_bugs.BUGS in each of
@@ -31,7 +33,7 @@ from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CORPUS = Path("/work/corpus")
+CORPUS = HERE.parent / "tests" / "data" / "detection"  # the bundled fraction; the whole corpus is recorded elsewhere
 BUNDLED = HERE.parent / "tests" / "data" / "detection"
 
 
@@ -132,7 +134,7 @@ def grade(dump: Dump, standard: str) -> dict[tuple[str, str], Row]:
             same = [d.comparison.message for d in result.details if f".{direction}." in d.name
                     and d.comparison.status == status]  # fmt: skip
             message = same[0] if same else result.message
-            rows[(result.name, direction)] = Row(status, message.replace("target: recorded outputs; ", "", 1))
+            rows[(result.name, direction)] = Row(status, message.removeprefix("target: recorded outputs").lstrip("; "))
     return rows
 
 
@@ -252,24 +254,33 @@ def report(cells: dict[tuple[str, str, str], Tally]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    rec = sub.add_parser("record", help="record the corpus with msprobe")
-    rec.add_argument("--venv", type=Path, required=True, help="venv with torch 2.13 and mindstudio-probe")
-    rec.add_argument("--corpus", type=Path, default=CORPUS)
-    rec.add_argument("--split", nargs="+", default=["dev", "holdout"], choices=["dev", "holdout"])
-    rec.add_argument("--jobs", type=int, default=2)
-    rec.add_argument("--force", action="store_true", help="re-record dumps that exist")
-    ev = sub.add_parser("evaluate", help="grade the corpus with this interpreter's precheck and print the table")
-    ev.add_argument("--corpus", type=Path, default=CORPUS)
-    ev.add_argument("--standards", default="default", help=f"comma-separated, or all ({','.join(STANDARDS)})")
-    ev.add_argument("--jobs", type=int, default=1, help="grading processes")
+    parser.add_argument(
+        "command",
+        nargs="?",
+        default="evaluate",
+        choices=["evaluate", "record"],
+        help="evaluate (default): grade the corpus with this interpreter's precheck; record: record it with msprobe",
+    )
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="corpus folder (default: the bundled fraction)")
+    parser.add_argument("--standards", default="default", help=f"comma-separated, or all ({','.join(STANDARDS)})")
+    parser.add_argument("--jobs", type=int, default=None, help="processes (default: 1 to evaluate, 2 to record)")
+    parser.add_argument("--venv", type=Path, help="record: a venv with torch 2.13 and mindstudio-probe")
+    parser.add_argument("--split", nargs="+", default=["dev", "holdout"], choices=["dev", "holdout"])
+    parser.add_argument("--force", action="store_true", help="record: re-record dumps that exist")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args.command == "record":
-        sys.exit(record(args.venv, args.corpus, args.split, args.jobs, args.force))
+        if args.venv is None:
+            parser.error("record needs --venv (a venv with torch 2.13 and mindstudio-probe)")
+        sys.exit(record(args.venv, args.corpus, args.split, args.jobs or 2, args.force))
     standards = list(STANDARDS) if args.standards == "all" else args.standards.split(",")
-    print(report(evaluate(args.corpus, standards, args.jobs)))
+    print(report(evaluate(args.corpus, standards, args.jobs or 1)))
 
 
 if __name__ == "__main__":

@@ -205,7 +205,7 @@ def _log_softmax_lowp(honest, out, x, dim=None, **_):
 
 
 def _mean_lowp(honest, out, self, dim=None, *args, **kwargs):
-    return (_seq_sum(self.flatten(2), -1, out.dtype) / self[0, 0].numel()).to(out.dtype)
+    return (_seq_sum(self.flatten(2), -1, out.dtype) / self[0, 0].numel()).to(out.dtype).view(out.shape)
 
 
 def _all_bf16(honest, out, *args, **kwargs):

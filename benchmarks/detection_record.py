@@ -11,8 +11,8 @@ difference between buggy and honest values, share of elements changed), checked 
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
@@ -24,14 +24,16 @@ NEGLIGIBLE = {"fp32": 2.0**-24, "bf16": 2.0**-9, "fp16": 2.0**-12}  # unit round
 
 
 def _difference(bad: torch.Tensor, honest: torch.Tensor) -> tuple[float, float]:
-    """Normwise relative difference (inf when the bug changes which elements are finite) and share changed."""
+    """Normwise relative difference (inf when the bug changes which elements are finite) and share changed.
+    Plain torch functions only: the patched API (a Tensor method, say) is still in place."""
     b, h = bad.double(), honest.double()
-    changed = ~((b == h) | (b.isnan() & h.isnan()))
-    finite = b.isfinite() & h.isfinite()
-    if (changed & ~finite).any():
-        return float("inf"), float(changed.double().mean())
+    changed = torch.logical_not(torch.eq(b, h) | torch.isnan(b) & torch.isnan(h))
+    share = torch.count_nonzero(changed).item() / max(changed.numel(), 1)
+    finite = torch.isfinite(b) & torch.isfinite(h)
+    if torch.any(changed & torch.logical_not(finite)):
+        return float("inf"), share
     norm = float(torch.linalg.vector_norm(h[finite]))
-    return float(torch.linalg.vector_norm((b - h)[finite])) / max(norm, 1e-300), float(changed.double().mean())
+    return float(torch.linalg.vector_norm(torch.sub(b, h)[finite])) / max(norm, 1e-300), share
 
 
 def _recorded(dump_dir: Path, record: dict, key: str) -> torch.Tensor:
@@ -88,5 +90,15 @@ def record(name: str, dtype: str, scale: float, out: Path) -> None:
     (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", help="a bug of detection_bugs.BUGS, or clean:MODEL")
+    parser.add_argument("dtype", choices=sorted(DTYPES))
+    parser.add_argument("scale", type=float, help="loss scale (1 or 1024)")
+    parser.add_argument("out_dir", type=Path)
+    return parser
+
+
 if __name__ == "__main__":
-    record(sys.argv[1], sys.argv[2], float(sys.argv[3]), Path(sys.argv[4]))
+    args = build_parser().parse_args()
+    record(args.name, args.dtype, args.scale, args.out_dir)
