@@ -29,6 +29,7 @@ class RunSummary:
     resumed: int = 0  # APIs already in the CSVs of the run this call continued
     filtered: int = 0  # calls left out by --filter_api (a signature checked already)
     statuses: Counter = field(default_factory=Counter)  # (forward, backward) -> APIs checked by this call
+    standard: str = "default"
 
     @property
     def checked(self) -> int:
@@ -72,10 +73,16 @@ class RunSummary:
         again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
         if self.filtered:
             again += f" ({self.filtered} calls with an already checked signature skipped by --filter_api)"
+        legend = (
+            "  warning: the rule failed by no more than the dtype explains; "
+            "error: worse than an honest kernel in the target dtype\n"
+            if self.standard == "default"
+            else ""
+        )
         return (
             f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
             f"({self.apis_per_second:.1f} APIs/s)\n"
-            f"  forward:  {counts}\n  backward: {bw}\n"
+            f"  forward:  {counts}\n  backward: {bw}\n{legend}"
             f"  result:  {self.result_path}\n  details: {self.details_path}"
         )
 
@@ -179,6 +186,7 @@ def run_ut(
         len(report.completed),
         signatures.left_out if signatures else 0,
         statuses,
+        options.standard,
     )
 
 
