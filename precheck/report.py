@@ -168,10 +168,10 @@ class CsvReport:
                 self.suspects = runfiles.suspects(self.journal_path, ())
                 self.suspects = {n for n in self.suspects if text(n) not in self.completed}
             else:
-                if identity is not None:
-                    runfiles.write_sidecar(self.sidecar_path, identity)
                 for path, header in ((self.result_path, RESULT_HEADER), (self.details_path, DETAILS_HEADER)):
                     path.write_bytes(_BOM + _line(header).encode("utf-8"))
+                if identity is not None:  # last: a run without one has no row, and cannot be resumed
+                    runfiles.write_sidecar(self.sidecar_path, identity)
             self._files = {"result": open(self.result_path, "ab"), "details": open(self.details_path, "ab")}
         except BaseException:
             self._journal.close()
@@ -183,7 +183,7 @@ class CsvReport:
         if not self.details_path.is_file():
             raise ResumeError(f"{self.details_path}: missing, cannot resume {self.result_path.name}")
         results = _complete_rows(self.result_path)
-        if next(results, None) != RESULT_HEADER:
+        if next(results, RESULT_HEADER) != RESULT_HEADER:  # empty: killed before its header, nothing to keep
             raise ResumeError(f"{self.result_path}: not a precheck result CSV (no result header)")
         result_tmp = self.result_path.with_name(self.result_path.name + ".resume")
         details_tmp = self.details_path.with_name(self.details_path.name + ".resume")
