@@ -437,13 +437,17 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"precheck: error: cannot write results: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        code = 143 if isinstance(e, _Terminated) or isinstance(e.__cause__, _Terminated) else 130
+        terminated = isinstance(e, _Terminated) or isinstance(e.__cause__, _Terminated)
+        how = "terminated (SIGTERM)" if terminated else "interrupted"
         if isinstance(e, Interrupted):
             again = shlex.join(["precheck", *_without_csv_path(argv), "-csv_path", str(e.result_path)])
-            print(f"precheck: {e}; continue with: {again}", file=sys.stderr)
+            print(
+                f"precheck: {how}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}",
+                file=sys.stderr,
+            )
         else:
-            print("precheck: interrupted before the run started", file=sys.stderr)
-        return code
+            print(f"precheck: {how} before the run started", file=sys.stderr)
+        return 143 if terminated else 130
     finally:
         if stop_on_term:
             signal.signal(signal.SIGTERM, previous)

@@ -158,8 +158,9 @@ def run_ut(
                         bar.update(1)
         except KeyboardInterrupt as e:
             raise Interrupted(report.result_path, len(report.completed) + sum(statuses.values())) from e
-    if bar is not None:
-        bar.close()
+        finally:
+            if bar is not None:
+                bar.close()  # before any message: a line of its own
     results.sort(key=lambda r: r.order)
     return RunSummary(
         report.result_path,

@@ -127,7 +127,7 @@ KILLS = st.lists(
 )
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(first=st.integers(1, 6), kills=KILLS)
 def test_kill_resume_cycles_give_the_rows_of_a_clean_run(tmp_path_factory, clean, first, kills):
     """SIGKILL at random points, during the resume's repair as well as between and inside checks: the rows in
