@@ -191,7 +191,7 @@ class CsvReport:
         with open(result_tmp, "wb") as f:
             f.write(_BOM + _line(RESULT_HEADER).encode("utf-8"))
             for row in results:
-                if not row or row[0] in self.completed:
+                if len(row) < 3 or row[0] in self.completed:  # a row cut short is no result: its API runs again
                     continue
                 self.completed.add(row[0])
                 self.previous[tuple(row[1:3])] += 1

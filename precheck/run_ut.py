@@ -115,12 +115,7 @@ def run_ut(
     dump = load_dump(api_info)
     options = _resolved(options or CheckOptions(), device)
     workers = worker_count(workers)
-    identity = {
-        **dump_identity(dump.path),
-        **_verdict_options(options),
-        "filter_api": filter_api,
-        "api_lists": None if api_lists is None else [sorted(api_lists.white), sorted(api_lists.black)],
-    }
+    identity = _identity(dump, options, filter_api, api_lists)
     options = _usable_error_folder(options)
     results: list[ApiResult] = []
     statuses: Counter = Counter()
@@ -200,13 +195,15 @@ def _resolved(options: CheckOptions, device: str) -> CheckOptions:
     return options
 
 
-def _verdict_options(options: CheckOptions) -> dict[str, object]:
-    """The options that can change a row (a resume must use the same): all but where to save error data, whether
-    tensors are kept, and --timeout (a resume may give a hanging API more time)."""
+def _identity(dump: Dump, options: CheckOptions, filter_api: bool, api_lists: ApiLists | None) -> dict[str, object]:
+    """What a run is, as its sidecar records it: the dump and every option that can change a row (a resume must
+    use the same). Not where error data is saved, whether tensors are kept, nor --timeout (a resume may give a
+    hanging API more time)."""
     chosen = asdict(options)
     for name in ("save_error_data", "keep_tensors", "timeout"):
         chosen.pop(name)
-    return chosen
+    lists = None if api_lists is None else [sorted(api_lists.white), sorted(api_lists.black)]
+    return {**dump_identity(dump.path), **chosen, "filter_api": filter_api, "api_lists": lists}
 
 
 def _usable_error_folder(options: CheckOptions) -> CheckOptions:
