@@ -267,24 +267,36 @@ def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> Non
     # (compiler workers) gets the usual signals.
     with contextlib.suppress(OSError):
         os.setsid()
+    _die_with_parent()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     torch.set_num_threads(1)  # workers split the cores between them
     lookup("Torch.add")  # build the API table now, so no case's timeout pays for it
-    conn.send(READY)
-    while True:
-        try:
-            case = conn.recv()
-        except (EOFError, OSError):  # the run is gone (killed): nothing left to do
-            return
-        if case is None:
-            return
-        result = check_case(case, data_dir, options)
-        retire = result.forward == ERROR and any(s in result.message for s in STICKY_ERRORS)
-        conn.send((result, retire))
-        if retire:
-            return
+    try:
+        conn.send(READY)
+        while (case := conn.recv()) is not None:
+            result = check_case(case, data_dir, options)
+            retire = result.forward == ERROR and any(s in result.message for s in STICKY_ERRORS)
+            conn.send((result, retire))
+            if retire:
+                return
+    except (EOFError, OSError):  # the run is gone (killed): nothing left to do, nothing to say
+        return
+
+
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGKILL when the run dies, however it dies (out of the run's process group, it
+    would otherwise outlive a killed run for as long as its case takes)."""
+    parent = multiprocessing.parent_process()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent is not None and os.getppid() != parent.pid:  # the run died before the request took effect
+        os._exit(0)
 
 
 @dataclass
