@@ -16,6 +16,7 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+from precheck import __version__
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
@@ -62,6 +63,7 @@ def _size(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="precheck", description="API precision pre-check for PyTorch dumps")
+    parser.add_argument("--version", action="version", version=f"precheck {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "run_ut",

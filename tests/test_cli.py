@@ -160,3 +160,11 @@ def test_save_error_data_into_a_place_that_cannot_be_written_is_one_warning(tmp_
     assert err.startswith(f"precheck: warning: cannot save error data in {tmp_path / 'out' / 'ut_error_data'} (")
     assert out.split("\n")[1:3] == base[1].split("\n")[1:3]  # the same verdicts
     assert "forward:  pass 18, warning 29, error 0, SKIP 0" in out
+
+
+def test_version_is_the_package_version():
+    import precheck
+
+    proc = subprocess.run([sys.executable, "-m", "precheck", "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"precheck {precheck.__version__}"
