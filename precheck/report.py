@@ -165,8 +165,7 @@ class CsvReport:
             if resume is not None:
                 runfiles.check_sidecar(self.sidecar_path, identity or {}, self.result_path)
                 self._repair(orders or {})
-                self.suspects = runfiles.suspects(self.journal_path, ())
-                self.suspects = {n for n in self.suspects if text(n) not in self.completed}
+                self.suspects = {n for n in runfiles.suspects(self.journal_path) if text(n) not in self.completed}
             else:
                 for path, header in ((self.result_path, RESULT_HEADER), (self.details_path, DETAILS_HEADER)):
                     path.write_bytes(_BOM + _line(header).encode("utf-8"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -98,9 +97,10 @@ def journal_interrupted(f: BinaryIO) -> None:
     f.flush()
 
 
-def suspects(journal: Path, completed: Iterable[str] | set[str]) -> set[str]:
-    """The APIs that were running when a run of this journal died (started in that run, no row since, and the
-    run not stopped in an orderly way): each may have killed it, so a resume checks them in a worker process."""
+def suspects(journal: Path) -> set[str]:
+    """The APIs that were running when a run of this journal died (started in that run and not stopped in an
+    orderly way; those with a row since are the caller's to drop): each may have killed it, so a resume checks
+    them in a worker process."""
     found: set[str] = set()
     running: set[str] = set()
     try:
@@ -119,7 +119,7 @@ def suspects(journal: Path, completed: Iterable[str] | set[str]) -> set[str]:
                 pass  # a line torn by the kill
         elif kind == "interrupted":
             running = set()
-    return (found | running) - set(completed)
+    return found | running
 
 
 def dump_identity(path: Path) -> dict[str, object]:

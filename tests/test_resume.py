@@ -200,3 +200,15 @@ def test_a_csv_being_written_cannot_be_resumed_by_a_second_run(tmp_path, capsys)
         proc.wait(30)
     journal = next(out.glob("*.journal"))
     runfiles.lock(journal, result).close()  # a killed run holds no lock
+
+
+def test_the_suspects_are_the_apis_running_when_a_run_died(tmp_path):
+    """Not every API ever started: only those in flight at a kill; an orderly stop (Ctrl-C) blames none, and a
+    name with a newline or tab is one name."""
+    journal = tmp_path / "accuracy_checking_result_20260101120000.journal"
+    journal.write_text(
+        'run\t1\nstart\t"A.0"\nstart\t"B.0"\n'  # killed while A and B ran (B may have finished: the CSV says)
+        'run\t2\nstart\t"C.0"\ninterrupted\n'  # Ctrl-C while C ran
+        'run\t3\nstart\t"D\\n\\tx.0"\nstart\t"E.'  # killed while D ran, and mid-write of E's line
+    )
+    assert runfiles.suspects(journal) == {"A.0", "B.0", "D\n\tx.0"}
