@@ -6,6 +6,8 @@ into a SKIP row. Files are loaded without ever executing pickled code (``weights
 
 from __future__ import annotations
 
+import pickle
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,18 @@ def _reason(e: BaseException) -> str:
     return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
 
+def _load_problem(e: BaseException) -> str:
+    """What is wrong with a file torch could not load. torch's own message starts with advice (retry with
+    ``weights_only=False``: never, that runs the file's pickled code) that a one-line reason cut mid-sentence."""
+    if isinstance(e, pickle.UnpicklingError):
+        paragraphs = (" ".join(p.split()) for p in re.split(r"\n\s*\n", str(e)))
+        kept = [p for p in paragraphs if p and "weights_only" not in p and not p.startswith("Check the doc")]
+        detail = f": {' '.join(kept)[:200]}" if kept else ""
+        return f"not a .pt file of plain tensors{detail} (read with weights_only=True: no pickled code runs)"
+    first = _reason(e).split(". ")[0]  # the first sentence; the rest is advice about checkpoints
+    return first if isinstance(e, RuntimeError) else f"not a .pt file torch can read ({type(e).__name__}: {first})"
+
+
 def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
     """Load the saved data of ``spec`` and check it against the recorded shape and dtype."""
     if spec.data_name is None:
@@ -116,7 +130,7 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
     except InputError:
         raise
     except Exception as e:  # any loader failure is this file's problem, reported in one line
-        raise InputError(f"{name}: unreadable: {_reason(e)}") from None
+        raise InputError(f"{name}: unreadable: {_load_problem(e)}") from None
     if not isinstance(tensor, torch.Tensor):
         raise InputError(f"{name}: holds {type(tensor).__name__}, not a tensor")
     if tuple(tensor.shape) != spec.shape:

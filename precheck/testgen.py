@@ -22,6 +22,7 @@ from precheck.dump import Case, Dump, load_dump
 from precheck.grader.assertion import explain
 from precheck.grader.status import ERROR, SKIP, WARNING
 from precheck.inputs import iter_specs
+from precheck.paths import output_folder
 from precheck.targets import resolve_device
 
 CONFIG_NAME = "precheck_suite.json"
@@ -63,8 +64,7 @@ def generate(
 ) -> Path:
     """Write a suite for every forward API of the dump; returns the test module's path."""
     dump = load_dump(api_info)
-    root = Path(out_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    root = output_folder(out_dir)
     if copy_data:
         dump_ref = _copy_data(dump, root / "data", options)
     else:

@@ -18,6 +18,7 @@ REAL_DUMPS = {
     "cnn_bf16_tensor": 13,
     "llama_fp32_statistics": 119,
     "encoder_fp32_tensor": 28,
+    "composite_fp32_tensor": 28,
 }
 
 
@@ -87,3 +88,13 @@ def write_dump(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+def one_api_dump(src: Path, api: str, into: Path) -> Path:
+    """A copy of a dump that holds one API's forward and backward records."""
+    doc = json.loads(src.read_text())
+    doc["data"] = {k: v for k, v in doc["data"].items() if k.startswith(api + ".")}
+    into.mkdir(parents=True)
+    (into / "dump.json").write_text(json.dumps(doc))
+    (into / "dump_tensor_data").symlink_to(src.parent / "dump_tensor_data")
+    return into / "dump.json"
