@@ -383,7 +383,8 @@ class _Supervisor:
         replaced in ``workers``), or None while it works."""
         w = workers[i]
         result, retire = None, False
-        if w.conn in ready or w.process.sentinel in ready:
+        # Looked at again, not only as the wait saw it: replacing another worker may have taken a while since.
+        if w.conn in ready or w.process.sentinel in ready or w.conn.poll() or not w.process.is_alive():
             try:
                 result, retire = w.conn.recv() if w.conn.poll() else (None, False)
             except (EOFError, OSError):

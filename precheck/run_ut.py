@@ -60,19 +60,24 @@ class RunSummary:
     def apis_per_second(self) -> float:
         return self.checked / self.wall_seconds if self.wall_seconds > 0 else float("inf")
 
+    def any_at_or_below(self, threshold: str) -> bool:
+        """True when some API's forward or backward status is ``threshold`` or worse, rows of a resumed run
+        included."""
+        return any(at_or_below(s, threshold) for pair in self._all_statuses() for s in pair if s.strip())
+
     def gate(self, threshold: str) -> str | None:
         """Why ``--fail-on threshold`` (error, warning or skip) fails the run, or None. Every row of the CSV
         counts, those of a resumed run too, and a run that graded nothing fails: a gate never passes on no
         evidence (a dump whose tensor files are missing is all SKIP rows)."""
-        pairs = [pair for pair, n in (self.statuses + self.previous).items() if n > 0]
+        pairs = self._all_statuses()
         if not any(forward != SKIP for forward, _ in pairs):
             return f"nothing was graded: all {self.checked + sum(self.previous.values())} APIs are SKIP"
-        statuses = {s for pair in pairs for s in pair if s.strip()}
         if threshold == "skip":
-            return "some APIs are SKIP (--fail-on skip)" if SKIP in statuses else None
-        if any(at_or_below(s, threshold) for s in statuses):
-            return f"some APIs are at or below '{threshold}' (--fail-on)"
-        return None
+            return "some APIs are SKIP (--fail-on skip)" if any(SKIP in pair for pair in pairs) else None
+        return f"some APIs are at or below '{threshold}' (--fail-on)" if self.any_at_or_below(threshold) else None
+
+    def _all_statuses(self) -> list[tuple[str, str]]:
+        return [pair for pair, n in (self.statuses + self.previous).items() if n > 0]
 
     def describe(self) -> str:
         counts, bw = (
