@@ -164,7 +164,10 @@ class _NodeProbe:
         if self.fn is not None:
             index_of = {id(t): i for i, t in leaves.items()}
             self.sources = tuple(_source(fn, index_of) for fn, _ in self.fn.next_functions)
-            self.fn.register_hook(self._keep)
+            try:
+                self.fn.register_hook(self._keep)
+            except RuntimeError:  # a node that takes no hooks: the call's own input gradients are graded instead
+                self.fn = None
 
     def _keep(self, grad_inputs: tuple, grad_outputs: tuple) -> None:
         self.grads = tuple(None if g is None else g.detach() for g in grad_inputs)
