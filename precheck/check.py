@@ -6,6 +6,7 @@ wrong becomes the case's SKIP or error row with a one-line reason, so one bad re
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -86,7 +87,10 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
     if options.save_error_data and not options.keep_tensors:
         result = _guarded(case, data_dir, replace(options, keep_tensors=True))
         if {result.forward, result.backward} & {WARNING, ERROR}:
-            save_error_data(result, Path(options.save_error_data))
+            try:
+                save_error_data(result, Path(options.save_error_data))
+            except (OSError, RuntimeError) as e:  # a full disk costs the saved files, never the verdict
+                print(f"precheck: warning: cannot save error data of {result.name}: {one_line(e)}", file=sys.stderr)
         result = replace(result, inputs=None, details=[replace(d, target=None, golden=None) for d in result.details])
     else:
         result = _guarded(case, data_dir, options)
