@@ -399,7 +399,8 @@ class _Supervisor:
         replaced in ``workers``), or None while it works."""
         w = workers[i]
         result, retire = None, False
-        if w.conn in ready or w.process.sentinel in ready:
+        # poll too: what came while this loop was replacing another worker is a result, never a timeout
+        if w.conn in ready or w.process.sentinel in ready or w.conn.poll():
             try:
                 result, retire = w.conn.recv() if w.conn.poll() else (None, False)
             except (EOFError, OSError):
