@@ -220,15 +220,17 @@ def _on_dask(
         topic = f"precheck-started-{client.id}"
         started: dict[Any, float] = {}  # task key -> when its check started, by this process's clock
         client.subscribe_topic(topic, lambda event: started.__setitem__(event[1], time.monotonic()))
-        running: dict[Any, Case] = {}  # future -> its case
+        running: dict[Any, tuple[Case, float]] = {}  # future -> (its case, when it was submitted)
 
-        def deadline(future: Any) -> float:
-            return started.get(future.key, math.inf) + case_timeout(running[future], options)
+        def deadline(future: Any) -> float:  # a task no worker starts (all lost) still ends, STARTUP_SECONDS later
+            case, submitted = running[future]
+            return started.get(future.key, submitted + STARTUP_SECONDS) + case_timeout(case, options)
 
         while True:
             for case in itertools.islice(todo, window - len(running)):
                 on_start(case)
-                running[client.submit(_check_remote, case, data_dir, options, topic, pure=False)] = case
+                future = client.submit(_check_remote, case, data_dir, options, topic, pure=False)
+                running[future] = (case, time.monotonic())
             if not running:
                 return
             # a task's start arrives as an event: look again at least every START_POLL_SECONDS to see it
@@ -238,14 +240,14 @@ def _on_dask(
             except TimeoutError:
                 done = set()
             for future in done:
-                case = running.pop(future)
+                case, _ = running.pop(future)
                 try:
                     yield future.result()
                 except Exception as e:  # the cluster's failure is this case's row, never the run's end
                     yield failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
             now = time.monotonic()
             for future in [f for f in running if deadline(f) <= now]:
-                case = running.pop(future)
+                case, _ = running.pop(future)
                 for key in _restart_worker_of(client, future):  # its other tasks start again elsewhere
                     started.pop(key, None)
                 yield failed(case, f"timed out after {case_timeout(case, options):g} s")
