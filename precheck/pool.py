@@ -48,6 +48,7 @@ SECONDS_PER_COMPILE = 4.0  # torch.compile (inductor, CPU) of one signature, for
 POOL_START_SECONDS = 2.0
 DEFAULT_TIMEOUT = 120.0  # seconds per API before the scaling by size
 MAX_TIMEOUT = 86400.0  # a day: the most any wait is told (the OS refuses larger timestamps)
+START_POLL_SECONDS = 0.5  # how late a Dask task's start may be seen (its timeout runs from then)
 
 
 MAX_WORKERS_PER_CORE = 4  # more only adds processes that wait for a core (and memory shares that shrink)
@@ -187,10 +188,17 @@ class _Inline:
         self.requests.put(None)
 
 
-def _check_remote(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
-    """One case on a Dask worker, with the thread discipline of a local worker."""
+def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str) -> ApiResult:
+    """One case on a Dask worker, with the thread discipline of a local worker. It tells the run (an event on
+    ``topic``) when the check itself starts: the case's timeout counts from then, never the time the task spent
+    queued, behind a worker's restart or in a fresh worker's first import of torch."""
+    from distributed import get_worker
+
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
+    lookup("Torch.add")  # build the API table now, as a local worker does before it is ready
+    worker = get_worker()
+    worker.log_event(topic, worker.get_current_task())
     return check_case(case, data_dir, options)
 
 
@@ -209,19 +217,26 @@ def _on_dask(
     todo = iter(cases)
     with Client(scheduler) as client:
         window = max(1, sum(client.nthreads().values()))
-        running: dict[Any, tuple[Case, float]] = {}  # future -> (case, deadline)
+        topic = f"precheck-started-{client.id}"
+        started: dict[Any, float] = {}  # task key -> when its check started, by this process's clock
+        client.subscribe_topic(topic, lambda event: started.__setitem__(event[1], time.monotonic()))
+        running: dict[Any, tuple[Case, float]] = {}  # future -> (its case, when it was submitted)
+
+        def deadline(future: Any) -> float:  # a task no worker starts (all lost) still ends, STARTUP_SECONDS later
+            case, submitted = running[future]
+            return started.get(future.key, submitted + STARTUP_SECONDS) + case_timeout(case, options)
+
         while True:
             for case in itertools.islice(todo, window - len(running)):
                 on_start(case)
-                future = client.submit(_check_remote, case, data_dir, options, pure=False)
-                running[future] = (case, time.monotonic() + case_timeout(case, options))
+                future = client.submit(_check_remote, case, data_dir, options, topic, pure=False)
+                running[future] = (case, time.monotonic())
             if not running:
                 return
-            soonest = min(deadline for _, deadline in running.values())
+            # a task's start arrives as an event: look again at least every START_POLL_SECONDS to see it
+            wait_for = min(min(map(deadline, running)) - time.monotonic(), START_POLL_SECONDS)
             try:
-                done, _ = wait(
-                    list(running), timeout=max(soonest - time.monotonic(), 0.01), return_when="FIRST_COMPLETED"
-                )
+                done, _ = wait(list(running), timeout=max(wait_for, 0.01), return_when="FIRST_COMPLETED")
             except TimeoutError:
                 done = set()
             for future in done:
@@ -231,22 +246,25 @@ def _on_dask(
                 except Exception as e:  # the cluster's failure is this case's row, never the run's end
                     yield failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
             now = time.monotonic()
-            for future in [f for f, (_, deadline) in running.items() if deadline <= now]:
+            for future in [f for f in running if deadline(f) <= now]:
                 case, _ = running.pop(future)
-                _restart_worker_of(client, future)
+                for key in _restart_worker_of(client, future):  # its other tasks start again elsewhere
+                    started.pop(key, None)
                 yield failed(case, f"timed out after {case_timeout(case, options):g} s")
 
 
-def _restart_worker_of(client: Any, future: Any) -> None:
+def _restart_worker_of(client: Any, future: Any) -> list[Any]:
     """Stop a stuck task the only way Dask can: restart the worker running it (its nanny starts a fresh one;
-    Dask reschedules that worker's other tasks)."""
-    workers = [address for address, keys in client.processing().items() if future.key in keys]
+    Dask reschedules that worker's other tasks). The keys of that worker's tasks, which start over."""
+    processing = client.processing()
+    workers = [address for address, keys in processing.items() if future.key in keys]
     future.cancel()
-    if workers:
-        try:
+    try:
+        if workers:
             client.restart_workers(workers)
-        except Exception:  # a worker without a nanny cannot be restarted: the cancelled task's thread stays busy
-            pass
+    except Exception:  # a worker without a nanny cannot be restarted: the cancelled task's thread stays busy
+        return []
+    return [key for address in workers for key in processing[address]]
 
 
 READY = "ready"
