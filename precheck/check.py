@@ -126,7 +126,9 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         return skipped(
             case, f"needs about {need / 2**30:.3g} GiB, above --max-memory {options.max_memory / 2**30:.3g} GiB"
         )
-    builder = builder_for(entry, case, data_dir, seed=options.seed, force_random=options.force_random)
+    builder = builder_for(
+        entry, case, data_dir, seed=options.seed, force_random=options.force_random, max_bytes=options.max_memory
+    )
     try:
         args = builder.build(case.args, "input_args")
         kwargs = builder.build(case.kwargs, "input_kwargs")

@@ -15,6 +15,7 @@ import torch
 
 from api_registry import ApiEntry
 from precheck.dump import Case, TensorSpec
+from precheck.ptfile import NotAnArchive, PtError, inspect
 from precheck.synth import rng_for, synthesize
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
@@ -81,8 +82,9 @@ def _reason(e: BaseException) -> str:
     return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
 
-def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
-    """Load the saved data of ``spec`` and check it against the recorded shape and dtype."""
+def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) -> torch.Tensor:
+    """Load the saved data of ``spec`` and check it against the recorded shape and dtype; a ``.pt`` whose storage
+    would need more than ``max_bytes`` is refused before it is read."""
     if spec.data_name is None:
         raise InputError(STATISTICS_ONLY)  # reached only by callers that load files and nothing else
     path = resolve(data_dir, spec.data_name)
@@ -110,7 +112,7 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
             # torch only takes native byte order; a big-endian file is still a valid file.
             tensor = torch.from_numpy(np.ascontiguousarray(array.astype(array.dtype.newbyteorder("="), copy=False)))
         elif suffix == ".pt":
-            tensor = torch.load(path, map_location="cpu", weights_only=True)
+            tensor = _load_pt(path, spec, max_bytes)
         else:
             raise InputError(f"{name}: unknown file type {suffix!r} (expected .pt or .npy)")
     except InputError:
@@ -119,6 +121,8 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
         raise InputError(f"{name}: unreadable: {_reason(e)}") from None
     if not isinstance(tensor, torch.Tensor):
         raise InputError(f"{name}: holds {type(tensor).__name__}, not a tensor")
+    if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_nested or tensor.device.type != "cpu":
+        raise InputError(f"{name}: refused, not a dense tensor ({tensor.layout}, {tensor.device.type})")
     if tuple(tensor.shape) != spec.shape:
         raise InputError(f"{name}: shape {tuple(tensor.shape)} does not match the recorded {spec.shape}")
     if tensor.dtype != spec.dtype:
@@ -127,6 +131,25 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
             raise InputError(f"{name}: dtype {tensor.dtype} does not match the recorded {spec.dtype}")
         tensor = tensor.to(spec.dtype)
     return tensor.detach()
+
+
+def _load_pt(path: Path, spec: TensorSpec, max_bytes: int | None) -> torch.Tensor:
+    """A ``.pt`` file read only once its archive declares one dense tensor of the recorded dtype and shape whose
+    storage is no larger than the tensor and within ``max_bytes`` (precheck.ptfile says why)."""
+    try:
+        stored = inspect(path, max_bytes=max_bytes)
+    except PtError as e:
+        verdict = "unreadable" if isinstance(e, NotAnArchive) else "refused"
+        raise InputError(f"{shown(spec.data_name or path.name)}: {verdict}, {e}") from None
+    if stored.dtype != spec.dtype:
+        raise InputError(
+            f"{shown(spec.data_name or '')}: dtype {stored.dtype} does not match the recorded {spec.dtype}"
+        )
+    if stored.shape != spec.shape:
+        raise InputError(
+            f"{shown(spec.data_name or '')}: shape {stored.shape} does not match the recorded {spec.shape}"
+        )
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def load_tree(tree: Any, data_dir: Path) -> Any:
@@ -154,8 +177,10 @@ class InputBuilder:
         int_floors: dict[str, int] | None = None,
         long_args: frozenset[str] = frozenset(),
         true_counts: dict[str, int] | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.max_bytes = max_bytes  # a file's storage above this is refused before it is read
         self.case_name = case_name
         self.seed = seed
         self.force_random = force_random
@@ -171,7 +196,7 @@ class InputBuilder:
 
     def load(self, tree: Any, where: str) -> Any:
         """Saved data only (recorded outputs are never generated)."""
-        return map_specs_at(tree, lambda spec, _: load_tensor(spec, self.data_dir), where)
+        return map_specs_at(tree, lambda spec, _: load_tensor(spec, self.data_dir, self.max_bytes), where)
 
     def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
         tensor = self._make(spec, where)
@@ -183,7 +208,7 @@ class InputBuilder:
 
     def _make(self, spec: TensorSpec, where: str) -> torch.Tensor:
         if spec.data_name is not None and not self.force_random:
-            return load_tensor(spec, self.data_dir)
+            return load_tensor(spec, self.data_dir, self.max_bytes)
         try:
             tensor, note = synthesize(
                 spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where), self.true_counts.get(where)
@@ -205,7 +230,13 @@ class InputBuilder:
 
 
 def builder_for(
-    entry: ApiEntry, case: Case, data_dir: Path, *, seed: int = 0, force_random: bool = False
+    entry: ApiEntry,
+    case: Case,
+    data_dir: Path,
+    *,
+    seed: int = 0,
+    force_random: bool = False,
+    max_bytes: int | None = None,
 ) -> InputBuilder:
     """The builder of one case, with its API's argument fix-ups (class ids, int64 widening, mask counts)."""
     counts = entry.mask_counts(case.args, case.outputs) if entry.mask_counts else {}
@@ -217,4 +248,5 @@ def builder_for(
         int_floors=entry.int_floors,
         long_args=entry.long_args,
         true_counts=counts,
+        max_bytes=max_bytes,
     )

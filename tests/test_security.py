@@ -361,7 +361,7 @@ def hostile_dump(good_files, tmp_path):
         "Torch.add.3": ("/etc/passwd", "refused, the path leaves the dump directory"),
         "Torch.add.4": ("dump_tensor_data/../../x.pt", "refused, the path leaves the dump directory"),
         "Torch.add.5": ("link.pt", "refused, the path leaves the dump directory"),
-        "Torch.add.6": ("evil.pt", "unreadable"),
+        "Torch.add.6": ("evil.pt", "refused, holds something other than a dense tensor (posix.mkdir)"),
         "Torch.add.7": ("raw.pt", "unreadable"),
         "Torch.add.8": ("evil.npy", "unreadable"),
         "Torch.add.9": ("a\x00b.pt", "refused, not a usable file name"),
@@ -443,7 +443,7 @@ def test_recorded_outputs_are_loaded_as_safely(good_files, tmp_path):
     assert not marker.exists()
     rows = rows_by_name(summary.result_path)
     assert rows["Torch.add.0"][1] == "SKIP" and "../x.pt: refused" in rows["Torch.add.0"][3]
-    assert rows["Torch.add.1"][1] == "SKIP" and "evil_out.pt: unreadable" in rows["Torch.add.1"][3]
+    assert rows["Torch.add.1"][1] == "SKIP" and "evil_out.pt: refused" in rows["Torch.add.1"][3]
     assert rows["Torch.add.2"][1] == "SKIP" and "/etc/passwd: refused" in rows["Torch.add.2"][3]
     assert rows["Torch.add.3"][1] == "pass"
 
