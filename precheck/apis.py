@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from api_registry import aten_names, catalogue, lookup, registry, why_unsupported
 from precheck import stochastic
 from precheck.dump import load_dump
+from precheck.escape import escape
 
 
 def supported() -> dict[str, Counter]:
@@ -63,5 +64,5 @@ def describe_skips(api_info: str | os.PathLike) -> str:
     lines = [f"{api_info}: {total} forward records, {skipped} would be SKIP rows, {total - skipped} checked"]
     for reason, names in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         shown = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
-        lines.append(f"  {len(names):5d}  {reason}: {shown}")
+        lines.append(f"  {len(names):5d}  {escape(reason)}: {escape(shown)}")  # names and reasons from the dump
     return "\n".join(lines)

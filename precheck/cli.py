@@ -13,6 +13,7 @@ from pathlib import Path
 
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
+from precheck.escape import escape
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.inputs import InputError
 from precheck.pool import WorkerStartError
@@ -272,13 +273,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(reason: object) -> None:
+    """The one line an unusable input gets on stderr; text from a dump in it is escaped (no terminal control)."""
+    print(f"precheck: error: {escape(str(reason))}", file=sys.stderr)
+
+
 def _precision_compare(args: argparse.Namespace) -> int:
     from precheck.precision_compare import CompareError, api_precision_compare
 
     try:
         summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
     except CompareError as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     counts = Counter(f for f, _ in summary.apis.values())
     print(
@@ -295,12 +301,12 @@ def _regress(args: argparse.Namespace) -> int:
     try:
         report = regress(args.baseline, args.current)
     except RegressError as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     try:
         md_path, json_path = write_report(report, args.out_path)
     except OSError as e:
-        print(f"precheck: error: cannot write the report: {e}", file=sys.stderr)
+        _error(f"cannot write the report: {e}")
         return 2
     print(f"precheck regress: {report.summary()}\n  markdown: {md_path}\n  json:     {json_path}")
     code = report.exit_code(args.strict)
@@ -329,7 +335,7 @@ def _generate(args: argparse.Namespace) -> int:
     try:
         test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
     except DumpError as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     print(f"precheck generate: suite written to {test.parent} (run: pytest {test.parent})")
     return 0
@@ -343,7 +349,7 @@ def _apis(args: argparse.Namespace) -> int:
         try:
             print(describe_skips(args.check))
         except DumpError as e:
-            print(f"precheck: error: {e}", file=sys.stderr)
+            _error(e)
             return 2
         return 0
     print(describe_supported())
@@ -358,7 +364,7 @@ def _repro(args: argparse.Namespace) -> int:
     try:
         script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
     except (DumpError, ReproError, InputError) as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     print(f"precheck repro: {script} (run: python {script} [DEVICE])")
     return 0
@@ -420,10 +426,10 @@ def _main(argv: list[str] | None = None) -> int:
             progress=not args.quiet,
         )
     except (DumpError, DeviceError, ResumeError, ConfigError, WorkerStartError, ValueError) as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     except OSError as e:
-        print(f"precheck: error: cannot write results: {e}", file=sys.stderr)
+        _error(f"cannot write results: {e}")
         return 2
     except KeyboardInterrupt:
         print("precheck: interrupted; finished rows are in the CSVs", file=sys.stderr)

@@ -54,12 +54,8 @@ def iter_specs(tree: Any):
 
 
 def shown(data_name: str) -> str:
-    """``data_name`` as messages name it: one printable line (control characters and lone surrogates escaped),
-    cut after 200 characters."""
-    name = (
-        data_name if data_name.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in data_name)
-    )
-    return name if len(name) <= 200 else f"{name[:200]}... ({len(data_name)} characters)"
+    """``data_name`` as messages name it: cut after 200 characters (every output escapes control characters)."""
+    return data_name if len(data_name) <= 200 else f"{data_name[:200]}... ({len(data_name)} characters)"
 
 
 def resolve(data_dir: Path, data_name: str) -> Path:
