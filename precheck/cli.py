@@ -322,7 +322,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from precheck.testgen import generate
+    from precheck.testgen import SuiteError, generate
 
     options = CheckOptions(
         device=args.device,
@@ -334,7 +334,7 @@ def _generate(args: argparse.Namespace) -> int:
     )
     try:
         test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
-    except DumpError as e:
+    except (DumpError, SuiteError) as e:
         _error(e)
         return 2
     print(f"precheck generate: suite written to {test.parent} (run: pytest {test.parent})")

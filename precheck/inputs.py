@@ -60,12 +60,16 @@ def shown(data_name: str) -> str:
 
 def resolve(data_dir: Path, data_name: str) -> Path:
     """The file of ``data_name`` inside ``data_dir``; names that would leave the directory (``..``, absolute
-    paths, symbolic links pointing out) are refused, and so are names no file can have (NUL bytes, too long)."""
+    paths, symbolic links pointing out, a ``data_dir`` that is itself a link out of the dump's directory) are
+    refused, and so are names no file can have (NUL bytes, too long)."""
     try:
         root = data_dir.resolve()
         path = (data_dir / data_name).resolve()
     except (OSError, ValueError, RuntimeError) as e:  # NUL byte, name too long, symlink loop
         raise InputError(f"{shown(data_name)}: refused, not a usable file name ({_reason(e)})") from None
+    if data_dir.parent.resolve() not in root.parents:
+        # dump_tensor_data itself a link out of the dump: its files are not the dump's, like a linked file's.
+        raise InputError(f"{shown(data_name)}: refused, {data_dir.name} is a link out of the dump directory")
     if path == root:
         raise InputError(f"{shown(data_name)}: refused, names the dump directory itself, not a file in it")
     if root not in path.parents:

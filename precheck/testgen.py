@@ -14,14 +14,16 @@ import functools
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from precheck.check import CheckOptions, check_case
 from precheck.dump import Case, Dump, load_dump
+from precheck.escape import escape
 from precheck.grader.assertion import explain
 from precheck.grader.status import ERROR, SKIP, WARNING
-from precheck.inputs import iter_specs
+from precheck.inputs import InputError, iter_specs, resolve
 from precheck.targets import resolve_device
 
 CONFIG_NAME = "precheck_suite.json"
@@ -57,6 +59,10 @@ class Suite:
     options: CheckOptions
 
 
+class SuiteError(Exception):
+    """The suite cannot be written where asked (one line, exit code 2)."""
+
+
 def generate(
     api_info: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -64,39 +70,105 @@ def generate(
     options: CheckOptions = CheckOptions(),
     copy_data: bool = False,
 ) -> Path:
-    """Write a suite for every forward API of the dump; returns the test module's path."""
+    """Write a suite for every forward API of the dump; returns the test module's path.
+
+    Regenerating into a suite's folder replaces it whole: the copied data is built beside the old one and swapped
+    in only once complete, and an earlier suite's ``data/`` is removed, so no file of another dump stays behind."""
     dump = load_dump(api_info)
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
+    data = root / "data"
+    stale = _copied_data(root)
+    if data.exists() and stale is None and copy_data:
+        raise SuiteError(f"{data}: exists and is not the data of a generated suite; not replaced")
     if copy_data:
-        dump_ref = _copy_data(dump, root / "data", options)
+        staging = Path(tempfile.mkdtemp(prefix=".data.", dir=root))
+        try:
+            _copy_data(dump, staging, options)
+            if stale is not None:
+                shutil.rmtree(stale)
+            os.replace(staging, data)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        dump_ref = Path("data") / "dump.json"
     else:
+        if stale is not None:
+            shutil.rmtree(stale)
         dump_ref = Path(os.path.relpath(dump.path.resolve(), root.resolve()))
     config = {
         "dump": dump_ref.as_posix(),
         "options": {name: getattr(options, name) for name in _SUITE_OPTIONS},
         "apis": [case.name for case in dump.cases],
     }
-    (root / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    _write(root / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n")
     test = root / TEST_NAME
-    test.write_text(_TEST_MODULE, encoding="utf-8")
+    _write(test, _TEST_MODULE)
     return test
 
 
-def _copy_data(dump: Dump, data: Path, options: CheckOptions) -> Path:
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _copied_data(root: Path) -> Path | None:
+    """The ``data/`` folder of a suite generated here before with its data copied, if there is one."""
+    try:
+        config = json.loads((root / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    data = root / "data"
+    ours = isinstance(config, dict) and config.get("dump") == "data/dump.json"
+    return data if ours and data.is_dir() and not data.is_symlink() else None
+
+
+def _copy_data(dump: Dump, data: Path, options: CheckOptions) -> None:
     """The dump and the tensor files the tests read: inputs and incoming gradients, and with the recorded target
-    the recorded outputs and gradients."""
-    (data / "dump_tensor_data").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(dump.path, data / "dump.json")
+    the recorded outputs and gradients. Each file is found as a run finds it (precheck.inputs.resolve: refused
+    names stay refused, a ``sub/`` folder is kept) and copied under its place in the dump's folder; names that
+    reach a file by another spelling (``sub/../b.pt``, an absolute path into the dump) are rewritten to that place
+    in the copied dump.json."""
+    files = data / "dump_tensor_data"
+    files.mkdir(parents=True)
+    root = dump.data_dir.resolve()
+    renamed: dict[str, str] = {}
     for case in dump.cases:
         trees = [case.args, case.kwargs, case.grad_outputs]
         if options.target == "recorded":
             trees += [case.outputs, case.grad_inputs]
         for spec in iter_specs(tuple(trees)):
-            source = dump.data_dir / spec.data_name if spec.data_name else None
-            if source is not None and source.is_file() and source.resolve().parent == dump.data_dir.resolve():
-                shutil.copyfile(source, data / "dump_tensor_data" / spec.data_name)
-    return Path("data") / "dump.json"
+            if not spec.data_name or spec.data_name in renamed:
+                continue
+            try:
+                source = resolve(dump.data_dir, spec.data_name)
+            except InputError:
+                continue  # the test is SKIP with the same reason as in the dump's place
+            if source.is_file():
+                place = source.relative_to(root)
+                (files / place).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, files / place)
+                renamed[spec.data_name] = place.as_posix()
+    if all(old == new for old, new in renamed.items()):
+        shutil.copyfile(dump.path, data / "dump.json")
+    else:
+        _write(data / "dump.json", _renamed_dump(dump.path, renamed))
+
+
+def _renamed_dump(path: Path, renamed: dict[str, str]) -> str:
+    """dump.json with every ``data_name`` in ``renamed`` replaced (the rest of the document as it was)."""
+
+    def rename(value: object) -> object:
+        if isinstance(value, list):
+            return [rename(v) for v in value]
+        if isinstance(value, dict):
+            value = {k: rename(v) for k, v in value.items()}
+            if isinstance(value.get("data_name"), str) and value["data_name"] in renamed:
+                value["data_name"] = renamed[value["data_name"]]
+        return value
+
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return json.dumps(rename(doc), indent=1, ensure_ascii=False) + "\n"
 
 
 def load_suite(test_file: str | os.PathLike) -> Suite:
@@ -125,10 +197,10 @@ def check_api(suite: Suite, api: str) -> None:
 
     dump, cases = _cases(suite.dump_path)
     if api not in cases:
-        pytest.fail(f"{api}: not in {suite.dump_path} any more (regenerate the suite)")
+        pytest.fail(escape(f"{api}: not in {suite.dump_path} any more (regenerate the suite)"))
     result = check_case(cases[api], dump.data_dir, _resolved(suite.options))
     if result.forward == SKIP and result.backward.strip() in ("", SKIP):
-        pytest.skip(result.message)
+        pytest.skip(escape(result.message))  # names from the dump: no terminal control reaches pytest's output
     failing = [d for d in result.details if d.comparison.status == ERROR]
     if failing:
         raise AssertionError("\n\n".join(explain(d.comparison, d.target, d.golden, path=d.name) for d in failing))
@@ -136,4 +208,4 @@ def check_api(suite: Suite, api: str) -> None:
     if warned:
         import warnings
 
-        warnings.warn(f"{api}: warning on {', '.join(warned)}: {result.message}", stacklevel=2)
+        warnings.warn(escape(f"{api}: warning on {', '.join(warned)}: {result.message}"), stacklevel=2)
