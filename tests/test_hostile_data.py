@@ -6,6 +6,7 @@ with the reason, decided before the data is read; the real MLP dump's other reco
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import shutil
 import zipfile
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import forward_rec, real_dump_json, tensor_rec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from precheck.check import CheckOptions
 from precheck.dump import Stats, TensorSpec
@@ -141,6 +144,75 @@ def test_a_dtype_other_than_the_recorded_one_is_refused_before_reading(tmp_path)
     assert "dtype torch.float64 does not match the recorded torch.float32" in refused(tmp_path / "x.pt")
     torch.save(torch.randn(32, 4).t(), tmp_path / "x.pt")  # a transposed view is a dense tensor like any other
     assert load_tensor(SPEC, tmp_path).shape == (4, 32)
+
+
+# ------------------------------------------------------------------------------------------------- the fuzzer
+
+EXAMPLES = int(os.environ.get("PRECHECK_FUZZ_EXAMPLES", "300"))
+STORAGE_TYPES = [torch.FloatStorage, torch.DoubleStorage, torch.LongStorage, torch.BFloat16Storage, torch.BoolStorage]
+COUNTS = st.one_of(st.integers(0, 300), st.sampled_from([2**31, 2**40, 2**62, 2**64]))
+
+
+@st.composite
+def odd_files(draw) -> dict:
+    """A hand-made archive with any declared storage, offset, size and stride, or torch's own file of an odd
+    layout or of a view."""
+    kind = draw(st.sampled_from(["declared", "layout", "view"]))
+    if kind == "layout":
+        return {"layout": draw(st.sampled_from(["coo", "csr", "csc", "bsr", "quantized", "meta", "nested"]))}
+    if kind == "view":
+        return {"view": (draw(st.integers(0, 64)), draw(st.sampled_from([1, 2, 3])), draw(st.booleans()))}
+    rank = draw(st.integers(0, 3))
+    return {
+        "numel": draw(COUNTS),
+        "offset": draw(COUNTS),
+        "size": tuple(draw(st.lists(COUNTS, min_size=rank, max_size=rank))) if draw(st.booleans()) else (4, 32),
+        "stride": tuple(draw(st.lists(COUNTS, min_size=rank, max_size=rank))) if draw(st.booleans()) else (32, 1),
+        "storage_type": draw(st.sampled_from(STORAGE_TYPES)),
+        "entry_bytes": draw(st.one_of(st.none(), st.integers(0, 2048))),
+        "deflate": draw(st.booleans()),
+    }
+
+
+def write_odd(path: Path, case: dict) -> None:
+    if "layout" in case:
+        torch.save(sparse_and_other_layouts()[case["layout"]], path)
+    elif "view" in case:
+        offset, step, transposed = case["view"]
+        base = torch.randn(offset + 128 * step)
+        view = base[offset : offset + 128 * step : step].view(32, 4).t() if step == 1 else base[offset::step][:128]
+        torch.save(view.reshape(4, 32) if not transposed or step != 1 else view, path)
+    else:
+        storage = _Storage(min(case["numel"], 2**62), case.pop("storage_type"))
+        buf = io.BytesIO()
+        _Pickler(buf, protocol=2).dump(_Tensor(storage, case["offset"], case["size"], case["stride"]))
+        entry = bytes(case["entry_bytes"] if case["entry_bytes"] is not None else min(case["numel"], 4096))
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if case["deflate"] else zipfile.ZIP_STORED) as z:
+            z.writestr("archive/data.pkl", buf.getvalue())
+            z.writestr("archive/data/0", entry)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@settings(
+    max_examples=max(1, EXAMPLES // 3),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(case=odd_files())
+def test_any_odd_file_is_a_dense_tensor_or_one_reason(tmp_path, case):
+    """Whatever the file declares: the recorded dense (4, 32) float32 tensor, or an InputError naming the file;
+    never a crash, another exception, or a storage read past --max-memory."""
+    write_odd(tmp_path / "x.pt", dict(case))
+    try:
+        t = load_tensor(SPEC, tmp_path, max_bytes=2**24)
+    except InputError as e:
+        assert str(e).startswith("x.pt: ") and "\n" not in str(e)
+        return
+    assert t.layout == torch.strided and t.dtype == torch.float32 and t.shape == (4, 32) and t.device.type == "cpu"
+    assert t.untyped_storage().nbytes() <= 2**24
+    t.sum()  # every element is readable
 
 
 # --------------------------------------------------------------------------------------- through a real dump
