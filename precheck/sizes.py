@@ -18,7 +18,8 @@ from precheck.inputs import iter_specs, map_specs
 from precheck.runner import run_side
 from precheck.targets import Side
 
-_META = Side(name="meta", device="meta", golden=True)  # golden: outputs in the golden's (widest) dtypes
+# Outputs in the recorded dtypes, so an honest record is estimated as its recorded outputs are.
+_META = Side(name="meta", device="meta", golden=False)
 
 
 def _bytes(numel: int, itemsize: int) -> int:
@@ -36,7 +37,47 @@ def estimated_bytes(case: Case, entry: ApiEntry | None = None) -> int:
 
 
 def meta_output_bytes(entry: ApiEntry, case: Case) -> int | None:
-    """What the outputs of the call would need, from a run on the meta device; None when it cannot run there."""
+    """What the outputs of the call would need, from a run on the meta device; None when it cannot run there.
+
+    A meta run costs milliseconds (many meta kernels are Python), so it is made only for calls with a number
+    argument that can scale an output (a count of 2 or more, or a call with no tensor at all), and once per
+    signature: the outputs' sizes depend on nothing else."""
+    if not _scalable(case):
+        return None
+    key = case.signature()
+    if key not in _MEMO:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = _meta_run(entry, case)
+    return _MEMO[key]
+
+
+_MEMO: dict[tuple, int | None] = {}
+_MEMO_SIZE = 4096
+
+
+def _scalable(case: Case) -> bool:
+    """Whether a number argument can make this call's output larger than its tensors: any number of magnitude 2
+    or more, or no tensor argument at all (a factory call)."""
+    found = {"tensor": False, "number": False}
+
+    def visit(tree: object) -> None:
+        if isinstance(tree, TensorSpec):
+            found["tensor"] = True
+        elif isinstance(tree, (tuple, list)):
+            for v in tree:
+                visit(v)
+        elif isinstance(tree, dict):
+            for v in tree.values():
+                visit(v)
+        elif isinstance(tree, (int, float)) and not isinstance(tree, bool) and not abs(tree) < 2:
+            found["number"] = True
+
+    visit((case.args, case.kwargs))
+    return found["number"] or not found["tensor"]
+
+
+def _meta_run(entry: ApiEntry, case: Case) -> int | None:
 
     def meta(spec: TensorSpec) -> torch.Tensor:
         return torch.empty(spec.shape, dtype=spec.dtype, device="meta")

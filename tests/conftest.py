@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,3 +89,16 @@ def write_dump(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+def link_tensor_data(source: Path, into: Path) -> None:
+    """``into/dump_tensor_data`` holding ``source``'s files as hard links (copies across file systems): a folder of
+    the dump's own, since a dump_tensor_data that is a link out of its dump is refused."""
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, into / "dump_tensor_data", copy_function=link)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import link_tensor_data
 
 from precheck.check import CheckOptions
 from precheck.cli import main
@@ -141,7 +142,7 @@ def one_api_dump(src: Path, api: str, into: Path) -> Path:
     doc["data"] = {k: v for k, v in doc["data"].items() if k.startswith(api + ".")}
     into.mkdir(parents=True)
     (into / "dump.json").write_text(json.dumps(doc))
-    (into / "dump_tensor_data").symlink_to(src.parent / "dump_tensor_data")
+    link_tensor_data(src.parent / "dump_tensor_data", into)
     return into / "dump.json"
 
 
