@@ -141,6 +141,7 @@ class _DryUnpickler(pickle.Unpickler):
 def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
     """The tensor a ``torch.save`` file declares, checked without reading its storage; PtError says why not."""
     try:
+        _check_directory(path)
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()
             pickled = _pickle_entry(entries)
@@ -166,6 +167,18 @@ def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
     if max_bytes is not None and stored.storage_bytes > max_bytes:
         raise PtError(f"storage of {_size(stored.storage_bytes)} above --max-memory {_size(max_bytes)}")
     return stored
+
+
+def _check_directory(path: Path) -> None:
+    """Refuse an archive whose central directory is far beyond a tensor's before zipfile builds an object per
+    entry (a small file can list millions). zipfile's own reader of the end record is used: it is what it
+    trusts next."""
+    with open(path, "rb") as f:
+        end = zipfile._EndRecData(f)
+    if end is None:
+        raise zipfile.BadZipFile("File is not a zip file")
+    if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_ENTRIES or end[zipfile._ECD_SIZE] > MAX_ENTRIES * 1024:
+        raise PtError(f"an archive of {end[zipfile._ECD_ENTRIES_TOTAL]} entries, not one tensor")
 
 
 def _pickle_entry(entries: list[zipfile.ZipInfo]) -> zipfile.ZipInfo:

@@ -133,6 +133,14 @@ def test_a_decompression_bomb_is_refused_before_it_inflates(tmp_path):
     assert "a storage of 256 MiB behind a (4, 32) tensor" in refused(path)
 
 
+def test_an_archive_listing_a_million_entries_is_refused_from_its_end_record(tmp_path):
+    path = tmp_path / "x.pt"
+    with zipfile.ZipFile(path, "w") as z:
+        for i in range(20000):
+            z.writestr(f"archive/{i}", b"")
+    assert "an archive of 20000 entries, not one tensor" in refused(path)
+
+
 def test_a_storage_above_max_memory_is_refused(tmp_path):
     """A view whose stride reaches 96 MiB of storage: exactly what it reaches, but above the limit."""
     path = hand_made_pt(tmp_path / "x.pt", numel=3 * 2**23 + 32, size=(4, 32), stride=(2**23, 1), deflate=True)
