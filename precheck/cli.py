@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from precheck import __version__
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
 from precheck.escape import escape
@@ -58,6 +59,7 @@ def _size(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="precheck", description="API precision pre-check for PyTorch dumps")
+    parser.add_argument("--version", action="version", version=f"precheck {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "run_ut",

@@ -112,3 +112,11 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
     result = next((tmp_path / "out").glob("accuracy_checking_result_*.csv")).read_text(encoding="utf-8-sig")
     assert "Torch.foo.0,SKIP, ,not supported: Torch.foo" in result
     assert "Bad key,SKIP, ,malformed record name" in result
+
+
+def test_version_is_the_package_version():
+    import precheck
+
+    proc = subprocess.run([sys.executable, "-m", "precheck", "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"precheck {precheck.__version__}"
