@@ -5,9 +5,9 @@ a sparse tensor whose indices point outside it (a segfault or a wrong verdict la
 tensor, or a (2, 3) tensor backed by a storage that a 4 MB file inflates to 4 GB. So the archive is inspected
 first: its zip directory is read, and its pickle is replayed with every global replaced by a stand-in that only
 records what it was given (nothing of the file is called, no storage is read). Only one dense strided tensor of
-the expected dtype and shape is accepted, backed by one storage whose declared size is exactly what the tensor
-reaches and whose zip entry holds exactly that many bytes, within the memory limit. Anything else is a
-:class:`PtError` with the reason, and torch never sees the file.
+the expected dtype and shape is accepted, backed by one storage that holds what the tensor reaches (a saved view
+may keep some more of its base, never far more) and whose zip entry holds exactly the declared bytes, within the
+memory limit. Anything else is a :class:`PtError` with the reason, and torch never sees the file.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ import torch
 
 MAX_PICKLE = 1 << 20  # bytes of data.pkl: a tensor's is about 150; anything near this is not a saved tensor
 MAX_ENTRIES = 64  # zip entries: a saved tensor has 7
+# A saved view keeps its base's storage (torch.save of x[:, :3]); a storage is refused when it holds more than
+# twice what its tensor reaches, plus this (a (2, 3) tensor on a 4 GB storage is a decompression bomb).
+SLACK = 1 << 20
 # What the other rebuild functions of torch._utils describe, for the refusal's message.
 _REFUSED = {
     "_rebuild_sparse_tensor": "a sparse tensor",
@@ -197,7 +200,7 @@ def _pickle_entry(entries: list[zipfile.ZipInfo]) -> zipfile.ZipInfo:
 
 
 def _checked(r: _Rebuilt) -> StoredTensor:
-    """The declared tensor, when its sizes are sane and its storage is exactly what it reaches."""
+    """The declared tensor, when its sizes are sane and its storage is what it reaches (within SLACK)."""
     if not (isinstance(r.size, tuple) and isinstance(r.stride, tuple) and len(r.size) == len(r.stride)):
         raise PtError("a tensor whose size and stride do not match")
     if not all(map(_is_count, (*r.size, *r.stride, r.offset))):
@@ -218,7 +221,7 @@ def _checked(r: _Rebuilt) -> StoredTensor:
             f"the tensor reaches element {reach} of a storage of {storage_bytes // itemsize} (storage offset "
             f"{r.offset}, size {r.size}, stride {r.stride})"
         )
-    if storage_bytes > max(reach, 1) * itemsize:
+    if storage_bytes > 2 * reach * itemsize + SLACK:
         raise PtError(
             f"a storage of {_size(storage_bytes)} behind a {tuple(r.size)} tensor that reaches "
             f"{_size(reach * itemsize)} of it"

@@ -152,6 +152,9 @@ def test_a_dtype_other_than_the_recorded_one_is_refused_before_reading(tmp_path)
     assert "dtype torch.float64 does not match the recorded torch.float32" in refused(tmp_path / "x.pt")
     torch.save(torch.randn(32, 4).t(), tmp_path / "x.pt")  # a transposed view is a dense tensor like any other
     assert load_tensor(SPEC, tmp_path).shape == (4, 32)
+    base = torch.randn(4, 40)
+    torch.save(base[:, :32], tmp_path / "x.pt")  # a slice keeps its base's storage: a little more than it reaches
+    assert torch.equal(load_tensor(SPEC, tmp_path), base[:, :32])
 
 
 # ------------------------------------------------------------------------------------------------- the fuzzer
