@@ -112,7 +112,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     reason = entry.random_reason(case.args, case.kwargs)
     if reason and not stochastic.checkable(entry):
         return skipped(case, reason)
-    need = estimated_bytes(case, entry) if options.max_memory is not None else 0
+    need = estimated_bytes(case)
     if options.max_memory is not None and need > options.max_memory:
         return skipped(
             case, f"needs about {need / 2**30:.3g} GiB, above --max-memory {options.max_memory / 2**30:.3g} GiB"

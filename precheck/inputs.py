@@ -1,7 +1,8 @@
 """Turn decoded argument specs into real tensors, from the files a tensor-mode dump saved.
 
 Every failure is an InputError whose message names the file and what is wrong with it, so the runner can turn it
-into a SKIP row. Files are loaded without ever executing pickled code (``weights_only=True``, no pickled numpy).
+into a SKIP row. Files are loaded without ever executing pickled code: a ``.pt`` file's pickle is only replayed with
+stand-ins (precheck.ptfile), a ``.npy`` file is read without pickles.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 
 from api_registry import ApiEntry
 from precheck.dump import Case, TensorSpec
-from precheck.ptfile import NotAnArchive, PtError, inspect
+from precheck.ptfile import NotAnArchive, PtError, inspect, read
 from precheck.synth import rng_for, synthesize
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
@@ -135,7 +136,8 @@ def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) 
 
 def _load_pt(path: Path, spec: TensorSpec, max_bytes: int | None) -> torch.Tensor:
     """A ``.pt`` file read only once its archive declares one dense tensor of the recorded dtype and shape whose
-    storage is no larger than the tensor and within ``max_bytes`` (precheck.ptfile says why)."""
+    storage is about what the tensor reaches and within ``max_bytes`` (precheck.ptfile says why); its bytes
+    become the tensor without torch's loader."""
     try:
         stored = inspect(path, max_bytes=max_bytes)
     except PtError as e:
@@ -149,7 +151,7 @@ def _load_pt(path: Path, spec: TensorSpec, max_bytes: int | None) -> torch.Tenso
         raise InputError(
             f"{shown(spec.data_name or '')}: shape {stored.shape} does not match the recorded {spec.shape}"
         )
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return read(path, stored)
 
 
 def load_tree(tree: Any, data_dir: Path) -> Any:

@@ -73,6 +73,7 @@ class StoredTensor:
     stride: tuple[int, ...]
     offset: int
     storage_bytes: int
+    entry: str  # the storage's zip entry
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,11 @@ def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
         raise PtError(f"malformed tensor pickle ({type(e).__name__}: {_short(str(e))})") from None
     if not isinstance(rebuilt, _Rebuilt):
         raise PtError(f"holds {type(rebuilt).__name__}, not a tensor")
-    stored = _checked(rebuilt)
-    entry = {e.filename: e for e in entries}.get(f"{prefix}data/{rebuilt.storage.key}")
+    named = {e.filename: e for e in entries}
+    if named.get(f"{prefix}byteorder") is not None and _read_small(path, f"{prefix}byteorder") != b"little":
+        raise PtError("a big-endian archive")
+    entry = named.get(f"{prefix}data/{rebuilt.storage.key}")
+    stored = _checked(rebuilt, f"{prefix}data/{rebuilt.storage.key}")
     if entry is None:
         raise PtError(f"storage {_short(rebuilt.storage.key)!r} is missing from the archive")
     if entry.file_size != stored.storage_bytes:
@@ -170,6 +174,20 @@ def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
     if max_bytes is not None and stored.storage_bytes > max_bytes:
         raise PtError(f"storage of {_size(stored.storage_bytes)} above --max-memory {_size(max_bytes)}")
     return stored
+
+
+def read(path: Path, stored: StoredTensor) -> torch.Tensor:
+    """The tensor :func:`inspect` accepted, built from its storage's bytes alone: torch's loader never runs on
+    the file, and nothing beyond the checked storage is read."""
+    with zipfile.ZipFile(path) as archive:
+        raw = bytearray(archive.read(stored.entry))
+    flat = torch.frombuffer(raw, dtype=stored.dtype) if raw else torch.empty(0, dtype=stored.dtype)
+    return flat.as_strided(stored.shape, stored.stride, stored.offset)
+
+
+def _read_small(path: Path, name: str) -> bytes:
+    with zipfile.ZipFile(path) as archive, archive.open(name) as f:
+        return f.read(16)
 
 
 def _check_directory(path: Path) -> None:
@@ -199,7 +217,7 @@ def _pickle_entry(entries: list[zipfile.ZipInfo]) -> zipfile.ZipInfo:
     return pickles[0]
 
 
-def _checked(r: _Rebuilt) -> StoredTensor:
+def _checked(r: _Rebuilt, entry: str) -> StoredTensor:
     """The declared tensor, when its sizes are sane and its storage is what it reaches (within SLACK)."""
     if not (isinstance(r.size, tuple) and isinstance(r.stride, tuple) and len(r.size) == len(r.stride)):
         raise PtError("a tensor whose size and stride do not match")
@@ -226,7 +244,7 @@ def _checked(r: _Rebuilt) -> StoredTensor:
             f"a storage of {_size(storage_bytes)} behind a {tuple(r.size)} tensor that reaches "
             f"{_size(reach * itemsize)} of it"
         )
-    return StoredTensor(r.dtype, tuple(r.size), tuple(r.stride), r.offset, storage_bytes)
+    return StoredTensor(r.dtype, tuple(r.size), tuple(r.stride), r.offset, storage_bytes, entry)
 
 
 def _is_count(value: Any) -> bool:
