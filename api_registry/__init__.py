@@ -106,7 +106,12 @@ _GOLDEN = {f"Tensor.{n}": _raise_to_double for n in ("float", "half", "bfloat16"
 
 
 def _is_function(obj: Any) -> bool:
-    return callable(obj) and not isinstance(obj, type)
+    """A function an API record can name: not a class, and not a typing construct a module imported for its
+    annotations (``torch.nn.functional.Optional`` is "callable" only to raise TypeError)."""
+    return callable(obj) and not isinstance(obj, type) and type(obj).__module__ not in _TYPING
+
+
+_TYPING = frozenset({"typing", "typing_extensions"})
 
 
 def _resolve(root: Any, dotted: str) -> Any | None:

@@ -1,6 +1,6 @@
 """--target compile: compile time per distinct API signature, against the calls that reuse a compilation.
 
-    python benchmarks/bench_compile.py [DUMP_JSON]
+    python benchmarks/bench_compile.py [DUMP_JSON]    (default: the bundled GPT-2 bf16 tensor dump)
 
 Checks every case of the dump in this process (one compiled callable per (API, signature), as run_ut does) and
 prints, per signature, the time of its first check (forward and backward compilation included) and the mean
@@ -9,7 +9,7 @@ time of later checks of the same signature, then the same dump with the plain de
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from pathlib import Path
 
@@ -32,8 +32,14 @@ def timed_run(dump, options: CheckOptions) -> tuple[dict[tuple, list[float]], di
     return times, names, time.perf_counter() - start
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dump", nargs="?", type=Path, default=DEFAULT, metavar="DUMP_JSON", help="the dump to check")
+    return parser
+
+
 def main() -> None:
-    dump = load_dump(sys.argv[1] if len(sys.argv) > 1 else DEFAULT)
+    dump = load_dump(build_parser().parse_args().dump)
     compiled, names, total = timed_run(dump, CheckOptions(target="compile"))
     _, _, eager_total = timed_run(dump, CheckOptions())
     print(f"{'API (signature)':32} {'first check s':>13} {'later checks':>12} {'mean s':>8}")

@@ -1,6 +1,8 @@
 """Time precheck run_ut on the shared dumps and, given a venv with msprobe, the incumbent on the same dumps.
 
-    python benchmarks/bench_run_ut.py [--dumps ../shared/dumps] [--msprobe-venv /path/to/venv] [--repeat 3]
+    python benchmarks/bench_run_ut.py [DUMP_JSON ...] [--msprobe-venv /path/to/venv] [--repeat 3]
+
+Default dumps: the bundled GPT-2 bf16 tensor and statistics steps and the MLP fp32 step (tests/data).
 
 Two numbers per tool and dump:
 - whole process: wall time of the command a user types, interpreter start-up and imports included;
@@ -21,13 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DUMPS = HERE.parent.parent / "shared" / "dumps"
-MSPROBE_CPU = HERE.parent.parent / "shared" / "tools" / "msprobe_cpu.py"
-
-
-def find_dumps(root: Path) -> list[Path]:
-    return sorted(root.glob("*/step*/*/dump.json"))
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+DEFAULT_DUMPS = [
+    next((DATA / name).glob("step0/*/dump.json"))
+    for name in ("gpt2_bf16_tensor", "gpt2_bf16_statistics", "mlp_fp32_tensor")
+]
+MSPROBE_CPU = DATA.parent.parent.parent / "shared" / "tools" / "msprobe_cpu.py"  # beside the repository
 
 
 def count_forward(dump: Path) -> int:
@@ -79,33 +80,43 @@ def one_api_copy(dump: Path, into: Path) -> Path:
     return into / "dump.json"
 
 
-def msprobe_numbers(dump: Path, venv: Path, repeat: int) -> tuple[float, float]:
+def msprobe_numbers(dump: Path, venv: Path, runner: Path, repeat: int) -> tuple[float, float]:
     python = str(venv / "bin" / "python")
     with tempfile.TemporaryDirectory() as tmp:
-        whole = wall([python, str(MSPROBE_CPU), "acc_check", "-api_info", str(dump), "-o", tmp + "/full"], repeat)
+        whole = wall([python, str(runner), "acc_check", "-api_info", str(dump), "-o", tmp + "/full"], repeat)
         single = one_api_copy(dump, Path(tmp) / "one")
-        one = wall([python, str(MSPROBE_CPU), "acc_check", "-api_info", str(single), "-o", tmp + "/one_out"], repeat)
+        one = wall([python, str(runner), "acc_check", "-api_info", str(single), "-o", tmp + "/one_out"], repeat)
     n = count_forward(dump)
     return whole, (n - 1) / (whole - one) if whole > one else float("nan")
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dumps", type=Path, default=DEFAULT_DUMPS)
-    parser.add_argument("--msprobe-venv", type=Path, default=None)
+    parser.add_argument("dumps", nargs="*", type=Path, default=DEFAULT_DUMPS, metavar="DUMP_JSON")
+    parser.add_argument("--msprobe-venv", type=Path, default=None, help="a venv with mindstudio-probe: time it too")
+    parser.add_argument(
+        "--msprobe-cpu", type=Path, default=MSPROBE_CPU, help="the script that runs msprobe's acc_check on the CPU"
+    )
     parser.add_argument("--repeat", type=int, default=3)
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
+    if args.msprobe_venv and not args.msprobe_cpu.is_file():
+        parser.error(f"--msprobe-cpu {args.msprobe_cpu}: no such file")
     print(
         f"{'dump':24} {'APIs':>5} {'precheck s':>10} {'APIs/s':>8} {'msprobe s':>10} {'APIs/s':>8} "
         f"{'wall x':>7} {'rate x':>7}"
     )
-    for dump in find_dumps(args.dumps):
+    for dump in args.dumps:
         name = dump.parts[-4]
         n = count_forward(dump)
         whole, rate = precheck_numbers(dump, args.repeat)
         line = f"{name:24} {n:5d} {whole:10.2f} {rate:8.1f}"
         if args.msprobe_venv:
-            m_whole, m_rate = msprobe_numbers(dump, args.msprobe_venv, args.repeat)
+            m_whole, m_rate = msprobe_numbers(dump, args.msprobe_venv, args.msprobe_cpu, args.repeat)
             line += f" {m_whole:10.2f} {m_rate:8.2f} {m_whole / whole:7.1f} {rate / m_rate:7.1f}"
         print(line, flush=True)
 

@@ -57,11 +57,15 @@ def measure(dump: Path, workers: int) -> tuple[float, float]:
     return float(wall), int(rss) / 1024
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, nargs="+", default=[470, 4700])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     print(f"{'records':>8} {'workers':>8} {'wall s':>8} {'APIs/s':>8} {'peak MiB':>9}")
     peaks: dict[int, dict[int, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -15,6 +15,8 @@ encoder_fp32_tensor}/.
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -88,3 +90,45 @@ def encoder(dt):
     m.train()
     x = torch.randn(2, 8, 32, dtype=dt)
     return m, lambda: m(x).pow(2).mean()
+
+
+MODELS = {"bert": bert, "llama": llama, "cnn": cnn, "encoder": encoder}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _model(name: str) -> str:
+    if name not in MODELS:
+        raise argparse.ArgumentTypeError(f"unknown model {name!r} (expected one of {', '.join(MODELS)})")
+    return name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__ + "\nRun directly, it takes one training step of each model without msprobe (a check that "
+        "a model builds and its loss is finite before recording it).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "models", nargs="*", type=_model, metavar="MODEL", help=f"{', '.join(MODELS)} (default: cnn encoder)"
+    )
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
+    args = parser.parse_args()
+    for name in args.models or ["cnn", "encoder"]:
+        torch.manual_seed(0)
+        try:
+            model, run = MODELS[name](DTYPES[args.dtype])
+        except ImportError as e:
+            parser.error(f"{name} needs {e.name}: pip install {e.name} (the msprobe venv of make_dump.py has it)")
+        loss = run()
+        loss.backward()
+        grads = sum(p.grad is not None for p in model.parameters())
+        print(f"{name} {args.dtype}: loss {loss.item():.4f}, {grads} parameters with a gradient")
+
+
+if __name__ == "__main__":
+    main()

@@ -34,6 +34,7 @@ hooks only the APIs in its support_wrap_ops.yaml (no torch.fft.*, most torch.spe
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -229,3 +230,30 @@ def model(dtype: torch.dtype) -> tuple[torch.nn.Module, Callable[[], torch.Tenso
         return total
 
     return dummy, run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__ + "\nRun directly, it screens the OpInfo ops without msprobe and prints how many would "
+        "be recorded and why the others are left out.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[parser.parse_args().dtype]
+    try:
+        cases, skipped = _screen(dtype)
+    except ImportError as e:  # torch's OpInfo database imports test-only packages
+        parser.error(f"the OpInfo database needs {e.name}: pip install {e.name}")
+    reasons: dict[str, int] = {}
+    for why in skipped.values():
+        reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
+    print(f"{len(cases)} ops would be recorded ({dtype}); left out: {reasons}")
+
+
+if __name__ == "__main__":
+    main()

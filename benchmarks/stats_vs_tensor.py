@@ -17,7 +17,7 @@ from pathlib import Path
 from precheck.check import CheckOptions
 from precheck.run_ut import run_ut
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "dumps"
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"  # the bundled GPT-2 bf16 step, in both modes
 STATUSES = ("pass", "warning", "error", "SKIP", " ")
 
 
@@ -39,19 +39,20 @@ def table(pairs: Counter, title: str) -> None:
     print(f"overall agreement {agree}/{total} = {agree / total:.0%}")
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "tensor", nargs="?", type=Path, default=next((SHARED / "gpt2_bf16_tensor").glob("step0/*/dump.json"), None)
+        "tensor", nargs="?", type=Path, default=next((DATA / "gpt2_bf16_tensor").glob("step0/*/*.json"))
     )
     parser.add_argument(
-        "statistics",
-        nargs="?",
-        type=Path,
-        default=next((SHARED / "gpt2_bf16_statistics").glob("step0/*/dump.json"), None),
+        "statistics", nargs="?", type=Path, default=next((DATA / "gpt2_bf16_statistics").glob("step0/*/*.json"))
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     tensor = verdicts(args.tensor, 0)
     forward, backward = Counter(), Counter()
     for seed in args.seeds:

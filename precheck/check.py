@@ -6,7 +6,7 @@ wrong becomes the case's SKIP or error row with a one-line reason, so one bad re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,7 +19,15 @@ from precheck import stochastic
 from precheck.dump import Case, TensorSpec
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
 from precheck.inputs import InputBuilder, InputError, builder_for
-from precheck.recorded import StatisticsOnly, grade_statistics, recorded_run
+from precheck.recorded import (
+    AtHook,
+    StatisticsOnly,
+    golden_at_hook,
+    grade_statistics,
+    gradient_shapes,
+    recorded_run,
+    same_place,
+)
 from precheck.runner import SideRun, flatten, one_line, run_side
 from precheck.sizes import estimated_bytes
 from precheck.synth import rng_for
@@ -78,9 +86,11 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
     # Other targets are named in every details row's Message (DEVICE Dtype keeps msprobe's meaning).
     label = TARGET_LABELS[options.target]
     details = [
-        DetailRow(d.name, replace(d.comparison, message="; ".join(filter(str.strip, [label, d.comparison.message]))))
+        replace(
+            d, comparison=replace(d.comparison, message="; ".join(filter(str.strip, [label, d.comparison.message])))
+        )
         for d in result.details
-    ]
+    ]  # the compared tensors stay (-save_error_data keeps them)
     return replace(result, details=details)
 
 
@@ -133,33 +143,32 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
             backward_problem = f"backward: {e}"
     if reason:
         return _random(case, entry, args, kwargs, grad_outputs, builder, options, backward_problem)
-    golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
+    hook = options.target == "recorded"  # the gradients where msprobe's hook recorded them (recorded.py)
+    golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN, hook_node=hook)
     if entry.alternate is not None and not _fits(golden, case):
-        other = run_side(entry.alternate, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
+        other = run_side(entry.alternate, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN, hook_node=hook)
         if _fits(other, case):
             entry, golden = entry.alternate, other
-    notes: list[str] = []
+    at = None
     if options.target == "recorded":
-        if golden.error:
-            return skipped(case, f"golden (CPU float64) failed: {golden.error}")
-        try:
-            target, notes = recorded_run(case, builder, golden)
-            if entry.canonical:  # the recorded indices of a sort point into the recorded inputs
-                target = replace(target, outputs=entry.canonical(args, kwargs, target.outputs))
-        except StatisticsOnly:
-            return _statistics_result(case, golden, builder)
-        except InputError as e:
-            return skipped(case, f"recorded output: {e}")
+        got = _recorded_target(case, entry, builder, golden, (args, kwargs))
+        if isinstance(got, ApiResult):
+            return got
+        target, golden, at = got
     else:
         func = compiled(entry.func, case.signature()) if options.target == "compile" else None
         target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, target_side(options.device), func)
         if target.compile_failed:
             return skipped(case, f"torch.compile failed: {target.error}")
     reference = (
-        run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, reference_side(options.bench_device))
+        run_side(
+            entry, case.args, case.kwargs, args, kwargs, grad_outputs, reference_side(options.bench_device), None, hook
+        )
         if options.bench_device
         else None
     )
+    if at is not None and reference is not None:
+        reference = replace(reference, grads=same_place(reference, at, gradient_shapes(case.grad_inputs)))
     if golden.error:
         why = "cannot run the recorded call" if target.error else "golden (CPU float64) failed"
         return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
@@ -168,13 +177,13 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     grade = _Grader(options, entry.standard, reference)
     try:
         forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
-        backward = grade.grads(f"{case.name}.backward.output", target, golden)
+        backward = _placed(grade.grads(f"{case.name}.backward.output", target, golden), at)
     except Exception as e:  # outputs no grader rule foresaw: this API's error row, never the run's end
         message = f"grader failed: {one_line(e)}"
         row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
         return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
     backward_status = worst(r.comparison.status for r in backward) if backward else NO_BACKWARD
-    if backward_problem or not backward and options.target == "recorded" and golden.grads:
+    if backward_problem or not backward and at is not None and at.notes:
         backward_status = SKIP  # a backward was recorded but nothing of it could be graded
     problems = [
         f"{r.name.removeprefix(case.name + '.')}: {r.comparison.message}"
@@ -183,7 +192,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     ]
     if backward_problem:
         problems.append(backward_problem)
-    problems += notes
+    problems += at.notes if at is not None else ()
     if builder.generated:
         problems.append(builder.describe())
     if entry.nondeterministic and {WARNING, ERROR} & {r.comparison.status for r in forward + backward}:
@@ -202,6 +211,51 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         forward + backward,
         builder.tensors if options.keep_tensors else None,
     )
+
+
+def _recorded_target(
+    case: Case, entry: ApiEntry, builder: InputBuilder, golden: SideRun, inputs: tuple[tuple, dict]
+) -> ApiResult | tuple[SideRun, SideRun, AtHook]:
+    """``--target recorded``: the recorded outputs and gradients, and the golden of each gradient where msprobe's
+    hook recorded it; or the case's result when it ends here (statistics only, a missing file)."""
+    if golden.error:
+        return skipped(case, f"golden (CPU float64) failed: {golden.error}")
+    made_no_node = _made_no_node(case, entry, *inputs)
+    try:
+        target, golden, at = recorded_run(case, builder, golden, made_no_node)
+        if entry.canonical:  # the recorded indices of a sort point into the recorded inputs
+            target = replace(target, outputs=entry.canonical(*inputs, target.outputs))
+    except StatisticsOnly:
+        return _statistics_result(case, golden, builder, made_no_node)
+    except InputError as e:
+        return skipped(case, f"recorded output: {e}")
+    return target, golden, at
+
+
+def _made_no_node(case: Case, entry: ApiEntry, args: tuple, kwargs: dict) -> Callable[[], bool]:
+    """Whether the call, run on the CPU in the recorded dtypes, returns its input unchanged (makes no autograd node
+    for msprobe's hook); asked only when the golden's call did (``Tensor.float`` of a float64 golden)."""
+
+    def ask() -> bool:
+        node = run_side(entry, case.args, case.kwargs, args, kwargs, None, target_side("cpu"), hook_node=True).node
+        return node is None or not node.name
+
+    return ask
+
+
+def _placed(rows: list[DetailRow], at: AtHook | None) -> list[DetailRow]:
+    """Backward rows of ``--target recorded`` say where their golden was taken when it is not the call's input of
+    that number (``gradient at NllLossBackward0 input 0 (LogSoftmaxBackward0 of input 0)``)."""
+    if at is None or not at.where:
+        return rows
+    placed = []
+    for row in rows:
+        where = at.where.get(int(row.name.rsplit(".", 1)[1]))
+        if where:
+            message = "; ".join(filter(None, [where, row.comparison.message]))
+            row = replace(row, comparison=replace(row.comparison, message=message))
+        placed.append(row)
+    return placed
 
 
 def _fits(run: SideRun, case: Case) -> bool:
@@ -297,27 +351,45 @@ def save_error_data(result: ApiResult, root: Path) -> Path:
     return folder
 
 
-def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder) -> ApiResult:
-    """``--target recorded`` on a statistics-only record: each output's recorded statistics against the
-    golden's, never worse than warning."""
-    rows = []
-    for i, (spec, g) in enumerate(zip(flatten(case.outputs), golden.outputs, strict=False)):
-        if isinstance(spec, TensorSpec) and isinstance(g, torch.Tensor):
-            verdict = grade_statistics(spec, g)
-            rows.append(
-                DetailRow(
-                    f"{case.name}.forward.output.{i}",
-                    Comparison(
-                        verdict.status, verdict.message, None, str(g.dtype), str(spec.dtype), spec.shape, "statistics"
-                    ),
-                )
-            )
+def _statistics_result(
+    case: Case, golden: SideRun, builder: InputBuilder, made_no_node: Callable[[], bool]
+) -> ApiResult:
+    """``--target recorded`` on a statistics-only record: each output's and each recorded gradient's statistics
+    against the golden's (a gradient's where msprobe's hook recorded it), never worse than warning."""
+    outputs = zip(flatten(case.outputs), golden.outputs, strict=False)
+    rows = _statistics_rows(f"{case.name}.forward.output", [(i, spec, g) for i, (spec, g) in enumerate(outputs)])
     if not rows:
         return skipped(case, "statistics only, and no tensor output to grade them on")
-    status = worst(r.comparison.status for r in rows)
     messages = [r.comparison.message for r in rows if r.comparison.status != PASS] or [rows[0].comparison.message]
-    message = "; ".join(filter(None, [*messages, builder.describe()]))
-    return ApiResult(case.name, case.order, status, SKIP if case.has_backward else NO_BACKWARD, message, rows)
+    backward_status, notes = (SKIP if case.has_backward else NO_BACKWARD), ()
+    if case.has_backward and golden.grads is not None:
+        at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, made_no_node)
+        specs = flatten(case.grad_inputs)
+        triples = [(k, specs[k], g) for k, g in sorted(at.golden.items())]
+        backward = _placed(_statistics_rows(f"{case.name}.backward.output", triples), at)
+        messages += [
+            f"{r.name.removeprefix(case.name + '.')}: {r.comparison.message}"
+            for r in backward
+            if r.comparison.status != PASS
+        ]
+        backward_status = worst(r.comparison.status for r in backward) if backward else SKIP
+        rows, notes = rows + backward, at.notes
+    forward_status = worst(r.comparison.status for r in rows if ".forward." in r.name)
+    message = "; ".join(filter(None, [*messages, *notes, builder.describe()]))
+    return ApiResult(case.name, case.order, forward_status, backward_status, message, rows)
+
+
+def _statistics_rows(prefix: str, triples: list[tuple[int, Any, Any]]) -> list[DetailRow]:
+    """(place, recorded spec, golden) -> a details row per tensor, graded on its statistics."""
+    rows = []
+    for i, spec, g in triples:
+        if isinstance(spec, TensorSpec) and isinstance(g, torch.Tensor):
+            verdict = grade_statistics(spec, g)
+            comparison = Comparison(
+                verdict.status, verdict.message, None, str(g.dtype), str(spec.dtype), spec.shape, "statistics"
+            )
+            rows.append(DetailRow(f"{prefix}.{i}", comparison))
+    return rows
 
 
 def skipped(case: Case, reason: str) -> ApiResult:

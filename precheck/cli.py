@@ -7,6 +7,7 @@ stderr, no traceback), 130 interrupted (every finished row is already on disk).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import Counter
 from pathlib import Path
@@ -17,43 +18,56 @@ from precheck.dump import DumpError
 from precheck.escape import escape
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.inputs import InputError
+from precheck.paths import OutputError, write_problem
 from precheck.pool import WorkerStartError
 from precheck.report import ResumeError
 from precheck.selection import ConfigError, load_api_lists
 from precheck.targets import TARGETS, DeviceError
 
 
+def _number(text: str, kind: type, expected: str) -> int | float:
+    """``text`` as a finite number of ``kind``; argparse would say "invalid _fraction value" about a ValueError."""
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r} (expected {expected})") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not finite (expected {expected})")
+    return value
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
+    value = _number(text, int, "a whole number, at least 1")
     if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is below 1 (expected a whole number, at least 1)")
     return value
 
 
 def _fraction(text: str) -> float:
-    value = float(text)
+    value = _number(text, float, "a number in [0, 1], such as 0.99")
     if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError("must lie in [0, 1]")
+        raise argparse.ArgumentTypeError(f"{text!r} is outside [0, 1] (expected a number such as 0.99)")
     return value
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _number(text, float, "a number above 0, such as 1e-4")
     if not value > 0:
-        raise argparse.ArgumentTypeError("must be above 0")
+        raise argparse.ArgumentTypeError(f"{text!r} is not above 0 (expected a number such as 1e-4)")
     return value
 
 
+MIN_MEMORY = 2**20  # below a megabyte no record's inputs fit: every row would be SKIP
+
+
 def _size(text: str) -> int:
-    """A memory size: bytes, or a number with K, M, G or T (powers of 1024)."""
+    """A memory size: bytes, or a number with K, M, G or T (powers of 1024); finite and at least 1M."""
     units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    try:
-        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 512M, 8G)") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be above 0")
+    unit = units[t[-1]] if t and t[-1] in units else 1
+    value = _number(text.strip()[: len(t) - (unit > 1)], float, "a size such as 512M or 8G") * unit
+    if not math.isfinite(value) or value < MIN_MEMORY:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size from 1M up (examples: 512M, 8G)")
     return int(value)
 
 
@@ -285,8 +299,11 @@ def _precision_compare(args: argparse.Namespace) -> int:
 
     try:
         summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
-    except CompareError as e:
+    except (CompareError, OutputError) as e:
         _error(e)
+        return 2
+    except OSError as e:
+        _error(write_problem(e))
         return 2
     counts = Counter(f for f, _ in summary.apis.values())
     print(
@@ -336,8 +353,11 @@ def _generate(args: argparse.Namespace) -> int:
     )
     try:
         test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
-    except (DumpError, SuiteError) as e:
+    except (DumpError, SuiteError, OutputError) as e:
         _error(e)
+        return 2
+    except OSError as e:
+        _error(write_problem(e))
         return 2
     print(f"precheck generate: suite written to {test.parent} (run: pytest {test.parent})")
     return 0
@@ -365,8 +385,11 @@ def _repro(args: argparse.Namespace) -> int:
 
     try:
         script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
-    except (DumpError, ReproError, InputError) as e:
+    except (DumpError, ReproError, InputError, OutputError) as e:
         _error(e)
+        return 2
+    except OSError as e:
+        _error(write_problem(e))
         return 2
     print(f"precheck repro: {script} (run: python {script} [DEVICE])")
     return 0

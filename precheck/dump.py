@@ -13,13 +13,16 @@ import json
 import math
 import os
 import re
+import stat
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from precheck.jsonstream import JsonStream, StreamError, digits_problem
 
 TENSOR_TYPES = frozenset(
     {
@@ -161,16 +164,18 @@ def load_dump(path: str | os.PathLike) -> Dump:
     if path.is_dir():
         path = path / "dump.json"
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # /dev/zero, a FIFO: no end, no offsets to come back to
+            raise DumpError(f"{path}: not a regular file")
         with open(path, "rb") as f:
-            doc, pairing = _stream(_JsonStream(f))
+            doc, pairing = _stream(JsonStream(f))
     except FileNotFoundError:
         raise DumpError(f"{path}: no such file") from None
     except OSError as e:
         raise DumpError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
         raise DumpError(f"{path}: not valid JSON: {e.msg} (byte {e.pos})") from None
-    except RecursionError:
-        raise DumpError(f"{path}: JSON nested too deeply") from None
+    except StreamError as e:
+        raise DumpError(f"{path}: {e}") from None
     if doc is None or pairing is None:
         raise DumpError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
     task = doc.get("task")
@@ -187,129 +192,30 @@ def load_dump(path: str | os.PathLike) -> Dump:
     )
 
 
-class _JsonStream:
-    """Reads one JSON document piece by piece, so a gigabyte dump.json is never held whole: at most a chunk
-    and the record being decoded are in memory. Bytes are read as Latin-1, one character per byte, so a
-    position is a byte offset into the file (UTF-8 text is decoded properly where a record is decoded)."""
-
-    _WS = re.compile(r"[ \t\n\r]*")
-    _DECODER = json.JSONDecoder()
-    CHUNK = 1 << 20
-
-    def __init__(self, f: Any) -> None:
-        self.f, self.buf, self.pos, self.eof = f, "", 0, False
-        self.base = 0  # file offset of buf[0]
-
-    def _fill(self) -> bool:
-        chunk = self.f.read(self.CHUNK)
-        if not chunk:
-            self.eof = True
-            return False
-        self.base += self.pos
-        self.buf, self.pos = self.buf[self.pos :] + chunk.decode("latin-1"), 0
-        return True
-
-    @property
-    def offset(self) -> int:
-        return self.base + self.pos
-
-    def peek(self) -> str:
-        """The next character that is not white space ("" at the end of the file)."""
-        while True:
-            self.pos = self._WS.match(self.buf, self.pos).end()
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
-            if not self._fill():
-                return ""
-
-    def _error(self, message: str) -> json.JSONDecodeError:
-        return json.JSONDecodeError(message, "", self.offset)
-
-    def expect(self, char: str) -> None:
-        if self.peek() != char:
-            raise self._error(f"expected {char!r}")
-        self.pos += 1
-
-    def value(self) -> Any:
-        self.peek()
-        while True:
-            try:
-                value, end = self._DECODER.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as e:
-                if self._fill():
-                    continue  # the value runs past what has been read so far
-                raise json.JSONDecodeError(e.msg, "", self.base + e.pos) from None
-            if end == len(self.buf) and self._fill():
-                continue  # a number cut at the chunk's end may go on
-            self.pos = end
-            return value
-
-    def skip(self) -> tuple[int, int]:
-        """Read past the value that starts here; its (start, end) byte offsets."""
-        self.peek()
-        start = self.offset
-        self.value()
-        return start, self.offset
-
-    def keys(self) -> Iterator[str]:
-        """The keys of the object that starts here (as UTF-8 text); the caller reads each key's value before
-        the next."""
-        self.expect("{")
-        if self.peek() == "}":
-            self.pos += 1
-            return
-        while True:
-            key = self.value()
-            if not isinstance(key, str):
-                raise self._error("object keys must be strings")
-            self.expect(":")
-            yield _utf8(key)
-            char = self.peek()
-            self.pos += 1
-            if char == "}":
-                return
-            if char != ",":
-                raise self._error("expected ',' or '}'")
-
-
-def _utf8(text: str) -> str:
-    """A string read as Latin-1 bytes, as the UTF-8 text it encodes (kept as read if it is not UTF-8, or if JSON
-    escapes already made it text)."""
-    if text.isascii():
-        return text
-    try:
-        return text.encode("latin-1").decode("utf-8")
-    except (UnicodeEncodeError, UnicodeDecodeError):
-        return text
-
-
-def _utf8_values(value: Any) -> Any:
-    if isinstance(value, str):
-        return _utf8(value)
-    if isinstance(value, list):
-        return [_utf8_values(v) for v in value]
-    if isinstance(value, dict):
-        return {_utf8(k): _utf8_values(v) for k, v in value.items()}
-    return value
-
-
-def _stream(js: _JsonStream) -> tuple[dict | None, _Pairing | None]:
-    """The top-level fields of a dump and its records' pairing, the ``data`` map indexed record by record."""
-    if js.peek() != "{":
-        js.value()  # a valid document that is not an object is not a dump; invalid JSON raises
-        return None, None
+def _stream(js: JsonStream) -> tuple[dict | None, _Pairing | None]:
+    """The top-level fields of a dump and its records' pairing, the ``data`` map indexed record by record.
+    Only the short fields a dump is judged by are decoded; anything else is read past, whatever its size."""
+    if js.sniff() != "{":
+        return None, None  # a JSON document that is not an object is not a dump: no need to read it
     doc: dict[str, Any] = {}
     pairing = None
-    for key in js.keys():
-        if key == "data" and js.peek() == "{":
+    for key in js.keys("a top-level field name"):
+        if key == "data" and js.peek() != "{":
+            return doc, None  # not a dump, however long the rest
+        if key == "data":
             pairing = _Pairing()
-            for name in js.keys():
+            for name in js.keys("a record name"):
                 pairing.add(name, pairing.spans.add(*js.skip()))
+        elif key in _HEADER:
+            doc[key] = js.value(f"the {key!r} field")
         else:
-            doc[key] = _utf8_values(js.value())
+            js.skip()
     if js.peek() != "":
-        raise js._error("extra data after the document")
+        raise js.error("extra data after the document")
     return doc, pairing
+
+
+_HEADER = ("task", "level", "framework")
 
 
 class _Spans:
@@ -373,11 +279,17 @@ class _FileRecords:
             f.seek(start)
             raw = f.read(end - start)
         try:
-            return json.loads(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
+            return json.loads(text)
         except UnicodeDecodeError as e:
             raise RecordError(f"record is not UTF-8 text (byte {start + e.start})") from None
         except json.JSONDecodeError as e:
-            raise RecordError(f"dump.json changed while being read ({e.msg})") from None
+            at = start + len(text[: e.pos].encode("utf-8"))
+            raise RecordError(f"record is not valid JSON: {e.msg} (byte {at})") from None
+        except RecursionError:
+            raise RecordError("record nested too deeply for the JSON parser") from None
+        except ValueError as e:
+            raise RecordError(f"record holds {digits_problem(e)}") from None
 
 
 class Cases(Sequence):

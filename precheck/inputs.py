@@ -7,6 +7,8 @@ stand-ins (precheck.ptfile), a ``.npy`` file is read without pickles.
 
 from __future__ import annotations
 
+import pickle
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,18 @@ def _reason(e: BaseException) -> str:
     return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
 
+def _load_problem(e: BaseException) -> str:
+    """What is wrong with a file torch could not load. torch's own message starts with advice (retry with
+    ``weights_only=False``: never, that runs the file's pickled code) that a one-line reason cut mid-sentence."""
+    if isinstance(e, pickle.UnpicklingError):
+        paragraphs = (" ".join(p.split()) for p in re.split(r"\n\s*\n", str(e)))
+        kept = [p for p in paragraphs if p and "weights_only" not in p and not p.startswith("Check the doc")]
+        detail = f": {' '.join(kept)[:200]}" if kept else ""
+        return f"not a .pt file of plain tensors{detail} (read with weights_only=True: no pickled code runs)"
+    first = _reason(e).split(". ")[0]  # the first sentence; the rest is advice about checkpoints
+    return first if isinstance(e, RuntimeError) else f"not a .pt file torch can read ({type(e).__name__}: {first})"
+
+
 def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) -> torch.Tensor:
     """Load the saved data of ``spec`` and check it against the recorded shape and dtype; a ``.pt`` whose storage
     would need more than ``max_bytes`` is refused before it is read."""
@@ -119,7 +133,7 @@ def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) 
     except InputError:
         raise
     except Exception as e:  # any loader failure is this file's problem, reported in one line
-        raise InputError(f"{name}: unreadable: {_reason(e)}") from None
+        raise InputError(f"{name}: unreadable: {_load_problem(e)}") from None
     if tuple(tensor.shape) != spec.shape:
         raise InputError(f"{name}: shape {tuple(tensor.shape)} does not match the recorded {spec.shape}")
     if tensor.dtype != spec.dtype:
@@ -137,8 +151,8 @@ def _load_pt(path: Path, spec: TensorSpec, max_bytes: int | None) -> torch.Tenso
     try:
         stored = inspect(path, max_bytes=max_bytes)
     except PtError as e:
-        verdict = "unreadable" if isinstance(e, NotAnArchive) else "refused"
-        raise InputError(f"{shown(spec.data_name or path.name)}: {verdict}, {e}") from None
+        verdict = "unreadable:" if isinstance(e, NotAnArchive) else "refused,"
+        raise InputError(f"{shown(spec.data_name or path.name)}: {verdict} {e}") from None
     if stored.dtype != spec.dtype:
         raise InputError(
             f"{shown(spec.data_name or '')}: dtype {stored.dtype} does not match the recorded {spec.dtype}"

@@ -29,6 +29,7 @@ from precheck.dump import RecordError, parse_dtype
 from precheck.grader.metrics import Metrics
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
 from precheck.grader.status import ERROR, PASS, SKIP, worst
+from precheck.paths import output_folder
 from precheck.report import BLANK, DETAILS_HEADER, cell, read_csv_rows, write_csv
 
 RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
@@ -239,8 +240,7 @@ def api_precision_compare(
         if cells[-3] != PASS and cells[-1].strip():
             messages.setdefault(api, f"{row['API Name'].removeprefix(api + '.')}: {cells[-1]}")
     results = {api: (_aggregate(d["forward"]), _aggregate(d["backward"])) for api, d in per_api.items()}
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     ts = time.strftime("%Y%m%d%H%M%S")
     result_path = out / f"api_precision_compare_result_{ts}.csv"
     details_path = out / f"api_precision_compare_details_{ts}.csv"

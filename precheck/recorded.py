@@ -4,16 +4,21 @@ The target side is not re-run: its outputs are the output files of the forward r
 of the backward record's ``output`` list, and the golden is computed on the CPU from the recorded inputs. No
 accelerator is needed at check time, so an NPU dump can be pre-checked on a laptop or in CI.
 
-msprobe records the gradients its autograd hook saw, which are not always numbered like the API's inputs (for
-``Functional.linear`` it saves addmm's: bias, input, weight transposed). Each recorded gradient is therefore
-matched to the input whose golden gradient has its shape (the same position first, then the only input of that
-shape, then the only input of the transposed shape); one that matches nothing is reported, never guessed.
+msprobe's backward hook sits on the autograd node that made the call's first tensor output and saves the
+gradients autograd hands that node's inputs, in the node's order (runner.NodeGrads). For a call that is one node
+these are its input gradients; for a composite call they are not: ``cross_entropy`` records the gradient at its
+internal ``log_softmax`` output, ``linear`` on 2-D input addmm's (bias, input, weight transposed) and on 3-D input
+the flattened ``grad_output``. Each recorded gradient is graded against the golden gradient at the same input of
+the same node in the golden's graph; the shape only confirms the pairing, it never chooses it. Where the recording
+device built another graph (a fused kernel), the call's own input gradients are used if every recorded gradient
+lines up with them by position; a recorded gradient with no golden counterpart is named, never guessed.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -28,51 +33,111 @@ class StatisticsOnly(Exception):
     """The record saved statistics, not data: only its statistics can be graded."""
 
 
-def recorded_run(case: Case, builder: InputBuilder, golden: SideRun) -> tuple[SideRun, list[str]]:
-    """The recorded outputs and gradients as a target run, and notes on gradients that could not be matched.
+@dataclass(frozen=True)
+class AtHook:
+    """The golden of each recorded gradient, by its place in the backward record's ``output`` list."""
+
+    kind: str  # "node": the hooked node's inputs; "inputs": the call's own inputs; "": nowhere
+    golden: dict[int, torch.Tensor]
+    where: dict[int, str]  # where a golden is not simply the call's input of that number, in words
+    notes: tuple[str, ...] = ()  # recorded gradients without a golden counterpart, named
+
+
+def gradient_shapes(grad_inputs: tuple | None) -> list[tuple | None]:
+    """The shape of each recorded gradient (None for a null entry), in the backward record's order."""
+    return [tuple(g.shape) if isinstance(g, TensorSpec) else None for g in flatten(grad_inputs or ())]
+
+
+def golden_at_hook(shapes: list[tuple | None], golden: SideRun, made_no_node: Callable[[], bool]) -> AtHook:
+    """Pairs each recorded gradient with the golden gradient where msprobe's hook saw it, by position.
+
+    ``made_no_node`` says whether the call, run in the recorded dtypes, returned its input unchanged: then
+    msprobe hooked the node that made that input, in another record, and nothing here is its golden."""
+    if all(s is None for s in shapes):
+        return AtHook("", {}, {})
+    node = golden.node
+    if node is not None and not node.name and made_no_node():
+        why = (
+            "the call returned its input unchanged, so msprobe's hook recorded the gradients of the node that "
+            "made that input, outside this record"
+        )
+        return _nowhere(shapes, why)
+    api = golden.grads or {}
+    by_input = [api.get(i) for i in range(max(api, default=-1) + 1)]
+    if node is not None and node.name and len(node.grads) == len(shapes):
+        where = [f"{node.name} input {k} ({source})" for k, source in enumerate(node.sources)]
+        at = _by_position("node", shapes, list(node.grads), where)
+        if not at.notes or _by_position("inputs", shapes, by_input, []).notes:
+            return at  # the node, unless only the call's own inputs line up with every recorded gradient
+    at = _by_position("inputs", shapes, by_input, [])
+    if not at.notes:
+        return at
+    seen = f"{node.name} has {len(node.grads)} inputs, " if node is not None and node.name else ""
+    inputs = ", ".join(str(tuple(g.shape)) if g is not None else "-" for g in by_input) or "none"
+    return _nowhere(shapes, f"{seen}the call's input gradients have shapes {inputs}")
+
+
+def _by_position(kind: str, shapes: list, goldens: list, where: list[str]) -> AtHook:
+    golden, places, notes = {}, {}, []
+    for k, shape in enumerate(shapes):
+        if shape is None:
+            continue
+        g = goldens[k] if k < len(goldens) else None
+        if g is None or tuple(g.shape) != shape:
+            there = "no gradient" if g is None else f"shape {tuple(g.shape)}"
+            notes.append(
+                f"backward: recorded gradient {k} of shape {shape} has no golden counterpart "
+                f"({where[k] if k < len(where) else f'input {k}'} has {there}); not graded"
+            )
+            continue
+        golden[k] = g
+        if k < len(where) and not where[k].endswith(f"(input {k})"):
+            places[k] = f"gradient at {where[k]}"
+    return AtHook(kind, golden, places, tuple(notes))
+
+
+def _nowhere(shapes: list, why: str) -> AtHook:
+    notes = tuple(
+        f"backward: recorded gradient {k} of shape {shape} has no golden counterpart ({why}); not graded"
+        for k, shape in enumerate(shapes)
+        if shape is not None
+    )
+    return AtHook("", {}, {}, notes)
+
+
+def same_place(run: SideRun | None, at: AtHook, shapes: list[tuple | None]) -> dict[int, torch.Tensor]:
+    """Another side's gradients (the benchmark reference) at the places ``at`` chose for the golden."""
+    if run is None or not at.kind:
+        return {}
+    if at.kind == "node":
+        goldens = list(run.node.grads) if run.node is not None and len(run.node.grads) == len(shapes) else []
+    else:
+        grads = run.grads or {}
+        goldens = [grads.get(i) for i in range(max(grads, default=-1) + 1)]
+    return _by_position(at.kind, shapes, goldens, []).golden
+
+
+def recorded_run(
+    case: Case, builder: InputBuilder, golden: SideRun, made_no_node: Callable[[], bool]
+) -> tuple[SideRun, SideRun, AtHook]:
+    """The recorded outputs and gradients as a target run, the golden with each recorded gradient's golden at the
+    same place, and where that is. Gradients are keyed by their place in the backward record.
 
     Raises StatisticsOnly when the forward outputs were not saved."""
     outputs = flatten(case.outputs)
     if any(isinstance(o, TensorSpec) and o.data_name is None for o in outputs):
         raise StatisticsOnly()
-    loaded = flatten(builder.load(case.outputs, "output"))
-    notes: list[str] = []
-    grads = None
-    if golden.grads is not None and case.grad_inputs is not None:
-        recorded = flatten(case.grad_inputs)
-        if any(isinstance(g, TensorSpec) and g.data_name is None for g in recorded):
-            notes.append("backward: recorded gradients are statistics only, not graded")
-        else:
-            grads, unmatched = _match_grads(flatten(builder.load(case.grad_inputs, "backward.output")), golden.grads)
-            notes += unmatched
-    return SideRun(outputs=loaded, grads=grads), notes
-
-
-def _match_grads(recorded: list, golden: dict[int, torch.Tensor | None]) -> tuple[dict, list[str]]:
-    available = {i: g for i, g in golden.items() if g is not None}
-    by_position = list(golden)  # golden's indices in argument order
-    matched: dict[int, torch.Tensor | None] = {}  # only inputs whose recorded gradient was found
-    notes = []
-    for k, grad in enumerate(recorded):
-        if not isinstance(grad, torch.Tensor):
-            continue
-        same = [i for i, g in available.items() if g.shape == grad.shape]
-        flipped = [i for i, g in available.items() if grad.dim() == 2 and g.shape == grad.t().shape]
-        if k < len(by_position) and by_position[k] in same:
-            i, value = by_position[k], grad
-        elif len(same) == 1:
-            i, value = same[0], grad
-        elif not same and len(flipped) == 1:
-            i, value = flipped[0], grad.t()
-        else:
-            notes.append(
-                f"backward: recorded gradient {k} of shape {tuple(grad.shape)} matches "
-                f"{'no' if not same else 'more than one'} input gradient; not graded"
-            )
-            continue
-        matched[i] = value
-        del available[i]
-    return matched, notes
+    target = SideRun(outputs=flatten(builder.load(case.outputs, "output")))
+    if golden.grads is None or case.grad_inputs is None:
+        return target, golden, AtHook("", {}, {})
+    recorded = flatten(case.grad_inputs)
+    if any(isinstance(g, TensorSpec) and g.data_name is None for g in recorded):
+        note = "backward: recorded gradients are statistics only, not graded"
+        return target, replace(golden, grads={}), AtHook("", {}, {}, (note,))
+    at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, made_no_node)
+    loaded = flatten(builder.load(case.grad_inputs, "backward.output"))
+    grads = {k: loaded[k] for k in at.golden}
+    return replace(target, grads=grads), replace(golden, grads=at.golden), at
 
 
 @dataclass(frozen=True)

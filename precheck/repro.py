@@ -20,6 +20,7 @@ import torch
 from api_registry import lookup
 from precheck.dump import DeviceArg, TensorSpec, load_dump
 from precheck.inputs import builder_for
+from precheck.paths import output_folder
 
 _MODULES = {"Functional": "torch.nn.functional", "Torch": "torch", "Tensor": "torch.Tensor"}
 
@@ -150,11 +151,11 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
     builder.build(case.kwargs, "input_kwargs")
     if case.has_backward:
         builder.build(case.grad_outputs, "backward.input")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir)
     stem = safe_name(case.name)
     data = f"{stem}.inputs.pt"
-    torch.save(builder.tensors, out / data)
+    with open(out / data, "wb") as f:  # an OSError names the file (torch's own open raises a RuntimeError)
+        torch.save(builder.tensors, f)
     needs_grad = sorted(
         where
         for where, spec in _places(case.args, "input_args") + _places(case.kwargs, "input_kwargs")

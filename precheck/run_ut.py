@@ -36,11 +36,20 @@ class RunSummary:
 
     @property
     def counts(self) -> Counter:
-        """APIs per forward status."""
-        forward: Counter = Counter()
-        for (f, _), n in self.statuses.items():
-            forward[f] += n
-        return forward
+        """APIs per forward status (the backward ones are ``backward_counts``: a backward error is not here)."""
+        return self._per_status(0)
+
+    @property
+    def backward_counts(self) -> Counter:
+        """APIs per backward status, of the APIs that have a backward record."""
+        return self._per_status(1)
+
+    def _per_status(self, direction: int) -> Counter:
+        per: Counter = Counter()
+        for pair, n in self.statuses.items():
+            if pair[direction].strip():
+                per[pair[direction]] += n
+        return per
 
     @property
     def apis_per_second(self) -> float:
@@ -51,12 +60,10 @@ class RunSummary:
         return any(at_or_below(s, threshold) for pair in self.statuses for s in pair if s.strip())
 
     def describe(self) -> str:
-        counts = ", ".join(f"{k} {self.counts.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
-        backward = Counter()
-        for (_, b), n in self.statuses.items():
-            if b.strip():
-                backward[b] += n
-        bw = ", ".join(f"{k} {backward.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
+        counts, bw = (
+            ", ".join(f"{k} {per.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
+            for per in (self.counts, self.backward_counts)
+        )
         where = {
             "device": f"on {self.device}",
             "recorded": "against their recorded outputs",

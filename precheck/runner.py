@@ -5,6 +5,12 @@ gradients of every input tensor that required grad during recording are collecte
 alike. ``i`` of ``<API>.backward.output.<i>`` counts every tensor of the positional arguments (depth first,
 whether or not it needs a gradient), as msprobe numbers them, and continues through the keyword arguments,
 which msprobe never compares.
+
+msprobe's backward record of a call is not always these input gradients: its hook sits on the autograd node that
+made the call's first tensor output and saves what autograd hands that node's inputs (for ``cross_entropy`` the
+gradient at its internal ``log_softmax`` output, for ``linear`` on 3-D input the flattened ``grad_output``).
+``run_side(..., hook_node=True)`` finds the same node in this side's graph and keeps those gradients too
+(``SideRun.node``), so ``--target recorded`` grades each recorded gradient where it was recorded.
 """
 
 from __future__ import annotations
@@ -29,6 +35,21 @@ class SideRun:
     grads: dict[int, torch.Tensor | None] | None = None  # tensor-argument index -> gradient
     error: str | None = None
     compile_failed: bool = False  # the error is the compiler's, not the API's
+    node: NodeGrads | None = None  # only with hook_node: the node msprobe's backward hook sits on
+
+
+@dataclass(frozen=True)
+class NodeGrads:
+    """The autograd node msprobe's backward hook sits on and the gradients autograd handed to its inputs.
+
+    msprobe (``PytorchHookManager._register_backward_pre_hook``) walks the call's result to its first tensor and
+    registers a hook on that tensor's ``grad_fn``; the hook's ``grad_inputs`` (one per ``next_functions`` edge,
+    None where an input needs no gradient) become the backward record's ``output`` list. ``name`` is "" when the
+    call returned one of its inputs unchanged and so made no node of its own."""
+
+    name: str
+    sources: tuple[str, ...] = ()  # what feeds each node input: "input 1", "TBackward0 of input 1"
+    grads: tuple[torch.Tensor | None, ...] = ()
 
 
 def flatten(value: Any) -> list[Any]:
@@ -87,9 +108,11 @@ def run_side(
     grad_outputs: tuple | None,
     side: Side,
     func: Callable[..., Any] | None = None,
+    hook_node: bool = False,
 ) -> SideRun:
     """Forward (and backward where recorded) of one call on one side; exceptions become ``SideRun.error``.
-    ``func`` replaces the API's callable (a compiled one)."""
+    ``func`` replaces the API's callable (a compiled one); ``hook_node`` keeps the gradients at the node msprobe's
+    hook sits on."""
     leaves = _Leaves(grad=kwargs.get("out") is None)
     try:
         call_args = _build(args, loaded_args, side, leaves, entry.inplace)
@@ -100,8 +123,10 @@ def run_side(
         if result is None and entry.inplace and call_args:
             result = call_args[0]  # __setitem__ and friends return None; the mutated tensor is the output
         outputs = flatten(result)
+        hooked = hooked_tensor(result)
+        probe = _NodeProbe(hooked, leaves.needing_grad) if hook_node else None
         grads = (
-            _backward(outputs, leaves.needing_grad, grad_outputs, side)
+            _backward(outputs, leaves.needing_grad, grad_outputs, side, hooked)
             if grad_outputs is not None and leaves.needing_grad
             else None
         )
@@ -112,17 +137,61 @@ def run_side(
         return SideRun(outputs=[], error=str(e), compile_failed=True)
     except Exception as e:  # the API's own failure is this case's result, never the run's
         return SideRun(outputs=[], error=one_line(e))
-    return SideRun(outputs=[_detach(o) for o in outputs], grads=grads)
+    return SideRun(outputs=[_detach(o) for o in outputs], grads=grads, node=probe.node() if probe else None)
+
+
+def hooked_tensor(result: Any) -> torch.Tensor | None:
+    """The output msprobe hooks: the first element of each sequence, the first tensor of a dict, down to a tensor
+    (as ``_register_backward_pre_hook`` walks it); None where that walk meets no tensor."""
+    var = result
+    while not isinstance(var, torch.Tensor):
+        if isinstance(var, dict):
+            var = next((v for v in var.values() if isinstance(v, torch.Tensor)), None)
+        elif isinstance(var, (list, tuple)) and var:
+            var = var[0]
+        else:
+            return None
+    return var
+
+
+class _NodeProbe:
+    """A hook on the node msprobe hooks in this side's graph, keeping the gradients at that node's inputs."""
+
+    def __init__(self, out: torch.Tensor | None, leaves: dict[int, torch.Tensor]) -> None:
+        self.grads: tuple | None = None
+        self.fn = out.grad_fn if out is not None and out.requires_grad else None
+        self.leaf = out is not None and out.requires_grad and out.grad_fn is None
+        if self.fn is not None:
+            index_of = {id(t): i for i, t in leaves.items()}
+            self.sources = tuple(_source(fn, index_of) for fn, _ in self.fn.next_functions)
+            self.fn.register_hook(self._keep)
+
+    def _keep(self, grad_inputs: tuple, grad_outputs: tuple) -> None:
+        self.grads = tuple(None if g is None else g.detach() for g in grad_inputs)
+
+    def node(self) -> NodeGrads | None:
+        if self.fn is None:
+            return NodeGrads("") if self.leaf else None
+        grads = self.grads if self.grads is not None else (None,) * len(self.sources)
+        return NodeGrads(type(self.fn).__name__, self.sources, grads)
+
+
+def _source(fn: Any, index_of: dict[int, int]) -> str:
+    """What feeds one input of the hooked node, in words: an argument, a node on one argument, or a node's output."""
+    if fn is None:
+        return "no gradient"
+    if hasattr(fn, "variable"):  # AccumulateGrad: the argument itself
+        return f"input {index_of.get(id(fn.variable), '?')}"
+    below = [f for f, _ in fn.next_functions if f is not None]
+    if len(below) == 1 and hasattr(below[0], "variable"):
+        return f"{type(fn).__name__} of {_source(below[0], index_of)}"
+    return f"the output of {type(fn).__name__}"
 
 
 def _backward(
-    outputs: list[Any], leaves: dict[int, torch.Tensor], grad_outputs: tuple, side: Side
+    outputs: list[Any], leaves: dict[int, torch.Tensor], grad_outputs: tuple, side: Side, hooked: Any
 ) -> dict[int, torch.Tensor | None]:
-    pairs = [
-        (out, side.tensor(g))
-        for out, g in zip(outputs, flatten(grad_outputs), strict=False)
-        if isinstance(out, torch.Tensor) and out.requires_grad and isinstance(g, torch.Tensor)
-    ]
+    pairs = [(out, side.tensor(g)) for out, g in _incoming(outputs, flatten(grad_outputs), hooked)]
     if not pairs:
         return dict.fromkeys(leaves)
     for i, (out, g) in enumerate(pairs):
@@ -131,6 +200,23 @@ def _backward(
     outs, grads = zip(*pairs, strict=False)
     result = _autograd(outs, grads, tuple(leaves.values()))
     return {i: None if g is None else g.detach() for i, g in zip(leaves, result, strict=False)}
+
+
+def _incoming(outputs: list[Any], recorded: list[Any], hooked: torch.Tensor | None) -> list[tuple]:
+    """(output, recorded incoming gradient) pairs. msprobe saves the gradients of the hooked node's outputs, one
+    per output of that node: where the call returns fewer (``svdvals`` returns S of the node's U, S, Vh), an output
+    of that node takes the gradient at its own place in the node (``output_nr``)."""
+    fn = hooked.grad_fn if hooked is not None else None
+    if fn is not None and len(recorded) != len(outputs):
+        places = [(out, out.output_nr) for out in outputs if isinstance(out, torch.Tensor) and out.grad_fn is fn]
+        pairs = [(out, recorded[nr]) for out, nr in places if nr < len(recorded)]
+    else:
+        pairs = list(zip(outputs, recorded, strict=False))
+    return [
+        (out, g)
+        for out, g in pairs
+        if isinstance(out, torch.Tensor) and out.requires_grad and isinstance(g, torch.Tensor)
+    ]
 
 
 def _autograd(outs: tuple, grads: tuple, inputs: tuple) -> tuple:

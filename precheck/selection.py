@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from precheck.dump import Case
+from precheck.jsonstream import digits_problem
 
 
 class ConfigError(Exception):
@@ -43,6 +44,10 @@ def load_api_lists(path: str | os.PathLike) -> ApiLists:
         raise ConfigError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"{path}: cannot read: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: cannot read: JSON nested too deeply") from None
+    except ValueError as e:
+        raise ConfigError(f"{path}: cannot read: {digits_problem(e)}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: expected a JSON object with white_list / black_list")
     section = next((doc[k] for k in ("run_ut", "acc_check") if isinstance(doc.get(k), dict)), doc)

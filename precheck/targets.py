@@ -79,6 +79,8 @@ def resolve_device(spec: str) -> str:
     if kind not in ("cpu", "cuda", "npu", "mps") or index and not index.isdigit():
         raise DeviceError(f"unknown device {spec!r} (expected auto, cpu, cuda[:i], npu[:i], mps or an index)")
     if kind == "cpu":
+        if index.lstrip("0"):
+            raise DeviceError(f"device {spec!r} does not exist (the CPU is one device: cpu, or cpu:0)")
         return "cpu"
     if kind == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0

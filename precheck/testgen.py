@@ -24,6 +24,7 @@ from precheck.escape import escape
 from precheck.grader.assertion import explain
 from precheck.grader.status import ERROR, SKIP, WARNING
 from precheck.inputs import InputError, iter_specs, resolve
+from precheck.paths import output_folder
 from precheck.targets import resolve_device
 
 CONFIG_NAME = "precheck_suite.json"
@@ -75,8 +76,7 @@ def generate(
     Regenerating into a suite's folder replaces it whole: the copied data is built beside the old one and swapped
     in only once complete, and an earlier suite's ``data/`` is removed, so no file of another dump stays behind."""
     dump = load_dump(api_info)
-    root = Path(out_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    root = output_folder(out_dir)
     data = root / "data"
     stale = _copied_data(root)
     if data.exists() and stale is None and copy_data:

@@ -20,6 +20,7 @@ REAL_DUMPS = {
     "cnn_bf16_tensor": 13,
     "llama_fp32_statistics": 119,
     "encoder_fp32_tensor": 28,
+    "composite_fp32_tensor": 28,
 }
 
 
@@ -102,3 +103,13 @@ def link_tensor_data(source: Path, into: Path) -> None:
             shutil.copy2(src, dst)
 
     shutil.copytree(source, into / "dump_tensor_data", copy_function=link)
+
+
+def one_api_dump(src: Path, api: str, into: Path) -> Path:
+    """A copy of a dump that holds one API's forward and backward records."""
+    doc = json.loads(src.read_text())
+    doc["data"] = {k: v for k, v in doc["data"].items() if k.startswith(api + ".")}
+    into.mkdir(parents=True)
+    (into / "dump.json").write_text(json.dumps(doc))
+    link_tensor_data(src.parent / "dump_tensor_data", into)
+    return into / "dump.json"

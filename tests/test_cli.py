@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import link_tensor_data
 
 from precheck.cli import main
 
@@ -112,6 +113,94 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
     result = next((tmp_path / "out").glob("accuracy_checking_result_*.csv")).read_text(encoding="utf-8-sig")
     assert "Torch.foo.0,SKIP, ,not supported: Torch.foo" in result
     assert "Bad key,SKIP, ,malformed record name" in result
+
+
+MSPROBE_DETAILS = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
+_WRITERS = {
+    "generate": ["generate", "-api_info", str(MLP)],
+    "repro": ["repro", "Functional.linear.0", "-api_info", str(MLP)],
+    "api_precision_compare": ["api_precision_compare", "-npu", str(MSPROBE_DETAILS), "-gpu", str(MSPROBE_DETAILS)],
+}
+
+
+@pytest.mark.parametrize("command", list(_WRITERS))
+@pytest.mark.parametrize(
+    "where, reason",
+    [
+        ("a file", "exists and is not a folder"),
+        ("/dev/null/x", "/dev/null/x: cannot make this folder: Not a directory"),
+        ("/proc/self", "cannot write /proc/self/"),  # a folder nobody may write in, even root
+    ],
+)
+def test_an_output_folder_that_cannot_be_one_is_one_line(tmp_path, capsys, command, where, reason):
+    if where == "a file":
+        where = str(tmp_path / "taken")
+        Path(where).write_text("not a folder")
+    code, _, err = run(capsys, *_WRITERS[command], "-o", where)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("precheck: error: "), err
+    assert reason in err and where in err, err
+
+
+@pytest.mark.parametrize(
+    "option, value, reason",
+    [
+        ("--max-memory", "inf", "'inf' is not finite (expected a size such as 512M or 8G)"),
+        ("--max-memory", "1e400", "'1e400' is not finite"),
+        ("--max-memory", "0.5", "'0.5' is not a size from 1M up"),
+        ("--max-memory", "8Q", "not a number: '8Q' (expected a size such as 512M or 8G)"),
+        ("--cosine", "abc", "argument --cosine: not a number: 'abc' (expected a number in [0, 1], such as 0.99)"),
+        ("--cosine", "nan", "'nan' is not finite"),
+        ("--max-abs", "-1", "'-1' is not above 0"),
+        ("-n", "many", "not a number: 'many' (expected a whole number, at least 1)"),
+    ],
+)
+def test_option_values_say_what_is_expected(capsys, option, value, reason):
+    with pytest.raises(SystemExit) as e:
+        main(["run_ut", "-api_info", str(MLP), option, value])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and reason in err and "_fraction" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("device", ["cpu:5", "cpu:1"])
+def test_an_impossible_cpu_is_refused(tmp_path, capsys, device):
+    code, _, err = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", device, "-q")
+    expected = f"precheck: error: device '{device}' does not exist (the CPU is one device: cpu, or cpu:0)\n"
+    assert code == 2 and err == expected
+    assert not list(tmp_path.iterdir())  # refused before a CSV was made
+
+
+def test_a_config_nested_beyond_the_parser_is_one_line(tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text('{"white_list": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code, _, err = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-config", str(config), "-q")
+    assert code == 2 and err == f"precheck: error: {config}: cannot read: JSON nested too deeply\n"
+
+
+@pytest.mark.parametrize("where", ["dump", "header"])
+def test_a_5000_digit_integer_is_a_skip_row_or_one_line(tmp_path, capsys, where):
+    doc = json.loads(MLP.read_text())
+    path = tmp_path / "dump.json"
+    text = json.dumps(doc)
+    if where == "dump":
+        text = text.replace('"input_args": [', '"input_args": [{"type": "int", "value": ' + "7" * 5000 + "}, ", 1)
+    else:
+        text = text.replace('"level": "L1"', '"level": ' + "7" * 5000, 1)
+    path.write_text(text)
+    link_tensor_data(MLP.parent / "dump_tensor_data", tmp_path)
+    code, out, err = run(capsys, "run_ut", "-api_info", str(path), "-o", str(tmp_path / "out"), "-q")
+    if where == "header":
+        assert code == 2 and "not valid JSON: an integer of 5000 digits" in err and err.count("\n") == 1
+        return
+    assert code == 0, err
+    result = next((tmp_path / "out").glob("accuracy_checking_result_*.csv")).read_text(encoding="utf-8-sig")
+    first = next(line for line in result.splitlines()[1:])
+    assert first.startswith(f"{next(iter(doc['data'])).removesuffix('.forward')},SKIP, ,bad record: record holds an")
+    assert "forward:  pass 5, warning 0, error 0, SKIP 1" in out
+
+
+def test_a_file_that_never_ends_is_one_line(capsys, tmp_path):
+    code, _, err = run(capsys, "run_ut", "-api_info", "/dev/zero", "-o", str(tmp_path))
+    assert code == 2 and err == "precheck: error: /dev/zero: not a regular file\n"
 
 
 def test_version_is_the_package_version():

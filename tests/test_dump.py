@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
 
+from precheck import jsonstream
 from precheck.dump import (
     Case,
     DeviceArg,
@@ -618,6 +619,34 @@ def test_deeply_nested_arguments_become_a_problem_case(write_dump):
     assert good.problem is None
 
 
-def test_json_nested_beyond_the_parser_is_a_dump_error(write_dump):
-    raw = '{"task": "tensor", "data": {"Torch.a.0.forward": ' + "[" * 100000 + "]" * 100000 + "}}"
-    assert "nested" in _dump_error(write_dump(None, raw=raw))
+@pytest.mark.parametrize("depth", [1200, 100_000, jsonstream.MAX_TRACKED_DEPTH + 5])
+def test_a_record_nested_beyond_the_parser_is_its_own_skip_row(write_dump, depth):
+    # The index delimits the record without decoding it: only that record is lost, with the reason.
+    deep = "[" * depth + "]" * depth
+    raw = (
+        '{"task": "tensor", "data": {"Torch.a.0.forward": {"input_args": ' + deep + "}, "
+        '"Torch.abs.0.forward": ' + json.dumps(forward_rec(tensor_rec())) + "}}"
+    )
+    bad, good = load_dump(write_dump(None, raw=raw)).cases
+    assert bad.name == "Torch.a.0" and bad.problem == "bad record: record nested too deeply for the JSON parser"
+    assert good.problem is None and good.api == "Torch.abs"
+
+
+def test_mismatched_brackets_in_a_deep_record_are_a_dump_error(write_dump):
+    raw = '{"task": "tensor", "data": {"Torch.a.0.forward": ' + "[" * 5000 + "}" * 5000 + "}}"
+    assert "not valid JSON: unexpected '}'" in _dump_error(write_dump(None, raw=raw))
+
+
+def test_a_huge_integer_is_its_records_skip_row_or_one_line_in_the_header(write_dump):
+    raw = (
+        '{"task": "tensor", "data": {"Torch.a.0.forward": {"input_args": [{"type": "int", "value": '
+        + "9" * 5000
+        + '}]}, "Torch.abs.0.forward": '
+        + json.dumps(forward_rec(tensor_rec()))
+        + "}}"
+    )
+    bad, good = load_dump(write_dump(None, raw=raw)).cases
+    assert bad.problem == "bad record: record holds an integer of 5000 digits (more than the 4300 digits Python reads)"
+    assert good.problem is None
+    message = _dump_error(write_dump(None, raw='{"level": ' + "9" * 5000 + ', "task": "tensor", "data": {}}'))
+    assert "not valid JSON: an integer of 5000 digits" in message

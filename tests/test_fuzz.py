@@ -351,7 +351,9 @@ def dump_files(draw) -> tuple[bytes, int | None]:
     allowed)."""
     kind = draw(
         st.sampled_from(
-            ["dump"] * 40 + ["truncated", "deep", "deep_args", "deep_args", "empty", "binary", "top", "surrogate_bytes"]
+            ["dump"] * 40
+            + ["truncated", "deep", "deep_args", "deep_args", "empty", "binary", "top", "surrogate_bytes"]
+            + ["huge_int", "broken_record", "broken_record", "prefixed"]
         )
     )
     if kind == "empty":
@@ -369,13 +371,34 @@ def dump_files(draw) -> tuple[bytes, int | None]:
         return text[: draw(st.integers(0, max(0, len(text) - 1)))].encode(), None
     if kind == "surrogate_bytes":  # a lone surrogate written raw: not valid UTF-8
         return json.dumps(doc, ensure_ascii=False).encode("utf-8", "surrogatepass"), None
-    if kind == "deep_args" and is_dump(doc):
-        depth = draw(st.sampled_from([50, 400, 900, 5000]))
-        key = draw(st.sampled_from(APIS)) + ".9.forward"
-        doc["data"][key] = {"input_args": "DEEP"}
-        text = json.dumps(doc).replace('"DEEP"', "[" * depth + "1" + "]" * depth)
-        return text.encode(), (expected_rows(doc["data"]) if depth < 900 else None)
-    return text.encode(), expected_rows(doc["data"]) if is_dump(doc) else None
+    if kind == "prefixed":  # what a JSON document cannot start with, before a valid dump: refused from its start
+        prefix = draw(st.sampled_from([b"\x00", b"\xef\xbb\xbf", b"garbage ", b"\x89PNG\r\n", b")]}'\n"]))
+        return prefix + text.encode(), None
+    if not is_dump(doc) or kind not in ("deep_args", "huge_int", "broken_record"):
+        return text.encode(), expected_rows(doc["data"]) if is_dump(doc) else None
+    # One record the JSON parser cannot take (nested past its limit and past the index's tracked depth, a
+    # 5000-digit integer, broken inside): that record's SKIP row, the others run.
+    key = draw(st.sampled_from(APIS)) + ".9.forward"
+    doc["data"][key] = {"input_args": "@@odd@@"}
+    if kind == "deep_args":
+        depth = draw(st.sampled_from([50, 400, 900, 5000, 100_000]))
+        odd, rows = "[" * depth + "1" + "]" * depth, expected_rows(doc["data"])
+    elif kind == "huge_int":
+        in_header = draw(st.booleans())  # in the header the whole file is unusable: one line, exit 2
+        odd, rows = (
+            "9" * draw(st.sampled_from([4301, 5000, 100_000])),
+            None if in_header else expected_rows(doc["data"]),
+        )
+        if in_header:
+            doc["level"], doc["data"][key] = "@@odd@@", {}
+    else:
+        # Broken inside a record: its own row. Brackets that do not match, or a record never closed, leave no
+        # way to tell where the next record starts: the whole file is refused in one line.
+        odd, whole = draw(
+            st.sampled_from([("[1 2]", 1), ('{"a" 1}', 1), ("tru", 1), ('"\\x"', 1), ("[}", 0), ("[[[", 0)])
+        )
+        rows = expected_rows(doc["data"]) if whole else None
+    return json.dumps(doc).replace('"@@odd@@"', odd, 1).encode(), rows
 
 
 def run(tmp: Path, content: bytes, capfd) -> tuple[int, str, Path]:
@@ -420,8 +443,17 @@ def check(content: bytes, rows: int | None, capfd) -> None:
             assert len(result) - 1 == rows, (rows, [r[0] for r in result[1:]])
 
 
+def _two_records(odd: str) -> bytes:
+    """A dump of one record written as ``odd`` (raw JSON text) and one plain record."""
+    return ('{"task": "tensor", "data": {"Torch.add.0.forward": ' + odd + ', "Torch.mul.0.forward": {}}}').encode()
+
+
 @given(case=dump_files())
 @FUZZ
+@example(case=(_two_records("[" * 100_000 + "]" * 100_000), 2))
+@example(case=(_two_records('{"input_args": [{"type": "int", "value": ' + "7" * 5000 + "}]}"), 2))
+@example(case=(_two_records('{"input_args": [1 2]}'), 2))
+@example(case=(b"\xef\xbb\xbf" + _two_records("{}"), None))
 @example(case=(b"", None))
 @example(case=(b"\xff\xfe\x00\x01garbage", None))
 @example(case=(b'{"task": "tensor", "data": {"Torch.add.0.forward": {"input_args": [', None))

@@ -338,3 +338,23 @@ def test_big_endian_npy_loaded(data_dir):
     array = np.arange(6, dtype=">f4").reshape(2, 3)
     np.save(data_dir / "be.npy", array)
     assert np.array_equal(load_tensor(spec("be.npy"), data_dir).numpy(), array)
+
+
+@pytest.mark.parametrize(
+    "payload, reason",
+    [
+        # precheck.ptfile reads the archive before torch would: one reason of its own, never torch's advice.
+        (b"this is not a torch file", "c.pt: unreadable: not a torch.save archive (File is not a zip file)"),
+        (pickle.dumps(os.system, 2), "c.pt: unreadable: not a torch.save archive (File is not a zip file)"),
+        (b"\x80\x02}q\x00.", "c.pt: unreadable: not a torch.save archive (File is not a zip file)"),
+        (b"\x80\x02c\x00", "c.pt: unreadable: not a torch.save archive (File is not a zip file)"),
+        (b"PK\x03\x04 junk", "c.pt: unreadable: not a torch.save archive (File is not a zip file)"),
+    ],
+)
+def test_an_unloadable_pt_says_what_is_wrong_not_torchs_advice(data_dir, payload, reason):
+    # torch's message advised retrying with weights_only=False (running the file's code), cut mid-sentence.
+    (data_dir / "c.pt").write_bytes(payload)
+    message = input_error(spec("c.pt"), data_dir)
+    assert message.startswith(reason), message
+    assert "weights_only=False" not in message and "weights_only` set to `False" not in message
+    assert message.endswith("(File is not a zip file)"), message

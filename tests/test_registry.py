@@ -233,11 +233,18 @@ def test_int32_class_ids_are_widened_for_the_cpu(write_dump, tmp_path):
         "Aten.add",
         "Torch.os.system",
         "Tensor.__init__",
+        "Functional.Optional",  # typing.Optional, imported by torch.nn.functional for its annotations
     ],
 )
 def test_names_that_are_not_computations_never_run(name):
     assert lookup(name) is None
     assert why_unsupported(name) == f"not supported: {name}"
+
+
+def test_every_entry_is_a_function():
+    # callable(typing.Optional) is True: the registry took it for an API ("Functional.Optional").
+    kinds = {type(entry.func).__name__ for entry in api_registry.registry().values()}
+    assert kinds <= {"builtin_function_or_method", "method_descriptor", "function", "wrapper_descriptor"}, kinds
 
 
 def test_every_prefix_is_built_from_torch():

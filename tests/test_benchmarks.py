@@ -1,0 +1,48 @@
+"""Every benchmark explains itself (--help) and, with no arguments, works on data inside the repository."""
+
+from __future__ import annotations
+
+import importlib.util
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# the scripts; the other modules there (detection_models.py ...) are their libraries
+BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
+
+
+@pytest.fixture(autouse=True)
+def _benchmarks_importable(monkeypatch):
+    """A script imports its sibling modules, as it does when run from its folder."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+
+
+def _module(path: Path):
+    name = f"benchmark_{path.stem}"
+    if name not in sys.modules:  # registered first: a dataclass looks its module up while it is made
+        spec = importlib.util.spec_from_file_location(name, path)
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+@pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: p.stem)
+def test_help_says_what_it_measures(path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(str(path), run_name="__main__")
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith(f"usage: {path.name}")
+    assert _module(path).__doc__.split("\n", 1)[0] in out  # the docstring is the description
+
+
+@pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: p.stem)
+def test_default_paths_lie_inside_tests_data(path):
+    # They defaulted to ../shared/dumps, outside the repository: a fresh clone crashed with no arguments.
+    defaults = [action.default for action in _module(path).build_parser()._actions]
+    paths = [p for v in defaults for p in (v if isinstance(v, list) else [v]) if isinstance(p, Path)]
+    paths = [p for p in paths if p.name != "msprobe_cpu.py"]  # the incumbent's runner, used with --msprobe-venv
+    assert all(p.exists() and p.is_relative_to(ROOT / "tests" / "data") for p in paths), paths
