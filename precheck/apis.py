@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
+from pathlib import Path
 
 from api_registry import aten_names, catalogue, lookup, registry, why_unsupported
 from precheck import stochastic
-from precheck.dump import load_dump
+from precheck.dump import Case, load_dump
 from precheck.escape import escape
+from precheck.inputs import InputError, iter_specs, resolve
 
 
 def supported() -> dict[str, Counter]:
@@ -43,7 +45,27 @@ def would_skip(api_info: str | os.PathLike) -> tuple[int, dict[str, list[str]]]:
         why = entry.random_reason(case.args, case.kwargs)
         if why and not stochastic.checkable(entry):
             reasons[why].append(case.name)
+            continue
+        why = _unreadable_file(case, dump.data_dir)
+        if why:
+            reasons[why].append(case.name)
     return len(dump.cases), dict(reasons)
+
+
+def _unreadable_file(case: Case, data_dir: Path) -> str | None:
+    """Why a tensor file that the run would read is not there (missing, or a name that leaves the dump), else
+    None: a dump copied without its dump_tensor_data/ is all SKIP rows, and the check says so."""
+    for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)):
+        if spec.data_name is None:
+            continue
+        try:
+            if not resolve(data_dir, spec.data_name).is_file():
+                return f"tensor file not found in {data_dir} (--random generates it from the statistics)"
+        except InputError as e:
+            return f"tensor file refused: {str(e).partition(': refused, ')[2] or e}"
+        except OSError as e:
+            return f"tensor file cannot be accessed: {e.strerror or type(e).__name__}"
+    return None
 
 
 def describe_supported() -> str:

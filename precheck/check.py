@@ -6,6 +6,7 @@ wrong becomes the case's SKIP or error row with a one-line reason, so one bad re
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from api_registry import ApiEntry, lookup, why_unsupported
 from precheck import stochastic
 from precheck.dump import Case, TensorSpec
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
+from precheck.honest_run import HonestRun, honest_is_target
 from precheck.inputs import InputBuilder, InputError, builder_for
 from precheck.recorded import (
     AtHook,
@@ -77,7 +79,10 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
     if options.save_error_data and not options.keep_tensors:
         result = _guarded(case, data_dir, replace(options, keep_tensors=True))
         if {result.forward, result.backward} & {WARNING, ERROR}:
-            save_error_data(result, Path(options.save_error_data))
+            try:
+                save_error_data(result, Path(options.save_error_data))
+            except (OSError, RuntimeError) as e:  # a full disk costs the saved files, never the verdict
+                print(f"precheck: warning: cannot save error data of {result.name}: {one_line(e)}", file=sys.stderr)
         result = replace(result, inputs=None, details=[replace(d, target=None, golden=None) for d in result.details])
     else:
         result = _guarded(case, data_dir, options)
@@ -174,7 +179,9 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
     if target.error:
         return _target_failed(case, target, builder)
-    grade = _Grader(options, entry.standard, reference)
+    same = target if honest_is_target(case, options.target, options.device) else None
+    honest = HonestRun(entry, case, (args, kwargs, grad_outputs), at, same)
+    grade = _Grader(options, entry.standard, reference, honest)
     try:
         forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
         backward = _placed(grade.grads(f"{case.name}.backward.output", target, golden), at)
@@ -199,6 +206,8 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         problems.append("non-deterministic on accelerators (atomic accumulation): a rerun may differ slightly")
     if reference is not None and reference.error:
         problems.append(f"reference on {options.bench_device} failed ({reference.error}): graded without it")
+    if honest.run is not None and honest.run.error:
+        problems.append(f"honest kernel (CPU, float32) failed ({honest.run.error}): modeled instead")
     forward_status = worst(r.comparison.status for r in forward)
     if forward_status == SKIP:
         problems.insert(0, "the API returned no output to compare")
@@ -399,14 +408,16 @@ def skipped(case: Case, reason: str) -> ApiResult:
 
 
 class _Grader:
-    """Grades one case's outputs with the run's standard, the API's class and the reference run if any."""
+    """Grades one case's outputs with the run's standard, the API's class, the reference run if any, and the
+    honest kernel's run when the default standard asks for it."""
 
-    def __init__(self, options: CheckOptions, api_class: str, reference: SideRun | None) -> None:
+    def __init__(self, options: CheckOptions, api_class: str, reference: SideRun | None, honest: HonestRun) -> None:
         self.options = options
         self.api_class = api_class
         self.reference = reference if reference is not None and not reference.error else None
+        self.honest = honest
 
-    def _row(self, name: str, target: Any, golden: Any, reference: Any) -> DetailRow:
+    def _row(self, name: str, target: Any, golden: Any, reference: Any, honest: Any = None) -> DetailRow:
         o = self.options
         comparison = compare(
             target,
@@ -416,6 +427,7 @@ class _Grader:
             cosine=o.cosine,
             max_abs=o.max_abs,
             api_class=self.api_class,
+            honest=honest,
         )
         return DetailRow(name, comparison, *((target, golden) if o.keep_tensors else ()))
 
@@ -435,7 +447,7 @@ class _Grader:
             else [None] * len(targets)
         )
         return [
-            self._row(f"{prefix}.{i}", t, g, r)
+            self._row(f"{prefix}.{i}", t, g, r, lambda i=i, t=t: self.honest.output(i, t))
             for i, (t, g, r) in enumerate(zip(targets, goldens, refs, strict=False))
             if not (t is None and g is None)
         ]
@@ -456,5 +468,5 @@ class _Grader:
                     DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "", None))
                 )
             else:
-                rows.append(self._row(name, t, g, ref_grads.get(i)))
+                rows.append(self._row(name, t, g, ref_grads.get(i), lambda i=i, t=t: self.honest.grad(i, t)))
         return rows

@@ -1,14 +1,19 @@
 """``precheck`` command line: a thin layer over :func:`precheck.run_ut.run_ut`.
 
 Exit codes: 0 the run completed (whatever the statuses), 1 ``--fail-on`` tripped, 2 unusable input (one line on
-stderr, no traceback), 130 interrupted (every finished row is already on disk).
+stderr, no traceback), 130 interrupted by Ctrl-C, 143 by SIGTERM (every finished row is already on disk, and the
+message names the command that continues the run).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import shlex
+import signal
 import sys
+import threading
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +25,7 @@ from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.inputs import InputError
 from precheck.paths import OutputError, write_problem
 from precheck.pool import WorkerStartError
-from precheck.report import ResumeError
+from precheck.runfiles import RunFileError
 from precheck.selection import ConfigError, load_api_lists
 from precheck.targets import TARGETS, DeviceError
 
@@ -203,9 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--fail-on",
-        choices=("error", "warning"),
+        choices=("error", "warning", "skip"),
         default=None,
-        help="exit 1 when any API's forward or backward status is this or worse (for CI gates)",
+        help="exit 1 when any API's forward or backward status is this or worse, or (skip) any is SKIP; a run "
+        "that graded nothing (every API SKIP) fails whatever the choice (for CI gates)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -423,47 +429,97 @@ def _main(argv: list[str] | None = None) -> int:
         return _generate(args)
     if args.command == "regress":
         return _regress(args)
-    from precheck.run_ut import run_ut  # imports torch: keep --help and argument errors fast
+    return _run(args, sys.argv[1:] if argv is None else argv)
 
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, stopped like Ctrl-C (exit code 143)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    from precheck.run_ut import Interrupted, run_ut  # imports torch: keep --help and argument errors fast
+
+    stop_on_term = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if stop_on_term else None
     try:
-        summary = run_ut(
-            args.api_info,
-            args.out_path,
-            device=args.device,
-            workers=args.workers,
-            keep_results=False,
-            options=CheckOptions(
-                cosine=args.cosine,
-                max_abs=args.max_abs,
-                seed=args.seed,
-                force_random=args.random,
-                max_memory=args.max_memory,
-                standard=args.standard,
-                bench_device=args.bench_device,
-                target=args.target,
-                save_error_data=str(Path(args.out_path) / "ut_error_data") if args.save_error_data else None,
-                timeout=args.timeout,
-            ),
-            csv_path=args.csv_path,
-            filter_api=args.filter_api,
-            scheduler=_scheduler(args),
-            api_lists=load_api_lists(args.config) if args.config else None,
-            progress=not args.quiet,
-        )
-    except (DumpError, DeviceError, ResumeError, ConfigError, WorkerStartError, ValueError) as e:
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            summary = run_ut(
+                args.api_info,
+                args.out_path,
+                device=args.device,
+                workers=args.workers,
+                keep_results=False,
+                options=_check_options(args),
+                csv_path=args.csv_path,
+                filter_api=args.filter_api,
+                scheduler=_scheduler(args),
+                api_lists=load_api_lists(args.config) if args.config else None,
+                progress=not args.quiet,
+            )
+    except (DumpError, DeviceError, RunFileError, ConfigError, WorkerStartError, ValueError) as e:
         _error(e)
         return 2
     except OSError as e:
         _error(f"cannot write results: {e}")
         return 2
-    except KeyboardInterrupt:
-        print("precheck: interrupted; finished rows are in the CSVs", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, _Terminated) or isinstance(e.__cause__, _Terminated)
+        how = "terminated (SIGTERM)" if terminated else "interrupted"
+        if isinstance(e, Interrupted):
+            again = shlex.join(["precheck", *_without_csv_path(argv), "-csv_path", str(e.result_path)])
+            print(
+                f"precheck: {how}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}",
+                file=sys.stderr,
+            )
+        else:
+            print(f"precheck: {how} before the run started", file=sys.stderr)
+        return 143 if terminated else 130
+    finally:
+        if stop_on_term:
+            signal.signal(signal.SIGTERM, previous)
     print(summary.describe())
-    if args.fail_on and summary.any_at_or_below(args.fail_on):
-        print(f"precheck: some APIs are at or below '{args.fail_on}' (--fail-on)", file=sys.stderr)
+    why = summary.gate(args.fail_on) if args.fail_on else None
+    if why:
+        print(f"precheck: {why}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_options(args: argparse.Namespace) -> CheckOptions:
+    return CheckOptions(
+        cosine=args.cosine,
+        max_abs=args.max_abs,
+        seed=args.seed,
+        force_random=args.random,
+        max_memory=args.max_memory,
+        standard=args.standard,
+        bench_device=args.bench_device,
+        target=args.target,
+        save_error_data=str(Path(args.out_path) / "ut_error_data") if args.save_error_data else None,
+        timeout=args.timeout,
+    )
+
+
+def _warning_line(message: Warning | str, *args: object, **kwargs: object) -> None:
+    print(f"precheck: warning: {message}", file=sys.stderr)
+
+
+def _without_csv_path(argv: list[str]) -> list[str]:
+    """The command line as typed, less its -csv_path (the resume command adds the one to continue)."""
+    kept, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in ("-csv_path", "--csv_path"):
+            skip = True
+        elif not token.startswith(("-csv_path=", "--csv_path=")):
+            kept.append(token)
+    return kept
 
 
 if __name__ == "__main__":

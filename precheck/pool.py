@@ -7,20 +7,25 @@ run goes on. (joblib's loky pool cannot do this: one dead worker breaks every ta
 
 Starting a pool costs about two seconds on a 2-core machine (every worker imports torch), so a dump whose
 estimated serial cost is below that runs in this process instead: a small dump never pays for a pool it does not
-need. In-process runs are protected by the resume journal instead (report.py): an API that killed the run twice
-is recorded as such, never retried forever.
+need. There each case runs on a helper thread that the run waits for at most the case's timeout: a case past it
+is an error row, its thread is left behind (a hung C kernel cannot be interrupted) and the remaining cases run in
+worker processes. An API that crashes the process takes an in-process run down; the resume journal (report.py)
+names the APIs that were running then, and a resume checks those in worker processes (``isolate``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as connection_wait
@@ -45,8 +50,24 @@ DEFAULT_TIMEOUT = 120.0  # seconds per API before the scaling by size
 MAX_TIMEOUT = 86400.0  # a day: the most any wait is told (the OS refuses larger timestamps)
 
 
+MAX_WORKERS_PER_CORE = 4  # more only adds processes that wait for a core (and memory shares that shrink)
+
+
 def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def worker_count(requested: int | None) -> int:
+    """``-n`` as given, at least 1 and at most MAX_WORKERS_PER_CORE per core; the cores when not given."""
+    cores = default_workers()
+    return cores if requested is None else max(1, min(requested, MAX_WORKERS_PER_CORE * cores))
+
+
+def started_workers(cases: Sequence[Case], workers: int, options: CheckOptions, isolate: bool = False) -> int:
+    """How many processes will hold a case at once: the memory share of each (--max-memory's default)."""
+    if isolate or use_pool(cases, workers, options):
+        return max(1, min(workers, len(cases)))
+    return 1
 
 
 def estimated_serial_seconds(cases: Sequence[Case], options: CheckOptions, enough: float = math.inf) -> float:
@@ -89,25 +110,81 @@ def run_cases(
     workers: int,
     on_start: Callable[[Case], None] = lambda case: None,
     scheduler: str | None = None,
+    isolate: bool = False,
 ) -> Iterator[ApiResult]:
     """Yield one ApiResult per case, in completion order. ``on_start`` is told before a case starts;
-    ``scheduler`` (a Dask scheduler address) spreads the cases over that cluster instead of local workers."""
+    ``scheduler`` (a Dask scheduler address) spreads the cases over that cluster instead of local workers;
+    ``isolate`` runs them in worker processes however few they are (cases suspected of killing a run)."""
+    if not len(cases):
+        return
     if scheduler is not None:
         yield from _on_dask(cases, data_dir, options, scheduler, on_start)
-        return
-    if not use_pool(cases, workers, options):
-        # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
-        # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
+    elif isolate or use_pool(cases, workers, options):
+        yield from _Supervisor(data_dir, options, min(workers, len(cases))).run(cases, on_start)
+    else:
+        yield from _in_process(cases, data_dir, options, workers, on_start)
+
+
+def _in_process(
+    cases: Sequence[Case], data_dir: Path, options: CheckOptions, workers: int, on_start: Callable[[Case], None]
+) -> Iterator[ApiResult]:
+    """The cases on a helper thread of this process, each waited for at most its timeout. One past it is an
+    error row; its thread is abandoned (it may be stuck in a C kernel that nothing can interrupt, a daemon
+    thread that dies with the process) and the cases after it run in worker processes."""
+    # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
+    # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    inline = _Inline(data_dir, options)
+    try:
+        source = iter(cases)
+        for i, case in enumerate(source):
+            on_start(case)
+            timeout = case_timeout(case, options)
+            result = inline.check(case, timeout)
+            if result is None:
+                yield failed(case, f"timed out after {timeout:g} s")
+                left = len(cases) - i - 1
+                if left:
+                    yield from _Supervisor(data_dir, options, min(workers, left)).run(source, on_start)
+                return
+            yield result
+    finally:
+        inline.close()
+        torch.set_num_threads(threads)
+
+
+class _Inline:
+    """A helper thread that checks one case at a time for the thread that waits on it."""
+
+    def __init__(self, data_dir: Path, options: CheckOptions) -> None:
+        self.requests: queue.SimpleQueue = queue.SimpleQueue()
+        self.replies: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._serve, args=(data_dir, options), name="precheck-check")
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _serve(self, data_dir: Path, options: CheckOptions) -> None:
+        torch.set_num_threads(1)  # the thread count is per thread where torch uses OpenMP
+        while (case := self.requests.get()) is not None:
+            try:
+                self.replies.put((check_case(case, data_dir, options), None))
+            except BaseException as e:  # SystemExit from an API ends the run, as it would in this thread
+                self.replies.put((None, e))
+
+    def check(self, case: Case, timeout: float) -> ApiResult | None:
+        """The case's result, or None when it took longer than ``timeout`` (this helper is then stuck)."""
+        self.requests.put(case)
         try:
-            for case in cases:
-                on_start(case)
-                yield check_case(case, data_dir, options)
-        finally:
-            torch.set_num_threads(threads)
-        return
-    yield from _Supervisor(data_dir, options, min(workers, len(cases))).run(cases, on_start)
+            result, error = self.replies.get(timeout=min(timeout, MAX_TIMEOUT))
+        except queue.Empty:
+            return None
+        if error is not None:
+            raise error
+        return result
+
+    def close(self) -> None:
+        self.requests.put(None)
 
 
 def _check_remote(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
@@ -185,18 +262,41 @@ STICKY_ERRORS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "NPU error
 
 
 def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> None:
+    # Ctrl-C and SIGTERM are the run's to handle (it stops its workers): this process started with them ignored
+    # and leaves the terminal's process group, so a Ctrl-C or a group's SIGTERM never reaches it; what it starts
+    # (compiler workers) gets the usual signals.
+    with contextlib.suppress(OSError):
+        os.setsid()
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     torch.set_num_threads(1)  # workers split the cores between them
     lookup("Torch.add")  # build the API table now, so no case's timeout pays for it
-    conn.send(READY)
-    while True:
-        case = conn.recv()
-        if case is None:
-            return
-        result = check_case(case, data_dir, options)
-        retire = result.forward == ERROR and any(s in result.message for s in STICKY_ERRORS)
-        conn.send((result, retire))
-        if retire:
-            return
+    try:
+        conn.send(READY)
+        while (case := conn.recv()) is not None:
+            result = check_case(case, data_dir, options)
+            retire = result.forward == ERROR and any(s in result.message for s in STICKY_ERRORS)
+            conn.send((result, retire))
+            if retire:
+                return
+    except (EOFError, OSError):  # the run is gone (killed): nothing left to do, nothing to say
+        return
+
+
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGKILL when the run dies, however it dies (out of the run's process group, it
+    would otherwise outlive a killed run for as long as its case takes)."""
+    parent = multiprocessing.parent_process()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent is not None and os.getppid() != parent.pid:  # the run died before the request took effect
+        os._exit(0)
 
 
 @dataclass
@@ -217,7 +317,8 @@ class _Supervisor:
     def _start(self, wait: bool = True) -> _Worker:
         parent, child = self.context.Pipe()
         process = self.context.Process(target=_worker_main, args=(child, self.data_dir, self.options), daemon=True)
-        process.start()
+        with _signals_ignored_by_children():
+            process.start()
         child.close()
         worker = _Worker(process, parent)
         if wait:
@@ -237,55 +338,67 @@ class _Supervisor:
             f"a worker process did not start within {STARTUP_SECONDS:g} s (exit code {worker.process.exitcode})"
         )
 
-    def run(self, cases: Sequence[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
-        source = iter(cases)
-        pending = deque(itertools.islice(source, 1))  # the next case; the rest stay undecoded in the dump
-        workers = [self._start(wait=False) for _ in range(self.size)]  # they import torch in parallel
-        for w in workers:
-            self._ready(w)
+    def run(self, cases: Iterable[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
+        workers: list[_Worker] = []
         try:
-            while pending or any(w.case for w in workers):
-                for i, w in enumerate(workers):
-                    if w.case is None and pending and not w.process.is_alive():
-                        workers[i] = w = self._replace(w)  # died between cases
-                    if w.case is None and pending:
-                        w.case = pending.popleft()
-                        pending.extend(itertools.islice(source, 1))
-                        on_start(w.case)
-                        w.deadline = time.monotonic() + case_timeout(w.case, self.options)
-                        w.conn.send(w.case)
-                busy = [w for w in workers if w.case is not None]
-                wait_for = min(w.deadline for w in busy) - time.monotonic()
-                ready = set(
-                    connection_wait(
-                        [w.conn for w in busy] + [w.process.sentinel for w in busy],
-                        timeout=min(max(0.0, wait_for), MAX_TIMEOUT),
-                    )
-                )
-                for i, w in enumerate(workers):
-                    if w.case is None:
-                        continue
-                    result, retire = None, False
-                    if w.conn in ready or w.process.sentinel in ready:
-                        try:
-                            result, retire = w.conn.recv() if w.conn.poll() else (None, False)
-                        except (EOFError, OSError):
-                            result = None
-                        if retire:  # a sticky device error: this worker's device is not trusted again
-                            workers[i] = self._replace(w)
-                        elif result is None:
-                            w.process.join(1)
-                            result = failed(w.case, _death(w.process.exitcode))
-                            workers[i] = self._replace(w)
-                    elif time.monotonic() >= w.deadline:
-                        result = failed(w.case, f"timed out after {case_timeout(w.case, self.options):g} s")
-                        workers[i] = self._replace(w)
-                    if result is not None:
-                        workers[i].case = None
-                        yield result
-        finally:
+            for _ in range(self.size):
+                workers.append(self._start(wait=False))  # they import torch in parallel
+            for w in workers:
+                self._ready(w)
+            yield from self._serve(workers, iter(cases), on_start)
+        finally:  # also on Ctrl-C, SIGTERM or a consumer that stops early: no worker outlives the run
             for w in workers:
                 self._stop(w)
+
+    def _serve(self, workers: list[_Worker], source: Iterator[Case], on_start: Callable[[Case], None]):
+        pending = deque(itertools.islice(source, 1))  # the next case; the rest stay undecoded in the dump
+        while pending or any(w.case for w in workers):
+            for i, w in enumerate(workers):
+                if w.case is None and pending and not w.process.is_alive():
+                    workers[i] = w = self._replace(w)  # died between cases
+                if w.case is None and pending:
+                    w.case = pending.popleft()
+                    pending.extend(itertools.islice(source, 1))
+                    on_start(w.case)
+                    w.deadline = time.monotonic() + case_timeout(w.case, self.options)
+                    w.conn.send(w.case)
+            busy = [w for w in workers if w.case is not None]
+            wait_for = min(w.deadline for w in busy) - time.monotonic()
+            ready = set(
+                connection_wait(
+                    [w.conn for w in busy] + [w.process.sentinel for w in busy],
+                    timeout=min(max(0.0, wait_for), MAX_TIMEOUT),
+                )
+            )
+            for i, w in enumerate(workers):
+                if w.case is None:
+                    continue
+                result = self._outcome(i, workers, ready)
+                if result is not None:
+                    workers[i].case = None
+                    yield result
+
+    def _outcome(self, i: int, workers: list[_Worker], ready: set) -> ApiResult | None:
+        """The busy worker ``i``'s result, its case's error row when it died or ran out of time (it is then
+        replaced in ``workers``), or None while it works."""
+        w = workers[i]
+        result, retire = None, False
+        # Looked at again, not only as the wait saw it: replacing another worker may have taken a while since.
+        if w.conn in ready or w.process.sentinel in ready or w.conn.poll() or not w.process.is_alive():
+            try:
+                result, retire = w.conn.recv() if w.conn.poll() else (None, False)
+            except (EOFError, OSError):
+                result = None
+            if retire:  # a sticky device error: this worker's device is not trusted again
+                workers[i] = self._replace(w)
+            elif result is None:
+                w.process.join(1)
+                result = failed(w.case, _death(w.process.exitcode))
+                workers[i] = self._replace(w)
+        elif time.monotonic() >= w.deadline:
+            result = failed(w.case, f"timed out after {case_timeout(w.case, self.options):g} s")
+            workers[i] = self._replace(w)
+        return result
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.process.kill()
@@ -295,15 +408,35 @@ class _Supervisor:
 
     @staticmethod
     def _stop(worker: _Worker) -> None:
-        try:
-            worker.conn.send(None)
-        except (OSError, ValueError):
-            pass
-        worker.process.join(2)
+        if worker.case is None:  # idle: told to leave; busy (an interrupted run): killed at once
+            try:
+                worker.conn.send(None)
+            except (OSError, ValueError):
+                pass
+            worker.process.join(2)
         if worker.process.is_alive():
             worker.process.kill()
             worker.process.join(2)
         worker.conn.close()
+
+
+@contextlib.contextmanager
+def _signals_ignored_by_children():
+    """Start a child with SIGINT and SIGTERM ignored from its first instruction (Python keeps an inherited
+    SIG_IGN for SIGINT), so Ctrl-C during its start-up prints no traceback; signals that arrive meanwhile are held
+    for this process, not lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in stopping}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stopping)
 
 
 def _death(exitcode: int | None) -> str:

@@ -13,11 +13,15 @@ import os
 import re
 import time
 from array import array
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from precheck import runfiles
 from precheck.check import ApiResult, DetailRow
-from precheck.escape import escape, formula_safe, unescape
+from precheck.escape import escape, formula_safe
+from precheck.runfiles import RunFileError
 
 RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER = [
@@ -100,22 +104,22 @@ def _line(row: list[str]) -> str:
     return buf.getvalue()
 
 
-class ResumeError(Exception):
-    """The CSV named by -csv_path cannot be continued (one line, exit code 2)."""
+ResumeError = RunFileError  # the name callers catch: a run's files cannot be created or continued
 
-
-_RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14})\.csv$")
+_RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14}(?:_\d+)?)\.csv$")
 
 
 class CsvReport:
     """The pair of CSV files of one run. Every finished API is on disk (flushed) before the next starts: its
     details rows first, then its result row, so a result row always has all its details.
 
-    Resuming (``resume`` = a result CSV of an interrupted run) repairs a torn last line, drops details rows of
-    APIs without a result row, and continues both files; the journal beside them counts how often each API was
-    started, so an API that killed the run twice is recorded as such instead of being retried forever.
-    Memory does not grow with the rows: per API only its dump order and where its lines lie are kept, and the
-    files are put in dump order at the end by copying those byte ranges.
+    A new run claims names no other run has (runfiles.claim) and locks its journal. Resuming (``resume`` = a
+    result CSV of an interrupted run) checks the sidecar against ``identity`` (what this run is), then repairs
+    both files into new ones (a torn last line cut, details rows of APIs without a result row dropped) that
+    replace the old ones atomically, so a kill at any moment of a resume loses nothing. ``suspects`` are the APIs
+    that were running when the interrupted run died (runfiles.suspects). Memory does not grow with the rows: per
+    API only its dump order and where its lines lie are kept, and the files are put in dump order at the end by
+    copying those byte ranges.
     """
 
     def __init__(
@@ -125,64 +129,97 @@ class CsvReport:
         *,
         resume: str | os.PathLike | None = None,
         orders: dict[str, int] | None = None,
+        identity: dict[str, object] | None = None,
     ) -> None:
         self._orders = array("q")
         self._spans = {"result": array("q"), "details": array("q")}  # (start, end) byte offsets per API
         self.completed: set[str] = set()
-        self.started: dict[str, int] = {}
+        self.previous: Counter = Counter()  # (forward, backward) -> APIs kept from the run being resumed
+        self.suspects: set[str] = set()
         if resume is not None:
             path = Path(resume)
             m = _RESULT_NAME.match(path.name)
             if m is None or not path.is_file():
                 raise ResumeError(f"{path}: not an accuracy_checking_result_<YYYYmmddHHMMSS>.csv file")
-            self.out_dir, ts = path.parent, m.group(1)
+            self.out_dir, stem = path.parent, m.group(1)
         else:
             self.out_dir = Path(out_dir)
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            ts = timestamp or time.strftime("%Y%m%d%H%M%S")
-        self.result_path = self.out_dir / f"accuracy_checking_result_{ts}.csv"
-        self.details_path = self.out_dir / f"accuracy_checking_details_{ts}.csv"
-        self.journal_path = self.out_dir / f"accuracy_checking_result_{ts}.journal"
-        kept = self._interrupted(orders or {}) if resume is not None else []
-        self._files = {
-            "result": _restart(self.result_path, RESULT_HEADER),
-            "details": _restart(self.details_path, DETAILS_HEADER),
-        }
-        for order, result, details in kept:
-            self._write(order, result, details)
-        if resume is None:
-            self.journal_path.write_text("", encoding="utf-8")
-        self._journal = open(self.journal_path, "a", encoding="utf-8")
+            stem = runfiles.claim(self.out_dir, timestamp or time.strftime("%Y%m%d%H%M%S"))
+        self.result_path = self.out_dir / runfiles.RESULT.format(stem)
+        self.details_path = self.out_dir / runfiles.DETAILS.format(stem)
+        self.journal_path = self.out_dir / runfiles.JOURNAL.format(stem)
+        self.sidecar_path = self.out_dir / runfiles.SIDECAR.format(stem)
+        self._journal = runfiles.lock(self.journal_path, self.result_path)
+        try:
+            if resume is not None:
+                runfiles.check_sidecar(self.sidecar_path, identity or {}, self.result_path)
+                self._repair(orders or {})
+                self.suspects = {n for n in runfiles.suspects(self.journal_path) if text(n) not in self.completed}
+            else:
+                for path, header in ((self.result_path, RESULT_HEADER), (self.details_path, DETAILS_HEADER)):
+                    path.write_bytes(_BOM + _line(header).encode("utf-8"))
+                if identity is not None:  # last: a run without one has no row, and cannot be resumed
+                    runfiles.write_sidecar(self.sidecar_path, identity)
+            self._files = {"result": open(self.result_path, "ab"), "details": open(self.details_path, "ab")}
+        except BaseException:
+            self._journal.close()
+            raise
 
-    def _interrupted(self, orders: dict[str, int]) -> list[tuple[int, str, str]]:
-        """The complete rows of the run being resumed, and how often each unfinished API was started."""
+    def _repair(self, orders: dict[str, int]) -> None:
+        """Copy the complete rows of the interrupted run into new files and put them in place of the old ones,
+        details first: a kill between the two renames leaves files that repair the same way again."""
         if not self.details_path.is_file():
             raise ResumeError(f"{self.details_path}: missing, cannot resume {self.result_path.name}")
-        header, results = _read_complete_rows(self.result_path)
-        if header != RESULT_HEADER:
-            raise ResumeError(f"{self.result_path}: not a precheck result CSV (header {header})")
-        _, details = _read_complete_rows(self.details_path)
-        by_api: dict[str, list[str]] = {}
-        for row in details:
-            api = row[0].rsplit(".", 3)[0] if row else ""
-            by_api.setdefault(api, []).append(_line(row))
-        kept = []
-        for row in results:
-            name = row[0]
-            self.completed.add(name)
-            kept.append((orders.get(name, len(orders)), _line(row), "".join(by_api.get(name, []))))
-        if self.journal_path.is_file():
-            for line in self.journal_path.read_text(encoding="utf-8").splitlines():
-                kind, _, name = line.partition("\t")
-                name = unescape(name)
-                if kind == "start" and name not in self.completed:
-                    self.started[name] = self.started.get(name, 0) + 1
-        return kept
+        results = _complete_rows(self.result_path)
+        if next(results, RESULT_HEADER) != RESULT_HEADER:  # empty: killed before its header, nothing to keep
+            raise ResumeError(f"{self.result_path}: not a precheck result CSV (no result header)")
+        result_tmp = self.result_path.with_name(self.result_path.name + ".resume")
+        details_tmp = self.details_path.with_name(self.details_path.name + ".resume")
+        kept: list[tuple[str, int, int]] = []  # (name, start, end) of each kept result line, in file order
+        with open(result_tmp, "wb") as f:
+            f.write(_BOM + _line(RESULT_HEADER).encode("utf-8"))
+            for row in results:
+                if len(row) < 3 or row[0] in self.completed:  # a row cut short is no result: its API runs again
+                    continue
+                self.completed.add(row[0])
+                self.previous[tuple(row[1:3])] += 1
+                start = f.tell()
+                f.write(_line(row).encode("utf-8"))
+                kept.append((row[0], start, f.tell()))
+            _sync(f)
+        details = self._copy_details(details_tmp)
+        os.replace(details_tmp, self.details_path)
+        os.replace(result_tmp, self.result_path)
+        runfiles.sync_dir(self.out_dir)
+        for name, start, end in kept:
+            self._spans["result"].extend((start, end))
+            self._spans["details"].extend(details.get(name, (0, 0)))
+            self._orders.append(orders.get(name, len(orders)))
+
+    def _copy_details(self, tmp: Path) -> dict[str, tuple[int, int]]:
+        """The details rows of the completed APIs into ``tmp``; where each API's rows lie there."""
+        spans: dict[str, tuple[int, int]] = {}
+        rows = _complete_rows(self.details_path)
+        next(rows, None)
+        with open(tmp, "wb") as f:
+            f.write(_BOM + _line(DETAILS_HEADER).encode("utf-8"))
+            last = None
+            for row in rows:
+                api = row[0].rsplit(".", 3)[0] if row else ""
+                if api not in self.completed:
+                    continue
+                if api != last and api in spans:
+                    raise ResumeError(f"{self.details_path}: the details rows of {api} are not together")
+                start = spans[api][0] if api in spans else f.tell()
+                f.write(_line(row).encode("utf-8"))
+                spans[api], last = (start, f.tell()), api
+            _sync(f)
+        return spans
 
     def start(self, name: str) -> None:
         """Journal that ``name`` starts, before it runs: a kill during it is then known on resume."""
-        self._journal.write(f"start\t{escape(name)}\n")  # one line, whatever the name holds
-        self._journal.flush()
+        runfiles.journal_start(self._journal, name)
 
     def add(self, r: ApiResult) -> None:
         self._write(r.order, _line(result_row(r)), "".join(_line(detail_row(d)) for d in r.details))
@@ -198,50 +235,79 @@ class CsvReport:
             self._spans[kind].extend((start, f.tell()))
         self._orders.append(order)
 
-    def close(self, complete: bool = True) -> None:
+    def close(self, complete: bool = True, interrupted: bool = False) -> None:
         """Put both files in dump order (results arrive in completion order) and close them; a complete run
-        needs its journal no more."""
-        for f in (*self._files.values(), self._journal):
+        needs its journal no more. ``interrupted``: stopped in an orderly way, no API is to blame."""
+        for f in self._files.values():
             f.close()
         ranked = sorted(range(len(self._orders)), key=self._orders.__getitem__)
         for kind, path, header in (
-            ("result", self.result_path, RESULT_HEADER),
             ("details", self.details_path, DETAILS_HEADER),
+            ("result", self.result_path, RESULT_HEADER),
         ):
             spans = self._spans[kind]
-            tmp = path.with_suffix(".csv.tmp")
+            tmp = path.with_name(path.name + ".tmp")
             with open(path, "rb") as src, open(tmp, "wb") as dst:
                 dst.write(_BOM + _line(header).encode("utf-8"))
                 for i in ranked:
                     src.seek(spans[2 * i])
                     dst.write(src.read(spans[2 * i + 1] - spans[2 * i]))
+                _sync(dst)
             os.replace(tmp, path)
+        runfiles.sync_dir(self.out_dir)
         if complete:
-            self.journal_path.unlink(missing_ok=True)
+            self.journal_path.unlink(missing_ok=True)  # while still locked: no resume can start on a half state
+        elif interrupted:
+            runfiles.journal_interrupted(self._journal)
+        self._journal.close()
 
     def __enter__(self) -> CsvReport:
         return self
 
     def __exit__(self, kind: type | None, *exc: object) -> None:
-        self.close(complete=kind is None)
+        self.close(complete=kind is None, interrupted=kind is not None and issubclass(kind, KeyboardInterrupt))
 
 
 _BOM = "\ufeff".encode("utf-8")
 
 
-def _restart(path: Path, header: list[str]) -> BinaryIO:
-    """A CSV holding only its header, open for appending rows."""
-    _write_lines(path, header, [])
-    return open(path, "ab")
+def _sync(f: BinaryIO) -> None:
+    f.flush()
+    os.fsync(f.fileno())
 
 
-def _read_complete_rows(path: Path) -> tuple[list[str], list[list[str]]]:
-    """Rows of a CSV cut at its last complete line (a run killed mid-write leaves half a line)."""
-    text = path.read_bytes().decode("utf-8-sig", errors="replace")
-    if not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    rows = list(csv.reader(io.StringIO(text, newline="")))
-    return (rows[0] if rows else []), [r for r in rows[1:] if r]
+def _complete_rows(path: Path) -> Iterator[list[str]]:
+    """Rows of a CSV up to its last complete line (a run killed mid-write leaves half a line), read as a stream:
+    the header first."""
+    with open(path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        while end > 0:  # find the end of the last complete line, reading backwards a block at a time
+            f.seek(max(0, end - 65536))
+            block = f.read(end - max(0, end - 65536))
+            cut = block.rfind(b"\n")
+            if cut >= 0:
+                end = end - len(block) + cut + 1
+                break
+            end -= len(block)
+        f.seek(0)
+        lines = (line.decode("utf-8", "replace") for line in _lines_until(f, end))
+        first = True
+        try:
+            for row in csv.reader(lines):
+                if first:
+                    row[:1] = [row[0].removeprefix("\ufeff")] if row else []
+                    first = False
+                yield row
+        except csv.Error:
+            return  # a quoted cell torn by the kill: the rows before it are all there is
+
+
+def _lines_until(f: BinaryIO, end: int) -> Iterator[bytes]:
+    while f.tell() < end:
+        line = f.readline(end - f.tell())
+        if not line:
+            return
+        yield line
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
+import warnings
 from array import array
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from precheck.check import ApiResult, CheckOptions, skipped
-from precheck.dump import load_dump
-from precheck.grader.status import at_or_below
-from precheck.pool import default_workers, failed, run_cases
+from precheck.dump import Dump, load_dump
+from precheck.grader.status import SKIP, at_or_below
+from precheck.pool import run_cases, started_workers, worker_count
 from precheck.report import CsvReport, text
+from precheck.runfiles import dump_identity
 from precheck.selection import ApiLists, SignatureFilter
 from precheck.targets import TARGETS, resolve_device
 
@@ -29,6 +33,8 @@ class RunSummary:
     resumed: int = 0  # APIs already in the CSVs of the run this call continued
     filtered: int = 0  # calls left out by --filter_api (a signature checked already)
     statuses: Counter = field(default_factory=Counter)  # (forward, backward) -> APIs checked by this call
+    previous: Counter = field(default_factory=Counter)  # (forward, backward) -> APIs kept from a resumed run
+    standard: str = "default"
 
     @property
     def checked(self) -> int:
@@ -56,8 +62,23 @@ class RunSummary:
         return self.checked / self.wall_seconds if self.wall_seconds > 0 else float("inf")
 
     def any_at_or_below(self, threshold: str) -> bool:
-        """True when some API's forward or backward status is ``threshold`` or worse (``--fail-on``)."""
-        return any(at_or_below(s, threshold) for pair in self.statuses for s in pair if s.strip())
+        """True when some API's forward or backward status is ``threshold`` or worse, rows of a resumed run
+        included."""
+        return any(at_or_below(s, threshold) for pair in self._all_statuses() for s in pair if s.strip())
+
+    def gate(self, threshold: str) -> str | None:
+        """Why ``--fail-on threshold`` (error, warning or skip) fails the run, or None. Every row of the CSV
+        counts, those of a resumed run too, and a run that graded nothing fails: a gate never passes on no
+        evidence (a dump whose tensor files are missing is all SKIP rows)."""
+        pairs = self._all_statuses()
+        if not any(forward != SKIP for forward, _ in pairs):
+            return f"nothing was graded: all {self.checked + sum(self.previous.values())} APIs are SKIP"
+        if threshold == "skip":
+            return "some APIs are SKIP (--fail-on skip)" if any(SKIP in pair for pair in pairs) else None
+        return f"some APIs are at or below '{threshold}' (--fail-on)" if self.any_at_or_below(threshold) else None
+
+    def _all_statuses(self) -> list[tuple[str, str]]:
+        return [pair for pair, n in (self.statuses + self.previous).items() if n > 0]
 
     def describe(self) -> str:
         counts, bw = (
@@ -72,10 +93,16 @@ class RunSummary:
         again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
         if self.filtered:
             again += f" ({self.filtered} calls with an already checked signature skipped by --filter_api)"
+        legend = (
+            "  warning: the rule failed by no more than the dtype explains; "
+            "error: worse than an honest kernel in the target dtype\n"
+            if self.standard == "default"
+            else ""
+        )
         return (
             f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
             f"({self.apis_per_second:.1f} APIs/s)\n"
-            f"  forward:  {counts}\n  backward: {bw}\n"
+            f"  forward:  {counts}\n  backward: {bw}\n{legend}"
             f"  result:  {self.result_path}\n  details: {self.details_path}"
         )
 
@@ -105,21 +132,10 @@ def run_ut(
     """
     start = time.perf_counter()
     dump = load_dump(api_info)
-    resolved = resolve_device(device)
-    workers = default_workers() if workers is None else max(1, workers)
-    options = replace(options or CheckOptions(), device=resolved)
-    if options.standard == "benchmark" and options.bench_device is None:
-        options = replace(options, bench_device="cpu")  # the two-reference verdict needs its reference
-    if options.target not in TARGETS:
-        raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
-    if options.target == "recorded" and options.force_random:
-        raise ValueError(
-            "--random and --target recorded exclude each other: recorded outputs come from the recorded inputs"
-        )
-    if options.bench_device is not None:
-        options = replace(options, bench_device=resolve_device(options.bench_device))
-    if options.max_memory is None:
-        options = replace(options, max_memory=default_max_memory(workers))
+    options = _resolved(options or CheckOptions(), device)
+    workers = worker_count(workers)
+    identity = _identity(dump, options, filter_api, api_lists)
+    options = _usable_error_folder(options)
     results: list[ApiResult] = []
     statuses: Counter = Counter()
 
@@ -131,59 +147,131 @@ def run_ut(
     bar = _progress_bar(len(dump.cases)) if progress else None
     orders = {text(name): i for i, name in enumerate(dump.cases.names)}  # names as the CSVs hold them
     signatures = SignatureFilter() if filter_api else None
-    with CsvReport(out_path, resume=csv_path, orders=orders) as report:
-        todo = array("q")  # indices of the cases to run: cases are decoded when they run, never held
-        for order, name in enumerate(dump.cases.names):
-            if signatures is None and api_lists is None and report.started.get(name, 0) < 2:
-                if text(name) not in report.completed:  # nothing to learn from the record yet: not decoded
-                    todo.append(order)
-                continue
-            case = dump.cases[order]
-            if signatures is not None and not signatures.keep(case) or text(case.name) in report.completed:
-                continue
-            listed_out = api_lists.excluded(case) if api_lists else None
-            if listed_out or report.started.get(case.name, 0) >= 2:  # killed the run twice: never a third time
-                result = (
-                    skipped(case, listed_out)
-                    if listed_out
-                    else failed(case, "killed the run twice while being checked; not retried")
-                )
-                report.add(result)
-                keep(result)
-            else:
-                todo.append(case.order)
-        if bar is not None:
-            bar.update(len(dump.cases) - len(todo))
-        for result in run_cases(
-            dump.cases.select(todo),
-            dump.data_dir,
-            options,
-            workers,
-            on_start=lambda c: report.start(c.name),
-            scheduler=scheduler,
-        ):
-            report.add(result)
-            keep(result)
+    with CsvReport(out_path, resume=csv_path, orders=orders, identity=identity) as report:
+        try:
+            suspects, todo = _plan(dump, report, signatures, api_lists, keep)
             if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+                bar.update(len(dump.cases) - len(todo) - len(suspects))
+            cases = [dump.cases.select(suspects), dump.cases.select(todo)]
+            if options.max_memory is None:
+                started = max(started_workers(c, workers, options, isolate=i == 0) for i, c in enumerate(cases))
+                options = replace(options, max_memory=default_max_memory(started))
+            for i, selected in enumerate(cases):  # suspects first, each in a worker: one may kill its process
+                for result in run_cases(
+                    selected,
+                    dump.data_dir,
+                    options,
+                    workers,
+                    on_start=lambda c: report.start(c.name),
+                    scheduler=scheduler,
+                    isolate=i == 0,
+                ):
+                    report.add(result)
+                    keep(result)
+                    if bar is not None:
+                        bar.update(1)
+        except KeyboardInterrupt as e:
+            raise Interrupted(report.result_path, len(report.completed) + sum(statuses.values())) from e
+        finally:
+            if bar is not None:
+                bar.close()  # before any message: a line of its own
     results.sort(key=lambda r: r.order)
     return RunSummary(
         report.result_path,
         report.details_path,
-        resolved,
+        options.device,
         options.target,
         time.perf_counter() - start,
         results,
         len(report.completed),
         signatures.left_out if signatures else 0,
         statuses,
+        report.previous,
+        options.standard,
     )
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM in the CLI) during a run: every finished row is in ``result_path``."""
+
+    def __init__(self, result_path: Path, finished: int) -> None:
+        super().__init__(f"interrupted; {finished} finished APIs are in {result_path}")
+        self.result_path, self.finished = result_path, finished
+
+
+def _resolved(options: CheckOptions, device: str) -> CheckOptions:
+    """The options with the device resolved and checked (DeviceError / ValueError for unusable ones)."""
+    options = replace(options, device=resolve_device(device))
+    if options.standard == "benchmark" and options.bench_device is None:
+        options = replace(options, bench_device="cpu")  # the two-reference verdict needs its reference
+    if options.target not in TARGETS:
+        raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
+    if options.target == "recorded" and options.force_random:
+        raise ValueError(
+            "--random and --target recorded exclude each other: recorded outputs come from the recorded inputs"
+        )
+    if options.bench_device is not None:
+        options = replace(options, bench_device=resolve_device(options.bench_device))
+    return options
+
+
+def _identity(dump: Dump, options: CheckOptions, filter_api: bool, api_lists: ApiLists | None) -> dict[str, object]:
+    """What a run is, as its sidecar records it: the dump and every option that can change a row (a resume must
+    use the same). Not where error data is saved, whether tensors are kept, nor --timeout (a resume may give a
+    hanging API more time)."""
+    chosen = asdict(options)
+    for name in ("save_error_data", "keep_tensors", "timeout"):
+        chosen.pop(name)
+    lists = None if api_lists is None else [sorted(api_lists.white), sorted(api_lists.black)]
+    return {**dump_identity(dump.path), **chosen, "filter_api": filter_api, "api_lists": lists}
+
+
+def _usable_error_folder(options: CheckOptions) -> CheckOptions:
+    """-save_error_data into a place that cannot be written: one warning, and the run goes on without it."""
+    if not options.save_error_data:
+        return options
+    folder = Path(options.save_error_data)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        warnings.warn(f"cannot save error data in {folder} ({reason}); the run goes on without it", stacklevel=3)
+        return replace(options, save_error_data=None)
+    return options
+
+
+def _plan(
+    dump: Dump,
+    report: CsvReport,
+    signatures: SignatureFilter | None,
+    api_lists: ApiLists | None,
+    keep: Callable[[ApiResult], None],
+) -> tuple[array, array]:
+    """Indices of the cases to run (those running when an interrupted run died apart: they run in a worker);
+    listed-out cases become their SKIP rows here. Cases are decoded when they run, never held."""
+    suspects, todo = array("q"), array("q")
+    for order, name in enumerate(dump.cases.names):
+        if signatures is None and api_lists is None:
+            if text(name) not in report.completed:  # nothing to learn from the record yet: not decoded
+                (suspects if name in report.suspects else todo).append(order)
+            continue
+        case = dump.cases[order]
+        if signatures is not None and not signatures.keep(case) or text(case.name) in report.completed:
+            continue
+        listed_out = api_lists.excluded(case) if api_lists else None
+        if listed_out:
+            result = skipped(case, listed_out)
+            report.add(result)
+            keep(result)
+        else:
+            (suspects if case.name in report.suspects else todo).append(order)
+    return suspects, todo
+
+
 def default_max_memory(workers: int) -> int:
-    """Half the machine's memory, shared among the workers that may each hold a case at once."""
+    """Half the machine's memory, shared among the workers actually started (each may hold a case at once)."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):

@@ -25,6 +25,7 @@ DUMPS = (
     "cnn_bf16_tensor",
     "llama_fp32_statistics",
     "encoder_fp32_tensor",
+    "composite_fp32_tensor",
     "opinfo_fp32_all",
     "opinfo_bf16_all_stats",
 )

@@ -43,3 +43,17 @@ def test_cli(capsys):
     assert "47 forward records, 0 would be SKIP rows, 47 checked" in out  # dropout and SDPA: statistically
     assert main(["apis", "--check", "/nonexistent/dump.json"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_check_sees_a_dump_copied_without_its_tensor_files(tmp_path, capsys):
+    """The run would be 47 SKIP rows (every input file missing): the check must say so, not '0 would be SKIP'."""
+    dump = tmp_path / "dump.json"
+    dump.write_bytes(GPT2.read_bytes())
+    total, reasons = would_skip(dump)
+    summary = run_ut(dump, tmp_path / "out", device="cpu")
+    assert total == 47 and summary.counts["SKIP"] == 47
+    assert {name for names in reasons.values() for name in names} == {r.name for r in summary.results}
+    assert main(["apis", "--check", str(dump)]) == 0
+    out = capsys.readouterr().out
+    assert "47 forward records, 47 would be SKIP rows, 0 checked" in out
+    assert f"tensor file not found in {tmp_path / 'dump_tensor_data'}" in out

@@ -106,3 +106,19 @@ def test_bookkeeping_of_caught_missed_and_false(monkeypatch):
     cells = detection.evaluate(BUNDLED, ["default"])
     assert sum(c.caught for c in cells.values()) == 0
     assert sum(len(c.missed) for c in cells.values()) == len(BUGGED)
+
+
+def test_default_standard_detection_rates_on_the_bundled_fraction():
+    """What issue 12 asks of the default verdict, on the bundled dev fraction (recorded target): at least 95% of
+    bugs and 90% of bugged rows graded error, no clean row graded error unless the honest measure finds the
+    recording kernel really worse than an honest one (the CPU's half batch norm), no clean row SKIP."""
+    cells = detection.evaluate(BUNDLED, ["default"])
+    total = detection.Tally()
+    for dtype in ("fp32", "bf16", "fp16"):
+        cell = cells[("default", "dev", dtype)]
+        for name in ("bugs", "caught", "bugged_rows", "bugged_errors", "clean_rows", "false_errors", "clean_skips"):
+            setattr(total, name, getattr(total, name) + getattr(cell, name))
+        assert cell.false_errors == 0, cell.false
+    assert total.caught >= 0.95 * total.bugs, [m for c in cells.values() for m in c.missed]
+    assert total.bugged_errors >= 0.9 * total.bugged_rows
+    assert total.clean_skips == 0

@@ -17,10 +17,12 @@ MODELS = {
     "bert_bf16_tensor": (
         52,
         {"Functional.dropout", "Functional.scaled_dot_product_attention"},
-        # the token-type embedding's weight gradient: 24 rows summed into one, in bf16
-        {"Functional.embedding.1"},
+        # the token-type embedding's weight gradient (24 rows summed into one, in bf16: 4.6x the honest bf16
+        # kernel's error), the weight and bias gradients of the CPU's bf16 layer_norm backward (2.5-5x) and the
+        # cross_entropy backward (log_softmax's and nll_loss's, each rounded to bf16: 2.5x)
+        {"Functional.embedding.1", "Functional.cross_entropy.0"} | {f"Functional.layer_norm.{i}" for i in range(6)},
     ),
-    # the CPU's bf16 batch norm: 2.3% of outputs off by more than 1% (elements near zero)
+    # the CPU's bf16 batch norm: its errors lean one way per channel (z-score 11, an honest kernel's 1.5)
     "cnn_bf16_tensor": (13, {"Functional.dropout2d"}, {"Functional.batch_norm.0"}),
     "llama_fp32_statistics": (119, set(), set()),
     # torch's TransformerEncoder in training: dropout inside multi-head attention, its mask recovered

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 import api_registry
 from precheck import pool
 from precheck.check import CheckOptions
+from precheck.dump import load_dump
 from precheck.run_ut import run_ut
 
 STATS_TENSOR = {
@@ -112,7 +114,7 @@ def test_a_sticky_device_error_retires_its_worker(tmp_path, misbehaving, monkeyp
     assert set(got.values()) == {"pass"}  # no later API ran in the broken process
 
 
-def test_an_api_that_kills_the_run_twice_is_recorded_not_retried(tmp_path):
+def test_an_api_that_killed_the_run_is_checked_in_a_worker_on_resume(tmp_path):
     dump = make_dump(
         tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_segfault.0", "Torch.precheck_slow.1"]
     )
@@ -123,18 +125,16 @@ def test_an_api_that_kills_the_run_twice_is_recorded_not_retried(tmp_path):
     result = next(out.glob("accuracy_checking_result_*.csv"))
     assert [r[0] for r in rows(result)] == ["Torch.precheck_slow.0"]  # ...but not the finished row
     second = cli("-api_info", str(dump), "-csv_path", str(result))
-    second.communicate(timeout=120)
-    assert second.returncode == -signal.SIGSEGV  # resumed, it is tried once more
-    third = cli("-api_info", str(dump), "-csv_path", str(result))
-    stdout, _ = third.communicate(timeout=120)
-    assert third.returncode == 0, stdout
+    stdout, _ = second.communicate(timeout=120)
+    # The journal says which API was running: on resume it alone runs in a worker, whose crash is its row.
+    assert second.returncode == 0, stdout
     assert "continuing a run that had 1 APIs" in stdout
     assert [r[:2] for r in rows(result)] == [
         ["Torch.precheck_slow.0", "pass"],
         ["Torch.precheck_segfault.0", "error"],
         ["Torch.precheck_slow.1", "pass"],
     ]
-    assert rows(result)[1][3] == "killed the run twice while being checked; not retried"
+    assert rows(result)[1][3] == "worker crashed: signal 11 (SIGSEGV)"
     assert not list(out.glob("*.journal"))  # a complete run leaves no journal
 
 
@@ -180,3 +180,92 @@ def test_resume_refuses_a_file_that_is_not_a_result_csv(tmp_path, capsys):
     assert main(["run_ut", "-api_info", str(dump), "-csv_path", str(bogus), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not an accuracy_checking_result_<YYYYmmddHHMMSS>.csv file" in err
+
+
+def test_timeout_holds_in_process_too(tmp_path, misbehaving):
+    """A small dump runs in-process; a hanging API there is its error row after --timeout, and the APIs after it
+    are still checked (in a worker: a hung kernel cannot be stopped in this process)."""
+    dump = make_dump(
+        tmp_path / "dump.json", ["Torch.tanh.0", "Torch.precheck_hang.0", "Torch.sigmoid.0", "Torch.exp.0"]
+    )
+    assert not pool.use_pool(load_dump(dump).cases, 2)
+    start = time.monotonic()
+    summary = run_ut(dump, tmp_path / "out", device="cpu", workers=2, options=CheckOptions(timeout=3))
+    assert time.monotonic() - start < 60
+    got = {r.name: (r.forward, r.message) for r in summary.results}
+    assert got.pop("Torch.precheck_hang.0") == ("error", "timed out after 3 s")
+    assert {f for f, _ in got.values()} == {"pass"} and len(got) == 3
+
+
+def test_a_million_workers_are_capped_and_keep_a_usable_memory_share(tmp_path):
+    summary = run_ut(make_dump(tmp_path / "dump.json", ["Torch.tanh.0"]), tmp_path / "out", device="cpu", workers=10**6)
+    assert summary.counts == {"pass": 1}  # not a SKIP for needing more than a millionth of the memory
+    assert pool.worker_count(10**6) == pool.MAX_WORKERS_PER_CORE * pool.default_workers()
+
+
+def test_save_error_data_that_fails_in_a_worker_costs_no_verdict(tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)
+    names = ["Torch.tanh.0", "Torch.exp.0", "Torch.sigmoid.0"]
+    dump = make_dump(tmp_path / "dump.json", names)
+    plain = run_ut(dump, tmp_path / "plain", device="cpu", workers=2, options=CheckOptions(max_abs=1e-30))
+    err = tmp_path / "err"
+    err.mkdir()
+    (err / "Torch.exp.0").write_text("a file where the API's folder would go")
+    saved = run_ut(
+        dump, tmp_path / "saved", device="cpu", workers=2, options=CheckOptions(max_abs=1e-30, save_error_data=str(err))
+    )
+    assert [(r.forward, r.message) for r in saved.results] == [(r.forward, r.message) for r in plain.results]
+    assert {r.forward for r in saved.results} == {"warning"}
+    assert (err / "Torch.tanh.0" / "forward.output.0.golden.pt").is_file()
+    lines = [line for line in capfd.readouterr().err.splitlines() if "Torch.exp.0" in line]
+    assert len(lines) == 1 and lines[0].startswith("precheck: warning: cannot save error data of Torch.exp.0: ")
+
+
+POOL_CLI = "import sys; from precheck import cli, pool; pool.POOL_START_SECONDS = -1; sys.exit(cli.main(sys.argv[1:]))"
+
+
+def _stopped_by(sig: int, tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
+    """A pool run of slow APIs, sent ``sig`` (to its whole process group, as a terminal's Ctrl-C is) once 2 rows
+    are on disk."""
+    dump = make_dump(tmp_path / "dump.json", [f"Torch.precheck_slow.{i}" for i in range(30)])
+    out = tmp_path / "out"
+    env = dict(os.environ, PRECHECK_TEST_APIS="1")
+    argv = [
+        sys.executable,
+        "-c",
+        POOL_CLI,
+        "run_ut",
+        "-q",
+        "-d",
+        "cpu",
+        "-n",
+        "2",
+        "-api_info",
+        str(dump),
+        "-o",
+        str(out),
+    ]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = list(out.glob("accuracy_checking_result_*.csv"))
+        if found and len(rows(found[0])) >= 2:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    return proc, err, found[0]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stopped_pool_run_says_how_to_continue_it_in_one_line(tmp_path, sig, code):
+    proc, err, result = _stopped_by(sig, tmp_path)
+    assert proc.returncode == code
+    assert err.count("\n") == 1 and "Traceback" not in err, err  # no worker tracebacks
+    assert f"finished APIs are in {result}; continue with: precheck run_ut " in err
+    command = shlex.split(err.split("continue with: ")[1])
+    assert command[-2:] == ["-csv_path", str(result)] and command[1] == "run_ut"
+    env = dict(os.environ, PRECHECK_TEST_APIS="1")
+    again = subprocess.run([sys.executable, "-m", *command], env=env, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr
+    assert [r[1] for r in rows(result)] == ["pass"] * 30

@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
+from precheck.grader import honest as honest_kernel
 from precheck.grader.limits import absolute_regime, accumulative_regime
 from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
-from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve
+from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve, rule
 from precheck.grader.status import ERROR, PASS
 
 
@@ -42,16 +43,20 @@ def compare(
     cosine: float = DEFAULT_COSINE,
     max_abs: float = DEFAULT_MAX_ABS,
     api_class: str | None = None,
+    honest: honest_kernel.HonestSource = None,
 ) -> Comparison:
     """Compare one output leaf: a tensor, a Python number, or any other value compared for equality.
 
     ``target_dtype``: the precision the target was computed in, when ``target`` is held in another dtype (a
     bf16 result saved as fp32); ``reference``: the same output from a reference device in the target dtype,
-    for the ``benchmark`` standard; ``api_class``: the API's class in api_registry, for ``auto``.
+    for the ``benchmark`` standard; ``api_class``: the API's class in api_registry, for ``auto``; ``honest``:
+    the same output from an honest kernel in the target dtype (accurate accumulation, one rounding), or a
+    function returning it, called only when the ``default`` standard needs it; without it that kernel is
+    modeled (grader/honest.py).
     """
     resolve(standard, api_class, reference is not None)  # a misspelt standard fails for every kind of output
     if isinstance(target, torch.Tensor) and isinstance(golden, torch.Tensor):
-        return _compare_tensors(target, golden, standard, target_dtype, reference, cosine, max_abs, api_class)
+        return _compare_tensors(target, golden, standard, target_dtype, reference, cosine, max_abs, api_class, honest)
     if isinstance(target, torch.Tensor) or isinstance(golden, torch.Tensor):
         return Comparison(
             ERROR,
@@ -63,11 +68,13 @@ def compare(
         )
     if _is_real_number(target) and _is_real_number(golden) and (isinstance(target, float) or isinstance(golden, float)):
         ref = torch.tensor(float(reference), dtype=torch.float64) if _is_real_number(reference) else None
+        # Judged as float32: an API's Python float mostly comes from a float32 tensor (``item``), whose honest
+        # value is that tensor's, not a float64 computation's.
         result = _compare_tensors(
             torch.tensor(float(target), dtype=torch.float64),
             torch.tensor(float(golden), dtype=torch.float64),
             standard,
-            None,
+            torch.float32,
             ref,
             cosine,
             max_abs,
@@ -147,6 +154,7 @@ def _compare_tensors(
     cosine: float,
     max_abs: float,
     api_class: str | None,
+    honest: honest_kernel.HonestSource = None,
 ) -> Comparison:
     shape = tuple(target.shape)
     dtypes = dict(golden_dtype=str(golden.dtype), target_dtype=str(target.dtype), shape=shape)
@@ -170,7 +178,11 @@ def _compare_tensors(
     regime = accumulative_regime(dtype) if name == "accumulative" else absolute_regime(dtype)
     m = float_metrics(target, golden, dtype, regime)
     ref = float_metrics(reference, golden, dtype, regime) if has_reference else None
-    status, message = judge(m, dtype, name, cosine=cosine, max_abs=max_abs, reference=ref, api_class=api_class)
+    if name == "default" and m.max_abs_err is not None:
+        ctx = Context(dtype=dtype, cosine=cosine, max_abs=max_abs)
+        status, message = honest_kernel.verdict(target, golden, m, rule(m, ctx), dtype, honest)
+    else:
+        status, message = judge(m, dtype, name, cosine=cosine, max_abs=max_abs, reference=ref, api_class=api_class)
     if status != PASS:
         message += (
             _at(shape, m.worst_index, target, golden)

@@ -1,0 +1,68 @@
+"""The honest kernel's side of a check: the default standard's yardstick between warning and error.
+
+The same call on the CPU from the same inputs, with bf16/fp16 tensors and dtype arguments raised to float32
+(targets.HONEST): an implementation that accumulates accurately; its results are rounded once to the dtype the
+target holds them in. It runs at most once per case, and only when a verdict asks for it (grader/honest.py): an
+output that is within its dtype's rounding never costs one. With ``--target recorded`` its gradients are taken
+where msprobe's hook recorded the target's, as the golden's are (recorded.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from api_registry import ApiEntry
+from precheck.dump import Case, TensorSpec
+from precheck.recorded import AtHook, gradient_shapes, same_place
+from precheck.runner import SideRun, flatten, run_side
+from precheck.targets import HONEST
+
+__all__ = ["HonestRun", "honest_is_target"]
+
+
+def honest_is_target(case: Case, target: str, device: str) -> bool:
+    """The honest run would repeat the target's: a CPU target whose call holds no half-precision tensor or dtype.
+    The CPU's fp32 kernel is then its own honest kernel (a model could not tell its cancellation from a bug)."""
+    if target != "device" or device != "cpu":
+        return False
+    leaves = flatten((case.args, case.kwargs, case.grad_outputs))
+    dtypes = [leaf.dtype if isinstance(leaf, TensorSpec) else leaf for leaf in leaves]
+    return not any(isinstance(d, torch.dtype) and HONEST.dtype(d) != d for d in dtypes)
+
+
+class HonestRun:
+    """The honest run of one case, made on first use; ``same`` is a run that already is the honest one (see
+    honest_is_target); ``at`` places gradients as ``--target recorded`` placed the golden's."""
+
+    def __init__(self, entry: ApiEntry, case: Case, loaded: tuple, at: AtHook | None, same: SideRun | None) -> None:
+        self.entry, self.case, self.loaded, self.at = entry, case, loaded, at
+        self.run: SideRun | None = same
+
+    def _side(self) -> SideRun:
+        if self.run is None:
+            args, kwargs, grad_outputs = self.loaded
+            hook = self.at is not None
+            run = run_side(self.entry, self.case.args, self.case.kwargs, args, kwargs, grad_outputs, HONEST, None, hook)
+            if hook and not run.error:
+                run = replace(run, grads=same_place(run, self.at, gradient_shapes(self.case.grad_inputs)))
+            self.run = run
+        return self.run
+
+    def output(self, i: int, like: Any) -> torch.Tensor | None:
+        """Forward output ``i`` rounded to ``like``'s dtype, or None where the honest run has none."""
+        run = self._side()
+        return None if run.error or i >= len(run.outputs) else _rounded(run.outputs[i], like)
+
+    def grad(self, i: int, like: Any) -> torch.Tensor | None:
+        """The gradient graded as backward output ``i``, rounded to ``like``'s dtype, or None."""
+        run = self._side()
+        return None if run.error or not run.grads else _rounded(run.grads.get(i), like)
+
+
+def _rounded(value: Any, like: Any) -> torch.Tensor | None:
+    if not isinstance(value, torch.Tensor) or not isinstance(like, torch.Tensor) or value.shape != like.shape:
+        return None
+    return value.to(like.dtype) if value.dtype != like.dtype else value

@@ -1,0 +1,187 @@
+"""The files beside a run's CSVs, and how they are created: unique names, the lock, the journal, the sidecar.
+
+Two runs into one folder never share a file: names are claimed with ``O_EXCL`` (a second run in the same second
+gets ``accuracy_checking_result_<ts>_2.csv``). A run holds an exclusive lock on its journal while it writes, so a
+second ``-csv_path`` of the same CSV is refused with the pid that holds it. The sidecar
+(``accuracy_checking_result_<ts>.run.json``) records what the run was (the dump's identity and every option that
+changes a verdict), so a resume with another dump or other options is refused instead of mixing them. The journal
+says which APIs were running when a run died: only those are suspects on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import BinaryIO
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; names stay unique, concurrent resumes are not detected
+    fcntl = None  # type: ignore[assignment]
+
+RESULT = "accuracy_checking_result_{}.csv"
+DETAILS = "accuracy_checking_details_{}.csv"
+JOURNAL = "accuracy_checking_result_{}.journal"
+SIDECAR = "accuracy_checking_result_{}.run.json"
+MAX_SUFFIX = 10_000
+
+
+class RunFileError(Exception):
+    """A run's files cannot be created or continued (one line, exit code 2)."""
+
+
+def claim(out_dir: Path, timestamp: str) -> str:
+    """The stem (``<ts>`` or ``<ts>_<n>``) of a result and details CSV that this call created, empty, and no other
+    run can have: both are created with ``O_EXCL``, and a name taken by anyone (a run started in the same second,
+    in this process or another) moves on to the next suffix."""
+    for n in range(1, MAX_SUFFIX):
+        stem = timestamp if n == 1 else f"{timestamp}_{n}"
+        result = out_dir / RESULT.format(stem)
+        if not _create(result):
+            continue
+        if _create(out_dir / DETAILS.format(stem)):
+            return stem
+        result.unlink(missing_ok=True)  # a stray details file of that name: leave it, take the next name
+    raise RunFileError(f"{out_dir}: {MAX_SUFFIX} runs already started at {timestamp}")
+
+
+def _create(path: Path) -> bool:
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except FileExistsError:
+        return False
+    return True
+
+
+def lock(journal: Path, csv: Path) -> BinaryIO:
+    """The journal, open for appending and exclusively locked by this process (it says so with a ``run`` line);
+    raise RunFileError naming the pid of the run that holds it. The lock goes when the file is closed, or when
+    the process dies however it dies."""
+    while True:
+        f = open(journal, "a+b")
+        if fcntl is None:
+            return f
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(f)
+            f.close()
+            raise RunFileError(f"{csv}: in use by {holder} (a run is writing it; wait for it or stop it)") from None
+        try:
+            same = os.stat(journal).st_ino == os.fstat(f.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            f.write(f"run\t{os.getpid()}\n".encode())
+            f.flush()
+            return f
+        f.close()  # the run that held it finished and removed it meanwhile: lock the file that is there now
+
+
+def _holder(f: BinaryIO) -> str:
+    f.seek(0)
+    pids = [line.split(b"\t", 1)[1].strip() for line in f.read().splitlines() if line.startswith(b"run\t")]
+    return f"pid {pids[-1].decode('ascii', 'replace')}" if pids else "another process"
+
+
+def journal_start(f: BinaryIO, name: str) -> None:
+    """Record that ``name`` starts, before it runs (names are JSON strings: a name holds any character)."""
+    f.write(f"start\t{json.dumps(name)}\n".encode())
+    f.flush()
+
+
+def journal_interrupted(f: BinaryIO) -> None:
+    """An orderly stop (Ctrl-C, SIGTERM): the APIs running then did not kill the run."""
+    f.write(b"interrupted\n")
+    f.flush()
+
+
+def suspects(journal: Path) -> set[str]:
+    """The APIs that were running when a run of this journal died (started in that run and not stopped in an
+    orderly way; those with a row since are the caller's to drop): each may have killed it, so a resume checks
+    them in a worker process."""
+    found: set[str] = set()
+    running: set[str] = set()
+    try:
+        lines = journal.read_bytes().decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return found
+    for line in lines:
+        kind, _, value = line.partition("\t")
+        if kind == "run":
+            found |= running
+            running = set()
+        elif kind == "start":
+            try:
+                running.add(json.loads(value))
+            except ValueError:
+                pass  # a line torn by the kill
+        elif kind == "interrupted":
+            running = set()
+    return found | running
+
+
+def dump_identity(path: Path) -> dict[str, object]:
+    """What tells one dump.json from another without reading it all: its path, size and the SHA-256 of its first
+    and last 64 KiB (two steps of one model differ in the statistics of their first records)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        digest.update(f.read(1 << 16))
+        if size > 1 << 16:
+            f.seek(max(1 << 16, size - (1 << 16)))
+            digest.update(f.read(1 << 16))
+    return {"dump": str(path.resolve()), "dump_size": size, "dump_sha256_head_tail": digest.hexdigest()}
+
+
+def write_sidecar(path: Path, identity: dict[str, object]) -> None:
+    replace_atomically(path, json.dumps(identity, indent=1, sort_keys=True).encode())
+
+
+def check_sidecar(path: Path, identity: dict[str, object], csv: Path) -> None:
+    """Refuse to continue ``csv`` with another dump or other options: the first difference, in one line."""
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunFileError(
+            f"{csv}: no {path.name} beside it, so nothing says which dump and options wrote it; start a new run"
+        ) from None
+    except (OSError, ValueError) as e:
+        raise RunFileError(f"{path}: unreadable ({type(e).__name__}); start a new run") from None
+    if not isinstance(recorded, dict):
+        raise RunFileError(f"{path}: not a run record; start a new run")
+    for key in sorted(set(recorded) | set(identity)):
+        then, now = recorded.get(key), identity.get(key)
+        if then != now:
+            raise RunFileError(
+                f"{csv}: written by another run ({key}: {then!r} then, {now!r} now); resume with the same dump "
+                f"and options, or start a new run"
+            )
+
+
+def replace_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` or what it held before, never a part: a synced temporary file renamed over it."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    sync_dir(path.parent)
+
+
+def sync_dir(folder: Path) -> None:
+    """Make renames in ``folder`` durable (a power cut after os.replace can otherwise undo it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
