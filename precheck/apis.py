@@ -13,6 +13,7 @@ from pathlib import Path
 from api_registry import aten_names, catalogue, lookup, registry, why_unsupported
 from precheck import stochastic
 from precheck.dump import Case, load_dump
+from precheck.escape import escape
 from precheck.inputs import InputError, iter_specs, resolve
 
 
@@ -85,5 +86,5 @@ def describe_skips(api_info: str | os.PathLike) -> str:
     lines = [f"{api_info}: {total} forward records, {skipped} would be SKIP rows, {total - skipped} checked"]
     for reason, names in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         shown = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
-        lines.append(f"  {len(names):5d}  {reason}: {shown}")
+        lines.append(f"  {len(names):5d}  {escape(reason)}: {escape(shown)}")  # names and reasons from the dump
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from precheck import stochastic
 from precheck.dump import Case, TensorSpec
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
 from precheck.honest_run import HonestRun, honest_is_target
-from precheck.inputs import InputBuilder, InputError, builder_for, iter_specs
+from precheck.inputs import InputBuilder, InputError, builder_for
 from precheck.recorded import (
     AtHook,
     StatisticsOnly,
@@ -31,6 +31,7 @@ from precheck.recorded import (
     same_place,
 )
 from precheck.runner import SideRun, flatten, one_line, run_side
+from precheck.sizes import estimated_bytes
 from precheck.synth import rng_for
 from precheck.targets import GOLDEN, compiled, reference_side, target_side
 
@@ -51,16 +52,6 @@ class CheckOptions:
     keep_tensors: bool = False  # keep inputs, target and golden outputs in the result (generated tests)
     save_error_data: str | None = None  # folder for the inputs and outputs of every API that is not pass
     timeout: float | None = None  # seconds one API may take in a pool worker (None: scaled by size)
-
-
-def estimated_bytes(case: Case) -> int:
-    """Memory a case needs, roughly: each input, recorded output and incoming gradient as recorded, its target
-    copy, its float64 golden copy and that copy's gradient. Outputs count because an API can make a huge one
-    from a small input (``Tensor.repeat`` with large integer arguments)."""
-    return sum(
-        spec.numel * (2 * spec.dtype.itemsize + 16)
-        for spec in iter_specs((case.args, case.kwargs, case.outputs, case.grad_outputs))
-    )
 
 
 @dataclass(frozen=True)
@@ -141,7 +132,9 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         return skipped(
             case, f"needs about {need / 2**30:.3g} GiB, above --max-memory {options.max_memory / 2**30:.3g} GiB"
         )
-    builder = builder_for(entry, case, data_dir, seed=options.seed, force_random=options.force_random)
+    builder = builder_for(
+        entry, case, data_dir, seed=options.seed, force_random=options.force_random, max_bytes=options.max_memory
+    )
     try:
         args = builder.build(case.args, "input_args")
         kwargs = builder.build(case.kwargs, "input_kwargs")

@@ -20,6 +20,7 @@ from pathlib import Path
 from precheck import __version__
 from precheck.check import CheckOptions
 from precheck.dump import DumpError
+from precheck.escape import escape
 from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.inputs import InputError
 from precheck.paths import OutputError, write_problem
@@ -294,16 +295,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(reason: object) -> None:
+    """The one line an unusable input gets on stderr; text from a dump in it is escaped (no terminal control)."""
+    print(f"precheck: error: {escape(str(reason))}", file=sys.stderr)
+
+
 def _precision_compare(args: argparse.Namespace) -> int:
     from precheck.precision_compare import CompareError, api_precision_compare
 
     try:
         summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
     except (CompareError, OutputError) as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     except OSError as e:
-        print(f"precheck: error: {write_problem(e)}", file=sys.stderr)
+        _error(write_problem(e))
         return 2
     counts = Counter(f for f, _ in summary.apis.values())
     print(
@@ -320,12 +326,12 @@ def _regress(args: argparse.Namespace) -> int:
     try:
         report = regress(args.baseline, args.current)
     except RegressError as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     try:
         md_path, json_path = write_report(report, args.out_path)
     except OSError as e:
-        print(f"precheck: error: cannot write the report: {e}", file=sys.stderr)
+        _error(f"cannot write the report: {e}")
         return 2
     print(f"precheck regress: {report.summary()}\n  markdown: {md_path}\n  json:     {json_path}")
     code = report.exit_code(args.strict)
@@ -341,7 +347,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from precheck.testgen import generate
+    from precheck.testgen import SuiteError, generate
 
     options = CheckOptions(
         device=args.device,
@@ -353,11 +359,11 @@ def _generate(args: argparse.Namespace) -> int:
     )
     try:
         test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
-    except (DumpError, OutputError) as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+    except (DumpError, SuiteError, OutputError) as e:
+        _error(e)
         return 2
     except OSError as e:
-        print(f"precheck: error: {write_problem(e)}", file=sys.stderr)
+        _error(write_problem(e))
         return 2
     print(f"precheck generate: suite written to {test.parent} (run: pytest {test.parent})")
     return 0
@@ -371,7 +377,7 @@ def _apis(args: argparse.Namespace) -> int:
         try:
             print(describe_skips(args.check))
         except DumpError as e:
-            print(f"precheck: error: {e}", file=sys.stderr)
+            _error(e)
             return 2
         return 0
     print(describe_supported())
@@ -386,10 +392,10 @@ def _repro(args: argparse.Namespace) -> int:
     try:
         script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
     except (DumpError, ReproError, InputError, OutputError) as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     except OSError as e:
-        print(f"precheck: error: {write_problem(e)}", file=sys.stderr)
+        _error(write_problem(e))
         return 2
     print(f"precheck repro: {script} (run: python {script} [DEVICE])")
     return 0
@@ -456,10 +462,10 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
                 progress=not args.quiet,
             )
     except (DumpError, DeviceError, RunFileError, ConfigError, WorkerStartError, ValueError) as e:
-        print(f"precheck: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     except OSError as e:
-        print(f"precheck: error: cannot write results: {e}", file=sys.stderr)
+        _error(f"cannot write results: {e}")
         return 2
     except KeyboardInterrupt as e:
         terminated = isinstance(e, _Terminated) or isinstance(e.__cause__, _Terminated)

@@ -358,14 +358,13 @@ def pair_records(data: dict[str, Any] | Iterable[tuple[str, Any]]) -> Cases:
 
 
 def shown_name(key: str) -> str:
-    """The row name of a malformed record key: one printable line (control characters and lone surrogates
-    escaped as in Python's ``ascii``), at most about MAX_NAME characters (a longer key keeps its start, its
-    length and a digest, so two long keys stay apart)."""
-    name = key if key.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in key)
-    if len(name) > MAX_NAME:
-        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
-        name = f"{name[: MAX_NAME - 48]}... ({len(key)} characters, sha256 {digest})"
-    return name
+    """The row name of a malformed record key: at most about MAX_NAME characters (a longer key keeps its start,
+    its length and a digest, so two long keys stay apart). Control characters are kept: every output escapes
+    them (precheck.escape), once."""
+    if len(key) <= MAX_NAME:
+        return key
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{key[: MAX_NAME - 48]}... ({len(key)} characters, sha256 {digest})"
 
 
 def _key_problem(key: str) -> str:

@@ -1,7 +1,8 @@
 """Turn decoded argument specs into real tensors, from the files a tensor-mode dump saved.
 
 Every failure is an InputError whose message names the file and what is wrong with it, so the runner can turn it
-into a SKIP row. Files are loaded without ever executing pickled code (``weights_only=True``, no pickled numpy).
+into a SKIP row. Files are loaded without ever executing pickled code: a ``.pt`` file's pickle is only replayed with
+stand-ins (precheck.ptfile), a ``.npy`` file is read without pickles.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 
 from api_registry import ApiEntry
 from precheck.dump import Case, TensorSpec
+from precheck.ptfile import NotAnArchive, PtError, inspect, read
 from precheck.synth import rng_for, synthesize
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
@@ -55,22 +57,22 @@ def iter_specs(tree: Any):
 
 
 def shown(data_name: str) -> str:
-    """``data_name`` as messages name it: one printable line (control characters and lone surrogates escaped),
-    cut after 200 characters."""
-    name = (
-        data_name if data_name.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in data_name)
-    )
-    return name if len(name) <= 200 else f"{name[:200]}... ({len(data_name)} characters)"
+    """``data_name`` as messages name it: cut after 200 characters (every output escapes control characters)."""
+    return data_name if len(data_name) <= 200 else f"{data_name[:200]}... ({len(data_name)} characters)"
 
 
 def resolve(data_dir: Path, data_name: str) -> Path:
     """The file of ``data_name`` inside ``data_dir``; names that would leave the directory (``..``, absolute
-    paths, symbolic links pointing out) are refused, and so are names no file can have (NUL bytes, too long)."""
+    paths, symbolic links pointing out, a ``data_dir`` that is itself a link out of the dump's directory) are
+    refused, and so are names no file can have (NUL bytes, too long)."""
     try:
         root = data_dir.resolve()
         path = (data_dir / data_name).resolve()
     except (OSError, ValueError, RuntimeError) as e:  # NUL byte, name too long, symlink loop
         raise InputError(f"{shown(data_name)}: refused, not a usable file name ({_reason(e)})") from None
+    if data_dir.parent.resolve() not in root.parents:
+        # dump_tensor_data itself a link out of the dump: its files are not the dump's, like a linked file's.
+        raise InputError(f"{shown(data_name)}: refused, {data_dir.name} is a link out of the dump directory")
     if path == root:
         raise InputError(f"{shown(data_name)}: refused, names the dump directory itself, not a file in it")
     if root not in path.parents:
@@ -95,8 +97,9 @@ def _load_problem(e: BaseException) -> str:
     return first if isinstance(e, RuntimeError) else f"not a .pt file torch can read ({type(e).__name__}: {first})"
 
 
-def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
-    """Load the saved data of ``spec`` and check it against the recorded shape and dtype."""
+def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) -> torch.Tensor:
+    """Load the saved data of ``spec`` and check it against the recorded shape and dtype; a ``.pt`` whose storage
+    would need more than ``max_bytes`` is refused before it is read."""
     if spec.data_name is None:
         raise InputError(STATISTICS_ONLY)  # reached only by callers that load files and nothing else
     path = resolve(data_dir, spec.data_name)
@@ -124,15 +127,13 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
             # torch only takes native byte order; a big-endian file is still a valid file.
             tensor = torch.from_numpy(np.ascontiguousarray(array.astype(array.dtype.newbyteorder("="), copy=False)))
         elif suffix == ".pt":
-            tensor = torch.load(path, map_location="cpu", weights_only=True)
+            tensor = _load_pt(path, spec, max_bytes)
         else:
             raise InputError(f"{name}: unknown file type {suffix!r} (expected .pt or .npy)")
     except InputError:
         raise
     except Exception as e:  # any loader failure is this file's problem, reported in one line
         raise InputError(f"{name}: unreadable: {_load_problem(e)}") from None
-    if not isinstance(tensor, torch.Tensor):
-        raise InputError(f"{name}: holds {type(tensor).__name__}, not a tensor")
     if tuple(tensor.shape) != spec.shape:
         raise InputError(f"{name}: shape {tuple(tensor.shape)} does not match the recorded {spec.shape}")
     if tensor.dtype != spec.dtype:
@@ -141,6 +142,26 @@ def load_tensor(spec: TensorSpec, data_dir: Path) -> torch.Tensor:
             raise InputError(f"{name}: dtype {tensor.dtype} does not match the recorded {spec.dtype}")
         tensor = tensor.to(spec.dtype)
     return tensor.detach()
+
+
+def _load_pt(path: Path, spec: TensorSpec, max_bytes: int | None) -> torch.Tensor:
+    """A ``.pt`` file read only once its archive declares one dense tensor of the recorded dtype and shape whose
+    storage is about what the tensor reaches and within ``max_bytes`` (precheck.ptfile says why); its bytes
+    become the tensor without torch's loader."""
+    try:
+        stored = inspect(path, max_bytes=max_bytes)
+    except PtError as e:
+        verdict = "unreadable:" if isinstance(e, NotAnArchive) else "refused,"
+        raise InputError(f"{shown(spec.data_name or path.name)}: {verdict} {e}") from None
+    if stored.dtype != spec.dtype:
+        raise InputError(
+            f"{shown(spec.data_name or '')}: dtype {stored.dtype} does not match the recorded {spec.dtype}"
+        )
+    if stored.shape != spec.shape:
+        raise InputError(
+            f"{shown(spec.data_name or '')}: shape {stored.shape} does not match the recorded {spec.shape}"
+        )
+    return read(path, stored)
 
 
 def load_tree(tree: Any, data_dir: Path) -> Any:
@@ -168,8 +189,10 @@ class InputBuilder:
         int_floors: dict[str, int] | None = None,
         long_args: frozenset[str] = frozenset(),
         true_counts: dict[str, int] | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.max_bytes = max_bytes  # a file's storage above this is refused before it is read
         self.case_name = case_name
         self.seed = seed
         self.force_random = force_random
@@ -185,7 +208,7 @@ class InputBuilder:
 
     def load(self, tree: Any, where: str) -> Any:
         """Saved data only (recorded outputs are never generated)."""
-        return map_specs_at(tree, lambda spec, _: load_tensor(spec, self.data_dir), where)
+        return map_specs_at(tree, lambda spec, _: load_tensor(spec, self.data_dir, self.max_bytes), where)
 
     def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
         tensor = self._make(spec, where)
@@ -197,7 +220,7 @@ class InputBuilder:
 
     def _make(self, spec: TensorSpec, where: str) -> torch.Tensor:
         if spec.data_name is not None and not self.force_random:
-            return load_tensor(spec, self.data_dir)
+            return load_tensor(spec, self.data_dir, self.max_bytes)
         try:
             tensor, note = synthesize(
                 spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where), self.true_counts.get(where)
@@ -219,7 +242,13 @@ class InputBuilder:
 
 
 def builder_for(
-    entry: ApiEntry, case: Case, data_dir: Path, *, seed: int = 0, force_random: bool = False
+    entry: ApiEntry,
+    case: Case,
+    data_dir: Path,
+    *,
+    seed: int = 0,
+    force_random: bool = False,
+    max_bytes: int | None = None,
 ) -> InputBuilder:
     """The builder of one case, with its API's argument fix-ups (class ids, int64 widening, mask counts)."""
     counts = entry.mask_counts(case.args, case.outputs) if entry.mask_counts else {}
@@ -231,4 +260,5 @@ def builder_for(
         int_floors=entry.int_floors,
         long_args=entry.long_args,
         true_counts=counts,
+        max_bytes=max_bytes,
     )

@@ -213,7 +213,7 @@ def _on_dask(
         from distributed import Client, wait
     except ImportError:
         raise ValueError("--backend dask needs the dask extra: pip install 'precheck[dask]'") from None
-    data_dir = data_dir.resolve()
+    data_dir = data_dir.parent.resolve() / data_dir.name  # absolute for remote workers; a link stays a link
     todo = iter(cases)
     with Client(scheduler) as client:
         window = max(1, sum(client.nthreads().values()))

@@ -50,6 +50,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from precheck.escape import markdown, markdown_code, unescape, unformula
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING
 from precheck.report import read_csv_rows
 
@@ -153,8 +154,8 @@ class RegressReport:
         lines = [
             "# precheck regress",
             "",
-            f"- baseline: `{self.baseline_path}`",
-            f"- current: `{self.current_path}`",
+            f"- baseline: {markdown_code(self.baseline_path)}",
+            f"- current: {markdown_code(self.current_path)}",
             "",
             "| outcome | APIs |",
             "|---|---|",
@@ -173,12 +174,8 @@ class RegressReport:
                 "|---|---|---|---|---|",
             ]
             for a in rows:
-                lines.append("| " + " | ".join([_md(a.api), *_md_side(a.baseline), *_md_side(a.current)]) + " |")
+                lines.append("| " + " | ".join([markdown(a.api), *_md_side(a.baseline), *_md_side(a.current)]) + " |")
         return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def _md_side(side: Statuses | None) -> list[str]:
@@ -236,7 +233,7 @@ def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:
     api_col, fwd_col, bwd_col = (columns[w] for w in wanted)
     out: dict[str, Statuses] = {}
     for number, row in enumerate(rows, start=1):
-        api = row.get(api_col, "").strip()
+        api = unescape(unformula(row.get(api_col, "").strip()))  # as precheck's report.text wrote it
         if not api:
             raise RegressError(f"{p}: not a result CSV: data row {number} has no API name")
         if bwd_col not in row:

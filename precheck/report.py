@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from precheck import runfiles
 from precheck.check import ApiResult, DetailRow
+from precheck.escape import escape, formula_safe
 from precheck.runfiles import RunFileError
 
 RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
@@ -51,31 +52,20 @@ DETAILS_HEADER = [
 BLANK = " "
 
 
-# OWASP's CSV injection list (a spreadsheet starts a formula at =, +, -, @, tab or carriage return), and the
-# full-width forms that CJK spreadsheets also take as a formula.
-_FORMULA_START = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
-_NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE)
 MAX_CELL = 32767  # a spreadsheet cell's limit, and well below the csv module's default field limit (131072)
 
 
 def text(value: str) -> str:
-    """A text cell (name, message, dtype) as written: never the start of a spreadsheet formula, never longer than a
-    cell can be, always encodable as UTF-8.
-
-    A text that a spreadsheet would run as a formula gets a single quote in front (OWASP); a number written as
-    text (``-0.5``, ``-inf``) stays as it is, for msprobe's readers parse it. Lone surrogates (JSON allows
-    ``\\ud800``) are written as their escape.
+    """A text cell (name, message, dtype) as written: one printable line, never the start of a spreadsheet formula,
+    never longer than a cell can be, always encodable as UTF-8, and reversible (precheck.escape): control
+    characters and lone surrogates become backslash escapes, text that a spreadsheet would run as a formula
+    gets a single quote in front (OWASP), so ``=cmd`` and ``'=cmd`` stay two cells. Ordinary names, messages and
+    numbers written as text (``-0.5``, ``-inf``) are written as they are, as msprobe writes them.
     """
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    value = escape(value)
     if len(value) > MAX_CELL:
         value = f"{value[: MAX_CELL - 40]}... ({len(value) - MAX_CELL + 40} more characters)"
-    if value[:1] in _FORMULA_START and not _NUMBER.fullmatch(value):
-        value = "'" + value
-    return value
+    return formula_safe(value)
 
 
 def cell(value: object) -> str:

@@ -24,19 +24,25 @@ from precheck.paths import output_folder
 
 _MODULES = {"Functional": "torch.nn.functional", "Torch": "torch", "Tensor": "torch.Tensor"}
 
-_SCRIPT = '''"""Reproduces precheck's check of {name} ({func}) from {dump}.
+# Text from the dump (its directory, API and argument names, string arguments) enters this source only as literals
+# written by repr(), never pasted into code, a docstring or a comment: a name may hold quotes and newlines.
+_SCRIPT = '''"""Reproduces precheck's check of one recorded call: API, from the dump DUMP, calling FUNC.
 
 Target: the call on DEVICE in the recorded dtypes. Golden: the same call on the CPU in float64.
-Run: python {script} [DEVICE]      (default cpu; e.g. cuda, npu:0)
+Run: python <this script> [DEVICE]      (default cpu; e.g. cuda, npu:0)
 """
 import math
+import operator
 import pathlib
 import sys
 
 import torch
 
+API = {name!r}
+DUMP = {dump!r}
+FUNC = operator.attrgetter({attr!r})({module})
 DEVICE = sys.argv[1] if len(sys.argv) > 1 else "cpu"
-T = torch.load(pathlib.Path(__file__).resolve().parent / "{data}", weights_only=True)
+T = torch.load(pathlib.Path(__file__).resolve().parent / {data!r}, weights_only=True)
 NEEDS_GRAD = {needs_grad!r}
 INPLACE = {inplace!r}
 
@@ -74,7 +80,7 @@ def flat(x):
 
 def run(golden):
     args, kwargs, leaves = build(golden)
-    outputs = flat({func}(*args, **kwargs))
+    outputs = flat(FUNC(*args, **kwargs))
     grads = {{}}
     grad_outputs = {grad_outputs}
     pairs = [(o, g.to(o.device, o.dtype)) for o, g in zip(outputs, grad_outputs)
@@ -109,7 +115,7 @@ for i, (t, g) in enumerate(zip(target_out, golden_out)):
     report(f"forward.output.{{i}}", t, g)
 for place, g in golden_grads.items():
     if g is not None and target_grads.get(place) is not None:
-        report(f"gradient of {{place}}", target_grads[place], g)
+        report(f"gradient of {{ascii(place)[1:-1]}}", target_grads[place], g)
 '''
 
 
@@ -160,9 +166,9 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
     script.write_text(
         _SCRIPT.format(
             name=case.name,
-            func=f"{_MODULES[prefix]}.{rest}",
+            module=_MODULES[prefix],
+            attr=rest,
             dump=f"{dump.path.parent.name}/{dump.path.name}",
-            script=script.name,
             data=data,
             needs_grad=set(needs_grad),
             inplace=entry.inplace,

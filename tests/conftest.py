@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,11 +92,24 @@ def write_dump(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+def link_tensor_data(source: Path, into: Path) -> None:
+    """``into/dump_tensor_data`` holding ``source``'s files as hard links (copies across file systems): a folder of
+    the dump's own, since a dump_tensor_data that is a link out of its dump is refused."""
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, into / "dump_tensor_data", copy_function=link)
+
+
 def one_api_dump(src: Path, api: str, into: Path) -> Path:
     """A copy of a dump that holds one API's forward and backward records."""
     doc = json.loads(src.read_text())
     doc["data"] = {k: v for k, v in doc["data"].items() if k.startswith(api + ".")}
     into.mkdir(parents=True)
     (into / "dump.json").write_text(json.dumps(doc))
-    (into / "dump_tensor_data").symlink_to(src.parent / "dump_tensor_data")
+    link_tensor_data(src.parent / "dump_tensor_data", into)
     return into / "dump.json"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conftest import link_tensor_data
+
 from precheck.apis import supported, would_skip
 from precheck.cli import main
 from precheck.run_ut import run_ut
@@ -24,7 +26,7 @@ def test_check_predicts_exactly_the_skip_rows_of_a_run(tmp_path):
     doc["data"]["bad key"] = {}
     dump = tmp_path / "dump.json"
     dump.write_text(json.dumps(doc))
-    (tmp_path / "dump_tensor_data").symlink_to(GPT2.parent / "dump_tensor_data")
+    link_tensor_data(GPT2.parent / "dump_tensor_data", tmp_path)
     total, reasons = would_skip(dump)
     predicted = {name for names in reasons.values() for name in names}
     summary = run_ut(dump, tmp_path / "out", device="cpu")

@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from conftest import link_tensor_data
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -41,9 +42,15 @@ FUZZ = settings(
     database=None,
 )
 
-# Cheap APIs whose cost cannot be blown up by an integer argument (no repeat/expand/pad: their size comes from
-# plain ints that --max-memory does not see), a random one, and names precheck does not know.
+# Cheap APIs, APIs whose output size comes from plain numbers (repeat, expand, pad, factories: --max-memory sees
+# them through a meta-device run), a random one, and names precheck does not know.
 APIS = [
+    "Tensor.repeat",
+    "Tensor.expand",
+    "Tensor.new_full",
+    "Torch.zeros",
+    "Torch.arange",
+    "Functional.pad",
     "Torch.add",
     "Torch.mul",
     "Torch.matmul",
@@ -400,7 +407,9 @@ def run(tmp: Path, content: bytes, capfd) -> tuple[int, str, Path]:
     out = tmp / "out"
     capfd.readouterr()
     try:
-        rc = main(["run_ut", "-api_info", str(path), "-o", str(out), "-q", "-d", "cpu", "-n", "1"])
+        rc = main(
+            ["run_ut", "-api_info", str(path), "-o", str(out), "-q", "-d", "cpu", "-n", "1", "--max-memory", "256M"]
+        )
     except BaseException as e:  # noqa: BLE001 - the property is that nothing escapes
         raise AssertionError(f"{type(e).__name__} escaped main() on {content[:300]!r}") from e
     return rc, capfd.readouterr().err, out
@@ -628,7 +637,7 @@ def test_mutated_real_dumps_give_one_row_per_forward_record(case, capfd):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if kind == "tensor":
-            (tmp / "dump_tensor_data").symlink_to(SOURCES[kind].parent / "dump_tensor_data")
+            link_tensor_data(SOURCES[kind].parent / "dump_tensor_data", tmp)
         (tmp / "dump.json").write_bytes(content)
         capfd.readouterr()
         try:

@@ -18,6 +18,7 @@ import torch
 from precheck.check import DetailRow
 from precheck.cli import main
 from precheck.dump import MAX_NAME, pair_records
+from precheck.escape import unescape, unformula
 from precheck.grader import Comparison
 from precheck.grader.metrics import Metrics
 from precheck.report import MAX_CELL, cell, detail_row, text, write_csv
@@ -83,8 +84,6 @@ def assert_no_formula(rows: list[list[str]], numeric_columns: range = range(0)) 
         "+1+1",
         "-2+3",
         "@SUM(A1)",
-        "\t=1+1",
-        "\r=1+1",
         '=HYPERLINK("http://x")',
         "-x.pt: refused",
         "+cmd|' /C calc'!A0",
@@ -97,7 +96,16 @@ def assert_no_formula(rows: list[list[str]], numeric_columns: range = range(0)) 
 def test_text_that_starts_a_formula_gets_a_quote(value):
     assert cell(value) == "'" + value
     assert text(value) == "'" + value
-    assert text(text(value)) == text(value)  # idempotent: a quoted cell is not quoted again
+    # Reversible: a text that already starts with the quote is a different cell, never the same one.
+    assert text("'" + value) == "''" + value != text(value)
+    assert unescape(unformula(text("'" + value))) == "'" + value
+
+
+@pytest.mark.parametrize("value", ["\t=1+1", "\r=1+1", "a\x1b[31mred\x07", "two\nlines", "\u202eevil"])
+def test_control_characters_become_escapes_and_no_formula(value):
+    written = text(value)
+    assert written.isprintable() and written[:1] not in "=+-@'"
+    assert unescape(unformula(written)) == value
 
 
 @pytest.mark.parametrize("value", [-0.5, -1e-300, -0.0, 0.0, 1.5, float("-inf"), float("inf"), float("nan"), -3, 7])
@@ -129,7 +137,8 @@ def test_numbers_written_as_text_are_unchanged(value):
         "(2, 3)",
         "Torch.add.0",
         "forward.output.0: max abs error 0.1 >= 0.0001",
-        "'=already",
+        "'quoted",
+        "C:\\dumps\\a.pt",
     ],
 )
 def test_ordinary_text_is_unchanged(value):
@@ -220,7 +229,7 @@ def test_run_ut_quotes_hostile_names_and_messages(good_files, tmp_path):
     by_name = {r[0]: r for r in result[1:]}
     assert by_name["Torch.add.0"][1] == "pass"
     # Tab and carriage return are escaped in a malformed name (one printable line), so no quote is needed there.
-    expected = {k.replace("\t", "\\t").replace("\r", "\\r") if k[0] in "\t\r" else "'" + k for k in HOSTILE_KEYS}
+    expected = {k.replace("\t", "\\x09").replace("\r", "\\x0d") if k[0] in "\t\r" else "'" + k for k in HOSTILE_KEYS}
     assert expected <= set(by_name), sorted(by_name)
     for name in expected:
         assert by_name[name][1] == "SKIP" and "malformed" in by_name[name][3]
@@ -285,7 +294,8 @@ def test_malformed_names_are_skip_rows_and_the_csv_parses_back(good_files, tmp_p
     assert sum("malformed record name" in m for m in messages.values()) == len(MALFORMED)
     assert sum(m.startswith("not supported") for m in messages.values()) == len(UNSUPPORTED)
     assert "Torch.加法.0" in messages and messages["Torch.加法.0"] == "not supported: Torch.加法"
-    assert messages["Torch.add.0.forward\\n"].startswith("malformed")
+    assert messages["Torch.add.0.forward\\x0a"].startswith("malformed")
+    assert unescape(names[names.index("nul\\x00byte.0.forward")]) == "nul\x00byte.0.forward"
     long_rows = [n for n in names if "characters, sha256" in n]
     assert len(long_rows) == 2 and all(len(n) <= MAX_NAME + 20 for n in long_rows)
 
@@ -294,7 +304,7 @@ def test_a_key_with_a_trailing_newline_never_replaces_the_real_record():
     cases = pair_records(
         {"Torch.add.0.forward": {"input_args": [tensor()]}, "Torch.add.0.forward\n": {"input_args": []}}
     )
-    assert [(c.name, c.problem is None) for c in cases] == [("Torch.add.0", True), ("Torch.add.0.forward\\n", False)]
+    assert [(c.name, c.problem is None) for c in cases] == [("Torch.add.0", True), ("Torch.add.0.forward\n", False)]
     assert len(cases[0].args) == 1
 
 
@@ -361,7 +371,7 @@ def hostile_dump(good_files, tmp_path):
         "Torch.add.3": ("/etc/passwd", "refused, the path leaves the dump directory"),
         "Torch.add.4": ("dump_tensor_data/../../x.pt", "refused, the path leaves the dump directory"),
         "Torch.add.5": ("link.pt", "refused, the path leaves the dump directory"),
-        "Torch.add.6": ("evil.pt", "unreadable"),
+        "Torch.add.6": ("evil.pt", "refused, holds something other than a dense tensor (posix.mkdir)"),
         "Torch.add.7": ("raw.pt", "unreadable"),
         "Torch.add.8": ("evil.npy", "unreadable"),
         "Torch.add.9": ("a\x00b.pt", "refused, not a usable file name"),
@@ -443,7 +453,7 @@ def test_recorded_outputs_are_loaded_as_safely(good_files, tmp_path):
     assert not marker.exists()
     rows = rows_by_name(summary.result_path)
     assert rows["Torch.add.0"][1] == "SKIP" and "../x.pt: refused" in rows["Torch.add.0"][3]
-    assert rows["Torch.add.1"][1] == "SKIP" and "evil_out.pt: unreadable" in rows["Torch.add.1"][3]
+    assert rows["Torch.add.1"][1] == "SKIP" and "evil_out.pt: refused" in rows["Torch.add.1"][3]
     assert rows["Torch.add.2"][1] == "SKIP" and "/etc/passwd: refused" in rows["Torch.add.2"][3]
     assert rows["Torch.add.3"][1] == "pass"
 

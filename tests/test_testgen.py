@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,51 @@ def test_copy_data_copies_only_what_the_tests_read_and_travels(tmp_path):
     assert not any(".output." in n for n in copied)  # outputs are not read with the device target
     moved = shutil.move(str(tmp_path / "suite"), str(tmp_path / "elsewhere"))
     assert set(run_suite(Path(moved)).values()) == {"passed"}
+
+
+def renamed_mlp(tmp_path: Path) -> Path:
+    """The MLP dump with legitimate spellings of its file names: in a sub-folder, through ``sub/..``, absolute."""
+    folder = tmp_path / "dump"
+    shutil.copytree(MLP.parent, folder)
+    files = folder / "dump_tensor_data"
+    (files / "sub").mkdir()
+    text = (folder / "dump.json").read_text(encoding="utf-8")
+    gelu = "Functional.gelu.0.forward.input.0.pt"
+    shutil.move(files / gelu, files / "sub" / gelu)
+    text = text.replace(f'"{gelu}"', f'"sub/{gelu}"')
+    text = text.replace('"Functional.linear.0.forward.input.0.pt"', '"sub/../Functional.linear.0.forward.input.0.pt"')
+    absolute = json.dumps(str(files.resolve() / "Functional.linear.0.forward.input.1.pt"))
+    text = text.replace('"Functional.linear.0.forward.input.1.pt"', absolute)
+    (folder / "dump.json").write_text(text, encoding="utf-8")
+    return folder / "dump.json"
+
+
+def test_copy_data_takes_every_legitimate_name_and_replaces_an_earlier_suite(tmp_path):
+    dump = renamed_mlp(tmp_path)
+    expected = expected_outcomes(dump, tmp_path / "run", CheckOptions(device="cpu"))
+    assert set(expected.values()) == {"passed"}  # the renamed files are found where they lie
+    suite = tmp_path / "suite"
+    generate(GPT2, suite, options=AUTO, copy_data=True)  # an earlier suite of another dump, in the same folder
+    generate(dump, suite, options=CheckOptions(device="cpu"), copy_data=True)
+    copied = {p.relative_to(suite / "data" / "dump_tensor_data").as_posix() for p in suite.rglob("*.pt")}
+    assert "sub/Functional.gelu.0.forward.input.0.pt" in copied
+    assert {"Functional.linear.0.forward.input.0.pt", "Functional.linear.0.forward.input.1.pt"} <= copied
+    assert not any("dropout" in name or "Functional.embedding" in name for name in copied), "GPT-2 files left"
+    assert not list(suite.glob(".data.*")) and not list(suite.glob("*.tmp"))
+    shutil.rmtree(tmp_path / "dump")  # the suite travels without the dump
+    assert run_suite(suite) == expected
+    generate(MLP, suite, options=CheckOptions(device="cpu"))  # no copy this time: the copied data goes
+    assert not (suite / "data").exists()
+
+
+def test_copy_data_never_replaces_a_folder_it_did_not_write(tmp_path, capsys):
+    mine = tmp_path / "suite" / "data"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    args = ["generate", "-api_info", str(MLP), "-o", str(tmp_path / "suite"), "--copy-data"]
+    assert main(args) == 2
+    assert "is not the data of a generated suite; not replaced" in capsys.readouterr().err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
 def test_generate_cli_and_bad_dump(tmp_path, capsys):
