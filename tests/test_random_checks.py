@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from api_registry.random_checks import BACKWARD_CHECKS, CHECKS, MIN_N, Finding, NotCheckable
@@ -735,12 +735,16 @@ def mha_call(
     weights=st.sampled_from(sorted(MHA_WEIGHTS)),
     batched=st.booleans(),
 )
+@example(seed=207302839, dtype=torch.float32, p=0.1, weights="averaged", batched=True)
 def test_mha_dropout_draws_pass(mode, seed, dtype, p, weights, batched):
     args, kwargs, outputs = mha_call(seed, dtype, p, mode, weights, batched)
     try:
         found = check(MHA, args, kwargs, outputs)
-    except NotCheckable as e:  # bfloat16 leaves too few bits to recover a mask from the output
-        assert dtype == torch.bfloat16 and "rounding noise" in str(e), e
+    except NotCheckable as e:  # bfloat16 leaves too few bits to recover a mask from the output; so does float32
+        # when the heads' outputs are solved through a near-singular out_proj (seed 207302839: cond 4.6e5)
+        singular = torch.linalg.svdvals(kwargs["out_proj_weight"].double())
+        uncertain = dtype == torch.float32 and weights != "per head" and singular[0] > 1e4 * singular[-1]
+        assert (dtype == torch.bfloat16 or uncertain) and "rounding noise" in str(e), e
         return
     assert_passes(found)
     assert "recomputed output" in found and ("attention weights" in found) == (weights != "no weights")
