@@ -112,26 +112,11 @@ def _guarded(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
 
 
 def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
-    if case.problem:
-        return skipped(case, case.problem)
-    entry = lookup(case.api)
-    if entry is None:
-        return skipped(case, why_unsupported(case.api))
-    if entry.needs_device and options.target != "recorded" and not options.device.startswith(entry.needs_device):
-        return skipped(
-            case,
-            f"{case.api} is an {entry.needs_device.upper()} fused op: it runs on an "
-            f"{entry.needs_device.upper()}, not on {options.device}; --target recorded grades its "
-            f"recorded outputs against the CPU reference",
-        )
-    reason = entry.random_reason(case.args, case.kwargs)
-    if reason and not stochastic.checkable(entry):
-        return skipped(case, reason)
-    need = estimated_bytes(case)
-    if options.max_memory is not None and need > options.max_memory:
-        return skipped(
-            case, f"needs about {need / 2**30:.3g} GiB, above --max-memory {options.max_memory / 2**30:.3g} GiB"
-        )
+    """One case: preflight, build its inputs, run the golden, the target and the reference, then grade them."""
+    checked = _preflight(case, options)
+    if isinstance(checked, ApiResult):
+        return checked
+    entry, reason = checked
     builder = builder_for(
         entry, case, data_dir, seed=options.seed, force_random=options.force_random, max_bytes=options.max_memory
     )
@@ -179,8 +164,48 @@ def _check(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         return skipped(case, "; ".join(filter(None, [f"{why}: {golden.error}", builder.describe()])))
     if target.error:
         return _target_failed(case, target, builder)
+    ran = (entry, golden, target, reference, at)
+    return _graded(case, builder, options, (args, kwargs, grad_outputs), backward_problem, ran)
+
+
+def _preflight(case: Case, options: CheckOptions) -> ApiResult | tuple[ApiEntry, str | None]:
+    """The case's SKIP row when it cannot be checked here (a bad record, an unsupported API, another device's
+    fused op, an uncheckable random call, too much memory); else its registry entry and why it is random."""
+    if case.problem:
+        return skipped(case, case.problem)
+    entry = lookup(case.api)
+    if entry is None:
+        return skipped(case, why_unsupported(case.api))
+    if entry.needs_device and options.target != "recorded" and not options.device.startswith(entry.needs_device):
+        return skipped(
+            case,
+            f"{case.api} is an {entry.needs_device.upper()} fused op: it runs on an "
+            f"{entry.needs_device.upper()}, not on {options.device}; --target recorded grades its "
+            f"recorded outputs against the CPU reference",
+        )
+    reason = entry.random_reason(case.args, case.kwargs)
+    if reason and not stochastic.checkable(entry):
+        return skipped(case, reason)
+    need = estimated_bytes(case)
+    if options.max_memory is not None and need > options.max_memory:
+        return skipped(
+            case, f"needs about {need / 2**30:.3g} GiB, above --max-memory {options.max_memory / 2**30:.3g} GiB"
+        )
+    return entry, reason
+
+
+def _graded(
+    case: Case,
+    builder: InputBuilder,
+    options: CheckOptions,
+    inputs: tuple[tuple, dict, Any],
+    backward_problem: str | None,
+    ran: tuple[ApiEntry, SideRun, SideRun, SideRun | None, AtHook | None],
+) -> ApiResult:
+    """The graded rows of a call whose sides all ran, and the row's message: every non-pass reason and note."""
+    entry, golden, target, reference, at = ran
     same = target if honest_is_target(case, options.target, options.device) else None
-    honest = HonestRun(entry, case, (args, kwargs, grad_outputs), at, same)
+    honest = HonestRun(entry, case, inputs, at, same)
     grade = _Grader(options, entry.standard, reference, honest)
     try:
         forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)

@@ -7,8 +7,6 @@ stand-ins (precheck.ptfile), a ``.npy`` file is read without pickles.
 
 from __future__ import annotations
 
-import pickle
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,14 +84,10 @@ def _reason(e: BaseException) -> str:
 
 
 def _load_problem(e: BaseException) -> str:
-    """What is wrong with a file torch could not load. torch's own message starts with advice (retry with
-    ``weights_only=False``: never, that runs the file's pickled code) that a one-line reason cut mid-sentence."""
-    if isinstance(e, pickle.UnpicklingError):
-        paragraphs = (" ".join(p.split()) for p in re.split(r"\n\s*\n", str(e)))
-        kept = [p for p in paragraphs if p and "weights_only" not in p and not p.startswith("Check the doc")]
-        detail = f": {' '.join(kept)[:200]}" if kept else ""
-        return f"not a .pt file of plain tensors{detail} (read with weights_only=True: no pickled code runs)"
-    first = _reason(e).split(". ")[0]  # the first sentence; the rest is advice about checkpoints
+    """What is wrong with a file its reader failed on in a way of its own: numpy on a broken ``.npy``, zipfile on
+    a ``.pt`` archive that changed or is corrupt past what precheck.ptfile checks (an encrypted entry raises
+    RuntimeError, whose first sentence is the reason)."""
+    first = _reason(e).split(". ")[0]  # the first sentence; the rest is advice
     return first if isinstance(e, RuntimeError) else f"not a .pt file torch can read ({type(e).__name__}: {first})"
 
 

@@ -358,3 +358,29 @@ def test_an_unloadable_pt_says_what_is_wrong_not_torchs_advice(data_dir, payload
     assert message.startswith(reason), message
     assert "weights_only=False" not in message and "weights_only` set to `False" not in message
     assert message.endswith("(File is not a zip file)"), message
+
+
+def test_a_pt_with_an_encrypted_entry_says_so_in_one_line(data_dir):
+    # zipfile refuses an encrypted entry with a RuntimeError, past what precheck.ptfile checks: its first sentence
+    # is the reason, on one line.
+    torch.save(torch.zeros(2, 3), data_dir / "e.pt")
+    raw = bytearray((data_dir / "e.pt").read_bytes())
+    for magic, flags in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # local and central headers: "encrypted" bit
+        at = raw.find(magic)
+        while at >= 0:
+            raw[at + flags] |= 1
+            at = raw.find(magic, at + 4)
+    (data_dir / "e.pt").write_bytes(bytes(raw))
+    message = input_error(spec("e.pt"), data_dir)
+    assert message.startswith("e.pt: unreadable: File <ZipInfo filename="), message
+    assert message.endswith("is encrypted, password required for extraction"), message
+
+
+def test_a_truncated_npy_says_what_numpy_found(data_dir):
+    np.save(data_dir / "t.npy", np.zeros((2, 3), dtype=np.float32))
+    (data_dir / "t.npy").write_bytes((data_dir / "t.npy").read_bytes()[:-8])
+    message = input_error(spec("t.npy"), data_dir)
+    assert (
+        message
+        == "t.npy: unreadable: not a .pt file torch can read (ValueError: mmap length is greater than file size)"
+    )

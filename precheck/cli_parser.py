@@ -1,0 +1,301 @@
+"""The command line's grammar: ``precheck``'s subcommands, their options, and the option value types that turn a
+bad value into argparse's one-line usage error (exit code 2) instead of a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from precheck import __version__
+from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+from precheck.targets import TARGETS
+
+
+def _number(text: str, kind: type, expected: str) -> int | float:
+    """``text`` as a finite number of ``kind``; argparse would say "invalid _fraction value" about a ValueError."""
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r} (expected {expected})") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not finite (expected {expected})")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _number(text, int, "a whole number, at least 1")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is below 1 (expected a whole number, at least 1)")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _number(text, float, "a number in [0, 1], such as 0.99")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside [0, 1] (expected a number such as 0.99)")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _number(text, float, "a number above 0, such as 1e-4")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not above 0 (expected a number such as 1e-4)")
+    return value
+
+
+MIN_MEMORY = 2**20  # below a megabyte no record's inputs fit: every row would be SKIP
+
+
+def _size(text: str) -> int:
+    """A memory size: bytes, or a number with K, M, G or T (powers of 1024); finite and at least 1M."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = units[t[-1]] if t and t[-1] in units else 1
+    value = _number(text.strip()[: len(t) - (unit > 1)], float, "a size such as 512M or 8G") * unit
+    if not math.isfinite(value) or value < MIN_MEMORY:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size from 1M up (examples: 512M, 8G)")
+    return int(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="precheck", description="API precision pre-check for PyTorch dumps")
+    parser.add_argument("--version", action="version", version=f"precheck {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_run_ut(commands)
+    _add_generate(commands)
+    _add_apis(commands)
+    _add_repro(commands)
+    _add_precision_compare(commands)
+    _add_regress(commands)
+    return parser
+
+
+def _add_run_ut(commands: argparse._SubParsersAction) -> None:
+    """``run_ut``: what is checked and how it is graded; how the run goes is in :func:`_add_run_ut_execution`."""
+    run = commands.add_parser(
+        "run_ut",
+        help="replay an msprobe L1 dump against a CPU float64 golden",
+        description="Replay every API of an msprobe L1 dump on the target device and grade "
+        "it against a CPU float64 golden; writes msprobe-compatible CSVs.",
+    )
+    run.add_argument(
+        "-api_info",
+        "--api_info",
+        required=True,
+        metavar="DUMP_JSON",
+        help="the dump.json of an msprobe L1 dump (tensor files are read from dump_tensor_data/ beside it)",
+    )
+    run.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
+    run.add_argument(
+        "-d",
+        "--device",
+        default="auto",
+        help="target device: auto (npu, else cuda, else cpu), cpu, cuda, cuda:1, npu:0 or a bare index",
+    )
+    run.add_argument(
+        "--target",
+        choices=TARGETS,
+        default="device",
+        help="what is graded: device (re-run each API on -d), recorded (the outputs and gradients the "
+        "dump saved: no accelerator needed), compile (each API through torch.compile on -d)",
+    )
+    run.add_argument(
+        "-n",
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="worker processes (default: the machine's cores; small dumps run in-process)",
+    )
+    run.add_argument(
+        "--cosine",
+        type=_fraction,
+        default=DEFAULT_COSINE,
+        help=f"pass needs cosine above this (default {DEFAULT_COSINE})",
+    )
+    run.add_argument(
+        "--max-abs",
+        type=_positive_float,
+        default=DEFAULT_MAX_ABS,
+        help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})",
+    )
+    run.add_argument(
+        "--standard",
+        choices=STANDARD_CHOICES,
+        default="default",
+        help="precision standard: default (cosine > --cosine and max abs < --max-abs, dtype-aware "
+        "warning), msprobe (the incumbent's cascade), absolute, ulp, binary, thousandth, "
+        "accumulative, benchmark (two references, see --bench-device), or auto (per API class)",
+    )
+    run.add_argument(
+        "--bench-device",
+        default=None,
+        metavar="DEVICE",
+        help="run each API also on this device in the target dtypes and grade the target's error "
+        "relative to it (benchmark standard; default cpu when --standard benchmark)",
+    )
+    run.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of inputs generated from statistics; each API's inputs depend only on it and the "
+        "API's name (default 0)",
+    )
+    run.add_argument(
+        "--random",
+        action="store_true",
+        help="generate inputs from the recorded statistics even where the dump saved the data",
+    )
+    _add_run_ut_execution(run)
+
+
+def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
+    """``run_ut``'s options on how the run goes: memory, resuming, workers' time, backend, selection, gates."""
+    run.add_argument(
+        "--max-memory",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="a record needing more memory than this (e.g. 8G) is a SKIP row (default: half the "
+        "machine's memory shared among the workers)",
+    )
+    run.add_argument(
+        "-csv_path",
+        "--csv_path",
+        default=None,
+        metavar="RESULT_CSV",
+        help="continue an interrupted run: its accuracy_checking_result_<ts>.csv (the details CSV "
+        "beside it is continued too); only the APIs it lacks are checked",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds one API may take in a worker before it is an error row (default: 120 s plus "
+        "1 s per million input elements, plus 300 s with --target compile)",
+    )
+    run.add_argument(
+        "--backend",
+        choices=("local", "dask"),
+        default="local",
+        help="local worker processes (default), or a Dask cluster (needs --scheduler and the dask "
+        "extra; its workers must see the dump's path)",
+    )
+    run.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")
+    run.add_argument(
+        "-f",
+        "--filter_api",
+        action="store_true",
+        help="check one call per signature (API, shapes, dtypes, non-tensor arguments); the others "
+        "are left out and counted in the summary",
+    )
+    run.add_argument(
+        "-config",
+        "--config",
+        default=None,
+        metavar="CONFIG_JSON",
+        help="msprobe-style white_list / black_list of API names (at the top level or under run_ut)",
+    )
+    run.add_argument(
+        "-save_error_data",
+        "--save_error_data",
+        action="store_true",
+        help="save the inputs, target and golden outputs of every API that is not pass under "
+        "OUT_PATH/ut_error_data/<API>/",
+    )
+    run.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "skip"),
+        default=None,
+        help="exit 1 when any API's forward or backward status is this or worse, or (skip) any is SKIP; a run "
+        "that graded nothing (every API SKIP) fails whatever the choice (for CI gates)",
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _add_generate(commands: argparse._SubParsersAction) -> None:
+    gen = commands.add_parser(
+        "generate",
+        help="write a pytest suite: one test per forward API of a dump",
+        description="Write a self-contained pytest suite that checks every forward API of "
+        "the dump (forward and backward) with the given grading options.",
+    )
+    gen.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON", help="the dump.json to test")
+    gen.add_argument("-o", "--out_path", required=True, metavar="SUITE", help="folder for the suite")
+    gen.add_argument(
+        "--copy-data", action="store_true", help="copy the dump and the tensor files the tests read into SUITE/data/"
+    )
+    gen.add_argument("-d", "--device", default="auto", help="target device when the suite runs (default auto)")
+    gen.add_argument("--standard", choices=STANDARD_CHOICES, default="default", help="precision standard")
+    gen.add_argument("--target", choices=TARGETS, default="device", help="what the tests grade")
+    gen.add_argument("--cosine", type=_fraction, default=DEFAULT_COSINE)
+    gen.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS)
+    gen.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
+
+
+def _add_apis(commands: argparse._SubParsersAction) -> None:
+    apis = commands.add_parser(
+        "apis",
+        help="list the supported APIs, or a dump's APIs that would be skipped",
+        description="Without --check: supported APIs per prefix and standard class. With "
+        "--check: the forward records of a dump that would be SKIP rows, "
+        "grouped by reason, without running anything.",
+    )
+    apis.add_argument("--check", metavar="DUMP_JSON", default=None, help="the dump.json to check")
+    apis.add_argument("--names", action="store_true", help="also print every supported name")
+
+
+def _add_repro(commands: argparse._SubParsersAction) -> None:
+    rep = commands.add_parser(
+        "repro",
+        help="write a standalone torch script reproducing one API's check",
+        description="Write repro_<API>.py and its inputs: the call on a device in the "
+        "recorded dtypes against a CPU float64 golden, needing only torch.",
+    )
+    rep.add_argument("api_name", metavar="API_NAME", help="a forward record's name, e.g. Torch.addmm.0")
+    rep.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON")
+    rep.add_argument("-o", "--out_path", default=".", help="folder for the script and its inputs")
+    rep.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
+
+
+def _add_precision_compare(commands: argparse._SubParsersAction) -> None:
+    apc = commands.add_parser(
+        "api_precision_compare",
+        help="msprobe's second-stage verdict from an NPU and a GPU details CSV",
+        description="Compare the details CSVs of the same dump run on a target (-npu) and a "
+        "reference device (-gpu); writes api_precision_compare_{result,details}"
+        "_{ts}.csv.",
+    )
+    apc.add_argument("-npu", "--npu_csv_path", required=True, help="details CSV of the target device")
+    apc.add_argument("-gpu", "--gpu_csv_path", required=True, help="details CSV of the reference device")
+    apc.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
+    apc.add_argument(
+        "--standard",
+        choices=("benchmark", "auto"),
+        default="benchmark",
+        help="benchmark: every float output by the ratio of its errors, as msprobe; auto: each API by "
+        "the standard of its class",
+    )
+
+
+def _add_regress(commands: argparse._SubParsersAction) -> None:
+    reg = commands.add_parser(
+        "regress",
+        help="regression gate: compare a result CSV with a baseline result CSV",
+        description="Compare two result CSVs (precheck's or msprobe's) API by API on their "
+        "Forward and Backward statuses; writes regress_report.md and "
+        "regress_report.json. Exit 1 when an API got worse (FAIL) or went "
+        "MISSING (with --strict also when one IMPROVED), 0 otherwise.",
+    )
+    reg.add_argument("--baseline", required=True, metavar="OLD_RESULT_CSV", help="the accepted result CSV")
+    reg.add_argument("--current", required=True, metavar="NEW_RESULT_CSV", help="the result CSV to judge")
+    reg.add_argument(
+        "-o",
+        "--out_path",
+        default=".",
+        metavar="REPORT_DIR",
+        help="folder for regress_report.md and regress_report.json (default: current folder)",
+    )
+    reg.add_argument(
+        "--strict", action="store_true", help="also exit 1 when an API IMPROVED, so the baseline gets refreshed"
+    )

@@ -1,0 +1,318 @@
+"""One msprobe record decoded: its arguments as tensor specs and plain values, a forward record and its backward
+record as a :class:`Case`.
+
+Decoding is separate from reading the file (precheck.dump): a worker decodes a case from its record's bytes, and a
+record that cannot be decoded becomes a case with ``problem`` set (a SKIP row), never an exception for the run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+TENSOR_TYPES = frozenset(
+    {
+        "torch.Tensor",
+        "torch.nn.parameter.Parameter",
+        "mindspore.Tensor",
+        "mindspore.common.tensor.Tensor",
+        "mindspore.Parameter",
+    }
+)
+MAX_PROBLEM = 500  # characters of a decoding problem (a message quoting a huge recorded value is cut)
+MAX_ELEMENTS = 2**63 - 1  # torch sizes and element counts are int64
+
+# MindSpore spells dtypes its own way; torch's are matched against the installed torch.
+_MINDSPORE_DTYPES = {
+    "Float16": torch.float16,
+    "Float32": torch.float32,
+    "Float64": torch.float64,
+    "BFloat16": torch.bfloat16,
+    "Int8": torch.int8,
+    "Int16": torch.int16,
+    "Int32": torch.int32,
+    "Int64": torch.int64,
+    "UInt8": torch.uint8,
+    "Bool": torch.bool,
+    "Complex64": torch.complex64,
+    "Complex128": torch.complex128,
+}
+_TORCH_DTYPES = {str(v): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+_MEMORY_FORMATS = {
+    name: getattr(torch, name) for name in ("preserve_format", "contiguous_format", "channels_last", "channels_last_3d")
+}
+_NUMPY_SCALARS = {
+    **{f"{p}{t}": float for p in ("", "numpy.") for t in ("float16", "float32", "float64")},
+    **{
+        f"{p}{t}": int
+        for p in ("", "numpy.")
+        for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+    },
+    **{f"{p}{t}": bool for p in ("", "numpy.") for t in ("bool", "bool_")},
+}
+
+
+class RecordError(Exception):
+    """One record cannot be decoded; its case is reported as SKIP with this message."""
+
+
+@dataclass(frozen=True)
+class Stats:
+    max: float | None
+    min: float | None
+    mean: float | None
+    norm: float | None
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A recorded tensor: what it was (dtype, shape, statistics) and where its data lies, if it was saved."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    stats: Stats
+    requires_grad: bool = False
+    data_name: str | None = None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class DeviceArg:
+    """A recorded ``torch.device``: each side substitutes its own device, the recorded one is kept for messages."""
+
+    recorded: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """One API call to check: decoded forward arguments, recorded outputs, and the backward record if any."""
+
+    name: str  # "Functional.linear.0"
+    api: str  # "Functional.linear"
+    order: int  # position among the dump's forward records
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    outputs: tuple = ()
+    grad_outputs: tuple | None = None  # backward record "input": gradients flowing into the outputs
+    grad_inputs: tuple | None = None  # backward record "output": recorded gradients of the inputs
+    problem: str | None = None  # set when the record could not be decoded
+
+    @property
+    def has_backward(self) -> bool:
+        return self.grad_outputs is not None
+
+    def signature(self) -> tuple:
+        """What makes two calls of one API the same check: the API, every tensor's shape, dtype and whether it
+        needs a gradient, and every other argument's value (not the statistics, not the file names)."""
+
+        def key(tree: Any) -> Any:
+            if isinstance(tree, TensorSpec):
+                return ("T", tree.shape, str(tree.dtype), tree.requires_grad)
+            if isinstance(tree, tuple):
+                return tuple(key(v) for v in tree)
+            if isinstance(tree, dict):
+                return tuple(sorted((k, key(v)) for k, v in tree.items()))
+            return repr(tree)
+
+        return (self.api, key(self.args), key(self.kwargs), self.has_backward)
+
+
+def clip(text: str, limit: int = MAX_PROBLEM) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
+    try:
+        if not isinstance(fwd, dict):
+            raise RecordError("forward record is not a map")
+        args = decode_value(_recorded_dtype_args(api, fwd), "input_args")
+        kwargs_raw = fwd.get("input_kwargs", {}) or {}
+        if not isinstance(kwargs_raw, dict):
+            raise RecordError("input_kwargs is not a map")
+        kwargs = {str(k): decode_value(v, f"input_kwargs.{k}") for k, v in kwargs_raw.items()}
+        outputs = decode_value(fwd.get("output", []), "output")
+        if not isinstance(args, tuple):
+            args = (args,)
+        if not isinstance(outputs, tuple):
+            outputs = (outputs,)
+        case = Case(name=stem, api=api, order=order, args=args, kwargs=kwargs, outputs=outputs)
+    except RecordError as e:
+        return Case(name=stem, api=api, order=order, problem=f"bad record: {clip(str(e))}")
+    except RecursionError:
+        return Case(name=stem, api=api, order=order, problem="bad record: arguments nested too deeply")
+    return case if bwd is None else _with_backward(case, bwd)
+
+
+def _recorded_dtype_args(api: str, fwd: dict) -> Any:
+    """msprobe writes the dtype of ``x.to(torch.float16)`` as ``{}``: a cast's unrecorded argument is the dtype
+    its output was recorded with."""
+    raw = fwd.get("input_args", [])
+    output = fwd.get("output")
+    first = output[0] if isinstance(output, list) and output else output
+    if (
+        api not in ("Tensor.to", "Tensor.type")
+        or not isinstance(raw, list)
+        or {} not in raw
+        or not isinstance(first, dict)
+        or not isinstance(first.get("dtype"), str)
+    ):
+        return raw
+    return [{"type": "torch.dtype", "value": first["dtype"]} if v == {} else v for v in raw]
+
+
+def _with_backward(case: Case, bwd: Any) -> Case:
+    """A decoded forward case with its backward record; a bad backward record makes the case a bad record."""
+    if case.problem:
+        return case
+    try:
+        if not isinstance(bwd, dict):
+            raise RecordError("backward record is not a map")
+        grad_outputs = decode_value(bwd.get("input", []), "backward.input")
+        grad_inputs = decode_value(bwd.get("output", []), "backward.output")
+    except RecordError as e:
+        return Case(name=case.name, api=case.api, order=case.order, problem=f"bad record: {clip(str(e))}")
+    except RecursionError:
+        return Case(name=case.name, api=case.api, order=case.order, problem="bad record: arguments nested too deeply")
+    return replace(case, grad_outputs=_as_tuple(grad_outputs), grad_inputs=_as_tuple(grad_inputs))
+
+
+def _as_tuple(value: Any) -> tuple | None:
+    if value is None or isinstance(value, tuple):
+        return value
+    return (value,)
+
+
+def decode_value(raw: Any, where: str) -> Any:
+    """Decode one encoded argument (REFERENCE §1); lists and tuples both become tuples."""
+    if raw is None:
+        return None
+    if isinstance(raw, list):
+        return tuple(decode_value(v, f"{where}[{i}]") for i, v in enumerate(raw))
+    if isinstance(raw, (bool, int, float, str)):
+        return raw
+    if not isinstance(raw, dict):
+        raise RecordError(f"{where}: unexpected {type(raw).__name__}")
+    kind = raw.get("type")
+    if kind is None:
+        raise RecordError(f"{where}: argument has no 'type'")
+    if not isinstance(kind, str):
+        raise RecordError(f"{where}: 'type' is not a string")
+    if kind in TENSOR_TYPES:
+        return _decode_tensor(raw, where)
+    value = raw.get("value")
+    if kind in ("int", "float", "bool", "str"):
+        return _scalar(kind, value, where)
+    if kind in _NUMPY_SCALARS:
+        return _scalar(_NUMPY_SCALARS[kind].__name__, value, where)
+    if kind in ("NoneType", "None"):
+        return None
+    if kind == "slice":
+        if not isinstance(value, list) or len(value) != 3:
+            raise RecordError(f"{where}: slice value must be [start, stop, step]")
+        parts = [decode_value(v, f"{where}.value") for v in value]
+        if not all(p is None or isinstance(p, int) and not isinstance(p, bool) for p in parts):
+            raise RecordError(f"{where}: slice bounds must be integers or null")
+        return slice(*parts)
+    if kind in ("ellipsis", "Ellipsis"):
+        return Ellipsis
+    if kind == "torch.Size":
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise RecordError(f"{where}: torch.Size value must be a list of integers")
+        return torch.Size(value)
+    if kind == "torch.dtype":
+        return parse_dtype(value, where)
+    if kind == "torch.device":
+        return DeviceArg(str(value))
+    if kind == "torch.memory_format":
+        fmt = raw.get("format")
+        if fmt not in _MEMORY_FORMATS:
+            raise RecordError(f"{where}: unknown memory format {clip(repr(fmt), 60)}")
+        return _MEMORY_FORMATS[fmt]
+    raise RecordError(f"{where}: unsupported argument type {kind!r}")
+
+
+def _scalar(kind: str, value: Any, where: str) -> Any:
+    if kind == "str":
+        if not isinstance(value, str):
+            raise RecordError(f"{where}: str value is {type(value).__name__}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise RecordError(f"{where}: bool value is {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RecordError(f"{where}: int value is {value!r}")
+        return value
+    number = _number(value)
+    if number is None:
+        raise RecordError(f"{where}: float value is {value!r}")
+    return number
+
+
+def _number(value: Any) -> float | None:
+    """A recorded number; msprobe writes inf/nan as strings or as JSON's Infinity/NaN."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value.strip().lower() in ("inf", "+inf", "-inf", "nan", "infinity", "-infinity"):
+        return float(value)
+    return None
+
+
+def _statistic(value: Any) -> float | None:
+    """A recorded statistic; a bool tensor's Max/Min are JSON true/false."""
+    return float(value) if isinstance(value, bool) else _number(value)
+
+
+def parse_dtype(name: Any, where: str) -> torch.dtype:
+    if isinstance(name, str):
+        if name in _TORCH_DTYPES:
+            return _TORCH_DTYPES[name]
+        if name in _MINDSPORE_DTYPES:
+            return _MINDSPORE_DTYPES[name]
+    raise RecordError(f"{where}: unknown dtype {name!r}")
+
+
+def _decode_tensor(raw: dict, where: str) -> TensorSpec:
+    dtype = parse_dtype(raw.get("dtype"), f"{where}.dtype")
+    shape = raw.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+        raise RecordError(f"{where}: shape must be a list of non-negative integers, got {clip(repr(shape), 200)}")
+    if _too_many_elements(shape):
+        # torch counts elements in int64: no tensor ever had this shape (and its size would overflow a float).
+        raise RecordError(
+            f"{where}: shape {clip(repr(shape), 200)} has more elements than a tensor can hold (2**63 - 1)"
+        )
+    stats = Stats(*(_statistic(raw.get(k)) for k in ("Max", "Min", "Mean", "Norm")))
+    data_name = raw.get("data_name")
+    if data_name is not None and not isinstance(data_name, str):
+        raise RecordError(f"{where}: data_name is not a string")
+    return TensorSpec(
+        dtype=dtype,
+        shape=tuple(shape),
+        stats=stats,
+        requires_grad=raw.get("requires_grad") is True,
+        data_name=data_name,
+    )
+
+
+def _too_many_elements(shape: list[int]) -> bool:
+    """More elements (or a longer dimension) than int64 counts; stops multiplying once past it."""
+    if any(s > MAX_ELEMENTS for s in shape):
+        return True
+    if 0 in shape:
+        return False
+    count = 1
+    for s in shape:
+        count *= s
+        if count > MAX_ELEMENTS:
+            return True
+    return False
