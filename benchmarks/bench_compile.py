@@ -13,8 +13,8 @@ import argparse
 import time
 from pathlib import Path
 
-from precheck.check import CheckOptions, check_case
-from precheck.dump import load_dump
+from precheck.dump.records import load_dump
+from precheck.execution.check import CheckOptions, check_case
 
 DEFAULT = Path(__file__).resolve().parent.parent / "tests/data/gpt2_bf16_tensor/step0/proc8493/dump.json"
 

@@ -1,5 +1,5 @@
 import sys
 
-from precheck.cli import main
+from precheck.commands.cli import main
 
 sys.exit(main())

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from precheck.check import ApiResult, CheckOptions, skipped
-from precheck.dump import Dump, load_dump
+from precheck.dump.records import Dump, load_dump
+from precheck.dump.selection import ApiLists, SignatureFilter
+from precheck.execution.check import ApiResult, CheckOptions, skipped
+from precheck.execution.targets import TARGETS, resolve_device
 from precheck.grader.status import SKIP, at_or_below
-from precheck.pool import run_cases, started_workers, worker_count
-from precheck.report import CsvReport, text
-from precheck.runfiles import dump_identity
-from precheck.selection import ApiLists, SignatureFilter
-from precheck.targets import TARGETS, resolve_device
+from precheck.report.csv_files import CsvReport, text
+from precheck.report.runfiles import dump_identity
+from precheck.scheduling.pool import run_cases, started_workers, worker_count
 
 
 @dataclass

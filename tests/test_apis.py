@@ -7,8 +7,8 @@ from pathlib import Path
 
 from conftest import link_tensor_data
 
-from precheck.apis import supported, would_skip
-from precheck.cli import main
+from precheck.commands.apis import supported, would_skip
+from precheck.commands.cli import main
 from precheck.run_ut import run_ut
 
 GPT2 = Path(__file__).parent / "data/gpt2_bf16_tensor/step0/proc8493/dump.json"

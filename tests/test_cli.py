@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import link_tensor_data
 
-from precheck.cli import main
+from precheck.commands.cli import main
 
 DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"

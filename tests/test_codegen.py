@@ -18,8 +18,8 @@ from conftest import real_dump_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from precheck.repro import write_repro
-from precheck.testgen import generate
+from precheck.commands.repro import write_repro
+from precheck.commands.testgen import generate
 
 MLP = real_dump_json("mlp_fp32_tensor")
 API = "Functional.gelu.0"

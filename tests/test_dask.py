@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import api_registry
-from precheck.check import CheckOptions
-from precheck.cli import main
+from precheck.commands.cli import main
+from precheck.execution.check import CheckOptions
 from precheck.run_ut import run_ut
 from tests.test_survive import make_dump
 

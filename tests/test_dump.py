@@ -1,4 +1,4 @@
-"""precheck.dump: every argument encoding of an msprobe L1 dump, record pairing, and whole-file errors."""
+"""precheck.dump.records: every argument encoding of an msprobe L1 dump, record pairing, and whole-file errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
 
-from precheck import jsonstream
-from precheck.dump import (
+from precheck.dump import jsonstream
+from precheck.dump.records import (
     Case,
     DeviceArg,
     DumpError,
@@ -602,7 +602,7 @@ def test_real_dump_details():
 
 def test_real_statistics_dump_has_no_data_names():
     dump = load_dump(real_dump_json("gpt2_bf16_statistics"))
-    from precheck.inputs import iter_specs
+    from precheck.inputs.builder import iter_specs
 
     specs = [s for c in dump.cases for s in iter_specs((c.args, c.kwargs))]
     assert specs and all(s.data_name is None for s in specs)

@@ -11,11 +11,11 @@ from conftest import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from precheck.cli import main
-from precheck.dump import load_dump
+from precheck.commands.cli import main
+from precheck.commands.regress import read_result_csv, regress
+from precheck.dump.records import load_dump
 from precheck.escape import escape, formula_safe, markdown, markdown_code, unescape, unformula
-from precheck.regress import read_result_csv, regress
-from precheck.report import read_csv_rows, text
+from precheck.report.csv_files import read_csv_rows, text
 from precheck.run_ut import run_ut
 
 EXAMPLES = int(os.environ.get("PRECHECK_FUZZ_EXAMPLES", "300"))

@@ -31,7 +31,7 @@ from conftest import link_tensor_data
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from precheck.cli import main
+from precheck.commands.cli import main
 
 EXAMPLES = int(os.environ.get("PRECHECK_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(

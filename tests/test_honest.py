@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from conftest import real_dump_json
 
-from precheck.check import CheckOptions
+from precheck.execution.check import CheckOptions
 from precheck.grader import ERROR, PASS, WARNING, compare
 from precheck.grader.honest import measure
 from precheck.run_ut import run_ut
@@ -217,7 +217,7 @@ def test_run_ut_warnings_say_what_the_dtype_explains(tmp_path):
 
 
 def test_run_ut_runs_the_honest_kernel_only_when_a_verdict_needs_it(tmp_path, monkeypatch):
-    from precheck import honest_run
+    from precheck.execution import honest_run
 
     runs = []
     real = honest_run.run_side

@@ -1,4 +1,4 @@
-"""precheck.inputs: loading the tensor files of a dump safely and checking them against their records."""
+"""precheck.inputs.builder: loading the tensor files of a dump safely and checking them against their records."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 from conftest import real_dump_json
 
-from precheck.dump import Stats, TensorSpec, load_dump
-from precheck.inputs import STATISTICS_ONLY, InputError, iter_specs, load_tensor, load_tree, map_specs
+from precheck.dump.records import Stats, TensorSpec, load_dump
+from precheck.inputs.builder import STATISTICS_ONLY, InputError, iter_specs, load_tensor, load_tree, map_specs
 
 STATS = Stats(1.0, -1.0, 0.0, 1.0)
 
@@ -343,7 +343,7 @@ def test_big_endian_npy_loaded(data_dir):
 @pytest.mark.parametrize(
     "payload, reason",
     [
-        # precheck.ptfile reads the archive before torch would: one reason of its own, never torch's advice.
+        # precheck.dump.ptfile reads the archive before torch would: one reason of its own, never torch's advice.
         (b"this is not a torch file", "c.pt: unreadable: not a torch.save archive (File is not a zip file)"),
         (pickle.dumps(os.system, 2), "c.pt: unreadable: not a torch.save archive (File is not a zip file)"),
         (b"\x80\x02}q\x00.", "c.pt: unreadable: not a torch.save archive (File is not a zip file)"),
@@ -361,7 +361,7 @@ def test_an_unloadable_pt_says_what_is_wrong_not_torchs_advice(data_dir, payload
 
 
 def test_a_pt_with_an_encrypted_entry_says_so_in_one_line(data_dir):
-    # zipfile refuses an encrypted entry with a RuntimeError, past what precheck.ptfile checks: its first sentence
+    # zipfile refuses an encrypted entry with a RuntimeError, past what precheck.dump.ptfile checks: its first sentence
     # is the reason, on one line.
     torch.save(torch.zeros(2, 3), data_dir / "e.pt")
     raw = bytearray((data_dir / "e.pt").read_bytes())

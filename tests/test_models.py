@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from conftest import real_dump_json
 
+from precheck.grader.stochastic import STANDARD
 from precheck.run_ut import run_ut
-from precheck.stochastic import STANDARD
 
 MODELS = {
     # name: (forward records, random calls, APIs graded error)

@@ -7,9 +7,9 @@ import pytest
 from conftest import real_dump_json
 
 from api_registry import lookup
-from precheck.dump import load_dump
+from precheck.dump.records import load_dump
+from precheck.grader.stochastic import STANDARD, VERDICT
 from precheck.run_ut import RunSummary, run_ut
-from precheck.stochastic import STANDARD, VERDICT
 
 DUMPS = {"opinfo_fp32_all": 688, "opinfo_bf16_all_stats": 612}
 MHA = "Functional.multi_head_attention_forward.0"  # dropout inside attention: random, no check of its law

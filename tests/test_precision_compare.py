@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, real_dump_json
 
-from precheck.cli import main
-from precheck.precision_compare import DETAILS_HEADER_2, api_precision_compare
+from precheck.commands.cli import main
+from precheck.commands.precision_compare import DETAILS_HEADER_2, api_precision_compare
 from precheck.run_ut import run_ut
 
 BOM = b"\xef\xbb\xbf"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from precheck.cli import build_parser
+from precheck.commands.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -12,8 +12,8 @@ import torch
 import api_registry
 from api_registry import catalogue, lookup, why_unsupported
 from api_registry.canonical import canonical_for
-from precheck.check import CheckOptions
-from precheck.cli import main
+from precheck.commands.cli import main
+from precheck.execution.check import CheckOptions
 from precheck.run_ut import run_ut
 from tests.conftest import tensor_rec
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, real_dump_json
 
-from precheck.cli import main
-from precheck.regress import (
+from precheck.commands.cli import main
+from precheck.commands.regress import (
     FAIL,
     IMPROVED,
     MISSING,
@@ -456,7 +456,7 @@ def test_reports_are_byte_identical_for_the_same_inputs(pair, tmp_path, capsys) 
 
 
 def _oracle(old: str | None, new: str | None) -> str:
-    """What the statuses imply, written independently of precheck.regress: ranks, not graded = None."""
+    """What the statuses imply, written independently of precheck.commands.regress: ranks, not graded = None."""
     rank = {"pass": 0, "warning": 1, "error": 2}
     a, b = rank.get((old or "").lower()), rank.get((new or "").lower())
     if a is None and b is None:

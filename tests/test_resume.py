@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from precheck import runfiles
-from precheck.cli import main
+from precheck.commands.cli import main
+from precheck.report import runfiles
 from precheck.run_ut import run_ut
 from tests.test_survive import make_dump, rows
 
@@ -42,8 +42,8 @@ def hook(event, args):
                 os.kill(os.getpid(), signal.SIGKILL)
 
 sys.addaudithook(hook)
-from precheck import runfiles
-from precheck.cli import main
+from precheck.report import runfiles
+from precheck.commands.cli import main
 sys.exit(main(sys.argv[3:]))
 """
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from precheck import pool
-from precheck.report import DETAILS_HEADER, RESULT_HEADER
+from precheck.report.csv_files import DETAILS_HEADER, RESULT_HEADER
 from precheck.run_ut import run_ut
+from precheck.scheduling import pool
 
 DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
@@ -91,7 +91,7 @@ def test_statistics_dump_is_graded_from_generated_inputs(tmp_path):
 
 
 def test_max_memory_turns_big_records_into_skip_rows(tmp_path):
-    from precheck.check import CheckOptions
+    from precheck.execution.check import CheckOptions
 
     summary = run_ut(MLP, tmp_path, device="cpu", options=CheckOptions(max_memory=4096))
     rows = {r[0]: r for r in read_csv(summary.result_path)[1:]}
@@ -102,7 +102,7 @@ def test_max_memory_turns_big_records_into_skip_rows(tmp_path):
 
 
 def test_random_flag_generates_inputs_even_in_a_tensor_dump(tmp_path):
-    from precheck.check import CheckOptions
+    from precheck.execution.check import CheckOptions
 
     dump = copy_dump(MLP, tmp_path / "dump")
     (dump.parent / "dump_tensor_data" / "Functional.gelu.0.forward.input.0.pt").unlink()
@@ -121,7 +121,7 @@ def test_pool_run_writes_the_same_rows_in_dump_order(tmp_path, monkeypatch):
 
 
 def test_small_dump_does_not_start_a_pool():
-    from precheck.dump import load_dump
+    from precheck.dump.records import load_dump
 
     assert not pool.use_pool(load_dump(GPT2).cases, 2)
 
@@ -180,9 +180,9 @@ def test_wrong_target_values_are_graded_error(tmp_path, monkeypatch):
 
 def test_rows_are_on_disk_as_each_api_completes(tmp_path):
     """An interrupted run keeps every finished row: each row is flushed before the next API runs."""
-    from precheck.check import check_case
-    from precheck.dump import load_dump
-    from precheck.report import CsvReport
+    from precheck.dump.records import load_dump
+    from precheck.execution.check import check_case
+    from precheck.report.csv_files import CsvReport
 
     dump = load_dump(MLP)
     report = CsvReport(tmp_path)
@@ -210,7 +210,7 @@ def test_a_run_that_keeps_no_results_counts_the_same(tmp_path):
 
 
 def test_a_fault_of_precheck_on_one_record_is_its_skip_row(tmp_path, monkeypatch):
-    from precheck import stochastic
+    from precheck.grader import stochastic
 
     def broken(*args, **kwargs):
         raise IndexError("index 3 is out of bounds")

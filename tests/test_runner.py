@@ -1,4 +1,4 @@
-"""precheck.runner.run_side and precheck.targets: how each side rebuilds and runs a recorded call."""
+"""run_side and the targets: how each side rebuilds and runs a recorded call."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import torch
 from conftest import real_dump_json
 
 from api_registry import lookup
-from precheck.dump import DeviceArg, Stats, TensorSpec, load_dump
+from precheck.dump.records import DeviceArg, Stats, TensorSpec, load_dump
+from precheck.execution.runner import SideRun, flatten, one_line, run_side
+from precheck.execution.targets import GOLDEN, DeviceError, Side, resolve_device, target_side
 from precheck.grader import ERROR, compare
-from precheck.inputs import iter_specs, load_tree
-from precheck.runner import SideRun, flatten, one_line, run_side
-from precheck.targets import GOLDEN, DeviceError, Side, resolve_device, target_side
+from precheck.inputs.builder import iter_specs, load_tree
 
 TARGET = target_side("cpu")
 STATS = Stats(1.0, -1.0, 0.0, 1.0)

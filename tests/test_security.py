@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from precheck.check import DetailRow
-from precheck.cli import main
-from precheck.dump import MAX_NAME, pair_records
+from precheck.commands.cli import main
+from precheck.dump.records import MAX_NAME, pair_records
 from precheck.escape import unescape, unformula
+from precheck.execution.check import DetailRow
 from precheck.grader import Comparison
 from precheck.grader.metrics import Metrics
-from precheck.report import MAX_CELL, cell, detail_row, text, write_csv
+from precheck.report.csv_files import MAX_CELL, cell, detail_row, text, write_csv
 from precheck.run_ut import run_ut
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
@@ -325,7 +325,7 @@ def test_a_problem_quoting_a_huge_value_is_cut():
 def test_a_huge_task_value_is_one_short_line(tmp_path):
     path = tmp_path / "dump.json"
     path.write_text(json.dumps({"task": "x" * 1_000_000, "data": {}}))
-    from precheck.dump import DumpError, load_dump
+    from precheck.dump.records import DumpError, load_dump
 
     with pytest.raises(DumpError) as info:
         load_dump(path)
@@ -459,7 +459,7 @@ def test_recorded_outputs_are_loaded_as_safely(good_files, tmp_path):
 
 
 def _recorded():
-    from precheck.check import CheckOptions
+    from precheck.execution.check import CheckOptions
 
     return CheckOptions(target="recorded")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from precheck.cli import main
+from precheck.commands.cli import main
+from precheck.dump.selection import ConfigError, load_api_lists
 from precheck.run_ut import run_ut
-from precheck.selection import ConfigError, load_api_lists
 
 DATA = Path(__file__).parent / "data"
 GPT2 = DATA / "gpt2_bf16_tensor/step0/proc8493/dump.json"

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from precheck.check import CheckOptions
+from precheck.execution.check import CheckOptions
 from precheck.grader import ERROR, PASS, STANDARD_CHOICES, WARNING, Metrics, compare, judge
 from precheck.grader.standards import benchmark_ratios
 from precheck.run_ut import run_ut

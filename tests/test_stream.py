@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from precheck import jsonstream
-from precheck.dump import DumpError, load_dump, pair_records
+from precheck.dump import jsonstream
+from precheck.dump.records import DumpError, load_dump, pair_records
 
 DATA = Path(__file__).parent / "data"
 DUMPS = [

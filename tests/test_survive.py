@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import api_registry
-from precheck import pool
-from precheck.check import CheckOptions
-from precheck.dump import load_dump
+from precheck.dump.records import load_dump
+from precheck.execution.check import CheckOptions
 from precheck.run_ut import run_ut
+from precheck.scheduling import pool
 
 STATS_TENSOR = {
     "type": "torch.Tensor",
@@ -172,7 +172,7 @@ def test_kill_9_then_resume_gives_exactly_the_rows_of_an_uninterrupted_run(tmp_p
 
 
 def test_resume_refuses_a_file_that_is_not_a_result_csv(tmp_path, capsys):
-    from precheck.cli import main
+    from precheck.commands.cli import main
 
     dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0"])
     bogus = tmp_path / "notes.csv"
@@ -221,7 +221,10 @@ def test_save_error_data_that_fails_in_a_worker_costs_no_verdict(tmp_path, monke
     assert len(lines) == 1 and lines[0].startswith("precheck: warning: cannot save error data of Torch.exp.0: ")
 
 
-POOL_CLI = "import sys; from precheck import cli, pool; pool.POOL_START_SECONDS = -1; sys.exit(cli.main(sys.argv[1:]))"
+POOL_CLI = (
+    "import sys; from precheck.commands import cli; from precheck.scheduling import pool; "
+    "pool.POOL_START_SECONDS = -1; sys.exit(cli.main(sys.argv[1:]))"
+)
 
 
 def _stopped_by(sig: int, tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:

@@ -1,4 +1,4 @@
-"""precheck.synth: tensors rebuilt from recorded Max/Min/Mean/Norm (statistics-mode dumps), their seeding, the
+"""precheck.inputs.synth: tensors rebuilt from recorded Max/Min/Mean/Norm (statistics-mode dumps), their seeding, the
 InputBuilder that wires them in, and run_ut end to end on the real statistics dump.
 
 The property tests compute a real tensor's statistics the way msprobe records them (max, min, mean and L2 norm of
@@ -18,12 +18,12 @@ from conftest import real_dump_json, tensor_rec
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from precheck import pool
-from precheck.check import CheckOptions
-from precheck.dump import Stats, TensorSpec, load_dump
-from precheck.inputs import InputBuilder, InputError
+from precheck.dump.records import Stats, TensorSpec, load_dump
+from precheck.execution.check import CheckOptions
+from precheck.inputs.builder import InputBuilder, InputError
+from precheck.inputs.synth import rng_for, synthesize
 from precheck.run_ut import run_ut
-from precheck.synth import rng_for, synthesize
+from precheck.scheduling import pool
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INTS = [torch.int32, torch.int64]

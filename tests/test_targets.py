@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import one_api_dump
 
-from precheck.check import CheckOptions
-from precheck.cli import main
+from precheck.commands.cli import main
+from precheck.execution.check import CheckOptions
 from precheck.run_ut import run_ut
 
 DATA = Path(__file__).parent / "data"
@@ -148,7 +148,7 @@ def test_compile_target_grades_a_compiled_kernel(tmp_path):
 def test_compile_failure_is_a_skip_with_the_compilers_reason(tmp_path, monkeypatch):
     import torch._dynamo.exc as dynamo_exc
 
-    from precheck import targets
+    from precheck.execution import targets
 
     def broken_compile(fn, **kwargs):
         def call(*a, **k):

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from precheck.check import CheckOptions
-from precheck.cli import main
+from precheck.commands.cli import main
+from precheck.commands.testgen import CONFIG_NAME, TEST_NAME, generate
+from precheck.execution.check import CheckOptions
 from precheck.run_ut import run_ut
-from precheck.testgen import CONFIG_NAME, TEST_NAME, generate
 
 DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"

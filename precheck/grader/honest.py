@@ -4,9 +4,9 @@ The user's rule (cosine and max abs error) says what passes. What it cannot say 
 a bf16 output of magnitude 1 carries 4e-3 of rounding against a float64 golden, and a gradient of magnitude 1e-5
 passes max-abs 1e-4 whatever its kernel does. So the line between warning and error is drawn against an honest
 kernel: one that accumulates accurately (float32 for bf16/fp16) and rounds its results to the target dtype once.
-``check.py`` runs it (the same call from the same inputs, ``precheck.honest_run``); where it cannot (the target
-is that very run, or it failed) the honest kernel is modeled: correctly rounded in bf16/fp16, a few roundings off
-in fp32/fp64.
+``check.py`` runs it (the same call from the same inputs, ``precheck.execution.honest_run``); where it cannot
+(the target is that very run, or it failed) the honest kernel is modeled: correctly rounded in bf16/fp16, a few
+roundings off in fp32/fp64.
 
 Errors are measured in units of the dtype's rounding u (2^-8 for bf16, 2^-11 fp16, 2^-24 fp32), which makes every
 measure independent of the output's scale (a loss scale of 1 or 1024 gives the same verdict):

@@ -16,16 +16,16 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-from precheck.check import CheckOptions
-from precheck.cli_parser import build_parser
-from precheck.dump import DumpError
+from precheck.commands.parser import build_parser
+from precheck.dump.records import DumpError
+from precheck.dump.selection import ConfigError, load_api_lists
 from precheck.escape import escape
-from precheck.inputs import InputError
+from precheck.execution.check import CheckOptions
+from precheck.execution.targets import DeviceError
+from precheck.inputs.builder import InputError
 from precheck.paths import OutputError, write_problem
-from precheck.pool import WorkerStartError
-from precheck.runfiles import RunFileError
-from precheck.selection import ConfigError, load_api_lists
-from precheck.targets import DeviceError
+from precheck.report.runfiles import RunFileError
+from precheck.scheduling.pool import WorkerStartError
 
 
 def _error(reason: object) -> None:
@@ -34,7 +34,7 @@ def _error(reason: object) -> None:
 
 
 def _precision_compare(args: argparse.Namespace) -> int:
-    from precheck.precision_compare import CompareError, api_precision_compare
+    from precheck.commands.precision_compare import CompareError, api_precision_compare
 
     try:
         summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
@@ -54,7 +54,7 @@ def _precision_compare(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from precheck.regress import FAIL, IMPROVED, MISSING, RegressError, regress, write_report
+    from precheck.commands.regress import FAIL, IMPROVED, MISSING, RegressError, regress, write_report
 
     try:
         report = regress(args.baseline, args.current)
@@ -80,7 +80,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from precheck.testgen import SuiteError, generate
+    from precheck.commands.testgen import SuiteError, generate
 
     options = CheckOptions(
         device=args.device,
@@ -104,7 +104,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _apis(args: argparse.Namespace) -> int:
     from api_registry import registry
-    from precheck.apis import describe_skips, describe_supported
+    from precheck.commands.apis import describe_skips, describe_supported
 
     if args.check:
         try:
@@ -120,7 +120,7 @@ def _apis(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from precheck.repro import ReproError, write_repro
+    from precheck.commands.repro import ReproError, write_repro
 
     try:
         script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)

@@ -24,13 +24,13 @@ from pathlib import Path
 import torch
 
 from api_registry import lookup
-from precheck import stochastic
-from precheck.dump import RecordError, parse_dtype
+from precheck.dump.records import RecordError, parse_dtype
+from precheck.grader import stochastic
 from precheck.grader.metrics import Metrics
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
 from precheck.grader.status import ERROR, PASS, SKIP, worst
 from precheck.paths import output_folder
-from precheck.report import BLANK, DETAILS_HEADER, cell, read_csv_rows, write_csv
+from precheck.report.csv_files import BLANK, DETAILS_HEADER, cell, read_csv_rows, write_csv
 
 RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER_2 = [

@@ -11,10 +11,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from api_registry import aten_names, catalogue, lookup, registry, why_unsupported
-from precheck import stochastic
-from precheck.dump import Case, load_dump
+from precheck.dump.records import Case, load_dump
 from precheck.escape import escape
-from precheck.inputs import InputError, iter_specs, resolve
+from precheck.grader import stochastic
+from precheck.inputs.builder import InputError, iter_specs, resolve
 
 
 def supported() -> dict[str, Counter]:

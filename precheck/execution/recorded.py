@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from precheck.dump import Case, TensorSpec
+from precheck.dump.records import Case, TensorSpec
+from precheck.execution.runner import SideRun, flatten
 from precheck.grader.limits import limits_for
 from precheck.grader.status import PASS, WARNING
-from precheck.inputs import InputBuilder
-from precheck.runner import SideRun, flatten
+from precheck.inputs.builder import InputBuilder
 
 
 class StatisticsOnly(Exception):

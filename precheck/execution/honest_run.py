@@ -15,10 +15,10 @@ from typing import Any
 import torch
 
 from api_registry import ApiEntry
-from precheck.dump import Case, TensorSpec
-from precheck.recorded import AtHook, gradient_shapes, same_place
-from precheck.runner import SideRun, flatten, run_side
-from precheck.targets import HONEST
+from precheck.dump.records import Case, TensorSpec
+from precheck.execution.recorded import AtHook, gradient_shapes, same_place
+from precheck.execution.runner import SideRun, flatten, run_side
+from precheck.execution.targets import HONEST
 
 __all__ = ["HonestRun", "honest_is_target"]
 

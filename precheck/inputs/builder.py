@@ -2,7 +2,7 @@
 
 Every failure is an InputError whose message names the file and what is wrong with it, so the runner can turn it
 into a SKIP row. Files are loaded without ever executing pickled code: a ``.pt`` file's pickle is only replayed with
-stand-ins (precheck.ptfile), a ``.npy`` file is read without pickles.
+stand-ins (precheck.dump.ptfile), a ``.npy`` file is read without pickles.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from api_registry import ApiEntry
-from precheck.dump import Case, TensorSpec
-from precheck.ptfile import NotAnArchive, PtError, inspect, read
-from precheck.synth import rng_for, synthesize
+from precheck.dump.ptfile import NotAnArchive, PtError, inspect, read
+from precheck.dump.records import Case, TensorSpec
+from precheck.inputs.synth import rng_for, synthesize
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
 
@@ -85,7 +85,7 @@ def _reason(e: BaseException) -> str:
 
 def _load_problem(e: BaseException) -> str:
     """What is wrong with a file its reader failed on in a way of its own: numpy on a broken ``.npy``, zipfile on
-    a ``.pt`` archive that changed or is corrupt past what precheck.ptfile checks (an encrypted entry raises
+    a ``.pt`` archive that changed or is corrupt past what precheck.dump.ptfile checks (an encrypted entry raises
     RuntimeError, whose first sentence is the reason)."""
     first = _reason(e).split(". ")[0]  # the first sentence; the rest is advice
     return first if isinstance(e, RuntimeError) else f"not a .pt file torch can read ({type(e).__name__}: {first})"
@@ -140,7 +140,7 @@ def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) 
 
 def _load_pt(path: Path, spec: TensorSpec, max_bytes: int | None) -> torch.Tensor:
     """A ``.pt`` file read only once its archive declares one dense tensor of the recorded dtype and shape whose
-    storage is about what the tensor reaches and within ``max_bytes`` (precheck.ptfile says why); its bytes
+    storage is about what the tensor reaches and within ``max_bytes`` (precheck.dump.ptfile says why); its bytes
     become the tensor without torch's loader."""
     try:
         stored = inspect(path, max_bytes=max_bytes)

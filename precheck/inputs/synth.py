@@ -22,7 +22,7 @@ import math
 import numpy as np
 import torch
 
-from precheck.dump import TensorSpec
+from precheck.dump.records import TensorSpec
 
 _CORRECTION_ROUNDS = 200
 _SMALL = 64  # up to this size, rounding's effect on the norm is repaired by a local search

@@ -18,14 +18,14 @@ import tempfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from precheck.check import CheckOptions, check_case
-from precheck.dump import Case, Dump, load_dump
+from precheck.dump.records import Case, Dump, load_dump
 from precheck.escape import escape
+from precheck.execution.check import CheckOptions, check_case
+from precheck.execution.targets import resolve_device
 from precheck.grader.assertion import explain
 from precheck.grader.status import ERROR, SKIP, WARNING
-from precheck.inputs import InputError, iter_specs, resolve
+from precheck.inputs.builder import InputError, iter_specs, resolve
 from precheck.paths import output_folder
-from precheck.targets import resolve_device
 
 CONFIG_NAME = "precheck_suite.json"
 TEST_NAME = "test_precheck_apis.py"
@@ -41,7 +41,7 @@ Grading options are in precheck_suite.json too; edit them there, not here.
 """
 import pytest
 
-from precheck.testgen import check_api, load_suite
+from precheck.commands.testgen import check_api, load_suite
 
 SUITE = load_suite(__file__)
 
@@ -125,7 +125,7 @@ def _copied_data(root: Path) -> Path | None:
 
 def _copy_data(dump: Dump, data: Path, options: CheckOptions) -> None:
     """The dump and the tensor files the tests read: inputs and incoming gradients, and with the recorded target
-    the recorded outputs and gradients. Each file is found as a run finds it (precheck.inputs.resolve: refused
+    the recorded outputs and gradients. Each file is found as a run finds it (precheck.inputs.builder.resolve: refused
     names stay refused, a ``sub/`` folder is kept) and copied under its place in the dump's folder; names that
     reach a file by another spelling (``sub/../b.pt``, an absolute path into the dump) are rewritten to that place
     in the copied dump.json."""

@@ -16,12 +16,9 @@ from typing import Any
 import torch
 
 from api_registry import ApiEntry, lookup, why_unsupported
-from precheck import stochastic
-from precheck.dump import Case, TensorSpec
-from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, ERROR, PASS, SKIP, WARNING, Comparison, compare, worst
-from precheck.honest_run import HonestRun, honest_is_target
-from precheck.inputs import InputBuilder, InputError, builder_for
-from precheck.recorded import (
+from precheck.dump.records import Case, TensorSpec
+from precheck.execution.honest_run import HonestRun, honest_is_target
+from precheck.execution.recorded import (
     AtHook,
     StatisticsOnly,
     golden_at_hook,
@@ -30,10 +27,23 @@ from precheck.recorded import (
     recorded_run,
     same_place,
 )
-from precheck.runner import SideRun, flatten, one_line, run_side
-from precheck.sizes import estimated_bytes
-from precheck.synth import rng_for
-from precheck.targets import GOLDEN, compiled, reference_side, target_side
+from precheck.execution.runner import SideRun, flatten, one_line, run_side
+from precheck.execution.sizes import estimated_bytes
+from precheck.execution.targets import GOLDEN, compiled, reference_side, target_side
+from precheck.grader import (
+    DEFAULT_COSINE,
+    DEFAULT_MAX_ABS,
+    ERROR,
+    PASS,
+    SKIP,
+    WARNING,
+    Comparison,
+    compare,
+    stochastic,
+    worst,
+)
+from precheck.inputs.builder import InputBuilder, InputError, builder_for
+from precheck.inputs.synth import rng_for
 
 NO_BACKWARD = " "  # msprobe's blank Backward cell: no backward was compared
 

@@ -35,15 +35,15 @@ from typing import Any
 import torch
 
 from api_registry import lookup
-from precheck.check import NO_BACKWARD, ApiResult, CheckOptions, DetailRow, check_case
-from precheck.dump import Case
+from precheck.dump.records import Case
+from precheck.execution.check import NO_BACKWARD, ApiResult, CheckOptions, DetailRow, check_case
 from precheck.grader import ERROR, Comparison
-from precheck.inputs import iter_specs
+from precheck.inputs.builder import iter_specs
 
 # Serial cost model, calibrated with benchmarks/bench_run_ut.py on a 2-core machine.
 SECONDS_PER_CASE = 4e-3
 SECONDS_PER_ELEMENT = 2e-8  # loaded from a file
-SECONDS_PER_GENERATED_ELEMENT = 2.5e-7  # rebuilt from statistics (precheck/synth.py)
+SECONDS_PER_GENERATED_ELEMENT = 2.5e-7  # rebuilt from statistics (precheck/inputs/synth.py)
 SECONDS_PER_COMPILE = 4.0  # torch.compile (inductor, CPU) of one signature, forward and backward
 POOL_START_SECONDS = 2.0
 DEFAULT_TIMEOUT = 120.0  # seconds per API before the scaling by size

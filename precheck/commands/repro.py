@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from api_registry import lookup
-from precheck.dump import DeviceArg, TensorSpec, load_dump
-from precheck.inputs import builder_for
+from precheck.dump.records import DeviceArg, TensorSpec, load_dump
+from precheck.inputs.builder import builder_for
 from precheck.paths import output_folder
 
 _MODULES = {"Functional": "torch.nn.functional", "Torch": "torch", "Tensor": "torch.Tensor"}

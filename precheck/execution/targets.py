@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from precheck.dump import DeviceArg
+from precheck.dump.records import DeviceArg
 
 
 class DeviceError(ValueError):

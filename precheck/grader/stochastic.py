@@ -15,9 +15,9 @@ import torch
 
 from api_registry import ApiEntry
 from api_registry.random_checks import BACKWARD_CHECKS, CHECKS, Finding, NotCheckable
-from precheck.dump import Case
+from precheck.dump.records import Case
+from precheck.execution.runner import SideRun, flatten
 from precheck.grader import ERROR, PASS, Comparison
-from precheck.runner import SideRun, flatten
 
 STANDARD = "statistical"
 # Every message of a statistical verdict starts so: api_precision_compare keeps such a verdict as it is.

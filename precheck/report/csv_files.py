@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from precheck import runfiles
-from precheck.check import ApiResult, DetailRow
 from precheck.escape import escape, formula_safe
-from precheck.runfiles import RunFileError
+from precheck.execution.check import ApiResult, DetailRow
+from precheck.report import runfiles
+from precheck.report.runfiles import RunFileError
 
 RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER = [

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from api_registry import ApiEntry
-from precheck.dump import DeviceArg, TensorSpec
-from precheck.targets import CompileError, Side
+from precheck.dump.records import DeviceArg, TensorSpec
+from precheck.execution.targets import CompileError, Side
 
 
 @dataclass

@@ -4,7 +4,7 @@ A case is one forward record paired with its backward record. Everything a worke
 call is in the case (argument specs and file names), so a case can be shipped to another process cheaply and
 never carries tensors. A record that cannot be decoded is kept as a case with ``problem`` set: it becomes a SKIP
 row instead of stopping the run. This module finds and pairs the records (streaming, flat memory);
-precheck.decode turns one record's arguments into specs and values.
+precheck.dump.decode turns one record's arguments into specs and values.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from precheck.decode import (
+from precheck.dump.decode import (
     Case,
     DeviceArg,
     RecordError,
@@ -31,7 +31,7 @@ from precheck.decode import (
     decode_value,
     parse_dtype,
 )
-from precheck.jsonstream import JsonStream, StreamError, digits_problem
+from precheck.dump.jsonstream import JsonStream, StreamError, digits_problem
 
 __all__ = [
     "MAX_NAME",

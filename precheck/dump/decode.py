@@ -1,8 +1,9 @@
 """One msprobe record decoded: its arguments as tensor specs and plain values, a forward record and its backward
 record as a :class:`Case`.
 
-Decoding is separate from reading the file (precheck.dump): a worker decodes a case from its record's bytes, and a
-record that cannot be decoded becomes a case with ``problem`` set (a SKIP row), never an exception for the run.
+Decoding is separate from reading the file (precheck.dump.records): a worker decodes a case from its record's
+bytes, and a record that cannot be decoded becomes a case with ``problem`` set (a SKIP row), never an exception
+for the run.
 """
 
 from __future__ import annotations

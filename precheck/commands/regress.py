@@ -52,7 +52,7 @@ from pathlib import Path
 
 from precheck.escape import markdown, markdown_code, unescape, unformula
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING
-from precheck.report import read_csv_rows
+from precheck.report.csv_files import read_csv_rows
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
     "PASS",

@@ -9,8 +9,8 @@ what the call's number arguments make (api_registry.sizes), in tensor and statis
 from __future__ import annotations
 
 from api_registry.sizes import output_elements
-from precheck.dump import Case
-from precheck.inputs import iter_specs
+from precheck.dump.records import Case
+from precheck.inputs.builder import iter_specs
 
 
 def _bytes(numel: float, itemsize: int) -> float:

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from precheck.dump import Case
-from precheck.jsonstream import digits_problem
+from precheck.dump.jsonstream import digits_problem
+from precheck.dump.records import Case
 
 
 class ConfigError(Exception):
