@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from precheck.dump.records import load_dump
-from precheck.execution.check import CheckOptions, check_case
+from precheck.execution.check import check_case
+from precheck.execution.options import CheckOptions
 
 DEFAULT = Path(__file__).resolve().parent.parent / "tests/data/gpt2_bf16_tensor/step0/proc8493/dump.json"
 

@@ -120,7 +120,7 @@ def find_dumps(corpus: Path) -> list[Dump]:
 
 def grade(dump: Dump, standard: str) -> dict[tuple[str, str], Row]:
     """precheck --target recorded on one dump: the status and Message of every (API, direction) it compared."""
-    from precheck.execution.check import CheckOptions
+    from precheck.execution.options import CheckOptions
     from precheck.run_ut import run_ut
 
     options = CheckOptions(standard=standard, target="recorded")

@@ -14,7 +14,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"  # the bundled GPT-2 bf16 step, in both modes

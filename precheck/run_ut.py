@@ -14,11 +14,12 @@ from pathlib import Path
 
 from precheck.dump.records import Dump, load_dump
 from precheck.dump.selection import ApiLists, SignatureFilter
-from precheck.execution.check import ApiResult, CheckOptions, skipped
-from precheck.execution.targets import TARGETS, resolve_device
+from precheck.execution.options import TARGETS, CheckOptions
+from precheck.execution.targets import resolve_device
 from precheck.grader.status import SKIP, at_or_below
 from precheck.report.csv_files import CsvReport, text
 from precheck.report.runfiles import dump_identity
+from precheck.results import ApiResult, skipped
 from precheck.scheduling.pool import run_cases, started_workers, worker_count
 
 
@@ -53,7 +54,7 @@ class RunSummary:
     def _per_status(self, direction: int) -> Counter:
         per: Counter = Counter()
         for pair, n in self.statuses.items():
-            if pair[direction].strip():
+            if pair[direction] is not None:
                 per[pair[direction]] += n
         return per
 
@@ -64,7 +65,7 @@ class RunSummary:
     def any_at_or_below(self, threshold: str) -> bool:
         """True when some API's forward or backward status is ``threshold`` or worse, rows of a resumed run
         included."""
-        return any(at_or_below(s, threshold) for pair in self._all_statuses() for s in pair if s.strip())
+        return any(at_or_below(s, threshold) for pair in self._all_statuses() for s in pair if s is not None)
 
     def gate(self, threshold: str) -> str | None:
         """Why ``--fail-on threshold`` (error, warning or skip) fails the run, or None. Every row of the CSV
@@ -77,7 +78,7 @@ class RunSummary:
             return "some APIs are SKIP (--fail-on skip)" if any(SKIP in pair for pair in pairs) else None
         return f"some APIs are at or below '{threshold}' (--fail-on)" if self.any_at_or_below(threshold) else None
 
-    def _all_statuses(self) -> list[tuple[str, str]]:
+    def _all_statuses(self) -> list[tuple[str, str | None]]:
         return [pair for pair, n in (self.statuses + self.previous).items() if n > 0]
 
     def describe(self) -> str:

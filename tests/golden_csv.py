@@ -47,7 +47,7 @@ def key(dump: str, target: str, standard: str) -> str:
 
 def csv_texts(dump: str, target: str, standard: str) -> dict[str, str]:
     """The result and details CSV of one run on the CPU, in-process, as text (their names hold a timestamp)."""
-    from precheck.execution.check import CheckOptions
+    from precheck.execution.options import CheckOptions
     from precheck.run_ut import run_ut
 
     (dump_json,) = sorted((DATA / dump).glob("step*/*/dump.json"))

@@ -9,7 +9,7 @@ import pytest
 
 import api_registry
 from precheck.commands.cli import main
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
 from tests.test_survive import make_dump
 

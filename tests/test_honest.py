@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from conftest import real_dump_json
 
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.grader import ERROR, PASS, WARNING, compare
 from precheck.grader.honest import measure
 from precheck.run_ut import run_ut

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from precheck.commands.testgen import generate
 from precheck.dump.records import Stats, TensorSpec
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.inputs.builder import InputError, load_tensor
 from precheck.run_ut import run_ut
 

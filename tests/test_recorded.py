@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import one_api_dump, real_dump_json
 
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
 
 RECORDED = CheckOptions(target="recorded")

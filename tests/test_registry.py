@@ -13,7 +13,7 @@ import api_registry
 from api_registry import catalogue, lookup, why_unsupported
 from api_registry.canonical import canonical_for
 from precheck.commands.cli import main
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
 from tests.conftest import tensor_rec
 

@@ -91,7 +91,7 @@ def test_statistics_dump_is_graded_from_generated_inputs(tmp_path):
 
 
 def test_max_memory_turns_big_records_into_skip_rows(tmp_path):
-    from precheck.execution.check import CheckOptions
+    from precheck.execution.options import CheckOptions
 
     summary = run_ut(MLP, tmp_path, device="cpu", options=CheckOptions(max_memory=4096))
     rows = {r[0]: r for r in read_csv(summary.result_path)[1:]}
@@ -102,7 +102,7 @@ def test_max_memory_turns_big_records_into_skip_rows(tmp_path):
 
 
 def test_random_flag_generates_inputs_even_in_a_tensor_dump(tmp_path):
-    from precheck.execution.check import CheckOptions
+    from precheck.execution.options import CheckOptions
 
     dump = copy_dump(MLP, tmp_path / "dump")
     (dump.parent / "dump_tensor_data" / "Functional.gelu.0.forward.input.0.pt").unlink()

@@ -18,10 +18,10 @@ import torch
 from precheck.commands.cli import main
 from precheck.dump.records import MAX_NAME, pair_records
 from precheck.escape import unescape, unformula
-from precheck.execution.check import DetailRow
 from precheck.grader import Comparison
 from precheck.grader.metrics import Metrics
 from precheck.report.csv_files import MAX_CELL, cell, detail_row, text, write_csv
+from precheck.results import DetailRow, Direction
 from precheck.run_ut import run_ut
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
@@ -153,7 +153,9 @@ def test_detail_row_quotes_name_message_and_dtypes_keeps_metrics_and_status():
     metrics = Metrics(cosine=-0.5, max_abs_err=float("inf"), error_balance=-1e-3, rmse=float("nan"), ulp_max=-2.0)
     row = detail_row(
         DetailRow(
-            "=evil()+1.forward.output.0",
+            "=evil()+1",
+            Direction.FORWARD,
+            0,
             Comparison("warning", "-1 of 6 elements is off", metrics, "@golden", "+target", (2, 3)),
         )
     )
@@ -459,7 +461,7 @@ def test_recorded_outputs_are_loaded_as_safely(good_files, tmp_path):
 
 
 def _recorded():
-    from precheck.execution.check import CheckOptions
+    from precheck.execution.options import CheckOptions
 
     return CheckOptions(target="recorded")
 

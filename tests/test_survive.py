@@ -16,7 +16,7 @@ import pytest
 
 import api_registry
 from precheck.dump.records import load_dump
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
 from precheck.scheduling import pool
 

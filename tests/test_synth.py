@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from precheck.dump.records import Stats, TensorSpec, load_dump
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.inputs.builder import InputBuilder, InputError
 from precheck.inputs.synth import rng_for, synthesize
 from precheck.run_ut import run_ut

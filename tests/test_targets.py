@@ -10,7 +10,7 @@ import torch
 from conftest import one_api_dump
 
 from precheck.commands.cli import main
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
 
 DATA = Path(__file__).parent / "data"

@@ -15,7 +15,7 @@ import torch
 
 from precheck.commands.cli import main
 from precheck.commands.testgen import CONFIG_NAME, TEST_NAME, generate
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
 
 DATA = Path(__file__).parent / "data"

@@ -20,7 +20,7 @@ from precheck.commands.parser import build_parser
 from precheck.dump.records import DumpError
 from precheck.dump.selection import ConfigError, load_api_lists
 from precheck.escape import escape
-from precheck.execution.check import CheckOptions
+from precheck.execution.options import CheckOptions
 from precheck.execution.targets import DeviceError
 from precheck.inputs.builder import InputError
 from precheck.paths import OutputError, write_problem

@@ -7,8 +7,8 @@ import argparse
 import math
 
 from precheck import __version__
-from precheck.execution.targets import TARGETS
-from precheck.grader import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+from precheck.execution.options import TARGETS
+from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 
 
 def _number(text: str, kind: type, expected: str) -> int | float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import torch
 from api_registry import ApiEntry, lookup, why_unsupported
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.honest_run import HonestRun, honest_is_target
+from precheck.execution.options import CheckOptions
 from precheck.execution.recorded import (
     AtHook,
     StatisticsOnly,
@@ -31,58 +32,18 @@ from precheck.execution.runner import SideRun, flatten, one_line, run_side
 from precheck.execution.sizes import estimated_bytes
 from precheck.execution.targets import GOLDEN, compiled, reference_side, target_side
 from precheck.grader import (
-    DEFAULT_COSINE,
-    DEFAULT_MAX_ABS,
     ERROR,
     PASS,
     SKIP,
     WARNING,
     Comparison,
-    compare,
     stochastic,
     worst,
 )
+from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputBuilder, InputError, builder_for
 from precheck.inputs.synth import rng_for
-
-NO_BACKWARD = " "  # msprobe's blank Backward cell: no backward was compared
-
-
-@dataclass(frozen=True)
-class CheckOptions:
-    device: str = "cpu"
-    cosine: float = DEFAULT_COSINE
-    max_abs: float = DEFAULT_MAX_ABS
-    seed: int = 0  # seeds every generated input, together with the API name and argument place
-    force_random: bool = False  # generate inputs from statistics even where the dump saved the data
-    max_memory: int | None = None  # bytes one case may need; above it the case is a SKIP row
-    standard: str = "default"  # precision standard (precheck.grader.standards), or "auto" per API class
-    bench_device: str | None = None  # reference device for the benchmark standard (the same call, target dtypes)
-    target: str = "device"  # device (re-run on `device`), recorded (the dump's outputs), compile
-    keep_tensors: bool = False  # keep inputs, target and golden outputs in the result (generated tests)
-    save_error_data: str | None = None  # folder for the inputs and outputs of every API that is not pass
-    timeout: float | None = None  # seconds one API may take in a pool worker (None: scaled by size)
-
-
-@dataclass(frozen=True)
-class DetailRow:
-    name: str  # "<API>.forward.output.<i>" or "<API>.backward.output.<i>"
-    comparison: Comparison
-    target: Any = None  # the compared values, kept only with CheckOptions.keep_tensors
-    golden: Any = None
-
-
-@dataclass(frozen=True)
-class ApiResult:
-    """One row of the result CSV and its rows of the details CSV."""
-
-    name: str
-    order: int
-    forward: str
-    backward: str
-    message: str
-    details: list[DetailRow] = field(default_factory=list)
-    inputs: dict[str, Any] | None = None  # input tensors by argument place, only with CheckOptions.keep_tensors
+from precheck.results import ApiResult, DetailRow, Direction, failed, graded, skipped
 
 
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
@@ -216,19 +177,20 @@ def _graded(
     entry, golden, target, reference, at = ran
     same = target if honest_is_target(case, options.target, options.device) else None
     honest = HonestRun(entry, case, inputs, at, same)
-    grade = _Grader(options, entry.standard, reference, honest)
+    grade = RowGrader(options.standard, options.cosine, options.max_abs, entry.standard, options.keep_tensors)
+    reference_ok = reference is not None and not reference.error
     try:
-        forward = grade.outputs(f"{case.name}.forward.output", target.outputs, golden.outputs)
-        backward = _placed(grade.grads(f"{case.name}.backward.output", target, golden), at)
+        refs = reference.outputs if reference_ok else None
+        forward = grade.outputs(case.name, target.outputs, golden.outputs, refs, honest.output)
+        ref_grads = (reference.grads if reference_ok else None) or {}
+        backward = _placed(grade.grads(case.name, target.grads, golden.grads, ref_grads, honest.grad), at)
     except Exception as e:  # outputs no grader rule foresaw: this API's error row, never the run's end
-        message = f"grader failed: {one_line(e)}"
-        row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
-        return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
-    backward_status = worst(r.comparison.status for r in backward) if backward else NO_BACKWARD
+        return failed(case, f"grader failed: {one_line(e)}")
+    backward_status = None
     if backward_problem or not backward and at is not None and at.notes:
         backward_status = SKIP  # a backward was recorded but nothing of it could be graded
     problems = [
-        f"{r.name.removeprefix(case.name + '.')}: {r.comparison.message}"
+        f"{r.short_name}: {r.comparison.message}"
         for r in forward + backward
         if r.comparison.status != PASS and r.comparison.message
     ]
@@ -243,18 +205,10 @@ def _graded(
         problems.append(f"reference on {options.bench_device} failed ({reference.error}): graded without it")
     if honest.run is not None and honest.run.error:
         problems.append(f"honest kernel (CPU, float32) failed ({honest.run.error}): modeled instead")
-    forward_status = worst(r.comparison.status for r in forward)
-    if forward_status == SKIP:
+    if worst(r.status for r in forward) == SKIP:
         problems.insert(0, "the API returned no output to compare")
-    return ApiResult(
-        case.name,
-        case.order,
-        forward_status,
-        backward_status,
-        "; ".join(problems),
-        forward + backward,
-        builder.tensors if options.keep_tensors else None,
-    )
+    inputs = builder.tensors if options.keep_tensors else None
+    return graded(case, forward, backward, "; ".join(problems), backward_status=backward_status, inputs=inputs)
 
 
 def _recorded_target(
@@ -294,7 +248,7 @@ def _placed(rows: list[DetailRow], at: AtHook | None) -> list[DetailRow]:
         return rows
     placed = []
     for row in rows:
-        where = at.where.get(int(row.name.rsplit(".", 1)[1]))
+        where = at.where.get(row.index)
         if where:
             message = "; ".join(filter(None, [where, row.comparison.message]))
             row = replace(row, comparison=replace(row.comparison, message=message))
@@ -309,9 +263,7 @@ def _fits(run: SideRun, case: Case) -> bool:
 
 
 def _target_failed(case: Case, target: SideRun, builder: InputBuilder) -> ApiResult:
-    message = "; ".join(filter(None, [f"target raised {target.error}", builder.describe()]))
-    row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, message, None, "", "", None))
-    return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, message, [row])
+    return failed(case, "; ".join(filter(None, [f"target raised {target.error}", builder.describe()])))
 
 
 @contextmanager
@@ -357,15 +309,12 @@ def _random(
             return skipped(case, f"torch.compile failed: {target.error}")
         if target.error:
             return _target_failed(case, target, builder)
-    graded = stochastic.grade(case, entry, args, kwargs, target, grad_outputs)
-    if isinstance(graded, str):
-        return skipped(case, "; ".join(filter(None, [graded, builder.describe()])))
-    rows = [DetailRow(name, comparison) for name, comparison in graded]
-    forward = [r for r in rows if ".forward." in r.name]
-    backward = [r for r in rows if ".backward." in r.name]
-    backward_status = (
-        worst(r.comparison.status for r in backward) if backward else SKIP if case.has_backward else NO_BACKWARD
-    )
+    rows = stochastic.grade(case, entry, args, kwargs, target, grad_outputs)
+    if isinstance(rows, str):
+        return skipped(case, "; ".join(filter(None, [rows, builder.describe()])))
+    forward = [r for r in rows if r.direction == Direction.FORWARD]
+    backward = [r for r in rows if r.direction == Direction.BACKWARD]
+    backward_status = worst(r.status for r in backward) if backward else SKIP if case.has_backward else None
     problems = [r.comparison.message for r in rows if r.comparison.status != PASS]
     if backward_status == SKIP:
         problems.append(
@@ -375,9 +324,7 @@ def _random(
         )
     if builder.generated:
         problems.append(builder.describe())
-    return ApiResult(
-        case.name, case.order, worst(r.comparison.status for r in forward), backward_status, "; ".join(problems), rows
-    )
+    return graded(case, forward, backward, "; ".join(problems), backward_status=backward_status)
 
 
 def save_error_data(result: ApiResult, root: Path) -> Path:
@@ -388,10 +335,9 @@ def save_error_data(result: ApiResult, root: Path) -> Path:
     for where, tensor in (result.inputs or {}).items():
         torch.save(tensor, folder / f"{where}.pt")
     for d in result.details:
-        short = d.name.removeprefix(result.name + ".")
         for side, value in (("target", d.target), ("golden", d.golden)):
             if isinstance(value, torch.Tensor):
-                torch.save(value.cpu(), folder / f"{short}.{side}.pt")
+                torch.save(value.cpu(), folder / f"{d.short_name}.{side}.pt")
     return folder
 
 
@@ -401,29 +347,25 @@ def _statistics_result(
     """``--target recorded`` on a statistics-only record: each output's and each recorded gradient's statistics
     against the golden's (a gradient's where msprobe's hook recorded it), never worse than warning."""
     outputs = zip(flatten(case.outputs), golden.outputs, strict=False)
-    rows = _statistics_rows(f"{case.name}.forward.output", [(i, spec, g) for i, (spec, g) in enumerate(outputs)])
-    if not rows:
+    triples = [(i, spec, g) for i, (spec, g) in enumerate(outputs)]
+    forward = _statistics_rows(case.name, Direction.FORWARD, triples)
+    if not forward:
         return skipped(case, "statistics only, and no tensor output to grade them on")
-    messages = [r.comparison.message for r in rows if r.comparison.status != PASS] or [rows[0].comparison.message]
-    backward_status, notes = (SKIP if case.has_backward else NO_BACKWARD), ()
+    messages = [r.comparison.message for r in forward if r.status != PASS] or [forward[0].comparison.message]
+    backward, notes = [], ()
     if case.has_backward and golden.grads is not None:
         at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, made_no_node)
         specs = flatten(case.grad_inputs)
         triples = [(k, specs[k], g) for k, g in sorted(at.golden.items())]
-        backward = _placed(_statistics_rows(f"{case.name}.backward.output", triples), at)
-        messages += [
-            f"{r.name.removeprefix(case.name + '.')}: {r.comparison.message}"
-            for r in backward
-            if r.comparison.status != PASS
-        ]
-        backward_status = worst(r.comparison.status for r in backward) if backward else SKIP
-        rows, notes = rows + backward, at.notes
-    forward_status = worst(r.comparison.status for r in rows if ".forward." in r.name)
+        backward = _placed(_statistics_rows(case.name, Direction.BACKWARD, triples), at)
+        messages += [f"{r.short_name}: {r.comparison.message}" for r in backward if r.status != PASS]
+        notes = at.notes
     message = "; ".join(filter(None, [*messages, *notes, builder.describe()]))
-    return ApiResult(case.name, case.order, forward_status, backward_status, message, rows)
+    backward_status = SKIP if case.has_backward and not backward else None
+    return graded(case, forward, backward, message, backward_status=backward_status)
 
 
-def _statistics_rows(prefix: str, triples: list[tuple[int, Any, Any]]) -> list[DetailRow]:
+def _statistics_rows(api: str, direction: Direction, triples: list[tuple[int, Any, Any]]) -> list[DetailRow]:
     """(place, recorded spec, golden) -> a details row per tensor, graded on its statistics."""
     rows = []
     for i, spec, g in triples:
@@ -432,76 +374,5 @@ def _statistics_rows(prefix: str, triples: list[tuple[int, Any, Any]]) -> list[D
             comparison = Comparison(
                 verdict.status, verdict.message, None, str(g.dtype), str(spec.dtype), spec.shape, "statistics"
             )
-            rows.append(DetailRow(f"{prefix}.{i}", comparison))
+            rows.append(DetailRow(api, direction, i, comparison))
     return rows
-
-
-def skipped(case: Case, reason: str) -> ApiResult:
-    """A case that cannot be checked: SKIP forward, and backward too when the dump recorded one."""
-    row = DetailRow(f"{case.name}.forward.output.0", Comparison(SKIP, reason, None, "", "", None))
-    return ApiResult(case.name, case.order, SKIP, SKIP if case.has_backward else NO_BACKWARD, reason, [row])
-
-
-class _Grader:
-    """Grades one case's outputs with the run's standard, the API's class, the reference run if any, and the
-    honest kernel's run when the default standard asks for it."""
-
-    def __init__(self, options: CheckOptions, api_class: str, reference: SideRun | None, honest: HonestRun) -> None:
-        self.options = options
-        self.api_class = api_class
-        self.reference = reference if reference is not None and not reference.error else None
-        self.honest = honest
-
-    def _row(self, name: str, target: Any, golden: Any, reference: Any, honest: Any = None) -> DetailRow:
-        o = self.options
-        comparison = compare(
-            target,
-            golden,
-            standard=o.standard,
-            reference=reference,
-            cosine=o.cosine,
-            max_abs=o.max_abs,
-            api_class=self.api_class,
-            honest=honest,
-        )
-        return DetailRow(name, comparison, *((target, golden) if o.keep_tensors else ()))
-
-    def outputs(self, prefix: str, targets: list, goldens: list) -> list[DetailRow]:
-        if len(targets) != len(goldens):
-            return [
-                DetailRow(
-                    f"{prefix}.0",
-                    Comparison(
-                        ERROR, f"target returned {len(targets)} outputs, golden {len(goldens)}", None, "", "", None
-                    ),
-                )
-            ]
-        refs = (
-            self.reference.outputs
-            if self.reference and len(self.reference.outputs) == len(targets)
-            else [None] * len(targets)
-        )
-        return [
-            self._row(f"{prefix}.{i}", t, g, r, lambda i=i, t=t: self.honest.output(i, t))
-            for i, (t, g, r) in enumerate(zip(targets, goldens, refs, strict=False))
-            if not (t is None and g is None)
-        ]
-
-    def grads(self, prefix: str, target: SideRun, golden: SideRun) -> list[DetailRow]:
-        if target.grads is None or golden.grads is None:
-            return []
-        ref_grads = (self.reference.grads if self.reference else None) or {}
-        rows = []
-        for i, t in sorted(target.grads.items()):
-            g = golden.grads.get(i)
-            name = f"{prefix}.{i}"
-            if t is None and g is None:
-                continue
-            if t is None or g is None:
-                missing = "target" if t is None else "golden"
-                rows.append(
-                    DetailRow(name, Comparison(ERROR, f"no gradient on the {missing} side", None, "", "", None))
-                )
-            else:
-                rows.append(self._row(name, t, g, ref_grads.get(i), lambda i=i, t=t: self.honest.grad(i, t)))
-        return rows

@@ -109,9 +109,6 @@ def reference_side(device: str) -> Side:
     return Side(name="reference", device=device, golden=False)
 
 
-TARGETS = ("device", "recorded", "compile")
-
-
 class CompileError(Exception):
     """torch.compile could not compile the call: the case is a SKIP row with the compiler's reason."""
 

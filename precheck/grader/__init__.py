@@ -2,25 +2,35 @@
 
 from precheck.grader import compare, assert_precise
 assert_precise(my_kernel(x), reference_fp64(x), standard="ulp")
+
+The names below load on first use (PEP 562), so that reading a status or a :class:`Comparison` (the result
+model, the commands that only read CSVs) never imports torch.
 """
 
-from precheck.grader.assertion import assert_precise
-from precheck.grader.compare import Comparison, compare, compare_tree, judge
-from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
-from precheck.grader.standards import CHOICES as STANDARD_CHOICES
-from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS
-from precheck.grader.status import ERROR, PASS, SKIP, WARNING, worst
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from precheck.grader.assertion import assert_precise
+    from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+    from precheck.grader.comparison import Comparison
+    from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
+    from precheck.grader.status import ERROR, PASS, SKIP, WARNING, Status, worst
+    from precheck.grader.verdict import compare, compare_tree, judge
 
 __all__ = [
     "compare",
     "compare_tree",
-    "assert_precise",
     "judge",
+    "assert_precise",
     "Comparison",
     "Metrics",
     "float_metrics",
     "exact_metrics",
     "worst",
+    "Status",
     "PASS",
     "WARNING",
     "ERROR",
@@ -29,3 +39,34 @@ __all__ = [
     "DEFAULT_MAX_ABS",
     "STANDARD_CHOICES",
 ]
+_HOME = {  # where each public name lives
+    "compare": "verdict",
+    "compare_tree": "verdict",
+    "judge": "verdict",
+    "assert_precise": "assertion",
+    "Comparison": "comparison",
+    "Metrics": "metrics",
+    "float_metrics": "metrics",
+    "exact_metrics": "metrics",
+    "worst": "status",
+    "Status": "status",
+    "PASS": "status",
+    "WARNING": "status",
+    "ERROR": "status",
+    "SKIP": "status",
+    "DEFAULT_COSINE": "choices",
+    "DEFAULT_MAX_ABS": "choices",
+    "STANDARD_CHOICES": "choices",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

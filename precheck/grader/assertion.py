@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from precheck.grader.compare import Comparison, compare_tree, unravel
 from precheck.grader.metrics import Metrics
 from precheck.grader.status import ERROR, WARNING, at_or_below
+from precheck.grader.verdict import Comparison, compare_tree, unravel
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype (REFERENCE §3).
 _ASSERT_CLOSE = {

@@ -6,7 +6,7 @@
 - ``absolute``, ``ulp``, ``binary``, ``thousandth``, ``accumulative``, ``benchmark``: msprobe's "new precision
   standard" with its numbers (REFERENCE §3). msprobe defines them but routes every float output to benchmark;
   here ``auto`` routes each API by its class in api_registry.
-Integer and bool outputs are exact under every standard (see compare.py); non-finite mismatches are errors under
+Integer and bool outputs are exact under every standard (see verdict.py); non-finite mismatches are errors under
 every standard.
 """
 
@@ -17,12 +17,10 @@ from dataclasses import dataclass
 
 import torch
 
+from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.grader.limits import is_low_precision, limits_for
 from precheck.grader.metrics import Metrics
 from precheck.grader.status import ERROR, PASS, WARNING
-
-DEFAULT_COSINE = 0.99
-DEFAULT_MAX_ABS = 1e-4
 
 # api_registry classes (api_registry/catalogue.py) and the standard `auto` gives them.
 AUTO_ROUTES = {
@@ -217,7 +215,6 @@ STANDARDS: dict[str, Standard] = {
     "accumulative": accumulative,
     "benchmark": benchmark,
 }
-CHOICES = (*STANDARDS, "auto")
 
 
 def resolve(standard: str, api_class: str | None, has_reference: bool) -> str:
@@ -225,6 +222,6 @@ def resolve(standard: str, api_class: str | None, has_reference: bool) -> str:
     reference exists, else to default."""
     if standard != "auto":
         if standard not in STANDARDS:
-            raise ValueError(f"unknown standard {standard!r} (choose from {', '.join(CHOICES)})")
+            raise ValueError(f"unknown standard {standard!r} (choose from {', '.join(STANDARD_CHOICES)})")
         return standard
     return AUTO_ROUTES.get(api_class or "", "benchmark" if has_reference else "default")

@@ -17,7 +17,9 @@ from api_registry import ApiEntry
 from api_registry.random_checks import BACKWARD_CHECKS, CHECKS, Finding, NotCheckable
 from precheck.dump.records import Case
 from precheck.execution.runner import SideRun, flatten
-from precheck.grader import ERROR, PASS, Comparison
+from precheck.grader.comparison import Comparison
+from precheck.grader.status import ERROR, PASS
+from precheck.results import DetailRow, Direction
 
 STANDARD = "statistical"
 # Every message of a statistical verdict starts so: api_precision_compare keeps such a verdict as it is.
@@ -43,8 +45,8 @@ def _row(findings: list[Finding], value: Any) -> Comparison:
 
 def grade(
     case: Case, entry: ApiEntry, args: tuple, kwargs: dict, target: SideRun, grad_outputs: tuple | None
-) -> list[tuple[str, Comparison]] | str:
-    """(detail row name, comparison) per graded output, or the SKIP reason. ``args``/``kwargs`` are the call's
+) -> list[DetailRow] | str:
+    """A details row per graded output, or the SKIP reason. ``args``/``kwargs`` are the call's
     inputs as rebuilt before the call (an in-place sampler's first argument is its output)."""
     outputs = [_cpu(o) for o in target.outputs]
     try:
@@ -53,7 +55,7 @@ def grade(
         return f"random op: {e}"
     if not findings:
         return "random op: nothing to check in its outputs"
-    rows = [(f"{case.name}.forward.output.0", _row(findings, outputs[0] if outputs else None))]
+    rows = [DetailRow(case.name, Direction.FORWARD, 0, _row(findings, outputs[0] if outputs else None))]
     backward = BACKWARD_CHECKS.get(entry.name)
     if backward and target.grads and grad_outputs is not None:
         grads = {i: _cpu(g) for i, g in target.grads.items()}
@@ -62,5 +64,5 @@ def grade(
         except NotCheckable:
             found = []
         if found:
-            rows.append((f"{case.name}.backward.output.0", _row(found, grads.get(0))))
+            rows.append(DetailRow(case.name, Direction.BACKWARD, 0, _row(found, grads.get(0))))
     return rows

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from precheck.escape import escape, formula_safe
-from precheck.execution.check import ApiResult, DetailRow
 from precheck.report import runfiles
 from precheck.report.runfiles import RunFileError
+from precheck.results import ApiResult, DetailRow
 
 RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER = [
@@ -80,7 +80,7 @@ def cell(value: object) -> str:
 
 
 def result_row(r: ApiResult) -> list[str]:
-    return [text(r.name), r.forward, r.backward, cell(r.message)]
+    return [text(r.name), r.forward, BLANK if r.backward is None else r.backward, cell(r.message)]
 
 
 def detail_row(d: DetailRow) -> list[str]:
@@ -183,7 +183,7 @@ class CsvReport:
                 if len(row) < 3 or row[0] in self.completed:  # a row cut short is no result: its API runs again
                     continue
                 self.completed.add(row[0])
-                self.previous[tuple(row[1:3])] += 1
+                self.previous[row[1], row[2].strip() or None] += 1  # a blank Backward: none compared
                 start = f.tell()
                 f.write(_line(row).encode("utf-8"))
                 kept.append((row[0], start, f.tell()))

@@ -36,9 +36,11 @@ import torch
 
 from api_registry import lookup
 from precheck.dump.records import Case
-from precheck.execution.check import NO_BACKWARD, ApiResult, CheckOptions, DetailRow, check_case
-from precheck.grader import ERROR, Comparison
+from precheck.execution.check import check_case
+from precheck.execution.options import CheckOptions
+from precheck.grader.status import ERROR
 from precheck.inputs.builder import iter_specs
+from precheck.results import ApiResult, failed
 
 # Serial cost model, calibrated with benchmarks/bench_run_ut.py on a 2-core machine.
 SECONDS_PER_CASE = 4e-3
@@ -464,9 +466,3 @@ def _death(exitcode: int | None) -> str:
         except ValueError:
             return f"worker crashed: signal {-exitcode}"
     return f"worker crashed: exit code {exitcode}"
-
-
-def failed(case: Case, reason: str) -> ApiResult:
-    """The error row of a case that took its worker (or the run) down."""
-    row = DetailRow(f"{case.name}.forward.output.0", Comparison(ERROR, reason, None, "", "", None))
-    return ApiResult(case.name, case.order, ERROR, NO_BACKWARD, reason, [row])

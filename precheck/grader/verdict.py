@@ -8,29 +8,16 @@ not hold identically is an error, whatever the standard.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from precheck.grader import honest as honest_kernel
+from precheck.grader.comparison import Comparison
 from precheck.grader.limits import absolute_regime, accumulative_regime
 from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
 from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve, rule
 from precheck.grader.status import ERROR, PASS
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The verdict on one output, with everything the details CSV and a failing test need to say."""
-
-    status: str
-    message: str
-    metrics: Metrics | None
-    golden_dtype: str
-    target_dtype: str
-    shape: tuple[int, ...] | None
-    standard: str = ""
 
 
 def compare(

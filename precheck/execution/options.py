@@ -1,0 +1,26 @@
+"""What a run is asked to do, as one value: torch-free, so the command line can build and check it (and answer
+``--help``) without loading torch, and a worker process receives it whole."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS
+
+TARGETS = ("device", "recorded", "compile")  # what a run grades: see execution/targets.py
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    device: str = "cpu"
+    cosine: float = DEFAULT_COSINE
+    max_abs: float = DEFAULT_MAX_ABS
+    seed: int = 0  # seeds every generated input, together with the API name and argument place
+    force_random: bool = False  # generate inputs from statistics even where the dump saved the data
+    max_memory: int | None = None  # bytes one case may need; above it the case is a SKIP row
+    standard: str = "default"  # precision standard (precheck.grader.standards), or "auto" per API class
+    bench_device: str | None = None  # reference device for the benchmark standard (the same call, target dtypes)
+    target: str = "device"  # device (re-run on `device`), recorded (the dump's outputs), compile
+    keep_tensors: bool = False  # keep inputs, target and golden outputs in the result (generated tests)
+    save_error_data: str | None = None  # folder for the inputs and outputs of every API that is not pass
+    timeout: float | None = None  # seconds one API may take in a pool worker (None: scaled by size)

@@ -1,0 +1,21 @@
+"""The standards' names and the default thresholds, torch-free: the command line's grammar and the options of a
+run name them before (or without) anything is graded."""
+
+from __future__ import annotations
+
+DEFAULT_COSINE = 0.99
+DEFAULT_MAX_ABS = 1e-4
+
+# Each name is a function of standards.py (STANDARDS), "auto" routes per API class; tests/test_standards.py holds
+# the two lists equal.
+STANDARD_CHOICES = (
+    "default",
+    "msprobe",
+    "absolute",
+    "ulp",
+    "binary",
+    "thousandth",
+    "accumulative",
+    "benchmark",
+    "auto",
+)

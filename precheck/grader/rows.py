@@ -1,0 +1,76 @@
+"""One call's outputs and gradients graded into details rows, with the run's standard and thresholds.
+
+Each side's values come in plain (lists of outputs, gradients by input place), so the grader knows nothing of
+how they were produced: a device run, a compiled one, the recorded files. ``honest`` gives the honest kernel's
+value of one output or gradient, asked only when the default standard needs it (grader/honest.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from precheck.grader.comparison import Comparison
+from precheck.grader.status import ERROR
+from precheck.grader.verdict import compare
+from precheck.results import DetailRow, Direction
+
+__all__ = ["RowGrader"]
+
+Honest = Callable[[int, Any], Any]  # (output or input place, the target's value) -> the honest kernel's value
+
+
+@dataclass(frozen=True)
+class RowGrader:
+    standard: str
+    cosine: float
+    max_abs: float
+    api_class: str
+    keep_tensors: bool = False  # keep the compared values in the rows (generated tests, -save_error_data)
+
+    def _row(self, api: str, direction: Direction, i: int, target: Any, golden: Any, reference: Any, honest: Any):
+        comparison = compare(
+            target,
+            golden,
+            standard=self.standard,
+            reference=reference,
+            cosine=self.cosine,
+            max_abs=self.max_abs,
+            api_class=self.api_class,
+            honest=honest,
+        )
+        return DetailRow(api, direction, i, comparison, *((target, golden) if self.keep_tensors else ()))
+
+    def outputs(
+        self, api: str, targets: Sequence, goldens: Sequence, references: Sequence | None, honest: Honest
+    ) -> list[DetailRow]:
+        if len(targets) != len(goldens):
+            why = f"target returned {len(targets)} outputs, golden {len(goldens)}"
+            return [DetailRow(api, Direction.FORWARD, 0, Comparison(ERROR, why, None, "", "", None))]
+        refs = references if references is not None and len(references) == len(targets) else [None] * len(targets)
+        return [
+            self._row(api, Direction.FORWARD, i, t, g, r, lambda i=i, t=t: honest(i, t))
+            for i, (t, g, r) in enumerate(zip(targets, goldens, refs, strict=False))
+            if not (t is None and g is None)
+        ]
+
+    def grads(
+        self, api: str, targets: dict[int, Any] | None, goldens: dict[int, Any] | None, references: dict, honest: Honest
+    ) -> list[DetailRow]:
+        """A row per input place that has a gradient on either side; one side missing it is an error."""
+        if targets is None or goldens is None:
+            return []
+        rows = []
+        for i, t in sorted(targets.items()):
+            g = goldens.get(i)
+            if t is None and g is None:
+                continue
+            if t is None or g is None:
+                why = f"no gradient on the {'target' if t is None else 'golden'} side"
+                rows.append(DetailRow(api, Direction.BACKWARD, i, Comparison(ERROR, why, None, "", "", None)))
+            else:
+                rows.append(
+                    self._row(api, Direction.BACKWARD, i, t, g, references.get(i), lambda i=i, t=t: honest(i, t))
+                )
+        return rows

@@ -1,0 +1,106 @@
+"""What a run produces, as values: a verdict per output (a details row) and per API (a result row).
+
+Torch-free on purpose: the commands that only read or compare results (regress, api_precision_compare, the
+report) import this and never torch. The CSV's spellings (a blank Backward cell, 14 decimals, escaping) belong
+to the writer in precheck/report/csv_files.py, not to these values: an API without a backward has
+``backward=None`` here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from precheck.grader.comparison import Comparison
+from precheck.grader.status import ERROR, SKIP, Status, worst
+
+__all__ = ["ApiResult", "DetailRow", "Direction", "Status", "failed", "graded", "skipped"]
+
+
+class Direction(StrEnum):
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
+@dataclass(frozen=True)
+class DetailRow:
+    """One compared output of one API, named as msprobe names it: ``<API>.forward.output.<i>`` for the call's
+    i-th output, ``<API>.backward.output.<i>`` for the gradient of its i-th tensor input."""
+
+    api: str
+    direction: Direction
+    index: int
+    comparison: Comparison
+    target: Any = None  # the compared values, kept only with CheckOptions.keep_tensors
+    golden: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.api}.{self.direction}.output.{self.index}"
+
+    @property
+    def short_name(self) -> str:
+        """The name without the API (``forward.output.0``), as messages and saved files say it."""
+        return f"{self.direction}.output.{self.index}"
+
+    @property
+    def status(self) -> Status:
+        return self.comparison.status
+
+
+@dataclass(frozen=True)
+class ApiResult:
+    """One row of the result CSV and its rows of the details CSV."""
+
+    name: str
+    order: int
+    forward: Status
+    backward: Status | None  # None: the dump recorded no backward, so none was compared
+    message: str
+    details: list[DetailRow] = field(default_factory=list)
+    inputs: dict[str, Any] | None = None  # input tensors by argument place, only with CheckOptions.keep_tensors
+
+    def rows(self, direction: Direction) -> list[DetailRow]:
+        return [d for d in self.details if d.direction == direction]
+
+
+class Recorded(Protocol):
+    """What a result needs of the record it is about (a dump's ``Case``, or anything shaped like it)."""
+
+    name: str
+    order: int
+    has_backward: bool
+
+
+def _one_row(record: Recorded, status: Status, backward: Status | None, reason: str) -> ApiResult:
+    row = DetailRow(record.name, Direction.FORWARD, 0, Comparison(status, reason, None, "", "", None))
+    return ApiResult(record.name, record.order, status, backward, reason, [row])
+
+
+def skipped(record: Recorded, reason: str) -> ApiResult:
+    """A record that cannot be checked: SKIP forward, and backward too when the dump recorded one."""
+    return _one_row(record, SKIP, SKIP if record.has_backward else None, reason)
+
+
+def failed(record: Recorded, reason: str) -> ApiResult:
+    """A record whose check failed in a way that blames the API (it crashed, hung, or its target run failed):
+    one error row, its backward not compared."""
+    return _one_row(record, ERROR, None, reason)
+
+
+def graded(
+    record: Recorded,
+    forward: list[DetailRow],
+    backward: list[DetailRow],
+    message: str,
+    *,
+    backward_status: Status | None = None,
+    inputs: dict[str, Any] | None = None,
+) -> ApiResult:
+    """The result of graded rows: each direction's worst status; the backward's is ``backward_status`` when
+    given (a recorded backward of which nothing could be graded is SKIP), else None when no row was graded."""
+    if backward_status is None and backward:
+        backward_status = worst(r.status for r in backward)
+    forward_status = worst(r.status for r in forward)
+    return ApiResult(record.name, record.order, forward_status, backward_status, message, forward + backward, inputs)
