@@ -263,3 +263,34 @@ def test_version_is_the_package_version():
     proc = subprocess.run([sys.executable, "-m", "precheck", "--version"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0
     assert proc.stdout.strip() == f"precheck {precheck.__version__}"
+
+
+TORCH_FREE = {
+    "--help": "from precheck.commands.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
+    "an argument error": "from precheck.commands.cli import main\ntry:\n    main(['run_ut', '--seed', 'x'])\n"
+    "except SystemExit as e:\n    assert e.code == 2",
+    "regress": "import precheck.commands.regress",
+    "the result model": "import precheck.results",
+}
+
+
+@pytest.mark.parametrize("what", TORCH_FREE)
+def test_commands_that_run_nothing_load_no_torch(what):
+    """`precheck --help` answers in a tenth of a second and regress reads CSVs without torch's 1-2 s import."""
+    code = TORCH_FREE[what] + "\nimport sys\nassert 'torch' not in sys.modules, 'torch was imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_regress_end_to_end_loads_no_torch(tmp_path):
+    header = "\ufeffAPI name,Forward Test Success,Backward Test Success,Message\r\n"
+    for name, status in (("old.csv", "pass"), ("new.csv", "error")):
+        (tmp_path / name).write_text(header + f"Torch.add.0,{status}, , \r\n", encoding="utf-8", newline="")
+    code = (
+        "import sys\nfrom precheck.commands.cli import main\n"
+        f"code = main(['regress', '--baseline', {str(tmp_path / 'old.csv')!r}, '--current', "
+        f"{str(tmp_path / 'new.csv')!r}, '-o', {str(tmp_path)!r}])\n"
+        "assert code == 1, code\nassert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -17,15 +17,12 @@ from collections import Counter
 from pathlib import Path
 
 from precheck.commands.parser import build_parser
-from precheck.dump.records import DumpError
-from precheck.dump.selection import ConfigError, load_api_lists
 from precheck.escape import escape
 from precheck.execution.options import CheckOptions
-from precheck.execution.targets import DeviceError
-from precheck.inputs.builder import InputError
 from precheck.paths import OutputError, write_problem
-from precheck.report.runfiles import RunFileError
-from precheck.scheduling.pool import WorkerStartError
+
+# Each handler imports what it runs: `precheck --help`, an argument error and the commands that only read CSVs
+# (regress, api_precision_compare) never load torch.
 
 
 def _error(reason: object) -> None:
@@ -81,6 +78,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from precheck.commands.testgen import SuiteError, generate
+    from precheck.dump.records import DumpError
 
     options = CheckOptions(
         device=args.device,
@@ -105,6 +103,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _apis(args: argparse.Namespace) -> int:
     from api_registry import registry
     from precheck.commands.apis import describe_skips, describe_supported
+    from precheck.dump.records import DumpError
 
     if args.check:
         try:
@@ -121,6 +120,8 @@ def _apis(args: argparse.Namespace) -> int:
 
 def _repro(args: argparse.Namespace) -> int:
     from precheck.commands.repro import ReproError, write_repro
+    from precheck.dump.records import DumpError
+    from precheck.inputs.builder import InputError
 
     try:
         script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
@@ -151,18 +152,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "repro":
-        return _repro(args)
-    if args.command == "apis":
-        return _apis(args)
-    if args.command == "api_precision_compare":
-        return _precision_compare(args)
-    if args.command == "generate":
-        return _generate(args)
-    if args.command == "regress":
-        return _regress(args)
-    return _run(args, sys.argv[1:] if argv is None else argv)
+    typed = sys.argv[1:] if argv is None else argv
+    handlers = {
+        "run_ut": lambda args: _run(args, typed),
+        "generate": _generate,
+        "apis": _apis,
+        "repro": _repro,
+        "api_precision_compare": _precision_compare,
+        "regress": _regress,
+    }
+    args = build_parser(handlers).parse_args(argv)
+    return args.func(args)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -174,7 +174,12 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
-    from precheck.run_ut import Interrupted, run_ut  # imports torch: keep --help and argument errors fast
+    from precheck.dump.records import DumpError
+    from precheck.dump.selection import ConfigError, load_api_lists
+    from precheck.execution.targets import DeviceError
+    from precheck.report.runfiles import RunFileError
+    from precheck.run_ut import Interrupted, run_ut
+    from precheck.scheduling.pool import WorkerStartError
 
     stop_on_term = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if stop_on_term else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable, Mapping
 
 from precheck import __version__
 from precheck.execution.options import TARGETS
@@ -57,48 +58,86 @@ def _size(text: str) -> int:
     return int(value)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | None = None) -> argparse.ArgumentParser:
+    """The grammar; ``handlers`` (command name -> function of the parsed arguments) become each subcommand's
+    ``func`` default, so the caller dispatches with ``args.func(args)``."""
     parser = argparse.ArgumentParser(prog="precheck", description="API precision pre-check for PyTorch dumps")
     parser.add_argument("--version", action="version", version=f"precheck {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    _add_run_ut(commands)
-    _add_generate(commands)
-    _add_apis(commands)
-    _add_repro(commands)
-    _add_precision_compare(commands)
-    _add_regress(commands)
+    grading = _grading_options()
+    for add in (_add_run_ut, _add_generate):
+        add(commands, grading)
+    for add in (_add_apis, _add_repro, _add_precision_compare, _add_regress):
+        add(commands)
+    for name, sub in commands.choices.items():
+        if handlers is not None:
+            sub.set_defaults(func=handlers[name])
     return parser
 
 
-def _add_run_ut(commands: argparse._SubParsersAction) -> None:
-    """``run_ut``: what is checked and how it is graded; how the run goes is in :func:`_add_run_ut_execution`."""
-    run = commands.add_parser(
-        "run_ut",
-        help="replay an msprobe L1 dump against a CPU float64 golden",
-        description="Replay every API of an msprobe L1 dump on the target device and grade "
-        "it against a CPU float64 golden; writes msprobe-compatible CSVs.",
-    )
-    run.add_argument(
+def _grading_options() -> argparse.ArgumentParser:
+    """The options ``run_ut`` and ``generate`` share: the dump, the target and how it is graded."""
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument(
         "-api_info",
         "--api_info",
         required=True,
         metavar="DUMP_JSON",
         help="the dump.json of an msprobe L1 dump (tensor files are read from dump_tensor_data/ beside it)",
     )
-    run.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
-    run.add_argument(
+    shared.add_argument(
         "-d",
         "--device",
         default="auto",
         help="target device: auto (npu, else cuda, else cpu), cpu, cuda, cuda:1, npu:0 or a bare index",
     )
-    run.add_argument(
+    shared.add_argument(
         "--target",
         choices=TARGETS,
         default="device",
         help="what is graded: device (re-run each API on -d), recorded (the outputs and gradients the "
         "dump saved: no accelerator needed), compile (each API through torch.compile on -d)",
     )
+    shared.add_argument(
+        "--cosine",
+        type=_fraction,
+        default=DEFAULT_COSINE,
+        help=f"pass needs cosine above this (default {DEFAULT_COSINE})",
+    )
+    shared.add_argument(
+        "--max-abs",
+        type=_positive_float,
+        default=DEFAULT_MAX_ABS,
+        help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})",
+    )
+    shared.add_argument(
+        "--standard",
+        choices=STANDARD_CHOICES,
+        default="default",
+        help="precision standard: default (cosine > --cosine and max abs < --max-abs, dtype-aware "
+        "warning), msprobe (the incumbent's cascade), absolute, ulp, binary, thousandth, "
+        "accumulative, benchmark (two references, see --bench-device), or auto (per API class)",
+    )
+    shared.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of inputs generated from statistics; each API's inputs depend only on it and the "
+        "API's name (default 0)",
+    )
+    return shared
+
+
+def _add_run_ut(commands: argparse._SubParsersAction, grading: argparse.ArgumentParser) -> None:
+    """``run_ut``: what is checked and how it is graded; how the run goes is in :func:`_add_run_ut_execution`."""
+    run = commands.add_parser(
+        "run_ut",
+        parents=[grading],
+        help="replay an msprobe L1 dump against a CPU float64 golden",
+        description="Replay every API of an msprobe L1 dump on the target device and grade "
+        "it against a CPU float64 golden; writes msprobe-compatible CSVs.",
+    )
+    run.add_argument("-o", "--out_path", default=".", help="folder for the CSVs (default: current folder)")
     run.add_argument(
         "-n",
         "--workers",
@@ -107,38 +146,11 @@ def _add_run_ut(commands: argparse._SubParsersAction) -> None:
         help="worker processes (default: the machine's cores; small dumps run in-process)",
     )
     run.add_argument(
-        "--cosine",
-        type=_fraction,
-        default=DEFAULT_COSINE,
-        help=f"pass needs cosine above this (default {DEFAULT_COSINE})",
-    )
-    run.add_argument(
-        "--max-abs",
-        type=_positive_float,
-        default=DEFAULT_MAX_ABS,
-        help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})",
-    )
-    run.add_argument(
-        "--standard",
-        choices=STANDARD_CHOICES,
-        default="default",
-        help="precision standard: default (cosine > --cosine and max abs < --max-abs, dtype-aware "
-        "warning), msprobe (the incumbent's cascade), absolute, ulp, binary, thousandth, "
-        "accumulative, benchmark (two references, see --bench-device), or auto (per API class)",
-    )
-    run.add_argument(
         "--bench-device",
         default=None,
         metavar="DEVICE",
         help="run each API also on this device in the target dtypes and grade the target's error "
         "relative to it (benchmark standard; default cpu when --standard benchmark)",
-    )
-    run.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of inputs generated from statistics; each API's inputs depend only on it and the "
-        "API's name (default 0)",
     )
     run.add_argument(
         "--random",
@@ -213,24 +225,18 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-def _add_generate(commands: argparse._SubParsersAction) -> None:
+def _add_generate(commands: argparse._SubParsersAction, grading: argparse.ArgumentParser) -> None:
     gen = commands.add_parser(
         "generate",
+        parents=[grading],
         help="write a pytest suite: one test per forward API of a dump",
         description="Write a self-contained pytest suite that checks every forward API of "
         "the dump (forward and backward) with the given grading options.",
     )
-    gen.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON", help="the dump.json to test")
     gen.add_argument("-o", "--out_path", required=True, metavar="SUITE", help="folder for the suite")
     gen.add_argument(
         "--copy-data", action="store_true", help="copy the dump and the tensor files the tests read into SUITE/data/"
     )
-    gen.add_argument("-d", "--device", default="auto", help="target device when the suite runs (default auto)")
-    gen.add_argument("--standard", choices=STANDARD_CHOICES, default="default", help="precision standard")
-    gen.add_argument("--target", choices=TARGETS, default="device", help="what the tests grade")
-    gen.add_argument("--cosine", type=_fraction, default=DEFAULT_COSINE)
-    gen.add_argument("--max-abs", type=_positive_float, default=DEFAULT_MAX_ABS)
-    gen.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
 
 
 def _add_apis(commands: argparse._SubParsersAction) -> None:
