@@ -2,7 +2,7 @@
 
 ``dropout(x, p=0.1)`` in training mode is random, the same call with ``training=False`` or ``p=0`` is an
 identity; ``scaled_dot_product_attention`` is random only with ``dropout_p > 0``. A random call's outputs are
-never compared numerically with a second draw: it gets a statistical check (random_checks.py) or a SKIP row that
+never compared numerically with a second draw: it gets a statistical check (precheck/grader/laws/) or a SKIP row that
 says why.
 """
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 
 from api_registry.calls import arg
+from api_registry.dropouts import DROPOUTS
 
 RandomCheck = Callable[[tuple, dict], "str | None"]
 
@@ -64,24 +65,12 @@ def _fusion_attention(args: tuple, kwargs: dict) -> str | None:
 _F_DROPOUT = dropout_like(1, "p", 0.5, 2, "training", True)
 _T_DROPOUT = dropout_like(1, "p", 0.5, 2, "train", True)
 _PER_CALL: dict[str, RandomCheck] = {
-    "Functional.dropout": _F_DROPOUT,
-    "Functional.dropout1d": _F_DROPOUT,
-    "Functional.dropout2d": _F_DROPOUT,
-    "Functional.dropout3d": _F_DROPOUT,
-    "Functional.alpha_dropout": dropout_like(1, "p", 0.5, 2, "training", False),
-    "Functional.feature_alpha_dropout": dropout_like(1, "p", 0.5, 2, "training", False),
+    **{name: dropout_like(1, "p", 0.5, 2, d.train_name, d.train_default) for name, d in DROPOUTS.items()},
     "Functional.scaled_dot_product_attention": dropout_like(4, "dropout_p", 0.0, None, "training", True),
     "Functional.multi_head_attention_forward": dropout_like(10, "dropout_p", 0.0, 13, "training", True),
     "Functional.rrelu": _rrelu,
     "Functional.rrelu_": _rrelu,
-    "Torch.dropout": _T_DROPOUT,
-    "Torch.dropout_": _T_DROPOUT,
-    "Torch.feature_dropout": _T_DROPOUT,
-    "Torch.feature_dropout_": _T_DROPOUT,
-    "Torch.alpha_dropout": _T_DROPOUT,
-    "Torch.alpha_dropout_": _T_DROPOUT,
-    "Torch.feature_alpha_dropout": _T_DROPOUT,
-    "Torch.feature_alpha_dropout_": _T_DROPOUT,
+    **{f"{name}_": _T_DROPOUT for name in DROPOUTS if name.startswith("Torch.")},  # in place: no law here
     "Torch.rrelu": _rrelu,
     "Torch.rrelu_": _rrelu,
     **{f"{prefix}.{n}": _recurrent for prefix in ("Torch", "VF") for n in ("lstm", "gru", "rnn_tanh", "rnn_relu")},

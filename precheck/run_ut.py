@@ -8,7 +8,7 @@ import time
 import warnings
 from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -157,20 +157,10 @@ def run_ut(
             if options.max_memory is None:
                 started = max(started_workers(c, workers, options, isolate=i == 0) for i, c in enumerate(cases))
                 options = replace(options, max_memory=default_max_memory(started))
-            for i, selected in enumerate(cases):  # suspects first, each in a worker: one may kill its process
-                for result in run_cases(
-                    selected,
-                    dump.data_dir,
-                    options,
-                    workers,
-                    on_start=lambda c: report.start(c.name),
-                    scheduler=scheduler,
-                    isolate=i == 0,
-                ):
-                    report.add(result)
-                    keep(result)
-                    if bar is not None:
-                        bar.update(1)
+            for result in _checked(cases, dump, options, workers, report, scheduler):
+                keep(result)
+                if bar is not None:
+                    bar.update(1)
         except KeyboardInterrupt as e:
             raise Interrupted(report.result_path, len(report.completed) + sum(statuses.values())) from e
         finally:
@@ -190,6 +180,25 @@ def run_ut(
         report.previous,
         options.standard,
     )
+
+
+def _checked(
+    cases: list, dump: Dump, options: CheckOptions, workers: int, report: CsvReport, scheduler: str | None
+) -> Iterator[ApiResult]:
+    """Each result as it completes, on disk before it is yielded; the suspects of a resumed run (``cases[0]``)
+    first, each in a worker of its own: one of them may kill its process."""
+    for i, selected in enumerate(cases):
+        for result in run_cases(
+            selected,
+            dump.data_dir,
+            options,
+            workers,
+            on_start=lambda c: report.start(c.name),
+            scheduler=scheduler,
+            isolate=i == 0,
+        ):
+            report.add(result)
+            yield result
 
 
 class Interrupted(KeyboardInterrupt):

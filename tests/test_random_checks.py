@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from api_registry.random_checks import BACKWARD_CHECKS, CHECKS, MIN_N, Finding, NotCheckable
+from precheck.grader.laws.base import MIN_N, Finding, NotCheckable
+from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS
 
 EXAMPLES = settings(max_examples=25, deadline=None)
 SEEDS = st.integers(0, 2**31 - 1)

@@ -1,7 +1,7 @@
 """Check a random call by the law of its outputs, never by comparing two draws.
 
 The target runs once (on the device, compiled, or as recorded); its outputs, and for the dropout family its
-input gradients, go to the API's statistical check in api_registry.random_checks (share of zeros within binomial
+input gradients, go to the API's statistical check in precheck.grader.laws (share of zeros within binomial
 bounds of p, survivors equal to x / (1 - p), a sampler's moments against its parameters, a permutation being one).
 The verdict is the details row of output 0 (and of input 0's gradient): pass when every property holds, error
 naming the one that does not. A call no check can judge is a SKIP row saying why.
@@ -14,10 +14,11 @@ from typing import Any
 import torch
 
 from api_registry import ApiEntry
-from api_registry.random_checks import BACKWARD_CHECKS, CHECKS, Finding, NotCheckable
 from precheck.dump.records import Case
 from precheck.execution.runner import SideRun, flatten
 from precheck.grader.comparison import Comparison
+from precheck.grader.laws.base import Finding, NotCheckable
+from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS
 from precheck.grader.status import ERROR, PASS
 from precheck.results import DetailRow, Direction
 

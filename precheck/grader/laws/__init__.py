@@ -1,0 +1,1 @@
+"""The laws random APIs' outputs must follow, as findings with Bernstein bounds, one module per family."""
