@@ -14,8 +14,9 @@ from pathlib import Path
 
 from precheck.dump.records import Dump, load_dump
 from precheck.dump.selection import ApiLists, SignatureFilter
-from precheck.execution.options import TARGETS, CheckOptions
-from precheck.execution.targets import resolve_device
+from precheck.execution.options import CheckOptions
+from precheck.execution.sides import resolve_device
+from precheck.execution.targets import target_for
 from precheck.grader.status import SKIP, at_or_below
 from precheck.report.csv_files import CsvReport, text
 from precheck.report.runfiles import dump_identity
@@ -86,11 +87,7 @@ class RunSummary:
             ", ".join(f"{k} {per.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
             for per in (self.counts, self.backward_counts)
         )
-        where = {
-            "device": f"on {self.device}",
-            "recorded": "against their recorded outputs",
-            "compile": f"through torch.compile on {self.device}",
-        }[self.target]
+        where = target_for(CheckOptions(device=self.device, target=self.target)).describe()
         again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
         if self.filtered:
             again += f" ({self.filtered} calls with an already checked signature skipped by --filter_api)"
@@ -214,11 +211,9 @@ def _resolved(options: CheckOptions, device: str) -> CheckOptions:
     options = replace(options, device=resolve_device(device))
     if options.standard == "benchmark" and options.bench_device is None:
         options = replace(options, bench_device="cpu")  # the two-reference verdict needs its reference
-    if options.target not in TARGETS:
-        raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
-    if options.target == "recorded" and options.force_random:
+    if options.force_random and not target_for(options).takes_generated_inputs:
         raise ValueError(
-            "--random and --target recorded exclude each other: recorded outputs come from the recorded inputs"
+            f"--random and --target {options.target} exclude each other: recorded outputs come from the recorded inputs"
         )
     if options.bench_device is not None:
         options = replace(options, bench_device=resolve_device(options.bench_device))

@@ -221,7 +221,7 @@ def test_run_ut_runs_the_honest_kernel_only_when_a_verdict_needs_it(tmp_path, mo
 
     runs = []
     real = honest_run.run_side
-    monkeypatch.setattr(honest_run, "run_side", lambda *a, **k: runs.append(a[0].name) or real(*a, **k))
+    monkeypatch.setattr(honest_run, "run_side", lambda *a, **k: runs.append(a[0].entry.name) or real(*a, **k))
     dump = real_dump_json("gpt2_bf16_tensor")
     summary = run_ut(dump, tmp_path, device="cpu", workers=1, options=CheckOptions(target="recorded"))
     graded = [r for r in summary.results if r.forward in (PASS, WARNING, ERROR)]

@@ -8,8 +8,8 @@ from conftest import real_dump_json
 
 from api_registry import lookup
 from precheck.dump.records import DeviceArg, Stats, TensorSpec, load_dump
-from precheck.execution.runner import SideRun, flatten, one_line, run_side
-from precheck.execution.targets import GOLDEN, DeviceError, Side, resolve_device, target_side
+from precheck.execution.runner import Call, SideRun, flatten, one_line, run_side
+from precheck.execution.sides import GOLDEN, DeviceError, Side, resolve_device, target_side
 from precheck.grader import ERROR, compare
 from precheck.inputs.builder import iter_specs, load_tree
 
@@ -37,15 +37,10 @@ def run(api, args, kwargs=None, side=TARGET, grad_outputs=None, grad=()):
     kwargs = kwargs or {}
     entry = lookup(api)
     assert entry is not None, api
-    result = run_side(
-        entry,
-        specs(args, {id(t) for t in grad}),
-        specs(kwargs, {id(t) for t in grad}),
-        args,
-        kwargs,
-        grad_outputs,
-        side,
+    call = Call(
+        entry, specs(args, {id(t) for t in grad}), specs(kwargs, {id(t) for t in grad}), args, kwargs, grad_outputs
     )
+    result = run_side(call, side)
     assert isinstance(result, SideRun)
     return result
 
@@ -422,8 +417,8 @@ def test_real_mlp_dump_forward_and_backward_run_on_both_sides():
         assert entry is not None, case.api
         args, kwargs = load_tree(case.args, dump.data_dir), load_tree(case.kwargs, dump.data_dir)
         grad_outputs = load_tree(case.grad_outputs, dump.data_dir) if case.has_backward else None
-        target = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, TARGET)
-        golden = run_side(entry, case.args, case.kwargs, args, kwargs, grad_outputs, GOLDEN)
+        call = Call(entry, case.args, case.kwargs, args, kwargs, grad_outputs)
+        target, golden = run_side(call, TARGET), run_side(call, GOLDEN)
         assert target.error is None and golden.error is None, (case.name, target.error, golden.error)
         recorded = load_tree(case.outputs, dump.data_dir)
         assert torch.allclose(target.outputs[0], recorded[0], rtol=1e-4, atol=1e-5), case.name

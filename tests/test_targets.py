@@ -148,7 +148,7 @@ def test_compile_target_grades_a_compiled_kernel(tmp_path):
 def test_compile_failure_is_a_skip_with_the_compilers_reason(tmp_path, monkeypatch):
     import torch._dynamo.exc as dynamo_exc
 
-    from precheck.execution import targets
+    from precheck.execution import sides
 
     def broken_compile(fn, **kwargs):
         def call(*a, **k):
@@ -156,11 +156,22 @@ def test_compile_failure_is_a_skip_with_the_compilers_reason(tmp_path, monkeypat
 
         return call
 
-    monkeypatch.setattr(targets, "_COMPILED", {})
-    monkeypatch.setattr(targets.torch, "compile", broken_compile)
+    monkeypatch.setattr(sides, "_COMPILED", {})
+    monkeypatch.setattr(sides.torch, "compile", broken_compile)
     summary = run_ut(MLP, tmp_path, options=CheckOptions(target="compile"), workers=1)  # the patch is ours
     assert {r.forward for r in summary.results} == {"SKIP"}
     assert (
         summary.results[0].message
         == "torch.compile failed: Unsupported: call_function UserDefinedObjectVariable is not supported"
     )
+
+
+def test_every_target_the_command_line_offers_is_a_kind_of_target():
+    from precheck.execution.options import TARGETS
+    from precheck.execution.targets import target_for
+
+    kinds = {name: type(target_for(CheckOptions(target=name))) for name in TARGETS}
+    assert {kind.name for kind in kinds.values()} == set(TARGETS)
+    assert kinds["recorded"].takes_generated_inputs is False and kinds["compile"].extra_timeout > 0
+    with pytest.raises(ValueError, match="unknown target 'npu-graph'"):
+        target_for(CheckOptions(target="npu-graph"))

@@ -176,7 +176,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from precheck.dump.records import DumpError
     from precheck.dump.selection import ConfigError, load_api_lists
-    from precheck.execution.targets import DeviceError
+    from precheck.execution.sides import DeviceError
     from precheck.report.runfiles import RunFileError
     from precheck.run_ut import Interrupted, run_ut
     from precheck.scheduling.pool import WorkerStartError

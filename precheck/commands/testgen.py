@@ -22,7 +22,8 @@ from precheck.dump.records import Case, Dump, load_dump
 from precheck.escape import escape
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
-from precheck.execution.targets import resolve_device
+from precheck.execution.sides import resolve_device
+from precheck.execution.targets import target_for
 from precheck.grader.assertion import explain
 from precheck.grader.status import ERROR, SKIP, WARNING
 from precheck.inputs.builder import InputError, iter_specs, resolve
@@ -134,11 +135,9 @@ def _copy_data(dump: Dump, data: Path, options: CheckOptions) -> None:
     files.mkdir(parents=True)
     root = dump.data_dir.resolve()
     renamed: dict[str, str] = {}
+    target = target_for(options)
     for case in dump.cases:
-        trees = [case.args, case.kwargs, case.grad_outputs]
-        if options.target == "recorded":
-            trees += [case.outputs, case.grad_inputs]
-        for spec in iter_specs(tuple(trees)):
+        for spec in iter_specs(target.trees(case)):
             if not spec.data_name or spec.data_name in renamed:
                 continue
             try:

@@ -14,20 +14,18 @@ from typing import Any
 
 import torch
 
-from api_registry import ApiEntry
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.recorded import AtHook, gradient_shapes, same_place
-from precheck.execution.runner import SideRun, flatten, run_side
-from precheck.execution.targets import HONEST
+from precheck.execution.runner import Call, SideRun, flatten, run_side
+from precheck.execution.sides import HONEST
 
-__all__ = ["HonestRun", "honest_is_target"]
+__all__ = ["HonestRun", "repeats_honest"]
 
 
-def honest_is_target(case: Case, target: str, device: str) -> bool:
-    """The honest run would repeat the target's: a CPU target whose call holds no half-precision tensor or dtype.
-    The CPU's fp32 kernel is then its own honest kernel (a model could not tell its cancellation from a bug)."""
-    if target != "device" or device != "cpu":
-        return False
+def repeats_honest(case: Case) -> bool:
+    """The call holds no half-precision tensor or dtype: run in its recorded dtypes on the CPU, it is the honest
+    run itself (the CPU's fp32 kernel is its own honest kernel: a model could not tell its cancellation from a
+    bug)."""
     leaves = flatten((case.args, case.kwargs, case.grad_outputs))
     dtypes = [leaf.dtype if isinstance(leaf, TensorSpec) else leaf for leaf in leaves]
     return not any(isinstance(d, torch.dtype) and HONEST.dtype(d) != d for d in dtypes)
@@ -35,17 +33,16 @@ def honest_is_target(case: Case, target: str, device: str) -> bool:
 
 class HonestRun:
     """The honest run of one case, made on first use; ``same`` is a run that already is the honest one (see
-    honest_is_target); ``at`` places gradients as ``--target recorded`` placed the golden's."""
+    Target.is_honest); ``at`` places gradients as ``--target recorded`` placed the golden's."""
 
-    def __init__(self, entry: ApiEntry, case: Case, loaded: tuple, at: AtHook | None, same: SideRun | None) -> None:
-        self.entry, self.case, self.loaded, self.at = entry, case, loaded, at
+    def __init__(self, call: Call, case: Case, at: AtHook | None, same: SideRun | None) -> None:
+        self.call, self.case, self.at = call, case, at
         self.run: SideRun | None = same
 
     def _side(self) -> SideRun:
         if self.run is None:
-            args, kwargs, grad_outputs = self.loaded
             hook = self.at is not None
-            run = run_side(self.entry, self.case.args, self.case.kwargs, args, kwargs, grad_outputs, HONEST, None, hook)
+            run = run_side(self.call, HONEST, hook_node=hook)
             if hook and not run.error:
                 run = replace(run, grads=same_place(run, self.at, gradient_shapes(self.case.grad_inputs)))
             self.run = run

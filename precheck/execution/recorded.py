@@ -16,17 +16,18 @@ lines up with them by position; a recorded gradient with no golden counterpart i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 
 from precheck.dump.records import Case, TensorSpec
-from precheck.execution.runner import SideRun, flatten
-from precheck.grader.limits import limits_for
-from precheck.grader.status import PASS, WARNING
-from precheck.inputs.builder import InputBuilder
+from precheck.execution.runner import Call, SideRun, flatten, run_side
+from precheck.execution.sides import target_side
+from precheck.grader.statistics import statistics_rows
+from precheck.grader.status import PASS, SKIP
+from precheck.inputs.builder import InputBuilder, InputError
+from precheck.results import ApiResult, DetailRow, Direction, graded, skipped
 
 
 class StatisticsOnly(Exception):
@@ -140,38 +141,78 @@ def recorded_run(
     return replace(target, grads=grads), replace(golden, grads=at.golden), at
 
 
-@dataclass(frozen=True)
-class StatisticsVerdict:
-    status: str
-    message: str
+def recorded_outcome(
+    case: Case, call: Call, builder: InputBuilder, golden: SideRun
+) -> ApiResult | tuple[SideRun, SideRun, AtHook]:
+    """The recorded target of one call: its outputs and gradients, and the golden of each gradient where msprobe's
+    hook recorded it; or the case's result when it ends here (statistics only, a missing file)."""
+    if golden.error:
+        return skipped(case, f"golden (CPU float64) failed: {golden.error}")
+    no_node = made_no_node(call)
+    try:
+        target, golden, at = recorded_run(case, builder, golden, no_node)
+        if call.entry.canonical:  # the recorded indices of a sort point into the recorded inputs
+            target = replace(target, outputs=call.entry.canonical(call.loaded_args, call.loaded_kwargs, target.outputs))
+    except StatisticsOnly:
+        return _statistics_result(case, golden, builder, no_node)
+    except InputError as e:
+        return skipped(case, f"recorded output: {e}")
+    return target, golden, at
 
 
-def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdict:
-    """A statistics-only record: its recorded Max/Min/Mean/Norm against the golden's. Four numbers can raise a
-    suspicion but not prove an error, so the status is capped at warning."""
-    g = golden.detach().to(torch.float64)
-    if g.is_complex():
-        g = torch.view_as_real(g)
-    finite = g[torch.isfinite(g)]
-    if finite.numel() == 0:
-        return StatisticsVerdict(WARNING, "statistics only: the golden has no finite value to compare")
-    ours = {
-        "Max": float(finite.max()),
-        "Min": float(finite.min()),
-        "Mean": float(finite.mean()),
-        "Norm": float(torch.linalg.vector_norm(finite)),
-    }
-    theirs = {"Max": spec.stats.max, "Min": spec.stats.min, "Mean": spec.stats.mean, "Norm": spec.stats.norm}
-    scale = max(ours["Norm"] / math.sqrt(finite.numel()), 1e-30)
-    tolerance = max(4 * limits_for(spec.dtype).rtol, 1e-3) if spec.dtype.is_floating_point else 0.0
-    off = []
-    for name, value in theirs.items():
-        if value is None or not math.isfinite(value):
-            continue
-        error = abs(value - ours[name]) / max(abs(ours[name]), scale)
-        if error > tolerance:
-            off.append(f"{name} {value:.6g} vs golden {ours[name]:.6g}")
-    prefix = "statistics only (graded on Max/Min/Mean/Norm, never worse than warning)"
-    if off:
-        return StatisticsVerdict(WARNING, f"{prefix}: " + "; ".join(off))
-    return StatisticsVerdict(PASS, prefix)
+def recorded_draw(case: Case, builder: InputBuilder) -> SideRun | ApiResult:
+    """A random call's recorded outputs (its law is checked on them), or its SKIP row."""
+    if any(isinstance(o, TensorSpec) and o.data_name is None for o in flatten(case.outputs)):
+        return skipped(case, "random op: its recorded outputs are statistics only")
+    try:
+        return SideRun(outputs=flatten(builder.load(case.outputs, "output")))
+    except InputError as e:
+        return skipped(case, f"recorded output: {e}")
+
+
+def made_no_node(call: Call) -> Callable[[], bool]:
+    """Whether the call, run on the CPU in the recorded dtypes, returns its input unchanged (makes no autograd node
+    for msprobe's hook); asked only when the golden's call did (``Tensor.float`` of a float64 golden)."""
+
+    def ask() -> bool:
+        node = run_side(replace(call, grad_outputs=None), target_side("cpu"), hook_node=True).node
+        return node is None or not node.name
+
+    return ask
+
+
+def placed(rows: list[DetailRow], at: AtHook | None) -> list[DetailRow]:
+    """Backward rows of ``--target recorded`` say where their golden was taken when it is not the call's input of
+    that number (``gradient at NllLossBackward0 input 0 (LogSoftmaxBackward0 of input 0)``)."""
+    if at is None or not at.where:
+        return rows
+    out = []
+    for row in rows:
+        where = at.where.get(row.index)
+        if where:
+            message = "; ".join(filter(None, [where, row.comparison.message]))
+            row = replace(row, comparison=replace(row.comparison, message=message))
+        out.append(row)
+    return out
+
+
+def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder, no_node: Callable[[], bool]) -> ApiResult:
+    """A statistics-only record: each output's and each recorded gradient's statistics against the golden's (a
+    gradient's where msprobe's hook recorded it), never worse than warning."""
+    outputs = zip(flatten(case.outputs), golden.outputs, strict=False)
+    triples = [(i, spec, g) for i, (spec, g) in enumerate(outputs)]
+    forward = statistics_rows(case.name, Direction.FORWARD, triples)
+    if not forward:
+        return skipped(case, "statistics only, and no tensor output to grade them on")
+    messages = [r.comparison.message for r in forward if r.status != PASS] or [forward[0].comparison.message]
+    backward, notes = [], ()
+    if case.has_backward and golden.grads is not None:
+        at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, no_node)
+        specs = flatten(case.grad_inputs)
+        triples = [(k, specs[k], g) for k, g in sorted(at.golden.items())]
+        backward = placed(statistics_rows(case.name, Direction.BACKWARD, triples), at)
+        messages += [f"{r.short_name}: {r.comparison.message}" for r in backward if r.status != PASS]
+        notes = at.notes
+    message = "; ".join(filter(None, [*messages, *notes, builder.describe()]))
+    backward_status = SKIP if case.has_backward and not backward else None
+    return graded(case, forward, backward, message, backward_status=backward_status)

@@ -23,7 +23,7 @@ import torch
 
 from api_registry import ApiEntry
 from precheck.dump.records import DeviceArg, TensorSpec
-from precheck.execution.targets import CompileError, Side
+from precheck.execution.sides import CompileError, Side
 
 
 @dataclass
@@ -99,24 +99,29 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -
     return tree
 
 
-def run_side(
-    entry: ApiEntry,
-    args: tuple,
-    kwargs: dict,
-    loaded_args: tuple,
-    loaded_kwargs: dict,
-    grad_outputs: tuple | None,
-    side: Side,
-    func: Callable[..., Any] | None = None,
-    hook_node: bool = False,
-) -> SideRun:
+@dataclass(frozen=True)
+class Call:
+    """One recorded call, ready to run on any side: its registry entry, its decoded argument specs, the values
+    rebuilt from them (tensors still on the CPU, in the recorded dtypes), and the gradients fed into its outputs
+    (None: no backward)."""
+
+    entry: ApiEntry
+    args: tuple
+    kwargs: dict
+    loaded_args: tuple
+    loaded_kwargs: dict
+    grad_outputs: tuple | None = None
+
+
+def run_side(call: Call, side: Side, func: Callable[..., Any] | None = None, hook_node: bool = False) -> SideRun:
     """Forward (and backward where recorded) of one call on one side; exceptions become ``SideRun.error``.
     ``func`` replaces the API's callable (a compiled one); ``hook_node`` keeps the gradients at the node msprobe's
     hook sits on."""
+    entry, args, kwargs, grad_outputs = call.entry, call.args, call.kwargs, call.grad_outputs
     leaves = _Leaves(grad=kwargs.get("out") is None)
     try:
-        call_args = _build(args, loaded_args, side, leaves, entry.inplace)
-        call_kwargs = _build(kwargs, loaded_kwargs, side, leaves, entry.inplace)
+        call_args = _build(args, call.loaded_args, side, leaves, entry.inplace)
+        call_kwargs = _build(kwargs, call.loaded_kwargs, side, leaves, entry.inplace)
         # The golden side runs the API's float64 reference where it has one; the honest side only where the API
         # itself cannot run on the CPU (NPU fused ops), since a down-cast's own rounding is what it must measure.
         reference = entry.golden if side.golden or side.honest and entry.needs_device else None

@@ -1,142 +1,155 @@
-"""The two sides of every check: the target (a device, in the recorded dtypes) and the CPU float64 golden.
+"""What a check grades: the target, the run whose outputs are compared with the float64 golden.
 
-A side knows how to place a recorded tensor and how to read a recorded dtype or device argument, so the runner
-builds both calls from the same decoded arguments without knowing which side it is building.
+Each kind of target is a type with one interface, so a check reads the same for all of them and a new kind (a
+call replayed in another framework, a reference device) is a class here, not a branch in every stage: the device
+(the call re-run on ``-d`` in the recorded dtypes), the compiled call (the same through torch.compile) and the
+recorded outputs (what the device produced during training, read from the dump; nothing re-run).
 """
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
-from precheck.dump.records import DeviceArg
+from precheck.dump.records import Case
+from precheck.execution.honest_run import repeats_honest
+from precheck.execution.options import TARGETS, CheckOptions
+from precheck.execution.recorded import AtHook, recorded_draw, recorded_outcome
+from precheck.execution.runner import Call, SideRun, run_side
+from precheck.execution.sides import compiled, target_side
+from precheck.inputs.builder import InputBuilder
+from precheck.inputs.synth import rng_for
+from precheck.results import ApiResult, failed, skipped
 
-
-class DeviceError(ValueError):
-    """The requested device does not exist on this machine (a one-line CLI error)."""
+__all__ = ["CompiledTarget", "DeviceTarget", "Ran", "RecordedTarget", "Target", "target_for"]
 
 
 @dataclass(frozen=True)
-class Side:
-    name: str
-    device: str
-    golden: bool  # the golden raises every floating tensor and dtype to 64 bits
-    honest: bool = False  # the honest kernel raises bf16/fp16 (and complex32) to 32 bits: accurate accumulation
+class Ran:
+    """What a target made of a call, and the golden it is graded against (the recorded target moves the golden's
+    gradients to where msprobe's hook recorded them: ``at``)."""
 
-    def dtype(self, dtype: torch.dtype) -> torch.dtype:
-        if self.golden:
-            if dtype.is_complex:
-                return torch.complex128
-            return torch.float64 if dtype.is_floating_point else dtype
-        if self.honest and (dtype.is_floating_point or dtype.is_complex) and dtype.itemsize < 4 + 4 * dtype.is_complex:
-            return torch.complex64 if dtype.is_complex else torch.float32
-        return dtype
-
-    def tensor(self, t: torch.Tensor) -> torch.Tensor:
-        """A fresh copy of ``t`` for this side, so in-place APIs never leak from one side to the other."""
-        return t.to(device=self.device, dtype=self.dtype(t.dtype), copy=True)
-
-    def device_arg(self, arg: DeviceArg) -> torch.device:
-        return torch.device(self.device)
-
-    def synchronize(self) -> None:
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize(self.device)
-        elif self.device.startswith("npu"):
-            torch.npu.synchronize(self.device)  # type: ignore[attr-defined]
+    target: SideRun
+    golden: SideRun
+    at: AtHook | None = None
 
 
-GOLDEN = Side(name="golden", device="cpu", golden=True)
-# The default standard's yardstick (grader/honest.py): the call on the CPU with half-precision tensors and dtype
-# arguments raised to float32; its results are rounded back to the target's dtypes when graded.
-HONEST = Side(name="honest", device="cpu", golden=False, honest=True)
+class Target:
+    """A kind of target on one device. Its class attributes say what the rest of the run must know of it."""
 
+    name: ClassVar[str]
+    label: ClassVar[str] = ""  # said in every details row's Message (DEVICE Dtype keeps msprobe's meaning)
+    extra_timeout: ClassVar[float] = 0.0  # seconds a worker allows a case beyond its size's share
+    compiles: ClassVar[bool] = False  # pays a compilation per call signature (the scheduler's cost model)
+    on_device: ClassVar[bool] = True  # runs the call on the device (a fused op needs that device)
+    hook_node: ClassVar[bool] = False  # gradients are graded where msprobe's backward hook recorded them
+    takes_generated_inputs: ClassVar[bool] = True  # may run on inputs generated from statistics (--random)
 
-def _npu_available() -> bool:
-    if importlib.util.find_spec("torch_npu") is None:
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def describe(self) -> str:
+        """How the run's summary says where the APIs were checked."""
+        return f"on {self.device}"
+
+    def trees(self, case: Case) -> tuple:
+        """The case's argument trees whose tensor files this target reads."""
+        return (case.args, case.kwargs, case.grad_outputs)
+
+    def run(self, call: Call, case: Case) -> SideRun:
+        return run_side(call, target_side(self.device))
+
+    def outcome(self, call: Call, case: Case, builder: InputBuilder, golden: SideRun) -> ApiResult | Ran:
+        """The target's run of the call, or the case's result when it ends here."""
+        run = self.run(call, case)
+        if run.compile_failed:
+            return skipped(case, f"torch.compile failed: {run.error}")
+        return Ran(run, golden)
+
+    def draw(self, call: Call, case: Case, builder: InputBuilder, seed: int) -> SideRun | ApiResult:
+        """A random call's outputs (its law is checked on them), drawn from generators seeded like generated
+        inputs, so one --seed gives one draw and the same CSVs on every run; or the case's result."""
+        with _seeded(seed, case.name, self.device):
+            run = self.run(call, case)
+        if run.compile_failed:
+            return skipped(case, f"torch.compile failed: {run.error}")
+        if run.error:
+            return failed(case, "; ".join(filter(None, [f"target raised {run.error}", builder.describe()])))
+        return run
+
+    def is_honest(self, case: Case) -> bool:
+        """The target's run already is the honest kernel's (grader/honest.py): no second run is needed."""
         return False
-    try:
-        import torch_npu  # noqa: F401
-
-        return torch.npu.is_available()  # type: ignore[attr-defined]
-    except Exception:
-        return False
 
 
-def resolve_device(spec: str) -> str:
-    """Turn ``-d`` into a torch device string: ``auto`` picks npu, then cuda, then cpu; a bare index means the
-    accelerator of that index, as msprobe reads it."""
-    spec = spec.strip().lower()
-    if spec == "auto":
-        if _npu_available():
-            return "npu:0"
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
-    if spec.isdigit():
-        if _npu_available():
-            return f"npu:{spec}"
-        if torch.cuda.is_available():
-            return f"cuda:{spec}"
-        raise DeviceError(f"device index {spec} given but no NPU or CUDA device is available")
-    kind, _, index = spec.partition(":")
-    if kind not in ("cpu", "cuda", "npu", "mps") or index and not index.isdigit():
-        raise DeviceError(f"unknown device {spec!r} (expected auto, cpu, cuda[:i], npu[:i], mps or an index)")
-    if kind == "cpu":
-        if index.lstrip("0"):
-            raise DeviceError(f"device {spec!r} does not exist (the CPU is one device: cpu, or cpu:0)")
-        return "cpu"
-    if kind == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    elif kind == "npu":
-        count = torch.npu.device_count() if _npu_available() else 0  # type: ignore[attr-defined]
-    else:
-        count = 1 if torch.backends.mps.is_available() else 0
-    i = int(index or 0)
-    if i >= count:
-        raise DeviceError(f"device {spec!r} is not available on this machine ({count} {kind} device(s) found)")
-    return f"{kind}:{i}" if kind != "mps" else "mps"
+class DeviceTarget(Target):
+    name = "device"
+
+    def is_honest(self, case: Case) -> bool:
+        return self.device == "cpu" and repeats_honest(case)
 
 
-def target_side(device: str) -> Side:
-    return Side(name="target", device=device, golden=False)
+class CompiledTarget(Target):
+    name = "compile"
+    label = "target: torch.compile"
+    extra_timeout = 300.0
+    compiles = True
+
+    def describe(self) -> str:
+        return f"through torch.compile on {self.device}"
+
+    def run(self, call: Call, case: Case) -> SideRun:
+        return run_side(call, target_side(self.device), compiled(call.entry.func, case.signature()))
 
 
-def reference_side(device: str) -> Side:
-    """The benchmark standard's second reference: the same call in the target dtypes on another device."""
-    return Side(name="reference", device=device, golden=False)
+class RecordedTarget(Target):
+    name = "recorded"
+    label = "target: recorded outputs"
+    on_device = False
+    hook_node = True
+    takes_generated_inputs = False
+
+    def describe(self) -> str:
+        return "against their recorded outputs"
+
+    def trees(self, case: Case) -> tuple:
+        return (*super().trees(case), case.outputs, case.grad_inputs)
+
+    def run(self, call: Call, case: Case) -> SideRun:
+        raise TypeError("the recorded target runs nothing: its outputs are the dump's")
+
+    def outcome(self, call: Call, case: Case, builder: InputBuilder, golden: SideRun) -> ApiResult | Ran:
+        got = recorded_outcome(case, call, builder, golden)
+        return got if isinstance(got, ApiResult) else Ran(*got)
+
+    def draw(self, call: Call, case: Case, builder: InputBuilder, seed: int) -> SideRun | ApiResult:
+        return recorded_draw(case, builder)
 
 
-class CompileError(Exception):
-    """torch.compile could not compile the call: the case is a SKIP row with the compiler's reason."""
+_KINDS: dict[str, type[Target]] = {kind.name: kind for kind in (DeviceTarget, RecordedTarget, CompiledTarget)}
 
 
-_COMPILED: dict[tuple, Callable[..., Any]] = {}
+def target_for(options: CheckOptions) -> Target:
+    """The target ``options`` name, on their device; ValueError for a name no kind has."""
+    kind = _KINDS.get(options.target)
+    if kind is None:
+        raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
+    return kind(options.device)
 
 
-def compiled(func: Callable[..., Any], signature: tuple) -> Callable[..., Any]:
-    """``func`` through torch.compile (inductor), compiled once per (API, signature) in this process.
-    Compiler failures are raised as CompileError (the case's SKIP reason), the API's own errors unchanged."""
-    if signature not in _COMPILED:
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return func(*args, **kwargs)
-
-        # dynamo caches compiled graphs per code object and falls back to eager, silently, after 8 of them:
-        # each signature gets a code object of its own so every one is really compiled.
-        call.__code__ = call.__code__.replace(co_name=f"precheck_compiled_{len(_COMPILED)}")
-        _COMPILED[signature] = torch.compile(call, dynamic=False)
-    compiled_call = _COMPILED[signature]
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return compiled_call(*args, **kwargs)
-        except Exception as e:
-            if type(e).__module__.startswith(("torch._dynamo", "torch._inductor")):
-                text = str(e).strip().splitlines()
-                raise CompileError(f"{type(e).__name__}: {text[0][:300] if text else ''}") from None
-            raise
-
-    return run
+@contextmanager
+def _seeded(seed: int, name: str, device: str) -> Iterator[None]:
+    """The CPU's generator and the target device's seeded from the run's seed and the API's name; the caller's CPU
+    generator is left as it was. Only those two are seeded (torch.manual_seed queues a seeding of every CUDA device
+    even on a CPU run, at 0.7 ms a call)."""
+    value = int(rng_for(seed, name, "draw").integers(2**62))
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(value)
+        backend: Any = getattr(torch, device.split(":")[0], None)  # torch.cuda, torch.npu (torch_npu), ...
+        if device != "cpu" and hasattr(backend, "manual_seed_all"):
+            backend.manual_seed_all(value)
+        yield

@@ -38,6 +38,7 @@ from api_registry import lookup
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
+from precheck.execution.targets import target_for
 from precheck.grader.status import ERROR
 from precheck.inputs.builder import iter_specs
 from precheck.results import ApiResult, failed
@@ -77,11 +78,12 @@ def estimated_serial_seconds(cases: Sequence[Case], options: CheckOptions, enoug
     """Seconds the cases would take one after the other; counting stops once ``enough`` is reached, so a large
     dump is not decoded twice to learn that it is large."""
     seconds = len(cases) * SECONDS_PER_CASE
+    compiles = target_for(options).compiles
     signatures = set()
     for case in cases:
         if seconds >= enough:
             break
-        if options.target == "compile" and not case.problem and case.signature() not in signatures:
+        if compiles and not case.problem and case.signature() not in signatures:
             signatures.add(case.signature())
             seconds += SECONDS_PER_COMPILE
         for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)):
@@ -103,7 +105,7 @@ def case_timeout(case: Case, options: CheckOptions) -> float:
     if options.timeout is not None:
         return min(options.timeout, MAX_TIMEOUT)
     elements = sum(spec.numel for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)))
-    return min(DEFAULT_TIMEOUT + elements / 1e6 + (300.0 if options.target == "compile" else 0.0), MAX_TIMEOUT)
+    return min(DEFAULT_TIMEOUT + elements / 1e6 + target_for(options).extra_timeout, MAX_TIMEOUT)
 
 
 def run_cases(
