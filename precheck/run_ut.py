@@ -8,11 +8,11 @@ import time
 import warnings
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from precheck.dump.records import Dump, load_dump
+from precheck.dump.records import Case, Dump, load_dump
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
@@ -21,7 +21,8 @@ from precheck.grader.status import SKIP, at_or_below
 from precheck.report.csv_files import CsvReport, text
 from precheck.report.runfiles import dump_identity
 from precheck.results import ApiResult, skipped
-from precheck.scheduling.pool import run_cases, started_workers, worker_count
+from precheck.scheduling.backends import Backend, backend_for
+from precheck.scheduling.costs import worker_count
 
 
 @dataclass
@@ -116,6 +117,7 @@ def run_ut(
     csv_path: str | os.PathLike | None = None,
     api_lists: ApiLists | None = None,
     filter_api: bool = False,
+    backend: str = "auto",
     scheduler: str | None = None,
     keep_results: bool = True,
 ) -> RunSummary:
@@ -125,7 +127,8 @@ def run_ut(
     CSV of an interrupted run) continues it in the same files, checking only the APIs it lacks. ``results`` of
     the summary hold the APIs checked by this call. ``api_lists`` (msprobe's white / black lists) turn the APIs
     they leave out into SKIP rows; ``filter_api`` checks one call per signature and leaves the others out;
-    ``scheduler`` (a Dask scheduler address) runs the checks on that cluster; ``keep_results`` False keeps only
+    ``backend`` says where cases run (auto, inprocess, process, dask: scheduling/backends.py), ``scheduler`` is
+    the Dask scheduler's address; ``keep_results`` False keeps only
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
     """
     start = time.perf_counter()
@@ -151,10 +154,14 @@ def run_ut(
             if bar is not None:
                 bar.update(len(dump.cases) - len(todo) - len(suspects))
             cases = [dump.cases.select(suspects), dump.cases.select(todo)]
+
+            def choose(selected: Sequence[Case], isolate: bool) -> Backend:
+                return backend_for(backend, selected, dump.data_dir, options, workers, scheduler, isolate)
+
             if options.max_memory is None:
-                started = max(started_workers(c, workers, options, isolate=i == 0) for i, c in enumerate(cases))
+                started = max(choose(c, i == 0).processes(c) for i, c in enumerate(cases))
                 options = replace(options, max_memory=default_max_memory(started))
-            for result in _checked(cases, dump, options, workers, report, scheduler):
+            for result in _checked(cases, choose, report):
                 keep(result)
                 if bar is not None:
                     bar.update(1)
@@ -180,22 +187,15 @@ def run_ut(
 
 
 def _checked(
-    cases: list, dump: Dump, options: CheckOptions, workers: int, report: CsvReport, scheduler: str | None
+    cases: list[Sequence[Case]], choose: Callable[[Sequence[Case], bool], Backend], report: CsvReport
 ) -> Iterator[ApiResult]:
     """Each result as it completes, on disk before it is yielded; the suspects of a resumed run (``cases[0]``)
-    first, each in a worker of its own: one of them may kill its process."""
+    first, isolated in worker processes: one of them may kill its process."""
     for i, selected in enumerate(cases):
-        for result in run_cases(
-            selected,
-            dump.data_dir,
-            options,
-            workers,
-            on_start=lambda c: report.start(c.name),
-            scheduler=scheduler,
-            isolate=i == 0,
-        ):
-            report.add(result)
-            yield result
+        if len(selected):
+            for result in choose(selected, i == 0).run(selected, lambda c: report.start(c.name)):
+                report.add(result)
+                yield result
 
 
 class Interrupted(KeyboardInterrupt):

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from precheck.commands.cli import main
 from precheck.report.csv_files import DETAILS_HEADER, RESULT_HEADER
 from precheck.run_ut import run_ut
-from precheck.scheduling import pool
+from precheck.scheduling import costs
 
 DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
@@ -112,9 +113,7 @@ def test_random_flag_generates_inputs_even_in_a_tensor_dump(tmp_path):
 
 
 def test_pool_run_writes_the_same_rows_in_dump_order(tmp_path, monkeypatch):
-    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)  # force the pool even for a small dump
-    assert pool.use_pool(run_ut.__globals__["load_dump"](MLP).cases, 2)
-    pooled = run_ut(MLP, tmp_path / "pool", device="cpu", workers=2)
+    pooled = run_ut(MLP, tmp_path / "pool", device="cpu", workers=2, backend="process")
     serial = run_ut(MLP, tmp_path / "serial", device="cpu", workers=1)
     assert read_csv(pooled.result_path) == read_csv(serial.result_path)
     assert read_csv(pooled.details_path) == read_csv(serial.details_path)
@@ -123,7 +122,7 @@ def test_pool_run_writes_the_same_rows_in_dump_order(tmp_path, monkeypatch):
 def test_small_dump_does_not_start_a_pool():
     from precheck.dump.records import load_dump
 
-    assert not pool.use_pool(load_dump(GPT2).cases, 2)
+    assert not costs.use_pool(load_dump(GPT2).cases, 2)
 
 
 def copy_dump(src: Path, dst: Path) -> Path:
@@ -225,3 +224,19 @@ def test_a_fault_of_precheck_on_one_record_is_its_skip_row(tmp_path, monkeypatch
         "precheck could not check this record: IndexError: index 3 is out of bounds",
     ]
     assert rows["Functional.embedding.0"][:2] == ["pass", "pass"]
+
+
+def test_backend_auto_follows_the_cost_model_and_suspects_are_always_isolated(tmp_path, capsys):
+    from precheck.dump.records import load_dump
+    from precheck.execution.options import CheckOptions
+    from precheck.scheduling.backends import Dask, InProcess, Processes, backend_for
+
+    cases, where, options = load_dump(MLP).cases, MLP.parent, CheckOptions()
+    assert not costs.use_pool(cases, 2, options)
+    assert type(backend_for("auto", cases, where, options, 2)) is InProcess  # too small to pay for a pool
+    assert type(backend_for("process", cases, where, options, 2)) is Processes
+    assert type(backend_for("inprocess", cases, where, options, 2, isolate=True)) is Processes
+    assert type(backend_for("auto", cases, where, options, 2, scheduler="tcp://x:1")) is Dask
+    assert backend_for("process", cases, where, options, 2).processes(cases) == 2
+    assert main(["run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "--backend", "process", "--scheduler", "x"]) == 2
+    assert "--scheduler goes with --backend dask, not process" in capsys.readouterr().err

@@ -18,7 +18,7 @@ import api_registry
 from precheck.dump.records import load_dump
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
-from precheck.scheduling import pool
+from precheck.scheduling import costs
 
 STATS_TENSOR = {
     "type": "torch.Tensor",
@@ -73,7 +73,6 @@ def cli(*args: str) -> subprocess.Popen:
 
 
 def test_crashing_and_hanging_apis_become_error_rows_and_the_run_goes_on(tmp_path, misbehaving, monkeypatch):
-    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)  # a pool even for this small dump
     dump = make_dump(
         tmp_path / "dump.json",
         [
@@ -85,7 +84,9 @@ def test_crashing_and_hanging_apis_become_error_rows_and_the_run_goes_on(tmp_pat
             "Torch.sigmoid.0",
         ],
     )
-    summary = run_ut(dump, tmp_path / "out", device="cpu", workers=2, options=CheckOptions(timeout=8))
+    summary = run_ut(
+        dump, tmp_path / "out", device="cpu", workers=2, backend="process", options=CheckOptions(timeout=8)
+    )
     got = {r.name: (r.forward, r.message) for r in summary.results}
     assert got["Torch.precheck_segfault.0"] == ("error", "worker crashed: signal 11 (SIGSEGV)")
     assert got["Torch.precheck_abort.0"] == ("error", "worker crashed: signal 6 (SIGABRT)")
@@ -106,9 +107,10 @@ def test_crashing_and_hanging_apis_become_error_rows_and_the_run_goes_on(tmp_pat
 
 
 def test_a_sticky_device_error_retires_its_worker(tmp_path, misbehaving, monkeypatch):
-    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)
     names = ["Torch.precheck_sticky.0"] + [f"Torch.precheck_clean.{i}" for i in range(6)]
-    summary = run_ut(make_dump(tmp_path / "dump.json", names), tmp_path / "out", device="cpu", workers=2)
+    summary = run_ut(
+        make_dump(tmp_path / "dump.json", names), tmp_path / "out", device="cpu", workers=2, backend="process"
+    )
     got = {r.name: r.forward for r in summary.results}
     assert got.pop("Torch.precheck_sticky.0") == "error"
     assert set(got.values()) == {"pass"}  # no later API ran in the broken process
@@ -188,7 +190,7 @@ def test_timeout_holds_in_process_too(tmp_path, misbehaving):
     dump = make_dump(
         tmp_path / "dump.json", ["Torch.tanh.0", "Torch.precheck_hang.0", "Torch.sigmoid.0", "Torch.exp.0"]
     )
-    assert not pool.use_pool(load_dump(dump).cases, 2)
+    assert not costs.use_pool(load_dump(dump).cases, 2)
     start = time.monotonic()
     summary = run_ut(dump, tmp_path / "out", device="cpu", workers=2, options=CheckOptions(timeout=3))
     assert time.monotonic() - start < 60
@@ -200,31 +202,31 @@ def test_timeout_holds_in_process_too(tmp_path, misbehaving):
 def test_a_million_workers_are_capped_and_keep_a_usable_memory_share(tmp_path):
     summary = run_ut(make_dump(tmp_path / "dump.json", ["Torch.tanh.0"]), tmp_path / "out", device="cpu", workers=10**6)
     assert summary.counts == {"pass": 1}  # not a SKIP for needing more than a millionth of the memory
-    assert pool.worker_count(10**6) == pool.MAX_WORKERS_PER_CORE * pool.default_workers()
+    assert costs.worker_count(10**6) == costs.MAX_WORKERS_PER_CORE * costs.default_workers()
 
 
 def test_save_error_data_that_fails_in_a_worker_costs_no_verdict(tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)
     names = ["Torch.tanh.0", "Torch.exp.0", "Torch.sigmoid.0"]
     dump = make_dump(tmp_path / "dump.json", names)
-    plain = run_ut(dump, tmp_path / "plain", device="cpu", workers=2, options=CheckOptions(max_abs=1e-30))
+    plain = run_ut(
+        dump, tmp_path / "plain", device="cpu", workers=2, backend="process", options=CheckOptions(max_abs=1e-30)
+    )
     err = tmp_path / "err"
     err.mkdir()
     (err / "Torch.exp.0").write_text("a file where the API's folder would go")
     saved = run_ut(
-        dump, tmp_path / "saved", device="cpu", workers=2, options=CheckOptions(max_abs=1e-30, save_error_data=str(err))
+        dump,
+        tmp_path / "saved",
+        device="cpu",
+        workers=2,
+        backend="process",
+        options=CheckOptions(max_abs=1e-30, save_error_data=str(err)),
     )
     assert [(r.forward, r.message) for r in saved.results] == [(r.forward, r.message) for r in plain.results]
     assert {r.forward for r in saved.results} == {"warning"}
     assert (err / "Torch.tanh.0" / "forward.output.0.golden.pt").is_file()
     lines = [line for line in capfd.readouterr().err.splitlines() if "Torch.exp.0" in line]
     assert len(lines) == 1 and lines[0].startswith("precheck: warning: cannot save error data of Torch.exp.0: ")
-
-
-POOL_CLI = (
-    "import sys; from precheck.commands import cli; from precheck.scheduling import pool; "
-    "pool.POOL_START_SECONDS = -1; sys.exit(cli.main(sys.argv[1:]))"
-)
 
 
 def _stopped_by(sig: int, tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
@@ -235,9 +237,11 @@ def _stopped_by(sig: int, tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
     env = dict(os.environ, PRECHECK_TEST_APIS="1")
     argv = [
         sys.executable,
-        "-c",
-        POOL_CLI,
+        "-m",
+        "precheck",
         "run_ut",
+        "--backend",
+        "process",
         "-q",
         "-d",
         "cpu",

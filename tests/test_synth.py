@@ -23,7 +23,6 @@ from precheck.execution.options import CheckOptions
 from precheck.inputs.builder import InputBuilder, InputError
 from precheck.inputs.synth import rng_for, synthesize
 from precheck.run_ut import run_ut
-from precheck.scheduling import pool
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INTS = [torch.int32, torch.int64]
@@ -635,9 +634,7 @@ def test_other_seed_changes_some_metric(serial_seed0, tmp_path):
 
 
 def test_pool_gives_the_serial_rows(serial_seed0, tmp_path, monkeypatch):
-    monkeypatch.setattr(pool, "POOL_START_SECONDS", -1.0)
-    assert pool.use_pool(load_dump(GPT2_STATS).cases, 2)
-    pooled = run_ut(GPT2_STATS, tmp_path, device="cpu", workers=2)
+    pooled = run_ut(GPT2_STATS, tmp_path, device="cpu", workers=2, backend="process")
     assert pooled.details_path.read_bytes() == serial_seed0.details_path.read_bytes()
     assert pooled.result_path.read_bytes() == serial_seed0.result_path.read_bytes()
 

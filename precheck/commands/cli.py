@@ -138,8 +138,8 @@ def _repro(args: argparse.Namespace) -> int:
 def _scheduler(args: argparse.Namespace) -> str | None:
     if args.backend == "dask" and not args.scheduler:
         raise ValueError("--backend dask needs --scheduler ADDRESS")
-    if args.scheduler and args.backend != "dask":
-        raise ValueError("--scheduler goes with --backend dask")
+    if args.scheduler and args.backend not in ("dask", "auto"):
+        raise ValueError(f"--scheduler goes with --backend dask, not {args.backend}")
     return args.scheduler
 
 
@@ -179,7 +179,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from precheck.execution.sides import DeviceError
     from precheck.report.runfiles import RunFileError
     from precheck.run_ut import Interrupted, run_ut
-    from precheck.scheduling.pool import WorkerStartError
+    from precheck.scheduling.process import WorkerStartError
 
     stop_on_term = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if stop_on_term else None
@@ -195,6 +195,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
                 options=_check_options(args),
                 csv_path=args.csv_path,
                 filter_api=args.filter_api,
+                backend=args.backend,
                 scheduler=_scheduler(args),
                 api_lists=load_api_lists(args.config) if args.config else None,
                 progress=not args.quiet,

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from precheck import __version__
-from precheck.execution.options import TARGETS
+from precheck.execution.options import BACKENDS, TARGETS
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 
 
@@ -188,10 +188,11 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--backend",
-        choices=("local", "dask"),
-        default="local",
-        help="local worker processes (default), or a Dask cluster (needs --scheduler and the dask "
-        "extra; its workers must see the dump's path)",
+        choices=BACKENDS,
+        default="auto",
+        help="where APIs run: auto (in this process for a small dump, else worker processes; a Dask cluster "
+        "with --scheduler), inprocess, process (supervised worker processes), or dask (needs --scheduler and "
+        "the dask extra; its workers must see the dump's path)",
     )
     run.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")
     run.add_argument(

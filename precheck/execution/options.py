@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS
 
 TARGETS = ("device", "recorded", "compile")  # what a run grades: see execution/targets.py
+BACKENDS = ("auto", "inprocess", "process", "dask")  # where cases run: see scheduling/backends.py
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,97 @@
+"""The Dask backend: cases as tasks of a Dask cluster whose workers see the dump's path (``precheck[dask]``)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from api_registry import lookup
+from precheck.dump.records import Case
+from precheck.execution.check import check_case
+from precheck.execution.options import CheckOptions
+from precheck.results import ApiResult, failed
+from precheck.scheduling.costs import START_POLL_SECONDS, STARTUP_SECONDS, case_timeout
+
+
+def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str) -> ApiResult:
+    """One case on a Dask worker, with the thread discipline of a local worker. It tells the run (an event on
+    ``topic``) when the check itself starts: the case's timeout counts from then, never the time the task spent
+    queued, behind a worker's restart or in a fresh worker's first import of torch."""
+    from distributed import get_worker
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    lookup("Torch.add")  # build the API table now, as a local worker does before it is ready
+    worker = get_worker()
+    worker.log_event(topic, worker.get_current_task())
+    return check_case(case, data_dir, options)
+
+
+def on_dask(
+    cases: Sequence[Case], data_dir: Path, options: CheckOptions, scheduler: str, on_start: Callable[[Case], None]
+) -> Iterator[ApiResult]:
+    """Cases as tasks of a Dask cluster whose workers see the dump's path, as many at a time as the cluster has
+    threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task that
+    keeps killing its workers comes back as the case's error row (Dask retries it on other workers first); one
+    that runs past its timeout is an error row, and its worker is restarted, since a thread cannot be stopped."""
+    try:
+        from distributed import Client, wait
+    except ImportError:
+        raise ValueError("--backend dask needs the dask extra: pip install 'precheck[dask]'") from None
+    data_dir = data_dir.parent.resolve() / data_dir.name  # absolute for remote workers; a link stays a link
+    todo = iter(cases)
+    with Client(scheduler) as client:
+        window = max(1, sum(client.nthreads().values()))
+        topic = f"precheck-started-{client.id}"
+        started: dict[Any, float] = {}  # task key -> when its check started, by this process's clock
+        client.subscribe_topic(topic, lambda event: started.__setitem__(event[1], time.monotonic()))
+        running: dict[Any, tuple[Case, float]] = {}  # future -> (its case, when it was submitted)
+
+        def deadline(future: Any) -> float:  # a task no worker starts (all lost) still ends, STARTUP_SECONDS later
+            case, submitted = running[future]
+            return started.get(future.key, submitted + STARTUP_SECONDS) + case_timeout(case, options)
+
+        while True:
+            for case in itertools.islice(todo, window - len(running)):
+                on_start(case)
+                future = client.submit(_check_remote, case, data_dir, options, topic, pure=False)
+                running[future] = (case, time.monotonic())
+            if not running:
+                return
+            # a task's start arrives as an event: look again at least every START_POLL_SECONDS to see it
+            wait_for = min(min(map(deadline, running)) - time.monotonic(), START_POLL_SECONDS)
+            try:
+                done, _ = wait(list(running), timeout=max(wait_for, 0.01), return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            for future in done:
+                case, _ = running.pop(future)
+                try:
+                    yield future.result()
+                except Exception as e:  # the cluster's failure is this case's row, never the run's end
+                    yield failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
+            now = time.monotonic()
+            for future in [f for f in running if deadline(f) <= now]:
+                case, _ = running.pop(future)
+                for key in _restart_worker_of(client, future):  # its other tasks start again elsewhere
+                    started.pop(key, None)
+                yield failed(case, f"timed out after {case_timeout(case, options):g} s")
+
+
+def _restart_worker_of(client: Any, future: Any) -> list[Any]:
+    """Stop a stuck task the only way Dask can: restart the worker running it (its nanny starts a fresh one;
+    Dask reschedules that worker's other tasks). The keys of that worker's tasks, which start over."""
+    processing = client.processing()
+    workers = [address for address, keys in processing.items() if future.key in keys]
+    future.cancel()
+    try:
+        if workers:
+            client.restart_workers(workers)
+    except Exception:  # a worker without a nanny cannot be restarted: the cancelled task's thread stays busy
+        return []
+    return [key for address in workers for key in processing[address]]

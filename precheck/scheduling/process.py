@@ -1,0 +1,233 @@
+"""The process backend: cases over supervised worker processes, results streamed back as they complete.
+
+A task carries the case (argument specs and file names, never tensors); the worker loads its own inputs. Each
+worker checks one case at a time under supervision: a worker that dies (segfault, abort, ``os._exit``, out of
+memory) or runs past the case's timeout is replaced, and that case becomes an error row saying so, while the
+run goes on. (joblib's loky pool cannot do this: one dead worker breaks every task in flight. pebble's
+ProcessPool can, but not all the rest: see the README's Architecture section.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as connection_wait
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from api_registry import lookup
+from precheck.dump.records import Case
+from precheck.execution.check import check_case
+from precheck.execution.options import CheckOptions
+from precheck.grader.status import ERROR
+from precheck.results import ApiResult, failed
+from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS, case_timeout
+
+READY = "ready"
+
+
+class WorkerStartError(RuntimeError):
+    """No worker process could start (the environment, not a case): one line, exit code 2."""
+
+
+# Device errors after which a process's device context cannot be trusted: its worker is replaced.
+STICKY_ERRORS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "NPU error", "ACL error", "out of memory")
+
+
+def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> None:
+    # Ctrl-C and SIGTERM are the run's to handle (it stops its workers): this process started with them ignored
+    # and leaves the terminal's process group, so a Ctrl-C or a group's SIGTERM never reaches it; what it starts
+    # (compiler workers) gets the usual signals.
+    with contextlib.suppress(OSError):
+        os.setsid()
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    torch.set_num_threads(1)  # workers split the cores between them
+    lookup("Torch.add")  # build the API table now, so no case's timeout pays for it
+    try:
+        conn.send(READY)
+        while (case := conn.recv()) is not None:
+            result = check_case(case, data_dir, options)
+            retire = result.forward == ERROR and any(s in result.message for s in STICKY_ERRORS)
+            conn.send((result, retire))
+            if retire:
+                return
+    except (EOFError, OSError):  # the run is gone (killed): nothing left to do, nothing to say
+        return
+
+
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGKILL when the run dies, however it dies (out of the run's process group, it
+    would otherwise outlive a killed run for as long as its case takes)."""
+    parent = multiprocessing.parent_process()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent is not None and os.getppid() != parent.pid:  # the run died before the request took effect
+        os._exit(0)
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    case: Case | None = None
+    deadline: float = math.inf
+
+
+class Supervisor:
+    """Worker processes fed one case at a time; a dead or stuck worker costs its case, not the run."""
+
+    def __init__(self, data_dir: Path, options: CheckOptions, size: int) -> None:
+        self.data_dir, self.options, self.size = data_dir, options, size
+        self.context = multiprocessing.get_context("spawn")  # never fork a process that runs torch threads
+
+    def _start(self, wait: bool = True) -> _Worker:
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=_worker_main, args=(child, self.data_dir, self.options), daemon=True)
+        with _signals_ignored_by_children():
+            process.start()
+        child.close()
+        worker = _Worker(process, parent)
+        if wait:
+            self._ready(worker)
+        return worker
+
+    @staticmethod
+    def _ready(worker: _Worker) -> None:
+        """Wait until the worker has imported torch, so its start-up never counts against a case's timeout."""
+        try:
+            if worker.conn.poll(STARTUP_SECONDS) and worker.conn.recv() == READY:
+                return
+        except (EOFError, OSError):
+            pass
+        worker.process.kill()
+        raise WorkerStartError(
+            f"a worker process did not start within {STARTUP_SECONDS:g} s (exit code {worker.process.exitcode})"
+        )
+
+    def run(self, cases: Iterable[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
+        workers: list[_Worker] = []
+        try:
+            for _ in range(self.size):
+                workers.append(self._start(wait=False))  # they import torch in parallel
+            for w in workers:
+                self._ready(w)
+            yield from self._serve(workers, iter(cases), on_start)
+        finally:  # also on Ctrl-C, SIGTERM or a consumer that stops early: no worker outlives the run
+            for w in workers:
+                self._stop(w)
+
+    def _serve(self, workers: list[_Worker], source: Iterator[Case], on_start: Callable[[Case], None]):
+        pending = deque(itertools.islice(source, 1))  # the next case; the rest stay undecoded in the dump
+        while pending or any(w.case for w in workers):
+            for i, w in enumerate(workers):
+                if w.case is None and pending and not w.process.is_alive():
+                    workers[i] = w = self._replace(w)  # died between cases
+                if w.case is None and pending:
+                    w.case = pending.popleft()
+                    pending.extend(itertools.islice(source, 1))
+                    on_start(w.case)
+                    w.deadline = time.monotonic() + case_timeout(w.case, self.options)
+                    w.conn.send(w.case)
+            busy = [w for w in workers if w.case is not None]
+            wait_for = min(w.deadline for w in busy) - time.monotonic()
+            ready = set(
+                connection_wait(
+                    [w.conn for w in busy] + [w.process.sentinel for w in busy],
+                    timeout=min(max(0.0, wait_for), MAX_TIMEOUT),
+                )
+            )
+            for i, w in enumerate(workers):
+                if w.case is None:
+                    continue
+                result = self._outcome(i, workers, ready)
+                if result is not None:
+                    workers[i].case = None
+                    yield result
+
+    def _outcome(self, i: int, workers: list[_Worker], ready: set) -> ApiResult | None:
+        """The busy worker ``i``'s result, its case's error row when it died or ran out of time (it is then
+        replaced in ``workers``), or None while it works."""
+        w = workers[i]
+        result, retire = None, False
+        # Looked at again, not only as the wait saw it: replacing another worker may have taken a while since.
+        if w.conn in ready or w.process.sentinel in ready or w.conn.poll() or not w.process.is_alive():
+            try:
+                result, retire = w.conn.recv() if w.conn.poll() else (None, False)
+            except (EOFError, OSError):
+                result = None
+            if retire:  # a sticky device error: this worker's device is not trusted again
+                workers[i] = self._replace(w)
+            elif result is None:
+                w.process.join(1)
+                result = failed(w.case, _death(w.process.exitcode))
+                workers[i] = self._replace(w)
+        elif time.monotonic() >= w.deadline:
+            result = failed(w.case, f"timed out after {case_timeout(w.case, self.options):g} s")
+            workers[i] = self._replace(w)
+        return result
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        worker.process.kill()
+        worker.process.join(5)
+        worker.conn.close()
+        return self._start()
+
+    @staticmethod
+    def _stop(worker: _Worker) -> None:
+        if worker.case is None:  # idle: told to leave; busy (an interrupted run): killed at once
+            try:
+                worker.conn.send(None)
+            except (OSError, ValueError):
+                pass
+            worker.process.join(2)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join(2)
+        worker.conn.close()
+
+
+@contextlib.contextmanager
+def _signals_ignored_by_children():
+    """Start a child with SIGINT and SIGTERM ignored from its first instruction (Python keeps an inherited
+    SIG_IGN for SIGINT), so Ctrl-C during its start-up prints no traceback; signals that arrive meanwhile are held
+    for this process, not lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in stopping}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stopping)
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"worker crashed: signal {-exitcode} ({signal.Signals(-exitcode).name})"
+        except ValueError:
+            return f"worker crashed: signal {-exitcode}"
+    return f"worker crashed: exit code {exitcode}"
