@@ -21,8 +21,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from api_registry import catalogue, npu, testing
+from api_registry import catalogue, npu
 from api_registry.canonical import Canonical, canonical_for
+from api_registry.plugins import plugin_entries
 from api_registry.randomness import RandomCheck, randomness_of
 
 # (recorded args, recorded outputs) -> {argument place: count of True}
@@ -194,13 +195,9 @@ def _build() -> dict[str, ApiEntry]:
         linalg = _entry(key, "Torch", f"linalg.{name}", getattr(torch.linalg, name))
         table[key] = ApiEntry(**{**table[key].__dict__, "alternate": linalg}) if key in table else linalg
     table.update(_npu_entries())
-    if testing.enabled():
-        table.update(
-            {
-                name: ApiEntry(name=name, func=func, standard=catalogue.OTHER)
-                for name, func in testing.MISBEHAVING.items()
-            }
-        )
+    table.update(
+        {name: ApiEntry(name=name, func=func, standard=catalogue.OTHER) for name, func in plugin_entries().items()}
+    )
     return table
 
 

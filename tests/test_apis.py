@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import link_tensor_data
+from helpers import link_tensor_data
 
 from precheck.commands.apis import supported, would_skip
 from precheck.commands.cli import main

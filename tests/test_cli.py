@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import link_tensor_data
+from helpers import link_tensor_data
 
 from precheck.commands.cli import main
 

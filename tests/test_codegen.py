@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import real_dump_json
+from helpers import real_dump_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from helpers import misbehaving_env
 
 import api_registry
 from precheck.commands.cli import main
@@ -53,7 +54,8 @@ def test_dask_cli_options(tmp_path, cluster, capsys):
 
 
 def test_a_task_past_its_timeout_is_an_error_row_and_its_worker_is_restarted(tmp_path, monkeypatch):
-    monkeypatch.setenv("PRECHECK_TEST_APIS", "1")  # the hanging test API, in the cluster's workers too
+    for key, value in misbehaving_env().items():
+        monkeypatch.setenv(key, value)  # the hanging test API, in the cluster's workers too
     api_registry.registry.cache_clear()
     dump = make_dump(
         tmp_path / "dump.json", ["Torch.tanh.0", "Torch.precheck_hang.0", "Torch.sigmoid.0", "Torch.exp.0"]
@@ -66,7 +68,7 @@ def test_a_task_past_its_timeout_is_an_error_row_and_its_worker_is_restarted(tmp
                 dump, tmp_path / "out", device="cpu", options=CheckOptions(timeout=5), scheduler=c.scheduler_address
             )
     finally:
-        monkeypatch.delenv("PRECHECK_TEST_APIS")
+        monkeypatch.delenv("PRECHECK_PLUGINS")
         api_registry.registry.cache_clear()
     got = {r.name: (r.forward, r.message) for r in summary.results}
     assert got["Torch.precheck_hang.0"] == ("error", "timed out after 5 s")

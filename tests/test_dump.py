@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from conftest import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
+from helpers import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
 
 from precheck.dump import jsonstream
 from precheck.dump.records import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 
-from conftest import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
+from helpers import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from conftest import link_tensor_data
+from helpers import link_tensor_data
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 

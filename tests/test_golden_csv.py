@@ -16,7 +16,7 @@ def golden() -> dict[str, dict[str, str]]:
 
 
 def test_golden_file_covers_every_bundled_dump(golden: dict[str, dict[str, str]]) -> None:
-    from conftest import DATA
+    from helpers import DATA
 
     bundled = {p.parent.parent.parent.name for p in DATA.glob("*/step*/*/dump.json")}
     assert bundled == set(DUMPS)

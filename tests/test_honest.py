@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from conftest import real_dump_json
+from helpers import real_dump_json
 
 from precheck.execution.options import CheckOptions
 from precheck.grader import ERROR, PASS, WARNING, compare

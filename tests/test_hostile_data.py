@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import forward_rec, real_dump_json, tensor_rec
+from helpers import forward_rec, real_dump_json, tensor_rec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from conftest import real_dump_json
+from helpers import real_dump_json
 
 from precheck.dump.records import Stats, TensorSpec, load_dump
 from precheck.inputs.builder import STATISTICS_ONLY, InputError, iter_specs, load_tensor, load_tree, map_specs

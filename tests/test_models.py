@@ -7,7 +7,7 @@ the only errors are the CPU's own bf16 kernels losing precision against the floa
 from __future__ import annotations
 
 import pytest
-from conftest import real_dump_json
+from helpers import real_dump_json
 
 from precheck.grader.stochastic import STANDARD
 from precheck.run_ut import run_ut

@@ -4,7 +4,7 @@ problems, so nearly every record is graded, and a random call is never graded by
 from __future__ import annotations
 
 import pytest
-from conftest import real_dump_json
+from helpers import real_dump_json
 
 from api_registry import lookup
 from precheck.dump.records import load_dump

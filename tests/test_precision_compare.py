@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import DATA, real_dump_json
+from helpers import DATA, real_dump_json
 
 from precheck.commands.cli import main
 from precheck.commands.precision_compare import DETAILS_HEADER_2, api_precision_compare

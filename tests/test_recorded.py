@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import one_api_dump, real_dump_json
+from helpers import one_api_dump, real_dump_json
 
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut

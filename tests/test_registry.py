@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import misbehaving_env, tensor_rec
 
 import api_registry
 from api_registry import catalogue, lookup, why_unsupported
@@ -15,7 +16,6 @@ from api_registry.canonical import canonical_for
 from precheck.commands.cli import main
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
-from tests.conftest import tensor_rec
 
 
 class Saved:
@@ -418,3 +418,23 @@ def test_a_recorded_dropout_is_graded_by_the_law_of_its_draw(write_dump, tmp_pat
     assert rows["Functional.dropout.0"][0] == status, rows
     details = _details(tmp_path / "out")["Functional.dropout.0.forward.output.0"]
     assert details[-1].startswith("target: recorded outputs; random op, checked statistically: ")
+
+
+def test_plugins_named_in_the_environment_add_apis_and_a_bad_one_says_which(monkeypatch):
+    import api_registry
+    from api_registry.plugins import PluginError
+
+    assert lookup("Torch.precheck_slow") is None  # the test suite's misbehaving APIs are not in the product
+    for key, value in misbehaving_env().items():
+        monkeypatch.setenv(key, value)
+    api_registry.registry.cache_clear()
+    try:
+        entry = lookup("Torch.precheck_slow")
+        assert entry is not None and entry.standard == "other"
+        monkeypatch.setenv("PRECHECK_PLUGINS", "misbehaving, no_such_plugin_module")
+        api_registry.registry.cache_clear()
+        with pytest.raises(PluginError, match="PRECHECK_PLUGINS: cannot import no_such_plugin_module"):
+            lookup("Torch.add")
+    finally:
+        monkeypatch.delenv("PRECHECK_PLUGINS")
+        api_registry.registry.cache_clear()

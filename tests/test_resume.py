@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import misbehaving_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,7 +50,7 @@ sys.exit(main(sys.argv[3:]))
 
 
 def _env() -> dict[str, str]:
-    return dict(os.environ, PRECHECK_TEST_APIS="1")
+    return dict(os.environ, **misbehaving_env())
 
 
 def run_cli(*args: str, kill_at_change: int = 0, out: Path | None = None) -> subprocess.CompletedProcess:

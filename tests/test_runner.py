@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import real_dump_json
+from helpers import real_dump_json
 
 from api_registry import lookup
 from precheck.dump.records import DeviceArg, Stats, TensorSpec, load_dump

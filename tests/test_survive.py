@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import misbehaving_env
 
 import api_registry
 from precheck.dump.records import load_dump
@@ -49,10 +50,11 @@ def make_dump(path: Path, names: list[str]) -> Path:
 @pytest.fixture
 def misbehaving(monkeypatch):
     """The test-only APIs that crash and hang, in this process and in every worker it starts."""
-    monkeypatch.setenv("PRECHECK_TEST_APIS", "1")
+    for key, value in misbehaving_env().items():
+        monkeypatch.setenv(key, value)
     api_registry.registry.cache_clear()
     yield
-    monkeypatch.delenv("PRECHECK_TEST_APIS")
+    monkeypatch.delenv("PRECHECK_PLUGINS")
     api_registry.registry.cache_clear()
 
 
@@ -62,7 +64,7 @@ def rows(path: Path) -> list[list[str]]:
 
 
 def cli(*args: str) -> subprocess.Popen:
-    env = dict(os.environ, PRECHECK_TEST_APIS="1")
+    env = dict(os.environ, **misbehaving_env())
     return subprocess.Popen(
         [sys.executable, "-m", "precheck", "run_ut", "-q", "-d", "cpu", *args],
         env=env,
@@ -234,7 +236,7 @@ def _stopped_by(sig: int, tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
     are on disk."""
     dump = make_dump(tmp_path / "dump.json", [f"Torch.precheck_slow.{i}" for i in range(30)])
     out = tmp_path / "out"
-    env = dict(os.environ, PRECHECK_TEST_APIS="1")
+    env = dict(os.environ, **misbehaving_env())
     argv = [
         sys.executable,
         "-m",
@@ -272,7 +274,7 @@ def test_a_stopped_pool_run_says_how_to_continue_it_in_one_line(tmp_path, sig, c
     assert f"finished APIs are in {result}; continue with: precheck run_ut " in err
     command = shlex.split(err.split("continue with: ")[1])
     assert command[-2:] == ["-csv_path", str(result)] and command[1] == "run_ut"
-    env = dict(os.environ, PRECHECK_TEST_APIS="1")
+    env = dict(os.environ, **misbehaving_env())
     again = subprocess.run([sys.executable, "-m", *command], env=env, capture_output=True, text=True, timeout=180)
     assert again.returncode == 0, again.stderr
     assert [r[1] for r in rows(result)] == ["pass"] * 30

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import real_dump_json, tensor_rec
+from helpers import real_dump_json, tensor_rec
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

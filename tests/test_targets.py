@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import one_api_dump
+from helpers import one_api_dump
 
 from precheck.commands.cli import main
 from precheck.execution.options import CheckOptions

@@ -1,5 +1,5 @@
-"""APIs that misbehave on purpose, to prove that precheck survives them. Registered only when the environment
-variable PRECHECK_TEST_APIS is 1 (the test suite sets it); never part of a real run."""
+"""APIs that misbehave on purpose, to prove that precheck survives them: a plugin module (api_registry/plugins.py)
+the tests name in PRECHECK_PLUGINS, so the product holds no test-only code."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import signal
 import time
 
 import torch
-
-ENV = "PRECHECK_TEST_APIS"
 
 
 def segfault(x: torch.Tensor) -> torch.Tensor:
@@ -53,7 +51,7 @@ def needs_clean_process(x: torch.Tensor) -> torch.Tensor:
     return x * 1
 
 
-MISBEHAVING = {
+ENTRIES = {
     "Torch.precheck_segfault": segfault,
     "Torch.precheck_abort": abort,
     "Torch.precheck_exit": exit_hard,
@@ -62,7 +60,3 @@ MISBEHAVING = {
     "Torch.precheck_sticky": sticky_device_error,
     "Torch.precheck_clean": needs_clean_process,
 }
-
-
-def enabled() -> bool:
-    return os.environ.get(ENV) == "1"
