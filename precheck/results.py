@@ -68,9 +68,14 @@ class ApiResult:
 class Recorded(Protocol):
     """What a result needs of the record it is about (a dump's ``Case``, or anything shaped like it)."""
 
-    name: str
-    order: int
-    has_backward: bool
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def order(self) -> int: ...
+
+    @property
+    def has_backward(self) -> bool: ...
 
 
 def _one_row(record: Recorded, status: Status, backward: Status | None, reason: str) -> ApiResult:

@@ -17,7 +17,7 @@ class Status(StrEnum):
 
 
 PASS, WARNING, ERROR, SKIP = Status.PASS, Status.WARNING, Status.ERROR, Status.SKIP
-_RANK = {SKIP: -1, PASS: 0, WARNING: 1, ERROR: 2}
+_RANK: dict[str, int] = {SKIP: -1, PASS: 0, WARNING: 1, ERROR: 2}
 
 
 def worst(statuses: Iterable[str]) -> Status:
