@@ -8,6 +8,7 @@ to the writer in precheck/report/csv_files.py, not to these values: an API witho
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 from precheck.grader.comparison import Comparison
 from precheck.grader.status import ERROR, SKIP, Status, worst
 
-__all__ = ["ApiResult", "DetailRow", "Direction", "Status", "failed", "graded", "skipped"]
+__all__ = ["ApiResult", "DetailRow", "Direction", "Status", "failed", "graded", "skipped", "split_row_name"]
 
 
 class Direction(StrEnum):
@@ -63,6 +64,16 @@ class ApiResult:
 
     def rows(self, direction: Direction) -> list[DetailRow]:
         return [d for d in self.details if d.direction == direction]
+
+
+_ROW_NAME = re.compile(r"^(?P<api>.+)\.(?P<direction>forward|backward)\.output\.(?P<index>\d+)$")
+
+
+def split_row_name(name: str) -> tuple[str, Direction, int] | None:
+    """A details row's name read back (API, direction, index): the inverse of ``DetailRow.name``; None for a
+    name that is not one."""
+    m = _ROW_NAME.match(name)
+    return (m["api"], Direction(m["direction"]), int(m["index"])) if m else None
 
 
 class Recorded(Protocol):

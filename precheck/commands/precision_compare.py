@@ -14,23 +14,18 @@ metric is "not measured", never 0.
 from __future__ import annotations
 
 import csv
-import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from api_registry import lookup
-from precheck.dump.records import RecordError, parse_dtype
-from precheck.grader import stochastic
 from precheck.grader.metrics import Metrics
-from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
+from precheck.grader.second_stage import SecondStage, second_stage
 from precheck.grader.status import ERROR, PASS, SKIP, worst
 from precheck.paths import output_folder
 from precheck.report.csv_files import BLANK, DETAILS_HEADER, cell, read_csv_rows, write_csv
+from precheck.results import split_row_name
 
 RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER_2 = [
@@ -75,7 +70,6 @@ ALGORITHMS = {
 }
 # Details-CSV column of each Metrics field (the 17 metric columns, in order).
 _METRIC_COLUMNS = dict(zip([f for f in Metrics.__dataclass_fields__][:17], DETAILS_HEADER[4:21], strict=False))
-_ROW_NAME = re.compile(r"^(?P<api>.+)\.(?P<direction>forward|backward)\.output\.(?P<index>\d+)$")
 _STATUS = {"pass": PASS, "warning": "warning", "error": ERROR, "skip": SKIP}
 
 
@@ -104,13 +98,6 @@ def _metrics(row: dict[str, str]) -> Metrics:
     return Metrics(**{field: _value(row.get(column)) for field, column in _METRIC_COLUMNS.items()})
 
 
-def _dtype(text: str) -> torch.dtype | None:
-    try:
-        return parse_dtype(text.strip(), "DEVICE Dtype")
-    except RecordError:
-        return None
-
-
 def _read(path: Path, side: str) -> list[dict[str, str]]:
     try:
         header, rows = read_csv_rows(path)
@@ -131,89 +118,26 @@ def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool,
     name = npu["API Name"]
     out = {column: BLANK for column in DETAILS_HEADER_2}
     out["API Name"] = name
-    out["Message"] = BLANK
-
-    def finish(status: str, algorithm: str, message: str) -> list[str]:
-        out["比对结果"], out["比对算法"], out["Message"] = (
-            status,
-            ALGORITHMS.get(algorithm, algorithm or BLANK),
-            message or BLANK,
+    found = split_row_name(name)
+    if found is None:
+        verdict = SecondStage(SKIP, "", f"The API name {name} is invalid.")
+    elif gpu is None:
+        verdict = SecondStage(SKIP, "", "no row of this name in the GPU details")
+    elif duplicate:
+        verdict = SecondStage(SKIP, "", "several rows of this name in the GPU details")
+    else:
+        api = found[0]
+        entry = lookup(api.rsplit(".", 1)[0]) if "." in api else None
+        stage1 = _STATUS.get(npu.get("Status", "").strip().lower(), "")
+        message, dtype = npu.get("Message", "").strip(), npu.get("DEVICE Dtype", "")
+        verdict = second_stage(
+            stage1, message, _metrics(npu), _metrics(gpu), dtype, entry.standard if entry else None, standard
         )
-        return [out[c] for c in DETAILS_HEADER_2]
-
-    stage1 = _STATUS.get(npu.get("Status", "").strip().lower(), "")
-    message = npu.get("Message", "").strip()
-    if _ROW_NAME.match(name) is None:
-        return finish(SKIP, "", f"The API name {name} is invalid.")
-    if gpu is None:
-        return finish(SKIP, "", "no row of this name in the GPU details")
-    if duplicate:
-        return finish(SKIP, "", "several rows of this name in the GPU details")
-    dtype = _dtype(npu.get("DEVICE Dtype", ""))
-    m = _metrics(npu)
-    if stage1 == SKIP:
-        return finish(SKIP, "", message or "skipped in the first stage")
-    if stochastic.VERDICT in message:
-        # Two devices' random draws differ by design: the first stage's check of their law is the verdict.
-        return finish(stage1, "", message)
-    if all(v is None for v in m.columns()):
-        # Nothing measured: a stage-1 verdict without metrics (shape or type mismatch) stands as it was.
-        return finish(ERROR if stage1 == ERROR else SKIP, "", message or "no metrics to compare")
-    if not npu.get("DEVICE Dtype", "").strip():
-        return finish(SKIP, "", message or "no device dtype in the first stage")
-    if all(v is None for v in _metrics(gpu).columns()):
-        return finish(SKIP, "", "the GPU row has no metrics to compare with")
-    if dtype is None or not (dtype.is_floating_point or dtype.is_complex):
-        rate = m.binary_mismatch
-        out["二进制一致错误率"] = cell(rate)
-        status = PASS if rate == 0 else ERROR
-        out["二进制一致错误率判定结果"] = status
-        return finish(status, "binary", "" if status == PASS else "ERROR: 二进制一致错误率超过阈值")
-    if dtype in (torch.float64,) or dtype.is_complex:
-        return finish(SKIP, "", "This data type does not support benchmark compare.")
-    api = _ROW_NAME.match(name)["api"]
-    entry = lookup(api.rsplit(".", 1)[0]) if "." in api else None
-    api_class = entry.standard if entry else None
-    ref = _metrics(gpu)
-    name_std = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
-    if name_std == "benchmark":
-        return finish(*_benchmark(out, m, ref, dtype, api_class))
-    status, reason = STANDARDS[name_std](_filled(m), Context(dtype=dtype, reference=_filled(ref), api_class=api_class))
-    return finish(status, name_std, reason)
-
-
-def _filled(m: Metrics) -> Metrics:
-    """Blank columns of an otherwise measured row read as 0 for the single-side standards."""
-    return Metrics(**{f: (0.0 if v is None else v) for f, v in zip(_METRIC_COLUMNS, m.columns(), strict=False)})
-
-
-def _benchmark(
-    out: dict[str, str], m: Metrics, ref: Metrics, dtype: torch.dtype, api_class: str | None
-) -> tuple[str, str, str]:
-    columns = (
-        ("小值域错误比值", "小值域判定结果"),
-        ("均方根误差比值", "均方根误差判定结果"),
-        ("相对误差最大值比值", "相对误差最大值判定结果"),
-        ("相对误差平均值比值", "相对误差平均值判定结果"),
-        ("误差均衡性比值", "误差均衡性判定结果"),
-    )
-    messages, statuses = [], []
-    ratios = benchmark_ratios(_filled(m), _filled(ref), dtype, api_class)
-    for (ratio_col, verdict_col), r in zip(columns, ratios, strict=False):
-        if not (math.isfinite(r.mine) and math.isfinite(r.theirs)):
-            same = r.mine == r.theirs or math.isnan(r.mine) and math.isnan(r.theirs)
-            status = PASS if same else ERROR
-            out[ratio_col] = BLANK
-            messages.append(f"{r.name}: inf/nan {'on both sides' if same else 'on one side only'}")
-        else:
-            status = ERROR if r.failed else PASS
-            out[ratio_col] = cell(r.ratio)
-            if r.failed:
-                messages.append(f"{r.name} {r.ratio:.3g}x the GPU's, above {r.limit:g}x")
-        out[verdict_col] = status
-        if r.counts:
-            statuses.append(status)
-    return worst(statuses), "benchmark", "; ".join(messages)
+    out.update({column: cell(value) for column, value in verdict.columns.items()})
+    out["比对结果"] = verdict.status
+    out["比对算法"] = ALGORITHMS.get(verdict.standard, verdict.standard or BLANK)
+    out["Message"] = verdict.message or BLANK
+    return [out[c] for c in DETAILS_HEADER_2]
 
 
 def api_precision_compare(
@@ -234,8 +158,8 @@ def api_precision_compare(
     for row in npu_rows:
         cells = _judge_row(row, gpu.get(row["API Name"]), row["API Name"] in duplicates, standard)
         details.append(cells)
-        m = _ROW_NAME.match(row["API Name"])
-        api, direction = (m["api"], m["direction"]) if m else (row["API Name"], "forward")
+        found = split_row_name(row["API Name"])
+        api, direction = (found[0], found[1]) if found else (row["API Name"], "forward")
         per_api.setdefault(api, {"forward": [], "backward": []})[direction].append(cells[-3])
         if cells[-3] != PASS and cells[-1].strip():
             messages.setdefault(api, f"{row['API Name'].removeprefix(api + '.')}: {cells[-1]}")

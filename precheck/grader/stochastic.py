@@ -16,6 +16,7 @@ import torch
 from api_registry import ApiEntry
 from precheck.dump.records import Case
 from precheck.execution.runner import SideRun, flatten
+from precheck.grader.choices import RANDOM_VERDICT
 from precheck.grader.comparison import Comparison
 from precheck.grader.laws.base import Finding, NotCheckable
 from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS
@@ -24,7 +25,7 @@ from precheck.results import DetailRow, Direction
 
 STANDARD = "statistical"
 # Every message of a statistical verdict starts so: api_precision_compare keeps such a verdict as it is.
-VERDICT = "random op, checked statistically"
+VERDICT = RANDOM_VERDICT
 
 
 def checkable(entry: ApiEntry) -> bool:

@@ -1,0 +1,114 @@
+"""msprobe's second stage on one output: the target's details-CSV metrics judged against a reference device's
+metrics of the same output (the benchmark standard's ratios), or by the single-side standard of the API's class.
+
+Two random draws differ by design, so a first-stage verdict of a random op's law stands; an output measured on
+one side only, or not a floating dtype, gets what msprobe gives it (binary comparison, or SKIP with the reason).
+The command (commands/precision_compare.py) reads and writes the CSVs; this only judges.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from precheck.dump.records import RecordError, parse_dtype
+from precheck.grader.choices import RANDOM_VERDICT
+from precheck.grader.metrics import Metrics
+from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
+from precheck.grader.status import ERROR, PASS, SKIP, worst
+
+__all__ = ["RATIO_COLUMNS", "SecondStage", "second_stage"]
+
+# The benchmark ratios' columns of the second-stage details CSV: (ratio, verdict), in benchmark_ratios' order.
+RATIO_COLUMNS = (
+    ("小值域错误比值", "小值域判定结果"),
+    ("均方根误差比值", "均方根误差判定结果"),
+    ("相对误差最大值比值", "相对误差最大值判定结果"),
+    ("相对误差平均值比值", "相对误差平均值判定结果"),
+    ("误差均衡性比值", "误差均衡性判定结果"),
+)
+
+
+@dataclass(frozen=True)
+class SecondStage:
+    """The verdict on one output, the standard that gave it ("" when none was applied) and why; ``columns`` are
+    the second-stage columns it fills (None: measured as not finite, a blank cell)."""
+
+    status: str  # a Status, or a first-stage status this stage lets stand as it was written
+    standard: str
+    message: str
+    columns: dict[str, float | str | None] = field(default_factory=dict)
+
+
+def second_stage(
+    stage1: str,
+    message: str,
+    target: Metrics,
+    reference: Metrics,
+    device_dtype: str,
+    api_class: str | None,
+    standard: str,
+) -> SecondStage:
+    """One output of the target (``stage1``: its first-stage status, ``message`` its first-stage Message,
+    ``device_dtype`` its DEVICE Dtype cell) against the reference's metrics of the same output."""
+    if stage1 == SKIP:
+        return SecondStage(SKIP, "", message or "skipped in the first stage")
+    if RANDOM_VERDICT in message:
+        # Two devices' random draws differ by design: the first stage's check of their law is the verdict.
+        return SecondStage(stage1, "", message)
+    if all(v is None for v in target.columns()):
+        # Nothing measured: a stage-1 verdict without metrics (shape or type mismatch) stands as it was.
+        return SecondStage(ERROR if stage1 == ERROR else SKIP, "", message or "no metrics to compare")
+    if not device_dtype.strip():
+        return SecondStage(SKIP, "", message or "no device dtype in the first stage")
+    if all(v is None for v in reference.columns()):
+        return SecondStage(SKIP, "", "the GPU row has no metrics to compare with")
+    dtype = _dtype(device_dtype)
+    if dtype is None or not (dtype.is_floating_point or dtype.is_complex):
+        rate = target.binary_mismatch
+        status = PASS if rate == 0 else ERROR
+        why = "" if status == PASS else "ERROR: 二进制一致错误率超过阈值"
+        return SecondStage(status, "binary", why, {"二进制一致错误率": rate, "二进制一致错误率判定结果": status})
+    if dtype == torch.float64 or dtype.is_complex:
+        return SecondStage(SKIP, "", "This data type does not support benchmark compare.")
+    name = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
+    if name == "benchmark":
+        return _benchmark(target, reference, dtype, api_class)
+    status, reason = STANDARDS[name](
+        _filled(target), Context(dtype=dtype, reference=_filled(reference), api_class=api_class)
+    )
+    return SecondStage(status, name, reason)
+
+
+def _dtype(text: str) -> torch.dtype | None:
+    try:
+        return parse_dtype(text.strip(), "DEVICE Dtype")
+    except RecordError:
+        return None
+
+
+def _filled(m: Metrics) -> Metrics:
+    """Blank columns of an otherwise measured row read as 0 for the single-side standards."""
+    return Metrics(*(0.0 if v is None else v for v in m.columns()))
+
+
+def _benchmark(m: Metrics, ref: Metrics, dtype: torch.dtype, api_class: str | None) -> SecondStage:
+    messages, statuses, columns = [], [], {}
+    ratios = benchmark_ratios(_filled(m), _filled(ref), dtype, api_class)
+    for (ratio_col, verdict_col), r in zip(RATIO_COLUMNS, ratios, strict=False):
+        if not (math.isfinite(r.mine) and math.isfinite(r.theirs)):
+            same = r.mine == r.theirs or math.isnan(r.mine) and math.isnan(r.theirs)
+            status = PASS if same else ERROR
+            columns[ratio_col] = None
+            messages.append(f"{r.name}: inf/nan {'on both sides' if same else 'on one side only'}")
+        else:
+            status = ERROR if r.failed else PASS
+            columns[ratio_col] = r.ratio
+            if r.failed:
+                messages.append(f"{r.name} {r.ratio:.3g}x the GPU's, above {r.limit:g}x")
+        columns[verdict_col] = status
+        if r.counts:
+            statuses.append(status)
+    return SecondStage(worst(statuses), "benchmark", "; ".join(messages), columns)
