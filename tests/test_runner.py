@@ -8,10 +8,11 @@ from helpers import real_dump_json
 
 from api_registry import lookup
 from precheck.dump.records import DeviceArg, Stats, TensorSpec, load_dump
-from precheck.execution.runner import Call, SideRun, flatten, one_line, run_side
+from precheck.execution.runner import Call, SideRun, one_line, run_side
 from precheck.execution.sides import GOLDEN, DeviceError, Side, resolve_device, target_side
 from precheck.grader import ERROR, compare
 from precheck.inputs.builder import iter_specs, load_tree
+from precheck.walk import flatten
 
 TARGET = target_side("cpu")
 STATS = Stats(1.0, -1.0, 0.0, 1.0)

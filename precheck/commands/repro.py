@@ -21,6 +21,7 @@ from api_registry import lookup
 from precheck.dump.records import DeviceArg, TensorSpec, load_dump
 from precheck.inputs.builder import builder_for
 from precheck.paths import output_folder
+from precheck.walk import placed
 
 _MODULES = {"Functional": "torch.nn.functional", "Torch": "torch", "Tensor": "torch.Tensor"}
 
@@ -158,8 +159,10 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
         torch.save(builder.tensors, f)
     needs_grad = sorted(
         where
-        for where, spec in _places(case.args, "input_args") + _places(case.kwargs, "input_kwargs")
-        if spec.requires_grad and (spec.dtype.is_floating_point or spec.dtype.is_complex)
+        for where, spec in placed(case.args, "input_args") + placed(case.kwargs, "input_kwargs")
+        if isinstance(spec, TensorSpec)
+        and spec.requires_grad
+        and (spec.dtype.is_floating_point or spec.dtype.is_complex)
     )
     grad_outputs = _literal(case.grad_outputs, "backward.input", gradients=True) if case.has_backward else "[]"
     script = out / f"repro_{stem}.py"
@@ -179,16 +182,6 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
         encoding="utf-8",
     )
     return script
-
-
-def _places(tree: Any, where: str) -> list[tuple[str, TensorSpec]]:
-    if isinstance(tree, TensorSpec):
-        return [(where, tree)]
-    if isinstance(tree, tuple):
-        return [p for i, v in enumerate(tree) for p in _places(v, f"{where}[{i}]")]
-    if isinstance(tree, dict):
-        return [p for k, v in tree.items() for p in _places(v, f"{where}.{k}")]
-    return []
 
 
 def _literal(tree: Any, where: str, gradients: bool = False) -> str:

@@ -19,7 +19,7 @@ from precheck.dump.records import Case, TensorSpec
 from precheck.execution.honest_run import HonestRun
 from precheck.execution.options import CheckOptions
 from precheck.execution.recorded import gradient_shapes, placed, same_place
-from precheck.execution.runner import Call, SideRun, flatten, one_line, run_side
+from precheck.execution.runner import Call, SideRun, one_line, run_side
 from precheck.execution.sides import GOLDEN, reference_side
 from precheck.execution.sizes import estimated_bytes
 from precheck.execution.targets import Ran, Target, target_for
@@ -28,6 +28,7 @@ from precheck.grader.rows import RowGrader
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING, worst
 from precheck.inputs.builder import InputBuilder, InputError, builder_for
 from precheck.results import ApiResult, Direction, failed, graded, skipped
+from precheck.walk import flatten
 
 
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:

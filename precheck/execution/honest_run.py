@@ -16,8 +16,9 @@ import torch
 
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.recorded import AtHook, gradient_shapes, same_place
-from precheck.execution.runner import Call, SideRun, flatten, run_side
+from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import HONEST
+from precheck.walk import flatten
 
 __all__ = ["HonestRun", "repeats_honest"]
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass, replace
 import torch
 
 from precheck.dump.records import Case, TensorSpec
-from precheck.execution.runner import Call, SideRun, flatten, run_side
+from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import target_side
 from precheck.grader.statistics import statistics_rows
 from precheck.grader.status import PASS, SKIP
 from precheck.inputs.builder import InputBuilder, InputError
 from precheck.results import ApiResult, DetailRow, Direction, graded, skipped
+from precheck.walk import flatten
 
 
 class StatisticsOnly(Exception):

@@ -24,6 +24,7 @@ import torch
 from api_registry import ApiEntry
 from precheck.dump.records import DeviceArg, TensorSpec
 from precheck.execution.sides import CompileError, Side
+from precheck.walk import flatten
 
 
 @dataclass
@@ -50,15 +51,6 @@ class NodeGrads:
     name: str
     sources: tuple[str, ...] = ()  # what feeds each node input: "input 1", "TBackward0 of input 1"
     grads: tuple[torch.Tensor | None, ...] = ()
-
-
-def flatten(value: Any) -> list[Any]:
-    """Output leaves in order; torch.Size and other non-container values are single leaves."""
-    if isinstance(value, (tuple, list)) and not isinstance(value, torch.Size):
-        return [leaf for v in value for leaf in flatten(v)]
-    if isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in flatten(v)]
-    return [value]
 
 
 def one_line(e: BaseException) -> str:

@@ -15,13 +15,14 @@ import torch
 
 from api_registry import ApiEntry
 from precheck.dump.records import Case
-from precheck.execution.runner import SideRun, flatten
+from precheck.execution.runner import SideRun
 from precheck.grader.choices import RANDOM_VERDICT
 from precheck.grader.comparison import Comparison
 from precheck.grader.laws.base import Finding, NotCheckable
 from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS
 from precheck.grader.status import ERROR, PASS
 from precheck.results import DetailRow, Direction
+from precheck.walk import flatten
 
 STANDARD = "statistical"
 # Every message of a statistical verdict starts so: api_precision_compare keeps such a verdict as it is.

@@ -7,7 +7,7 @@ stand-ins (precheck.dump.ptfile), a ``.npy`` file is read without pickles.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from api_registry import ApiEntry
 from precheck.dump.ptfile import NotAnArchive, PtError, inspect, read
 from precheck.dump.records import Case, TensorSpec
 from precheck.inputs.synth import rng_for, synthesize
+from precheck.walk import flatten, map_placed
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
 
@@ -33,25 +34,12 @@ def map_specs(tree: Any, fn: Callable[[TensorSpec], Any]) -> Any:
 
 def map_specs_at(tree: Any, fn: Callable[[TensorSpec, str], Any], where: str) -> Any:
     """``map_specs`` that also tells ``fn`` where the spec sits (``input_args[1]``, ``input_kwargs.target``)."""
-    if isinstance(tree, TensorSpec):
-        return fn(tree, where)
-    if isinstance(tree, tuple):
-        return tuple(map_specs_at(v, fn, f"{where}[{i}]") for i, v in enumerate(tree))
-    if isinstance(tree, dict):
-        return {k: map_specs_at(v, fn, f"{where}.{k}") for k, v in tree.items()}
-    return tree
+    return map_placed(tree, lambda leaf, place: fn(leaf, place) if isinstance(leaf, TensorSpec) else leaf, where)
 
 
-def iter_specs(tree: Any):
+def iter_specs(tree: Any) -> Iterator[TensorSpec]:
     """TensorSpecs of a tree in argument order (positional first, then keyword, depth first)."""
-    if isinstance(tree, TensorSpec):
-        yield tree
-    elif isinstance(tree, tuple):
-        for v in tree:
-            yield from iter_specs(v)
-    elif isinstance(tree, dict):
-        for v in tree.values():
-            yield from iter_specs(v)
+    return (leaf for leaf in flatten(tree) if isinstance(leaf, TensorSpec))
 
 
 def shown(data_name: str) -> str:
