@@ -80,14 +80,7 @@ def _generate(args: argparse.Namespace) -> int:
     from precheck.commands.testgen import SuiteError, generate
     from precheck.dump.records import DumpError
 
-    options = CheckOptions(
-        device=args.device,
-        standard=args.standard,
-        target=args.target,
-        cosine=args.cosine,
-        max_abs=args.max_abs,
-        seed=args.seed,
-    )
+    options = CheckOptions(device=args.device, **_grading(args))
     try:
         test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
     except (DumpError, SuiteError, OutputError) as e:
@@ -229,18 +222,19 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _grading(args: argparse.Namespace) -> dict[str, object]:
+    """The options run_ut and generate share (parser._grading_options), as CheckOptions fields."""
+    return {k: getattr(args, k) for k in ("cosine", "max_abs", "seed", "standard", "target")}
+
+
 def _check_options(args: argparse.Namespace) -> CheckOptions:
     return CheckOptions(
-        cosine=args.cosine,
-        max_abs=args.max_abs,
-        seed=args.seed,
         force_random=args.random,
         max_memory=args.max_memory,
-        standard=args.standard,
         bench_device=args.bench_device,
-        target=args.target,
         save_error_data=str(Path(args.out_path) / "ut_error_data") if args.save_error_data else None,
         timeout=args.timeout,
+        **_grading(args),
     )
 
 
