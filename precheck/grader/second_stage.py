@@ -9,7 +9,7 @@ The command (commands/precision_compare.py) reads and writes the CSVs; this only
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -76,10 +76,8 @@ def second_stage(
     name = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
     if name == "benchmark":
         return _benchmark(target, reference, dtype, api_class)
-    status, reason = STANDARDS[name](
-        _filled(target), Context(dtype=dtype, reference=_filled(reference), api_class=api_class)
-    )
-    return SecondStage(status, name, reason)
+    verdict = STANDARDS[name](_filled(target), Context(dtype=dtype, reference=_filled(reference), api_class=api_class))
+    return SecondStage(verdict[0], name, verdict[1])
 
 
 def _dtype(text: str) -> torch.dtype | None:
@@ -91,11 +89,13 @@ def _dtype(text: str) -> torch.dtype | None:
 
 def _filled(m: Metrics) -> Metrics:
     """Blank columns of an otherwise measured row read as 0 for the single-side standards."""
-    return Metrics(*(0.0 if v is None else v for v in m.columns()))
+    filled = {f.name: 0.0 if v is None else v for f, v in zip(fields(Metrics), m.columns(), strict=False)}
+    return Metrics(**filled)  # type: ignore[arg-type]  # the 17 metric columns, all floats
 
 
 def _benchmark(m: Metrics, ref: Metrics, dtype: torch.dtype, api_class: str | None) -> SecondStage:
-    messages, statuses, columns = [], [], {}
+    messages, statuses = [], []
+    columns: dict[str, float | str | None] = {}
     ratios = benchmark_ratios(_filled(m), _filled(ref), dtype, api_class)
     for (ratio_col, verdict_col), r in zip(RATIO_COLUMNS, ratios, strict=False):
         if not (math.isfinite(r.mine) and math.isfinite(r.theirs)):
