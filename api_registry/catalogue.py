@@ -159,6 +159,26 @@ index_add scatter_add scatter_reduce index_reduce index_put put embedding_bag bi
 )
 
 
+# NPU fused ops (npu.py holds their CPU references) and their classes.
+NPU = {
+    "npu_fusion_attention": OTHER,
+    "npu_rms_norm": OTHER,
+    "npu_swiglu": POINTWISE,
+    "npu_rotary_mul": POINTWISE,
+    "npu_fast_gelu": POINTWISE,
+    "npu_scaled_masked_softmax": OTHER,
+    "npu_linear": MATMUL,
+    "npu_confusion_transpose": BINARY,
+    "npu_apply_adam": POINTWISE,
+    "npu_apply_adam_w": POINTWISE,
+    "npu_layer_norm_eval": OTHER,
+    "npu_group_norm_silu": OTHER,
+    "npu_mish": POINTWISE,
+    "npu_moe_gating_top_k_softmax": OTHER,
+    "npu_sort_v2": BINARY,
+}
+
+
 def denied(prefix: str, name: str) -> bool:
     pattern = _DENIED.get(prefix)
     return bool(pattern and pattern.fullmatch(name))

@@ -6,7 +6,7 @@ keyword names and defaults as the torch_npu API (its ``self`` argument is ``inpu
 names it) and the same output structure, so the dump's recorded call runs unchanged against a CPU float64 golden.
 Every function computes in the dtype of its inputs (float64 in, float64 out) and never rounds to a lower precision.
 
-``REFERENCES`` maps each op name to (function, precision-standard class).
+``REFERENCES`` maps each op name to its function; its precision-standard class is in ``catalogue.NPU``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
-
-from api_registry.catalogue import BINARY, MATMUL, OTHER, POINTWISE
 
 _MAX_TOKENS = 2147483647
 _LAYOUTS = ("BSH", "SBH", "BSND", "BNSD", "TND")
@@ -405,20 +403,20 @@ def npu_sort_v2(input: Tensor, dim: int = -1, descending: bool = False, *, out: 
     return torch.sort(input, dim=dim, descending=descending).values
 
 
-REFERENCES: dict[str, tuple[Callable, str]] = {
-    "npu_fusion_attention": (npu_fusion_attention, OTHER),
-    "npu_rms_norm": (npu_rms_norm, OTHER),
-    "npu_swiglu": (npu_swiglu, POINTWISE),
-    "npu_rotary_mul": (npu_rotary_mul, POINTWISE),
-    "npu_fast_gelu": (npu_fast_gelu, POINTWISE),
-    "npu_scaled_masked_softmax": (npu_scaled_masked_softmax, OTHER),
-    "npu_linear": (npu_linear, MATMUL),
-    "npu_confusion_transpose": (npu_confusion_transpose, BINARY),
-    "npu_apply_adam": (npu_apply_adam, POINTWISE),
-    "npu_apply_adam_w": (npu_apply_adam_w, POINTWISE),
-    "npu_layer_norm_eval": (npu_layer_norm_eval, OTHER),
-    "npu_group_norm_silu": (npu_group_norm_silu, OTHER),
-    "npu_mish": (npu_mish, POINTWISE),
-    "npu_moe_gating_top_k_softmax": (npu_moe_gating_top_k_softmax, OTHER),
-    "npu_sort_v2": (npu_sort_v2, BINARY),
+REFERENCES: dict[str, Callable] = {
+    "npu_fusion_attention": npu_fusion_attention,
+    "npu_rms_norm": npu_rms_norm,
+    "npu_swiglu": npu_swiglu,
+    "npu_rotary_mul": npu_rotary_mul,
+    "npu_fast_gelu": npu_fast_gelu,
+    "npu_scaled_masked_softmax": npu_scaled_masked_softmax,
+    "npu_linear": npu_linear,
+    "npu_confusion_transpose": npu_confusion_transpose,
+    "npu_apply_adam": npu_apply_adam,
+    "npu_apply_adam_w": npu_apply_adam_w,
+    "npu_layer_norm_eval": npu_layer_norm_eval,
+    "npu_group_norm_silu": npu_group_norm_silu,
+    "npu_mish": npu_mish,
+    "npu_moe_gating_top_k_softmax": npu_moe_gating_top_k_softmax,
+    "npu_sort_v2": npu_sort_v2,
 }

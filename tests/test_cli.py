@@ -270,6 +270,7 @@ TORCH_FREE = {
     "an argument error": "from precheck.commands.cli import main\ntry:\n    main(['run_ut', '--seed', 'x'])\n"
     "except SystemExit as e:\n    assert e.code == 2",
     "regress": "import precheck.commands.regress",
+    "api_precision_compare": "import precheck.commands.precision_compare",
     "the result model": "import precheck.results",
 }
 

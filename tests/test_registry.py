@@ -438,3 +438,18 @@ def test_plugins_named_in_the_environment_add_apis_and_a_bad_one_says_which(monk
     finally:
         monkeypatch.delenv("PRECHECK_PLUGINS")
         api_registry.registry.cache_clear()
+
+
+def test_a_name_s_class_without_the_table_agrees_with_the_table():
+    """api_precision_compare asks classes.api_class (no torch) what lookup(name).standard would say."""
+    from api_registry import registry
+    from api_registry.classes import api_class
+
+    differ = {
+        name: (entry.standard, api_class(name))
+        for name, entry in registry().items()
+        if api_class(name) != entry.standard
+    }
+    assert differ == {}
+    assert api_class("Aten.mm.default") == lookup("Aten.mm.default").standard == catalogue.MATMUL
+    assert api_class("NPU.npu_linear") == catalogue.MATMUL and api_class("Mystery.op") is None

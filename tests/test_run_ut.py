@@ -158,6 +158,7 @@ def test_wrong_target_values_are_graded_error(tmp_path, monkeypatch):
     """A target whose kernel is wrong must come out as error, with the place and values in the message. The
     kernel is wrong in bf16 only, as a device kernel is: the honest kernel (float32 on the CPU) is not."""
     import api_registry
+    import api_registry.table
 
     real = api_registry.lookup("Torch.tanh")
 
@@ -167,7 +168,7 @@ def test_wrong_target_values_are_graded_error(tmp_path, monkeypatch):
     broken = real.__class__(name=real.name, func=tanh, standard=real.standard, golden=real.func)
     table = dict(api_registry.registry())
     table["Torch.tanh"] = broken
-    monkeypatch.setattr(api_registry, "registry", lambda: table)
+    monkeypatch.setattr(api_registry.table, "registry", lambda: table)
     summary = run_ut(GPT2, tmp_path, device="cpu", workers=1)
     rows = {r[0]: r for r in read_csv(summary.result_path)[1:]}
     assert rows["Torch.tanh.0"][1] == "error"

@@ -789,3 +789,22 @@ def test_an_output_that_cancels_to_zero_has_no_direction_to_grade():
     noise = torch.linspace(1, -1, 50, dtype=torch.float32) * 7e-8
     assert compare(noise, golden).status == "pass"
     assert compare(noise * 1e4, golden).status == "error"
+
+
+def test_dtype_facts_by_name_agree_with_torch_for_every_dtype():
+    """The grader judges a CSV's DEVICE Dtype without torch (grader/dtypes.py); it must say what torch says."""
+    from precheck.grader import dtypes
+    from precheck.grader.limits import is_low_precision, limits_for
+
+    every = {v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+    assert set(dtypes.NAMES) == {str(d) for d in every}
+    for d in every:
+        real = d.to_real() if d.is_complex else d
+        assert (dtypes.is_floating(d), dtypes.is_complex(d), dtypes.itemsize(d)) == (
+            d.is_floating_point,
+            d.is_complex,
+            d.itemsize,
+        ), d
+        assert is_low_precision(d) == is_low_precision(str(d)) == (real.is_floating_point and real.itemsize <= 2)
+        assert limits_for(d) == limits_for(str(d))
+    assert dtypes.canonical("BFloat16") == "torch.bfloat16" and dtypes.canonical("torch.nope") is None

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from api_registry import lookup
-from precheck.grader.metrics import Metrics
+from api_registry.classes import api_class
+from precheck.grader.comparison import Metrics
 from precheck.grader.second_stage import SecondStage, second_stage
 from precheck.grader.status import ERROR, PASS, SKIP, worst
 from precheck.paths import output_folder
@@ -127,11 +127,10 @@ def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool,
         verdict = SecondStage(SKIP, "", "several rows of this name in the GPU details")
     else:
         api = found[0]
-        entry = lookup(api.rsplit(".", 1)[0]) if "." in api else None
         stage1 = _STATUS.get(npu.get("Status", "").strip().lower(), "")
         message, dtype = npu.get("Message", "").strip(), npu.get("DEVICE Dtype", "")
         verdict = second_stage(
-            stage1, message, _metrics(npu), _metrics(gpu), dtype, entry.standard if entry else None, standard
+            stage1, message, _metrics(npu), _metrics(gpu), dtype, api_class(api.rsplit(".", 1)[0]), standard
         )
     out.update({column: cell(value) for column, value in verdict.columns.items()})
     out["比对结果"] = verdict.status

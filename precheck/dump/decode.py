@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from precheck.grader.dtypes import MINDSPORE
+
 TENSOR_TYPES = frozenset(
     {
         "torch.Tensor",
@@ -27,20 +29,7 @@ MAX_PROBLEM = 500  # characters of a decoding problem (a message quoting a huge 
 MAX_ELEMENTS = 2**63 - 1  # torch sizes and element counts are int64
 
 # MindSpore spells dtypes its own way; torch's are matched against the installed torch.
-_MINDSPORE_DTYPES = {
-    "Float16": torch.float16,
-    "Float32": torch.float32,
-    "Float64": torch.float64,
-    "BFloat16": torch.bfloat16,
-    "Int8": torch.int8,
-    "Int16": torch.int16,
-    "Int32": torch.int32,
-    "Int64": torch.int64,
-    "UInt8": torch.uint8,
-    "Bool": torch.bool,
-    "Complex64": torch.complex64,
-    "Complex128": torch.complex128,
-}
+_MINDSPORE_DTYPES = {ms: getattr(torch, name.removeprefix("torch.")) for ms, name in MINDSPORE.items()}
 _TORCH_DTYPES = {str(v): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
 _MEMORY_FORMATS = {
     name: getattr(torch, name) for name in ("preserve_format", "contiguous_format", "channels_last", "channels_last_3d")

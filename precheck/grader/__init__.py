@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from precheck.grader.assertion import assert_precise
     from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
-    from precheck.grader.comparison import Comparison
-    from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
+    from precheck.grader.comparison import Comparison, Metrics
+    from precheck.grader.metrics import exact_metrics, float_metrics
     from precheck.grader.status import ERROR, PASS, SKIP, WARNING, Status, worst
     from precheck.grader.verdict import compare, compare_tree, judge
 
@@ -45,7 +45,7 @@ _HOME = {  # where each public name lives
     "judge": "verdict",
     "assert_precise": "assertion",
     "Comparison": "comparison",
-    "Metrics": "metrics",
+    "Metrics": "comparison",
     "float_metrics": "metrics",
     "exact_metrics": "metrics",
     "worst": "status",

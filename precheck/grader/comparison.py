@@ -1,4 +1,5 @@
-"""The verdict on one output as a value: what the details CSV, a failing test and a report need to say.
+"""The verdict on one output as values: its metrics (every details-CSV column) and what the details CSV, a failing
+test and a report need to say.
 
 Torch-free on purpose: the result model (precheck/results.py) holds these, and the commands that only read or
 compare results never load torch.
@@ -6,12 +7,41 @@ compare results never load torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from precheck.grader.metrics import Metrics
     from precheck.grader.status import Status
+
+
+@dataclass(frozen=True)
+class Metrics:
+    cosine: float | None = None
+    max_abs_err: float | None = None
+    rel_within_1e2: float | None = None  # 双百指标: share with relative error < 1e-2 (small values: see below)
+    rel_within_1e3: float | None = None  # 双千指标
+    rel_within_1e4: float | None = None  # 双万指标
+    binary_mismatch: float | None = None  # share not equal to the golden rounded to the target dtype
+    error_balance: float | None = None
+    rmse: float | None = None
+    small_value_err_ratio: float | None = None
+    max_rel_err: float | None = None
+    mean_rel_err: float | None = None
+    inf_nan_err_ratio: float | None = None
+    rel_err_ratio: float | None = None
+    abs_err_ratio: float | None = None
+    ulp_max: float | None = None
+    ulp_mean: float | None = None
+    ulp_above_ratio: float | None = None
+    # Where the largest absolute error lies (flat index into the compared tensor), for messages.
+    worst_index: int | None = None
+    nonfinite_mismatches: int = 0
+    first_nonfinite_mismatch: int | None = None
+    golden_max_abs: float | None = None  # largest finite |golden|: is the output zero at the dtype's scale?
+
+    def columns(self) -> list[float | None]:
+        """The 17 metric columns of the details CSV, in its order."""
+        return [getattr(self, f.name) for f in fields(self)][:17]
 
 
 @dataclass(frozen=True)

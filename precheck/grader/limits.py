@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-import torch
+from precheck.grader.dtypes import is_floating, itemsize, real
 
 
 @dataclass(frozen=True)
@@ -20,11 +21,11 @@ class DtypeLimits:
 
 
 _LIMITS = {
-    torch.float16: DtypeLimits(2**-10, 2**-16, 2**-10, -14, 10, 1, 2**-8, 2**-11),
-    torch.bfloat16: DtypeLimits(2**-10, 2**-16, 2**-8, -126, 7, 1, 2**-7, 2**-8),
-    torch.float32: DtypeLimits(2**-20, 2**-30, 2**-20, -126, 23, 32, 2**-11, 2**-14),
+    "torch.float16": DtypeLimits(2**-10, 2**-16, 2**-10, -14, 10, 1, 2**-8, 2**-11),
+    "torch.bfloat16": DtypeLimits(2**-10, 2**-16, 2**-8, -126, 7, 1, 2**-7, 2**-8),
+    "torch.float32": DtypeLimits(2**-20, 2**-30, 2**-20, -126, 23, 32, 2**-11, 2**-14),
     # msprobe has no float64 row; these follow the float32 row's pattern, scaled to 52 mantissa bits.
-    torch.float64: DtypeLimits(2**-49, 2**-59, 2**-49, -1022, 52, 32, 2**-40, 2**-43),
+    "torch.float64": DtypeLimits(2**-49, 2**-59, 2**-49, -1022, 52, 32, 2**-40, 2**-43),
 }
 
 
@@ -39,25 +40,24 @@ class Regime:
     rtol: float
 
 
-def absolute_regime(dtype: torch.dtype) -> Regime:
+def absolute_regime(dtype: Any) -> Regime:
     lim = limits_for(dtype)
     return Regime(lim.small_value, lim.small_value_atol, lim.rtol)
 
 
-def accumulative_regime(dtype: torch.dtype) -> Regime:
+def accumulative_regime(dtype: Any) -> Regime:
     bound = limits_for(dtype).accumulative_bound
     return Regime(1.0, bound, bound)
 
 
-def limits_for(dtype: torch.dtype) -> DtypeLimits:
-    """Limits of a floating dtype; complex dtypes use their component's, narrow floats (fp8) use fp16's."""
-    if dtype.is_complex:
-        dtype = dtype.to_real()
-    return _LIMITS.get(dtype, _LIMITS[torch.float16] if dtype.itemsize == 1 else _LIMITS[torch.float32])
+def limits_for(dtype: Any) -> DtypeLimits:
+    """Limits of a floating dtype (a torch.dtype or its name); complex dtypes use their component's, narrow
+    floats (fp8) use fp16's."""
+    name = real(dtype)
+    return _LIMITS.get(name, _LIMITS["torch.float16"] if itemsize(name) == 1 else _LIMITS["torch.float32"])
 
 
-def is_low_precision(dtype: torch.dtype) -> bool:
+def is_low_precision(dtype: Any) -> bool:
     """fp16, bf16 and narrower: the dtypes msprobe's cascade judges with the looser rule."""
-    if dtype.is_complex:
-        dtype = dtype.to_real()
-    return dtype.is_floating_point and dtype.itemsize <= 2
+    name = real(dtype)
+    return is_floating(name) and itemsize(name) <= 2

@@ -16,44 +16,15 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import torch
 
+from precheck.grader.comparison import Metrics
 from precheck.grader.limits import DtypeLimits, Regime, absolute_regime, limits_for
 
 _EPS = torch.finfo(torch.float64).eps
 CHUNK = 1 << 16  # elements per pass: a float64 buffer of 512 KiB, so a pass's operands stay in a core's L2
-
-
-@dataclass(frozen=True)
-class Metrics:
-    cosine: float | None = None
-    max_abs_err: float | None = None
-    rel_within_1e2: float | None = None  # 双百指标: share with relative error < 1e-2 (small values: see below)
-    rel_within_1e3: float | None = None  # 双千指标
-    rel_within_1e4: float | None = None  # 双万指标
-    binary_mismatch: float | None = None  # share not equal to the golden rounded to the target dtype
-    error_balance: float | None = None
-    rmse: float | None = None
-    small_value_err_ratio: float | None = None
-    max_rel_err: float | None = None
-    mean_rel_err: float | None = None
-    inf_nan_err_ratio: float | None = None
-    rel_err_ratio: float | None = None
-    abs_err_ratio: float | None = None
-    ulp_max: float | None = None
-    ulp_mean: float | None = None
-    ulp_above_ratio: float | None = None
-    # Where the largest absolute error lies (flat index into the compared tensor), for messages.
-    worst_index: int | None = None
-    nonfinite_mismatches: int = 0
-    first_nonfinite_mismatch: int | None = None
-    golden_max_abs: float | None = None  # largest finite |golden|: is the output zero at the dtype's scale?
-
-    def columns(self) -> list[float | None]:
-        """The 17 metric columns of the details CSV, in its order."""
-        return [getattr(self, f.name) for f in fields(self)][:17]
 
 
 _WITHIN = (1e-2, 1e-3, 1e-4)  # the thresholds of rel_within_1e2, _1e3, _1e4

@@ -11,11 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-import torch
-
-from precheck.dump.records import RecordError, parse_dtype
 from precheck.grader.choices import RANDOM_VERDICT
-from precheck.grader.metrics import Metrics
+from precheck.grader.comparison import Metrics
+from precheck.grader.dtypes import canonical, is_complex, is_floating
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
 from precheck.grader.status import ERROR, PASS, SKIP, worst
 
@@ -65,13 +63,13 @@ def second_stage(
         return SecondStage(SKIP, "", message or "no device dtype in the first stage")
     if all(v is None for v in reference.columns()):
         return SecondStage(SKIP, "", "the GPU row has no metrics to compare with")
-    dtype = _dtype(device_dtype)
-    if dtype is None or not (dtype.is_floating_point or dtype.is_complex):
+    dtype = canonical(device_dtype.strip())
+    if dtype is None or not (is_floating(dtype) or is_complex(dtype)):
         rate = target.binary_mismatch
         status = PASS if rate == 0 else ERROR
         why = "" if status == PASS else "ERROR: 二进制一致错误率超过阈值"
         return SecondStage(status, "binary", why, {"二进制一致错误率": rate, "二进制一致错误率判定结果": status})
-    if dtype == torch.float64 or dtype.is_complex:
+    if dtype == "torch.float64" or is_complex(dtype):
         return SecondStage(SKIP, "", "This data type does not support benchmark compare.")
     name = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
     if name == "benchmark":
@@ -80,20 +78,13 @@ def second_stage(
     return SecondStage(verdict[0], name, verdict[1])
 
 
-def _dtype(text: str) -> torch.dtype | None:
-    try:
-        return parse_dtype(text.strip(), "DEVICE Dtype")
-    except RecordError:
-        return None
-
-
 def _filled(m: Metrics) -> Metrics:
     """Blank columns of an otherwise measured row read as 0 for the single-side standards."""
     filled = {f.name: 0.0 if v is None else v for f, v in zip(fields(Metrics), m.columns(), strict=False)}
     return Metrics(**filled)  # type: ignore[arg-type]  # the 17 metric columns, all floats
 
 
-def _benchmark(m: Metrics, ref: Metrics, dtype: torch.dtype, api_class: str | None) -> SecondStage:
+def _benchmark(m: Metrics, ref: Metrics, dtype: str, api_class: str | None) -> SecondStage:
     messages, statuses = [], []
     columns: dict[str, float | str | None] = {}
     ratios = benchmark_ratios(_filled(m), _filled(ref), dtype, api_class)

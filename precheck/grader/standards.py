@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import torch
+from typing import Any
 
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+from precheck.grader.comparison import Metrics
 from precheck.grader.limits import is_low_precision, limits_for
-from precheck.grader.metrics import Metrics
 from precheck.grader.status import ERROR, PASS, WARNING
 
 # api_registry classes (api_registry/catalogue.py) and the standard `auto` gives them.
@@ -38,7 +37,7 @@ _RATIO_LIMITS = {"default": (10.0, 2.0, 2.0, 2.0), "strict": (2.0, 1.2, 1.2, 2.0
 class Context:
     """What a standard may use besides the output's own metrics."""
 
-    dtype: torch.dtype
+    dtype: Any  # a torch.dtype or its name (a CSV's DEVICE Dtype)
     cosine: float = DEFAULT_COSINE
     max_abs: float = DEFAULT_MAX_ABS
     reference: Metrics | None = None  # the reference device's metrics against the same golden
@@ -170,7 +169,7 @@ class Ratio:
         return self.counts and self.ratio > self.limit
 
 
-def benchmark_ratios(m: Metrics, ref: Metrics, dtype: torch.dtype, api_class: str | None) -> list[Ratio]:
+def benchmark_ratios(m: Metrics, ref: Metrics, dtype: Any, api_class: str | None) -> list[Ratio]:
     """The ratios of the two-reference verdict, in msprobe's column order (small value, RMSE, max rel, mean rel,
     error balance). A reference error below the dtype's floor counts as the floor."""
     floor = limits_for(dtype).ratio_floor
