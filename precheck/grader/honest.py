@@ -30,7 +30,7 @@ import torch
 
 from precheck.grader.limits import limits_for
 from precheck.grader.metrics import Metrics
-from precheck.grader.status import ERROR, PASS, WARNING
+from precheck.grader.status import ERROR, PASS, WARNING, Status
 
 __all__ = ["Error", "HonestSource", "measure", "verdict", "modeled", "unit", "short_name"]
 
@@ -158,7 +158,7 @@ def verdict(
     rule: list[str],
     dtype: torch.dtype,
     honest: HonestSource = None,
-) -> tuple[str, str]:
+) -> tuple[Status, str]:
     """(status, reason) of the default standard. ``rule``: why the user's rule failed (empty: it held);
     ``honest``: the honest kernel's output in the target dtype, or a function returning it (called only when
     the verdict needs it), or None to model it."""

@@ -19,7 +19,7 @@ from typing import Any
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.grader.comparison import Metrics
 from precheck.grader.limits import is_low_precision, limits_for
-from precheck.grader.status import ERROR, PASS, WARNING
+from precheck.grader.status import ERROR, PASS, WARNING, Status
 
 # api_registry classes (api_registry/catalogue.py) and the standard `auto` gives them.
 AUTO_ROUTES = {
@@ -44,7 +44,7 @@ class Context:
     api_class: str | None = None
 
 
-Verdict = tuple[str, str]
+Verdict = tuple[Status, str]
 Standard = Callable[[Metrics, Context], Verdict]
 
 

@@ -17,7 +17,7 @@ from precheck.grader.comparison import Comparison
 from precheck.grader.limits import absolute_regime, accumulative_regime
 from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
 from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve, rule
-from precheck.grader.status import ERROR, PASS
+from precheck.grader.status import ERROR, PASS, Status
 
 
 def compare(
@@ -144,7 +144,7 @@ def _compare_tensors(
     honest: honest_kernel.HonestSource = None,
 ) -> Comparison:
     shape = tuple(target.shape)
-    dtypes = dict(golden_dtype=str(golden.dtype), target_dtype=str(target.dtype), shape=shape)
+    dtypes: dict[str, Any] = dict(golden_dtype=str(golden.dtype), target_dtype=str(target.dtype), shape=shape)
     if tuple(golden.shape) != shape:
         return Comparison(ERROR, f"shape mismatch: target {shape} vs golden {tuple(golden.shape)}", None, **dtypes)
     if target.numel() == 0:
@@ -154,7 +154,7 @@ def _compare_tensors(
         m = exact_metrics(target, golden)
         if m.binary_mismatch == 0:
             return Comparison(PASS, "", m, **dtypes, standard="exact")
-        k = round(m.binary_mismatch * target.numel())
+        k = round((m.binary_mismatch or 0.0) * target.numel())
         where = _at(shape, m.worst_index, target, golden, "largest difference")
         return Comparison(
             ERROR, f"{k}/{target.numel()} elements differ from the golden{where}", m, **dtypes, standard="exact"
@@ -188,7 +188,7 @@ def judge(
     max_abs: float = DEFAULT_MAX_ABS,
     reference: Metrics | None = None,
     api_class: str | None = None,
-) -> tuple[str, str]:
+) -> tuple[Status, str]:
     """A standard's verdict on computed metrics: (status, reason); the reason is empty on pass."""
     if m.nonfinite_mismatches:
         return ERROR, f"inf/nan mismatch at {m.nonfinite_mismatches} position(s)"
