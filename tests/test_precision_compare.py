@@ -418,6 +418,27 @@ def test_auto_standard_judges_by_api_class(mlp_csv, tmp_path):
     assert o.detail["Functional.gelu.0.forward.output.0"]["比对算法"] == "绝对阈值法"
 
 
+def test_a_share_rule_needs_more_than_one_element_of_the_rows_shape(gpt2_csv, tmp_path):
+    """The default standard's 99%-within-1e-2 rule on a bf16 gradient of 64 elements: one element is no evidence
+    of a rate (the row's Shape gives the count), two are; without a Shape the share alone decides."""
+    name = "Functional.layer_norm.0.backward.output.1"
+    assert next(r for r in load(gpt2_csv)[1] if r["API Name"] == name)["Shape"] == "(64,)"
+
+    def npu(within: float, **cells: str):
+        metrics = {"余弦相似度": "0.9999", "最大绝对误差": "0.01", "双百指标": repr(within), "双千指标": "1.0"}
+        return set_cells(name, **metrics, **cells)
+
+    for case in ("one", "two", "blank"):
+        (tmp_path / case).mkdir()
+    o = run_compare(tmp_path / "one", gpt2_csv, npu_edit=npu(63 / 64), standard="default")
+    assert o.detail[name]["比对结果"] == "warning", o.detail[name]["Message"]
+    o = run_compare(tmp_path / "two", gpt2_csv, npu_edit=npu(62 / 64), standard="default")
+    assert o.detail[name]["比对结果"] == "error"
+    assert "96.8750% of elements within 1e-2 relative error" in o.detail[name]["Message"]
+    o = run_compare(tmp_path / "blank", gpt2_csv, npu_edit=npu(63 / 64, Shape=" "), standard="default")
+    assert o.detail[name]["比对结果"] == "error"
+
+
 # ===================================================================================================== CLI
 
 

@@ -273,6 +273,44 @@ def test_thousandth_boundary_with_real_tensors():
     assert c.status == ERROR and "99.8000%" in c.message
 
 
+def _one_off(n: int, k: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """A golden of n values near 1 that ``dtype`` holds exactly, and a target equal to it but for k elements 3% off."""
+    g = torch.linspace(0.5, 1.5, n, dtype=F64).to(dtype).to(F64)
+    t = g.to(dtype)
+    t[:k] = (g[:k] * 1.03).to(dtype)
+    return t, g
+
+
+@pytest.mark.parametrize("standard", ["thousandth", "ulp", "default"])
+@pytest.mark.parametrize("dtype", [BF16, F16, F32])
+def test_one_element_of_64_does_not_decide_a_share_rule(standard, dtype):
+    t, g = _one_off(64, 1, dtype)
+    c = compare(t, g, standard=standard)
+    m = c.metrics
+    assert m.count == 64
+    if standard == "default":  # the rule fails (3% off), the cascade's 99% share is 98.4%: one element, no error
+        assert judge(m, dtype, "default")[0] == WARNING
+    else:
+        assert c.status == PASS, c.message
+    t, g = _one_off(64, 2, dtype)  # two elements beyond the bound do decide
+    m = compare(t, g, standard="msprobe").metrics
+    expected = ERROR if standard != "ulp" or dtype != F32 else PASS  # fp32 ulp: mean ULP < 64 also passes
+    assert judge(m, dtype, standard)[0] == expected
+
+
+@pytest.mark.parametrize("dtype", [BF16, F32])
+def test_msprobe_counts_one_element_of_64_as_msprobe_does(dtype):
+    t, g = _one_off(64, 1, dtype)
+    c = compare(t, g, standard="msprobe")
+    assert c.status == ERROR and "98.4375% of elements within" in c.message
+
+
+def test_share_rules_without_a_count_decide_on_the_share():
+    m = M(rel_within_1e3=63 / 64)  # a details-CSV row of another tool: no element count
+    assert m.count is None and status(m, F32, "thousandth") == ERROR
+    assert status(M(rel_within_1e3=63 / 64, count=64), F32, "thousandth") == PASS
+
+
 # ------------------------------------------------------------------------------------------- accumulative
 
 

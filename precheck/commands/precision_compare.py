@@ -14,6 +14,7 @@ metric is "not measured", never 0.
 from __future__ import annotations
 
 import csv
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -95,7 +96,17 @@ def _value(text: str | None) -> float | None:
 
 
 def _metrics(row: dict[str, str]) -> Metrics:
-    return Metrics(**{field: _value(row.get(column)) for field, column in _METRIC_COLUMNS.items()})
+    values = {field: _value(row.get(column)) for field, column in _METRIC_COLUMNS.items()}
+    return Metrics(**values, count=_count(row.get("Shape")))
+
+
+def _count(shape: str | None) -> int | None:
+    """Elements of a Shape cell ("(2, 3)", "[]" or "torch.Size([2, 3])"): the share rules' count, or None."""
+    text = (shape or "").strip().removeprefix("torch.Size").strip("()[] ")
+    sizes = [part.strip() for part in text.split(",") if part.strip()]
+    if not shape or not shape.strip() or not all(size.isdigit() for size in sizes):
+        return None
+    return math.prod(int(size) for size in sizes)
 
 
 def _read(path: Path, side: str) -> list[dict[str, str]]:

@@ -38,6 +38,7 @@ class Metrics:
     nonfinite_mismatches: int = 0
     first_nonfinite_mismatch: int | None = None
     golden_max_abs: float | None = None  # largest finite |golden|: is the output zero at the dtype's scale?
+    count: int | None = None  # elements the shares count (finite on both sides); None: not known (a CSV row)
 
     def columns(self) -> list[float | None]:
         """The 17 metric columns of the details CSV, in its order."""

@@ -319,6 +319,7 @@ def _metrics(s: _Totals, n: int) -> Metrics:
         ulp_above_ratio=s.ulp_above / m,
         worst_index=s.worst,
         golden_max_abs=s.golden_max,
+        count=m,
         **common,
     )
 

@@ -9,7 +9,7 @@ The command (commands/precision_compare.py) reads and writes the CSVs; this only
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from precheck.grader.choices import RANDOM_VERDICT
 from precheck.grader.comparison import Metrics
@@ -79,9 +79,9 @@ def second_stage(
 
 
 def _filled(m: Metrics) -> Metrics:
-    """Blank columns of an otherwise measured row read as 0 for the single-side standards."""
+    """Blank columns of an otherwise measured row read as 0 for the single-side standards (the count stays)."""
     filled = {f.name: 0.0 if v is None else v for f, v in zip(fields(Metrics), m.columns(), strict=False)}
-    return Metrics(**filled)  # type: ignore[arg-type]  # the 17 metric columns, all floats
+    return replace(m, **filled)  # type: ignore[arg-type]  # the 17 metric columns, all floats
 
 
 def _benchmark(m: Metrics, ref: Metrics, dtype: str, api_class: str | None) -> SecondStage:
