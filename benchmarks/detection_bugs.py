@@ -29,7 +29,7 @@ Install = Callable[[str], None]
 @dataclass(frozen=True)
 class Bug:
     name: str
-    split: str  # dev | holdout: disjoint bugs, ops and models
+    split: str  # dev | holdout | holdout2: disjoint bugs, ops and models
     model: str
     api: str  # the record prefix msprobe writes, e.g. Functional.layer_norm
     direction: str  # forward | backward: which record of each patched call holds the bug
@@ -212,6 +212,54 @@ def _all_bf16(honest, out, *args, **kwargs):
     return honest(*[a.to(torch.bfloat16) if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
 
 
+def _sum_lowp(honest, out, self, dim=None, keepdim=False, dtype=None):
+    return _seq_sum(self, dim, _lowp(out.dtype))  # every partial sum rounded to lowp (keepdim, as the model asks)
+
+
+def _bmm_tail_band(honest, out, a, b):
+    bad, k = out.clone(), a.shape[-1] * 3 // 4
+    bad[-1, -4:, -1] = a[-1, -4:, :k] @ b[-1, :k, -1]  # the last tile of the last batch drops the K tail
+    return bad
+
+
+def _all_fp16(honest, out, *args, **kwargs):
+    return honest(*[a.to(torch.float16) if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+
+
+def _cross_entropy_lowp_logsumexp(honest, out, logits, y, *args, **kwargs):
+    lowp = _lowp(out.dtype)
+    top = logits.amax(-1, keepdim=True)
+    lse = torch.log(_seq_sum(torch.exp((logits - top).to(lowp)), -1, lowp)) + top
+    return (lse[:, 0] - logits.gather(1, y[:, None])[:, 0]).mean()
+
+
+def _mse_lowp(honest, out, input, target, *args, **kwargs):
+    d = (input - target).to(out.dtype)
+    return _seq_sum((d * d).flatten(), 0, out.dtype)[0] / d.numel()
+
+
+def _instance_norm_unbiased(honest, out, x, running_mean=None, running_var=None, weight=None, bias=None, *a, **k):
+    h = x.float()
+    mean, var = h.mean((2, 3), keepdim=True), h.var((2, 3), keepdim=True, unbiased=True)  # N-1 where N is meant
+    y = (h - mean) * torch.rsqrt(var + 1e-5)
+    return y * weight.float().view(1, -1, 1, 1) + bias.float().view(1, -1, 1, 1)
+
+
+def _conv_transpose_last_tap(honest, out, x, w, *args, **kwargs):
+    bad, lame = out.clone(), w.clone()
+    lame[..., -1] = 0
+    bad[-1, -1, :, -1] = honest(x, lame, *args, **kwargs)[-1, -1, :, -1]  # 16 of 4,096 outputs lose a tap
+    return bad
+
+
+def _interpolate_align_corners(honest, out, x, size=None, scale_factor=None, mode="nearest", align_corners=None, **_):
+    return honest(x, size=size, scale_factor=scale_factor, mode=mode, align_corners=True)
+
+
+def _sigmoid_fast(honest, out, x):
+    return 1 / (1 + _fast_exp(-x.float()))
+
+
 # --- backward bugs (torch.ops.aten only) -------------------------------------------------------------------------
 
 
@@ -292,6 +340,41 @@ class _EmbeddingOverwrite(torch.autograd.Function):
         return _traced(i, bad, honest), None
 
 
+class _SiluNoCurvature(torch.autograd.Function):
+    """SiLU whose backward is g * sigmoid(x): it drops the x * s * (1 - s) term of the derivative."""
+
+    @staticmethod
+    def forward(ctx, x, box):
+        ctx.save_for_backward(x)
+        ctx.i = box.value
+        return A.silu.default(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        honest = A.silu_backward.default(g, x)
+        bad = A._to_copy.default(A.mul.Tensor(_f32(g), A.sigmoid.default(_f32(x))), dtype=x.dtype)
+        return _traced(ctx.i, bad, honest), None
+
+
+class _MseHalfGradient(torch.autograd.Function):
+    """Mean squared error whose input gradient is (x - y) / N, without the factor 2."""
+
+    @staticmethod
+    def forward(ctx, x, box):
+        y, i = box.value
+        ctx.save_for_backward(x, y)
+        ctx.i = i
+        return A.mse_loss.default(x, y, 1)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        honest = A.mse_loss_backward.default(g, x, y, 1)
+        bad = A.div.Scalar(A.mul.Tensor(_f32(g), A.sub.Tensor(_f32(x), _f32(y))), x.numel())
+        return _traced(ctx.i, A._to_copy.default(bad, dtype=x.dtype), honest), None
+
+
 def _bind_layer_norm(i, x, shape, w=None, b=None, eps=1e-5):
     return x, w, b, _Box((tuple(shape), eps, i))
 
@@ -306,6 +389,14 @@ def _bind_log_softmax(i, x, dim=None, *rest, **kwargs):
 
 def _bind_embedding(i, ids, w, padding_idx=None, *rest, **kwargs):
     return w, _Box((ids, -1 if padding_idx is None else padding_idx, i))
+
+
+def _bind_silu(i, x, inplace=False):
+    return x, _Box(i)
+
+
+def _bind_mse(i, x, y, *rest, **kwargs):
+    return x, _Box((y, i))
 
 
 ALL3 = (("fp32", 1.0), ("bf16", 1.0), ("fp16", 1.0))
@@ -387,5 +478,44 @@ BUGS = [
         "low-precision accumulation", "the spatial mean sums its 100 elements in the input dtype",
         (("bf16", 1.0), ("fp16", 1.0)), forward_bug(_mean_lowp)),
 ]  # fmt: skip
+BUGS += [
+    # holdout2: written after the grader was final, on the mixer and unet models, ops no other split uses
+    Bug("sum_of_squares_half_accumulation", "holdout2", "mixer", "Tensor.sum", "forward",
+        "low-precision accumulation", "the RMS norms' sum of squares accumulates in fp16 (bf16 in a bf16 step), one "
+        "rounding per addition", ALL3, forward_bug(_sum_lowp)),
+    Bug("bmm_k_tail_band", "holdout2", "mixer", "Torch.bmm", "forward", "edge band",
+        "token mixing's last 4 rows of the last sequence, last feature (0.4% of outputs), drop the last quarter "
+        "of the reduction", ALL3, forward_bug(_bmm_tail_band, {0})),
+    Bug("bmm_fp16_downcast", "holdout2", "mixer", "Torch.bmm", "forward", "silent down-cast",
+        "fp32 token mixing runs in fp16 and is widened back", (("fp32", 1.0),), forward_bug(_all_fp16)),
+    Bug("silu_backward_no_curvature", "holdout2", "mixer", "Functional.silu", "backward", "missing backward term",
+        "SiLU backward is g*sigmoid(x), missing g*x*s*(1-s); at loss scale 1 and 1024",
+        (*ALL3, ("fp32", 1024.0), ("fp16", 1024.0)), backward_bug(_SiluNoCurvature, _bind_silu)),
+    Bug("silu_outlier_1_in_2k", "holdout2", "mixer", "Functional.silu", "forward", "intermittent outlier",
+        "the SwiGLU gate gets one element (of 2,048) off by 8x its RMS", ALL3, forward_bug(_outlier(1500), {0})),
+    Bug("cross_entropy_half_logsumexp", "holdout2", "mixer", "Functional.cross_entropy", "forward",
+        "low-precision accumulation", "cross entropy sums the exponentials of its 40 classes in fp16 (bf16 in a "
+        "bf16 step; the scalar loss rounds the same there, so fp32 only)", (("fp32", 1.0),),
+        forward_bug(_cross_entropy_lowp_logsumexp)),
+    Bug("mse_half_accumulation", "holdout2", "unet", "Functional.mse_loss", "forward", "low-precision accumulation",
+        "the mean squared error sums its 512 terms in the input dtype", (("bf16", 1.0), ("fp16", 1.0)),
+        forward_bug(_mse_lowp)),
+    Bug("mse_backward_missing_factor_2", "holdout2", "unet", "Functional.mse_loss", "backward",
+        "wrong backward term", "mean squared error backward drops the factor 2; at loss scale 1 and 1024",
+        (*ALL3, ("fp32", 1024.0)), backward_bug(_MseHalfGradient, _bind_mse)),
+    Bug("instance_norm_unbiased_variance", "holdout2", "unet", "Functional.instance_norm", "forward",
+        "wrong formula", "instance norm divides the variance by N-1 instead of N (N = 256)",
+        (("fp32", 1.0), ("fp16", 1.0)), forward_bug(_instance_norm_unbiased)),
+    Bug("conv_transpose_last_tap_band", "holdout2", "unet", "Functional.conv_transpose2d", "forward", "edge band",
+        "the transposed conv's last output column of the last image's last channel (0.4%) drops the kernel's "
+        "last tap", ALL3, forward_bug(_conv_transpose_last_tap)),
+    Bug("interpolate_align_corners", "holdout2", "unet", "Functional.interpolate", "forward", "wrong parameter",
+        "bilinear upsampling aligns corners where align_corners=False is requested", ALL3,
+        forward_bug(_interpolate_align_corners)),
+    Bug("sigmoid_fast_exp", "holdout2", "unet", "Torch.sigmoid", "forward", "approximation",
+        "sigmoid uses a fast exp (quadratic fraction polynomial, relative error ~2e-3)",
+        (("fp32", 1.0), ("fp16", 1.0)), forward_bug(_sigmoid_fast)),
+]  # fmt: skip
 CLEAN_RUNS = {"dev": {"gpt": (*ALL3, ("fp32", 1024.0), ("fp16", 1024.0)), "cnn": ALL3},
-              "holdout": {"encoder": (*ALL3, ("fp32", 1024.0), ("fp16", 1024.0)), "resnet": ALL3}}  # fmt: skip
+              "holdout": {"encoder": (*ALL3, ("fp32", 1024.0), ("fp16", 1024.0)), "resnet": ALL3},
+              "holdout2": {"mixer": (*ALL3, ("fp32", 1024.0), ("fp16", 1024.0)), "unet": ALL3}}  # fmt: skip

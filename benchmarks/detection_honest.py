@@ -13,6 +13,7 @@ RMS floor keeps elements near zero, whose digits cancel, from deciding alone).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,8 +106,14 @@ def honesty(dump_json: Path, api: str, direction: str) -> Honesty:
 
 
 def _errors(value: torch.Tensor, golden: torch.Tensor, unit: float) -> tuple[float, float]:
-    """Normwise error, and the worst element's error in units of the dtype's rounding at max(|golden|, RMS)."""
-    error = (value.detach().double() - golden).abs()
+    """Normwise error, and the worst element's error in units of the dtype's rounding at max(|golden|, RMS), over
+    the positions finite on both sides; infinite where an inf/nan is not the golden's own (a mask that fails)."""
+    value = value.detach().double()
+    finite = torch.isfinite(value) & torch.isfinite(golden)
+    same = (value == golden) | (torch.isnan(value) & torch.isnan(golden))
+    if bool((~finite & ~same).any()):
+        return math.inf, math.inf
+    error, golden = (value - golden)[finite].abs(), golden[finite]
     scale = torch.clamp(golden.abs(), min=float(golden.pow(2).mean().sqrt())) * unit
     worst = float((error / scale.clamp_min(1e-300)).max()) if error.numel() else 0.0
     return float(torch.linalg.vector_norm(error)), worst
@@ -122,10 +129,15 @@ def _ratio(recorded: list, golden: list, honest: list) -> Honesty:
         unit = torch.finfo(r.dtype).eps / 2  # unit roundoff
         mine, mine_max = _errors(r, g.double(), unit)
         theirs, theirs_max = _errors(h.to(r.dtype), g.double(), unit)  # the honest kernel rounds to the dtype
-        ratio = max(mine / max(theirs, 1e-300) if mine else 0.0, mine_max / max(theirs_max, 1.0))
+        if math.isinf(theirs):  # the honest kernel overflows too: the recording is worse only where it differs
+            ratio = 1.0 if math.isinf(mine) else 0.0
+        else:
+            ratio = max(mine / max(theirs, 1e-300) if mine else 0.0, mine_max / max(theirs_max, 1.0))
         worst = ratio if worst is None else max(worst, ratio)
     if worst is None:
         return Honesty(None, "no recorded tensor matches the node's gradients")
+    if math.isinf(worst):
+        return Honesty(worst, "inf/nan where the golden and the honest kernel have finite values")
     if worst == 0:
         return Honesty(0.0, "recorded values equal the golden at the recorded node")
     return Honesty(worst, f"error {worst:.3g}x the honest fp32-accumulated kernel's")

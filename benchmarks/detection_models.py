@@ -4,7 +4,8 @@ msprobe wraps and records. Each builder takes a dtype and returns ``run(scale)``
 fp32, bf16 and fp16 has the same weights up to rounding.
 
 Two transformers and two CNNs, one of each for the ``dev`` bugs and for the ``holdout`` bugs, so that the held-out
-bugs sit in other models and other ops than the ones a grader was developed against.
+bugs sit in other models and other ops than the ones a grader was developed against; and a third pair (a token
+mixer and a U-Net) for ``holdout2``, written after the grader was final, with ops neither other split uses.
 """
 
 from __future__ import annotations
@@ -130,4 +131,55 @@ def resnet(dt: torch.dtype) -> Run:
     return run
 
 
-MODELS: dict[str, Callable[[torch.dtype], Run]] = {"gpt": gpt, "cnn": cnn, "encoder": encoder, "resnet": resnet}
+def mixer(dt: torch.dtype) -> Run:
+    """holdout2: a one-layer token mixer with RMS norms (written out: msprobe wraps neither F.rms_norm nor, as it
+    computes its own statistics with torch.norm, can a patched torch.norm be recorded cleanly),
+    torch.bmm with a learned 16x16 token-mixing matrix, a SwiGLU MLP (silu gate times an up projection) and an LM
+    head under cross entropy."""
+    V, S, D, B, F2 = 40, 16, 32, 2, 64
+    p = _params(
+        dt, emb=(V, D), n1_g=(D,), tok=(S, S), n2_g=(D,), gate=(F2, D), up=(F2, D), down=(D, F2), nf_g=(D,),
+        head=(V, D),
+    )  # fmt: skip
+    ids = torch.randint(0, V, (B, S))
+    labels = ids.roll(-1, 1)
+
+    def rms(h: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        return h * torch.rsqrt(h.square().sum(-1, keepdim=True) / D + 1e-6) * g
+
+    def run(scale: float) -> torch.Tensor:
+        h = F.embedding(ids, p["emb"])
+        h = h + torch.bmm(p["tok"].expand(B, S, S), rms(h, p["n1_g"]))
+        x = rms(h, p["n2_g"])
+        h = h + F.linear(F.silu(F.linear(x, p["gate"])) * F.linear(x, p["up"]), p["down"])
+        logits = F.linear(rms(h, p["nf_g"]), p["head"])
+        return F.cross_entropy(logits.view(B * S, V), labels.view(-1)) * scale
+
+    return run
+
+
+def unet(dt: torch.dtype) -> Run:
+    """holdout2: a two-level U-Net for segmentation (conv, instance norm, leaky ReLU, a strided conv down, a
+    transposed conv and a bilinear upsampling up, a skip connection) under binary cross entropy with logits plus
+    the mean squared error of the sigmoid."""
+    p = _params(
+        dt, c1=(8, 3, 3, 3), n_g=(8,), n_b=(8,), down=(16, 8, 3, 3), up=(16, 8, 2, 2), c3=(1, 8, 3, 3), c3_b=(1,),
+    )  # fmt: skip
+    x = torch.randn(2, 3, 16, 16).to(dt)
+    target = (torch.rand(2, 1, 16, 16) > 0.5).to(dt)
+
+    def run(scale: float) -> torch.Tensor:
+        h = F.leaky_relu(F.instance_norm(F.conv2d(x, p["c1"], padding=1), weight=p["n_g"], bias=p["n_b"]))
+        d = F.leaky_relu(F.conv2d(h, p["down"], stride=2, padding=1))
+        u = F.conv_transpose2d(d, p["up"], stride=2)
+        u = u + F.interpolate(d[:, :8], scale_factor=2.0, mode="bilinear", align_corners=False)
+        out = F.conv2d(u + h, p["c3"], p["c3_b"], padding=1)
+        loss = F.binary_cross_entropy_with_logits(out, target) + F.mse_loss(torch.sigmoid(out), target)
+        return loss * scale
+
+    return run
+
+
+MODELS: dict[str, Callable[[torch.dtype], Run]] = {
+    "gpt": gpt, "cnn": cnn, "encoder": encoder, "resnet": resnet, "mixer": mixer, "unet": unet,
+}  # fmt: skip

@@ -78,6 +78,7 @@ def test_evaluate_counts_every_dump_and_row():
         assert cell.bugs == len(bugged)
         assert cell.bugged_rows == sum(len(d.truth["bugged"]) for d in bugged)
         assert cell.caught + len(cell.missed) == cell.bugs
+        assert cell.material + len(cell.immaterial) == cell.bugs and cell.material_caught <= cell.caught
         assert cell.bugged_errors >= cell.caught
         assert cell.clean_rows == sum(len(_records(d)) for d in clean)  # one row per recorded forward/backward
         assert cell.false_errors == len(cell.false)
