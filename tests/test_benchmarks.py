@@ -46,3 +46,9 @@ def test_default_paths_lie_inside_tests_data(path):
     paths = [p for v in defaults for p in (v if isinstance(v, list) else [v]) if isinstance(p, Path)]
     paths = [p for p in paths if p.name != "msprobe_cpu.py"]  # the incumbent's runner, used with --msprobe-venv
     assert all(p.exists() and p.is_relative_to(ROOT / "tests" / "data") for p in paths), paths
+
+
+def test_the_heavy_floor_makes_every_call_it_can_on_a_bundled_dump(capsys):
+    bench = _module(ROOT / "benchmarks" / "bench_heavy.py")
+    dump = next((ROOT / "tests" / "data" / "mlp_fp32_tensor").glob("step0/*/dump.json"))
+    assert bench.floor(dump) == 6  # linear, layer_norm, gelu, softmax, linear, sum: forward and backward

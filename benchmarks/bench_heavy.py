@@ -1,0 +1,221 @@
+"""Heavy records: precheck against the floor and the incumbent on a LLaMA-style bf16 training step at real layer
+sizes (benchmarks/heavy_model.py: hidden 1024, intermediate 2816, 4 layers, batch 2, sequence 256).
+
+    python benchmarks/bench_heavy.py --venv VENV [--dump DIR] [--repeat 3] [--msprobe]
+
+VENV has torch 2.13 and mindstudio-probe (``python3.11 -m venv V && V/bin/pip install torch==2.13.0
+mindstudio-probe``); it records the dump into DIR (default /tmp/precheck-heavy) when DIR holds none, through
+../shared/tools/make_dump.py, and with ``--msprobe`` runs the incumbent's acc_check through
+../shared/tools/msprobe_cpu.py.
+
+Every tool runs as the command a user types, in one interleaved window (each repeat runs each tool once), and is
+measured by its wall time and by the peak resident memory of its whole process tree (sampled every 20 ms, the sum
+over the process and its descendants):
+- floor: this file's ``floor`` command: load each record's inputs once, run the call in the recorded dtype and
+  in float64, both backwards from the recorded gradients, and one cosine + max-abs pass per output and gradient;
+- precheck ``run_ut -n 1`` and ``-n 2``;
+- msprobe ``acc_check`` (``--msprobe``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+TOOLS = HERE.parent.parent / "shared" / "tools"  # ../shared beside the repository
+
+
+def _decode(value, folder: Path):
+    """A dump argument as the call takes it: tensors loaded from their files, the rest as recorded."""
+    if isinstance(value, list):
+        return [_decode(v, folder) for v in value]
+    if not isinstance(value, dict):
+        return value
+    kind = value.get("type", "")
+    if kind in ("torch.Tensor", "torch.nn.parameter.Parameter"):
+        return torch.load(folder / value["data_name"], weights_only=True)
+    if kind == "torch.dtype":
+        return getattr(torch, value["value"].split(".")[-1])
+    if kind == "slice":
+        return slice(*value["value"])
+    return value.get("value")
+
+
+def _cast(value, dtype: torch.dtype | None):
+    """Floating tensors in ``dtype`` (None: as recorded), each a fresh leaf that needs a gradient."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, dtype) for v in value)
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.detach().to(dtype or value.dtype).requires_grad_()
+    return value
+
+
+def _leaves(value) -> list[torch.Tensor]:
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _leaves(v)]
+    return [value] if isinstance(value, torch.Tensor) else []
+
+
+def _cosine_max_abs(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    a, b = a.detach().double().reshape(-1), b.detach().double().reshape(-1)
+    return float(torch.nn.functional.cosine_similarity(a, b, dim=0)), float((a - b).abs().max())
+
+
+def _side(func, args, kwargs, grads, dtype):
+    """One side of one call: its outputs and its input gradients."""
+    args, kwargs = _cast(args, dtype), {k: _cast(v, dtype) for k, v in kwargs.items()}
+    outs = _leaves(func(*args, **kwargs))
+    inputs = [t for t in _leaves([args, list(kwargs.values())]) if t.requires_grad]
+    pairs = [(o, g.to(o.dtype)) for o, g in zip(outs, grads, strict=False) if o.requires_grad and g is not None]
+    if not pairs or not inputs:
+        return outs, []
+    got = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True)
+    return outs, [g for g in got if g is not None]
+
+
+def floor(dump_json: Path) -> int:
+    """The floor's work on every record with a registry entry: returns how many calls it made."""
+    from api_registry import lookup
+
+    data = json.loads(dump_json.read_text())["data"]
+    folder = dump_json.parent / "dump_tensor_data"
+    calls = 0
+    for key, record in data.items():
+        entry = lookup(key.rsplit(".", 2)[0]) if key.endswith(".forward") else None
+        if entry is None:
+            continue
+        args = _decode(record.get("input_args", []), folder)
+        kwargs = {k: _decode(v, folder) for k, v in record.get("input_kwargs", {}).items()}
+        backward = data.get(key.removesuffix(".forward") + ".backward", {})
+        grads = _leaves(_decode(backward.get("input", []), folder)) if backward else []
+        try:
+            target = _side(entry.func, args, kwargs, grads, None)
+            golden = _side(entry.func, args, kwargs, grads, torch.float64)
+        except Exception:  # a call the floor cannot make is left out of it, as precheck reports it
+            continue
+        for t, g in zip(target[0] + target[1], golden[0] + golden[1], strict=False):
+            if t.is_floating_point() and t.shape == g.shape and t.numel():
+                _cosine_max_abs(t, g)
+        calls += 1
+    return calls
+
+
+class TreePeak:
+    """The largest sum of resident memory over a process and its descendants, sampled every 20 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._done = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.02):
+            self.peak = max(self.peak, _tree_rss(self.pid))
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join()
+        return self.peak
+
+
+def _tree_rss(root: int) -> int:
+    parents, rss = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            parents[int(entry)] = int(stat[1])
+            rss[int(entry)] = int(stat[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
+def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(wall seconds, peak tree RSS in MiB) of one command; a failing command ends the benchmark."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak = TreePeak(proc.pid)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - start
+    rss = peak.stop() / 2**20
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{(out + err).decode(errors='replace')[-2000:]}")
+    return wall, rss
+
+
+def record(venv: Path, into: Path) -> Path:
+    """The dump's dump.json, recorded with msprobe in ``venv`` unless ``into`` holds one."""
+    found = sorted(into.glob("step0/*/dump.json"))
+    if not found:
+        into.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(HERE)}
+        cmd = [str(venv / "bin" / "python"), str(TOOLS / "make_dump.py"), "heavy_model:llama", "bf16", "tensor"]
+        subprocess.run([*cmd, str(into)], check=True, env=env, cwd=HERE)
+        found = sorted(into.glob("step0/*/dump.json"))
+    return found[0]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", nargs="?", default="bench", choices=["bench", "floor"])
+    parser.add_argument("dump_json", nargs="?", type=Path, help="floor: the dump.json to run")
+    parser.add_argument("--venv", type=Path, help="a venv with torch 2.13 and mindstudio-probe (records the dump)")
+    parser.add_argument("--dump", type=Path, help="the dump's folder (default: precheck-heavy in the temp folder)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--msprobe", action="store_true", help="also time msprobe's acc_check (needs --venv)")
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    if args.command == "floor":
+        print(floor(args.dump_json), "calls")
+        return
+    folder = args.dump or Path(tempfile.gettempdir()) / "precheck-heavy"
+    dump = record(args.venv, folder) if args.venv else next(folder.glob("step0/*/dump.json"), None)
+    if dump is None:
+        sys.exit(f"{folder}: no dump; give --venv to record one")
+    out = Path(tempfile.mkdtemp())
+    tools = {
+        "floor": [sys.executable, __file__, "floor", str(dump)],
+        "precheck -n 1": [sys.executable, "-m", "precheck", "run_ut", "-api_info", str(dump), "-o", str(out), "-q"],
+        "precheck -n 2": [sys.executable, "-m", "precheck", "run_ut", "-api_info", str(dump), "-o", str(out), "-q"],
+    }
+    tools["precheck -n 1"] += ["-n", "1"]
+    tools["precheck -n 2"] += ["-n", "2"]
+    if args.msprobe:
+        acc = [str(args.venv / "bin" / "python"), str(TOOLS / "msprobe_cpu.py"), "acc_check", "-api_info"]
+        tools["msprobe"] = [*acc, str(dump), "-o", str(out)]
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
+    for _ in range(args.repeat):
+        for name, cmd in tools.items():
+            runs[name].append(measure(cmd))
+    walls = {name: statistics.median(w for w, _ in r) for name, r in runs.items()}
+    print(f"{'tool':16} {'wall s':>8} {'x floor':>8} {'peak MiB':>9}")
+    for name, r in runs.items():
+        print(f"{name:16} {walls[name]:8.2f} {walls[name] / walls['floor']:8.2f} {max(m for _, m in r):9.0f}")
+    print(f"-n 2 speed-up over -n 1: {walls['precheck -n 1'] / walls['precheck -n 2']:.2f}x")
+    if "msprobe" in walls:
+        print(f"msprobe / precheck -n 1: {walls['msprobe'] / walls['precheck -n 1']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
