@@ -11,12 +11,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from precheck.grader.comparison import Comparison
 from precheck.grader.status import ERROR, SKIP, Status, worst
 
-__all__ = ["ApiResult", "DetailRow", "Direction", "Status", "failed", "graded", "skipped", "split_row_name"]
+if TYPE_CHECKING:
+    import os
+
+    import pandas
+
+__all__ = ["ApiResult", "DetailRow", "Direction", "Status", "failed", "graded", "load", "skipped", "split_row_name"]
 
 
 class Direction(StrEnum):
@@ -120,3 +125,11 @@ def graded(
         backward_status = worst(r.status for r in backward)
     forward_status = worst(r.status for r in forward)
     return ApiResult(record.name, record.order, forward_status, backward_status, message, forward + backward, inputs)
+
+
+def load(path: str | os.PathLike) -> pandas.DataFrame:
+    """One run's results as a pandas DataFrame, a row per compared output (precheck/report/frame.py): ``path`` is
+    an output folder, a details CSV or a result CSV, precheck's or msprobe's. pandas is imported only here."""
+    from precheck.report.frame import load as load_frame
+
+    return load_frame(path)

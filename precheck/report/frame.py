@@ -1,0 +1,110 @@
+"""Results as data: a run's CSVs (precheck's or msprobe's) as one pandas DataFrame, a row per compared output.
+
+The CSV writers stay streaming and byte-exact (csv_files.py); this only reads what they, or msprobe, wrote. Metric
+cells are typed (a blank cell is NaN, never " "), each Chinese metric column has its English name beside it, and
+the API, its call, prefix, direction, output index, dtype and status are columns of their own, so a user
+filters and groups instead of parsing names.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from precheck.grader.comparison import Metrics
+from precheck.report.csv_files import DETAILS_HEADER, RESULT_HEADER
+from precheck.results import split_row_name
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["ENGLISH", "LoadError", "load", "csv_pair"]
+
+# The 17 metric columns of the details CSV and their English names (Metrics' fields).
+ENGLISH = dict(zip(DETAILS_HEADER[4:21], [f for f in Metrics.__dataclass_fields__][:17], strict=True))
+_FIRST = ["call", "api", "prefix", "direction", "output", "dtype", "bench_dtype", "shape", "status", "message"]
+
+
+class LoadError(Exception):
+    """A path that holds no readable accuracy_checking CSVs (one line, naming the path)."""
+
+
+def csv_pair(path: str | os.PathLike) -> tuple[Path, Path | None]:
+    """(details CSV, its result CSV or None) of a run: ``path`` is an output folder (its newest run), a details
+    CSV or a result CSV; the two files of one run share their timestamp."""
+    p = Path(path)
+    if p.is_dir():
+        details = sorted(p.glob("accuracy_checking_details_*.csv"))
+        if not details:
+            raise LoadError(f"{p}: no accuracy_checking_details_*.csv in this folder")
+        p = details[-1]
+    elif not p.is_file():
+        raise LoadError(f"{p}: no such file or folder")
+    if p.name.startswith("accuracy_checking_result_"):
+        details_path = p.with_name(p.name.replace("_result_", "_details_", 1))
+        if not details_path.is_file():
+            raise LoadError(f"{p}: its details CSV {details_path.name} is not beside it")
+        return details_path, p
+    result = p.with_name(p.name.replace("_details_", "_result_", 1))
+    return p, result if result != p and result.is_file() else None
+
+
+def load(path: str | os.PathLike) -> pandas.DataFrame:
+    """Every compared output of one run as a row: ``call`` (``Functional.linear.0``), ``api``
+    (``Functional.linear``), ``prefix``, ``direction``, ``output`` (its index), ``dtype``, ``bench_dtype``,
+    ``shape``, ``status`` and ``message``; every metric under its English and its Chinese name (floats, NaN where
+    blank); and, where the result CSV is beside it, the API's ``forward_status``, ``backward_status`` and
+    ``api_message``."""
+    import pandas as pd
+
+    details_path, result_path = csv_pair(path)
+    details = _read(details_path, DETAILS_HEADER[:4] + ["Status"])
+    for chinese, english in ENGLISH.items():
+        if chinese in details:
+            details[chinese] = pd.to_numeric(details[chinese].str.strip().replace("", None), errors="coerce")
+            details[english] = details[chinese]
+    parts = [split_row_name(name) for name in details["API Name"]]
+    frame = pd.DataFrame(
+        {
+            "call": [p[0] if p else name for p, name in zip(parts, details["API Name"], strict=True)],
+            "direction": [str(p[1]) if p else "" for p in parts],
+            "output": pd.array([p[2] if p else None for p in parts], dtype="Int64"),
+        }
+    )
+    frame["api"] = frame["call"].str.replace(r"\.\d+$", "", regex=True)
+    frame["prefix"] = frame["call"].str.split(".", n=1).str[0]
+    frame["dtype"] = details["DEVICE Dtype"].str.strip()
+    frame["bench_dtype"] = details["Bench Dtype"].str.strip()
+    frame["shape"] = details["Shape"].str.strip()
+    frame["status"] = details["Status"].str.strip()
+    frame["message"] = details.get("Message", pd.Series([""] * len(details))).str.strip()
+    frame = pd.concat([frame, details[[c for c in details if c in ENGLISH or c in ENGLISH.values()]]], axis=1)
+    if result_path is not None:
+        frame = frame.merge(_api_statuses(result_path), on="call", how="left")
+    return frame[_FIRST + [c for c in frame if c not in _FIRST]]
+
+
+def _read(path: Path, needed: list[str]) -> pandas.DataFrame:
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise LoadError(f"{path}: cannot read: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    missing = [c for c in needed if c not in frame]
+    if missing:
+        raise LoadError(f"{path}: not an accuracy_checking CSV, missing columns: {', '.join(missing)}")
+    return frame
+
+
+def _api_statuses(path: Path) -> pandas.DataFrame:
+    result = _read(path, RESULT_HEADER[:3])
+    return result.rename(
+        columns={
+            "API name": "call",
+            "Forward Test Success": "forward_status",
+            "Backward Test Success": "backward_status",
+            "Message": "api_message",
+        }
+    ).assign(**{c: lambda f, c=c: f[c].str.strip() for c in ("forward_status", "backward_status")})
