@@ -119,6 +119,40 @@ def test_pool_run_writes_the_same_rows_in_dump_order(tmp_path, monkeypatch):
     assert read_csv(pooled.details_path) == read_csv(serial.details_path)
 
 
+def _heavy_tail_dump(path: Path) -> Path:
+    """Two small records, then an LLaMA-sized LM head (100 GFLOP with its backward), then a small matmul:
+    the order of a training step's records, whose heaviest call comes late."""
+    from helpers import forward_rec, tensor_rec
+
+    bf16 = "torch.bfloat16"
+    x, w, out = (2, 256, 1024), (32000, 1024), (2, 256, 32000)
+    head = forward_rec(tensor_rec(bf16, x, requires_grad=True), tensor_rec(bf16, w, requires_grad=True),
+                       output=[tensor_rec(bf16, out, requires_grad=True)])  # fmt: skip
+    small = forward_rec(tensor_rec(), tensor_rec(shape=(3, 2)), output=[tensor_rec(shape=(2, 2))])
+    data = {
+        "Functional.relu.0.forward": forward_rec(tensor_rec()),
+        "Torch.matmul.0.forward": small,
+        "Functional.linear.0.forward": head,
+        "Functional.linear.0.backward": {"input": [tensor_rec(bf16, out)], "output": [tensor_rec(bf16, x), None]},
+        "Torch.matmul.1.forward": small,
+    }
+    path.write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch", "data": data}))
+    return path
+
+
+def test_a_pool_starts_the_heaviest_matmul_first_and_the_rest_in_dump_order(tmp_path):
+    from precheck.dump.records import load_dump
+
+    cases = load_dump(_heavy_tail_dump(tmp_path / "dump.json")).cases
+    assert costs.flops(cases[2]) == 2 * 2 * 256 * 32000 * 1024 * 3  # output x K, forward and backward
+    assert costs.flops(cases[1]) == 2 * 4 * 3 and costs.flops(cases[0]) == 0  # a tiny matmul; relu is no matmul
+    order = [case.name for case in costs.largest_first(cases)]
+    assert order == ["Functional.linear.0", "Functional.relu.0", "Torch.matmul.0", "Torch.matmul.1"]
+    picked = cases.select([0, 2])  # a resumed run's cases are named without decoding too
+    assert picked.names == ["Functional.relu.0", "Functional.linear.0"]
+    assert [case.name for case in costs.largest_first(picked)] == ["Functional.linear.0", "Functional.relu.0"]
+
+
 def test_small_dump_does_not_start_a_pool():
     from precheck.dump.records import load_dump
 

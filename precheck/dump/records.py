@@ -264,6 +264,12 @@ class _Selection(Sequence):
     def __getitem__(self, i: int) -> Case:  # type: ignore[override]
         return self._cases[self._indices[i]]
 
+    @property
+    def names(self) -> list[str]:
+        """Every selected case's row name, without decoding a record."""
+        names = self._cases.names
+        return [names[i] for i in self._indices]
+
 
 def pair_records(data: dict[str, Any] | Iterable[tuple[str, Any]]) -> Cases:
     """The cases of a ``data`` map already in memory (a dump.json loaded by other means)."""

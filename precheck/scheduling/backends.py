@@ -14,7 +14,7 @@ from typing import ClassVar
 from precheck.dump.records import Case
 from precheck.execution.options import BACKENDS, CheckOptions
 from precheck.results import ApiResult
-from precheck.scheduling.costs import use_pool
+from precheck.scheduling.costs import largest_first, use_pool
 from precheck.scheduling.dask_cluster import on_dask
 from precheck.scheduling.inprocess import in_process
 from precheck.scheduling.process import Supervisor
@@ -50,7 +50,7 @@ class Processes(Backend):
     name = "process"
 
     def run(self, cases: Sequence[Case], on_start: OnStart) -> Iterator[ApiResult]:
-        return Supervisor(self.data_dir, self.options, self.processes(cases)).run(cases, on_start)
+        return Supervisor(self.data_dir, self.options, self.processes(cases)).run(largest_first(cases), on_start)
 
 
 class Dask(Backend):

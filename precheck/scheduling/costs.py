@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from precheck.dump.records import Case
+from api_registry.classes import api_class
+from precheck.dump.records import Case, TensorSpec
 from precheck.execution.options import CheckOptions
 from precheck.execution.targets import target_for
 from precheck.inputs.builder import iter_specs
+from precheck.walk import flatten
 
 # Serial cost model, calibrated with benchmarks/bench_run_ut.py on a 2-core machine.
 SECONDS_PER_CASE = 4e-3
@@ -75,3 +77,41 @@ def case_timeout(case: Case, options: CheckOptions) -> float:
         return min(options.timeout, MAX_TIMEOUT)
     elements = sum(spec.numel for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)))
     return min(DEFAULT_TIMEOUT + elements / 1e6 + target_for(options).extra_timeout, MAX_TIMEOUT)
+
+
+# A matmul or convolution past this much work (multiply-adds x 2, forward and backward) is started before the
+# dump's other cases. A pool's run takes at least its longest case: on a 2-core machine a LLaMA-sized LM head
+# (100 GFLOP, 72 s of bf16 matmul on a CPU without bf16 instructions) recorded near the end of the step kept
+# one worker busy for a minute after the other had run out of work (-n 2 was 1.34x -n 1).
+HEAVY_FLOPS = 2.0**30
+_HEAVY_CLASSES = ("matmul", "conv")
+
+
+def flops(case: Case) -> float:
+    """A matmul-like call's or a convolution's work: 2 x output elements x the reduced length, three times with a
+    backward (two more products of the same size); 0 for any other call, whose time follows its elements."""
+    kind = api_class(case.api)
+    if kind not in _HEAVY_CLASSES:
+        return 0.0
+    inputs = [s for s in flatten((case.args, case.kwargs)) if isinstance(s, TensorSpec)]
+    outputs = [s for s in flatten(case.outputs) if isinstance(s, TensorSpec)]
+    if not inputs or not outputs:
+        return 0.0
+    if kind == "conv" and len(inputs) > 1:
+        reduced = math.prod(inputs[1].shape[1:])  # the weight: in_channels / groups x the kernel
+    else:  # the first operand of two dimensions or more: linear's input, matmul's and addmm's left matrix
+        reduced = next((s.shape[-1] for s in inputs if len(s.shape) >= 2), 1)
+    return 2.0 * outputs[0].numel * reduced * (3 if case.has_backward else 1)
+
+
+def largest_first(cases: Sequence[Case]) -> Iterator[Case]:
+    """The cases in the order a pool should start them: heavy matmuls and convolutions first, largest first, then
+    the rest in dump order. Only matmul-like and convolution records (known by name, without decoding the others)
+    are decoded to be sized; each case is decoded again when it is started, so nothing is held meanwhile."""
+    names = getattr(cases, "names", None) or [case.name for case in cases]
+    candidates = [i for i, name in enumerate(names) if api_class(name.rsplit(".", 1)[0]) in _HEAVY_CLASSES]
+    sized = [(flops(cases[i]), i) for i in candidates]
+    heavy = sorted((pair for pair in sized if pair[0] >= HEAVY_FLOPS), key=lambda pair: (-pair[0], pair[1]))
+    first = {i for _, i in heavy}
+    yield from (cases[i] for _, i in heavy)
+    yield from (cases[i] for i in range(len(cases)) if i not in first)

@@ -58,6 +58,7 @@ class _Inline:
     def __init__(self, data_dir: Path, options: CheckOptions) -> None:
         self.requests: queue.SimpleQueue = queue.SimpleQueue()
         self.replies: queue.SimpleQueue = queue.SimpleQueue()
+        self.stuck = False  # a case ran past its timeout: the thread may never come back
         self.thread = threading.Thread(target=self._serve, args=(data_dir, options), name="precheck-check")
         self.thread.daemon = True
         self.thread.start()
@@ -76,10 +77,16 @@ class _Inline:
         try:
             result, error = self.replies.get(timeout=min(timeout, MAX_TIMEOUT))
         except queue.Empty:
+            self.stuck = True
             return None
         if error is not None:
             raise error
         return result
 
     def close(self) -> None:
+        """Ends the helper and waits for it, unless a case left it stuck, so a run does not shut the interpreter
+        down under a live thread (a heavy -n 1 run once ended in std::terminate, exit code -6, after writing its
+        CSVs)."""
         self.requests.put(None)
+        if not self.stuck:
+            self.thread.join()
