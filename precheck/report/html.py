@@ -1,0 +1,269 @@
+"""``precheck report``: one self-contained HTML page of a run, readable from file:// with no network.
+
+The page holds its styles, its script and its data inline, and draws its scatter plot as static SVG (no
+charting library to vendor). Every text that came from a dump (names, messages, shapes) is escaped where it is
+written: into markup with html.escape, into the embedded JSON with ``<``, ``>`` and ``&`` as \\u escapes, and the
+script renders it with textContent only, so a record name is never markup or code.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from precheck.report.advice import Finding, advise
+from precheck.report.frame import csv_pair, load
+from precheck.report.html_assets import SCRIPT, STYLE
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["write_report", "render", "MAX_POINTS"]
+
+MAX_POINTS = 5000  # scatter points drawn: every non-pass output, then an even sample of the passing ones
+COLOURS = {"pass": "#2e7d32", "warning": "#ef6c00", "error": "#c62828", "SKIP": "#757575"}
+WIDTH, HEIGHT, LEFT, BOTTOM, PAD = 760, 430, 64, 44, 16
+FLOOR, CEIL = 1e-16, 1e2  # log axes: a zero error is drawn on the floor
+
+
+def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None) -> Path:
+    """Write ``report_{ts}.html`` for the run at ``path`` (an output folder, a details or a result CSV) into
+    ``into`` (default: beside the CSVs); returns its path."""
+    details_path, result_path = csv_pair(path)
+    frame = load(details_path)
+    stem = details_path.name.removeprefix("accuracy_checking_details_").removesuffix(".csv")
+    sidecar = details_path.with_name(f"accuracy_checking_result_{stem}.run.json")
+    try:
+        run = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        run = {}
+    run = run if isinstance(run, dict) else {}
+    page = render(frame, run, advise(frame, run.get("dump")), f"precheck report {stem}")
+    out = Path(into) if into is not None else details_path.parent
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"report_{stem}.html"
+    target.write_text(page, encoding="utf-8")
+    return target
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _json(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: str) -> str:
+    """The page: summary, scatter plot, expert advice and the table of APIs."""
+    apis = _apis(frame, run.get("dump"))
+    index = {a["call"]: i for i, a in enumerate(apis)}
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
+            f"<h1>{_e(title)}</h1>",
+            _summary(frame, run),
+            _scatter(frame, index, run),
+            _advice(findings),
+            _table_shell(apis),
+            f'<script type="application/json" id="apis">{_json(apis)}</script>',
+            f"<script>{SCRIPT}</script>",
+            "</body></html>",
+        ]
+    )
+
+
+def _counts(frame: pandas.DataFrame, column: str) -> str:
+    table = frame.groupby([column, "status"]).size().unstack(fill_value=0)
+    statuses = [s for s in COLOURS if s in table.columns]
+    head = "".join(f"<th>{_e(s)}</th>" for s in statuses)
+    body = "".join(
+        f"<tr><th>{_e(key or '-')}</th>" + "".join(f"<td>{int(row[s])}</td>" for s in statuses) + "</tr>"
+        for key, row in table.iterrows()
+    )
+    return f'<table class="counts"><tr><th>{_e(column)}</th>{head}</tr>{body}</table>'
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _summary(frame: pandas.DataFrame, run: dict) -> str:
+    totals = frame["status"].value_counts()
+    badges = "".join(
+        f'<span class="badge" style="background:{c}">{_e(s)} {int(totals.get(s, 0))}</span>' for s, c in COLOURS.items()
+    )
+    options = {k: run[k] for k in sorted(run) if k not in ("dump_sha256_head_tail", "dump_size")}
+    options["precheck (this report)"] = _version("precheck")
+    options["torch (this report)"] = _version("torch")
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in options.items())
+    grids = "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
+    standard = _e(run.get("standard", "not recorded"))
+    return (
+        f'<section id="summary"><h2>Summary</h2><p>{len(frame)} compared outputs of '
+        f"{frame['call'].nunique()} APIs, standard {standard}: {badges}</p>"
+        f'<div class="grids">{grids}</div><details><summary>Run options and versions</summary>'
+        f'<table class="options">{rows or "<tr><td>no run record beside the CSVs</td></tr>"}</table>'
+        "</details></section>"
+    )
+
+
+def _log_scale(value: float, low: float, high: float, size: float) -> float:
+    v = min(max(value, FLOOR), CEIL) if math.isfinite(value) else CEIL
+    return (math.log10(v) - math.log10(low)) / (math.log10(high) - math.log10(low)) * size
+
+
+def _points(frame: pandas.DataFrame) -> tuple[pandas.DataFrame, int]:
+    """The rows to plot (graded, with a metric) and how many there were before sampling."""
+    graded = frame[(frame["status"] != "SKIP") & (frame["max_abs_err"].notna() | frame["cosine"].notna())]
+    if len(graded) <= MAX_POINTS:
+        return graded, len(graded)
+    loud = graded[graded["status"] != "pass"]
+    quiet = graded[graded["status"] == "pass"]
+    room = max(MAX_POINTS - len(loud), 0)
+    step = max(1, math.ceil(len(quiet) / room)) if room else len(quiet) + 1
+    return graded.loc[loud.index.union(quiet.index[::step])], len(graded)
+
+
+def _scatter(frame: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
+    points, total = _points(frame)
+    w, h = WIDTH - LEFT - PAD, HEIGHT - BOTTOM - PAD
+    marks = []
+    for _, r in points.iterrows():
+        x = LEFT + _log_scale(float(r["max_abs_err"]) if r["max_abs_err"] == r["max_abs_err"] else 0.0, FLOOR, CEIL, w)
+        gap = 1 - float(r["cosine"]) if r["cosine"] == r["cosine"] else 0.0
+        y = PAD + h - _log_scale(gap, FLOOR, CEIL, h)
+        colour = COLOURS.get(r["status"], "#000")
+        name = f"{r['call']}.{r['direction']}.output.{r['output']}"
+        tip = f"{name} {r['dtype']} {r['shape']} {r['status']}: {r['message']}"[:600]
+        shape = (
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>'
+            if r["direction"] == "forward"
+            else f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" fill="{colour}"/>'
+        )
+        marks.append(
+            f'<a class="pt" href="#api-{index.get(r["call"], 0)}" data-status="{_e(r["status"])}">'
+            f"<title>{_e(tip)}</title>{shape}</a>"
+        )
+    axes = _axes(w, h, float(run.get("max_abs", 1e-4)), 1 - float(run.get("cosine", 0.99)))
+    shown = f"{len(points)} of {total}" if len(points) < total else f"all {total}"
+    return (
+        '<section id="scatter"><h2>Every graded output</h2>'
+        f'<p class="note">{shown} graded outputs: 1 - cosine against max absolute error, log axes; circles are '
+        "forward outputs, squares gradients; hover for the row, click to jump to its API. Zero errors lie on the "
+        "axes.</p>"
+        f'<svg id="plot" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">'
+        f'{axes}<g id="points">{"".join(marks)}</g></svg></section>'
+    )
+
+
+def _axes(w: float, h: float, max_abs: float, gap: float) -> str:
+    parts = [f'<rect x="{LEFT}" y="{PAD}" width="{w}" height="{h}" class="frame"/>']
+    for exponent in range(round(math.log10(FLOOR)), round(math.log10(CEIL)) + 1, 2):
+        x = LEFT + _log_scale(10.0**exponent, FLOOR, CEIL, w)
+        y = PAD + h - _log_scale(10.0**exponent, FLOOR, CEIL, h)
+        parts.append(f'<text x="{x:.1f}" y="{PAD + h + 16}" class="tick">1e{exponent}</text>')
+        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick end">1e{exponent}</text>')
+    tx = LEFT + _log_scale(max_abs, FLOOR, CEIL, w)
+    ty = PAD + h - _log_scale(gap, FLOOR, CEIL, h)
+    parts.append(f'<line x1="{tx:.1f}" y1="{PAD}" x2="{tx:.1f}" y2="{PAD + h}" class="limit"/>')
+    parts.append(f'<line x1="{LEFT}" y1="{ty:.1f}" x2="{LEFT + w}" y2="{ty:.1f}" class="limit"/>')
+    parts.append(f'<text x="{tx + 4:.1f}" y="{PAD + 12}" class="tick">max abs {max_abs:g}</text>')
+    parts.append(f'<text x="{LEFT + w - 4}" y="{ty - 4:.1f}" class="tick end">cosine {1 - gap:g}</text>')
+    parts.append(f'<text x="{LEFT + w / 2}" y="{HEIGHT - 6}" class="axis">max absolute error</text>')
+    middle = PAD + h / 2
+    parts.append(f'<text x="14" y="{middle}" class="axis" transform="rotate(-90 14 {middle})">1 - cosine</text>')
+    return "".join(parts)
+
+
+def _advice(findings: list[Finding]) -> str:
+    if not findings:
+        return '<section id="advice"><h2>Expert advice</h2><p>No rule fired on this run.</p></section>'
+    items = []
+    for f in findings:
+        evidence = "".join(f"<li>{_e(line)}</li>" for line in f.evidence)
+        more = f"<li>and {f.count - len(f.evidence)} more</li>" if f.count > len(f.evidence) else ""
+        items.append(
+            f'<div class="finding" data-rule="{_e(f.rule)}"><h3>{_e(f.title)} ({f.count})</h3>'
+            f"<p>{_e(f.advice)}</p><details><summary>evidence</summary><ul>{evidence}{more}</ul></details></div>"
+        )
+    return f'<section id="advice"><h2>Expert advice</h2>{"".join(items)}</section>'
+
+
+def _worst(values: pandas.Series, pick: str) -> float | None:
+    values = values.dropna()
+    if values.empty:
+        return None
+    return float(values.min() if pick == "min" else values.max())
+
+
+def _apis(frame: pandas.DataFrame, dump: str | None) -> list[dict]:
+    """One entry per API in dump order: statuses, worst metrics, message and, when not all pass, the repro
+    command."""
+    apis = []
+    for call, rows in frame.groupby("call", sort=False):
+        statuses = {d: _direction_status(rows, d) for d in ("forward", "backward")}
+        message = rows["api_message"].iloc[0] if "api_message" in rows else ""
+        if not str(message).strip():
+            loud = rows[rows["status"] != "pass"]["message"]
+            message = "; ".join(loud.head(3))
+        entry = {
+            "call": call,
+            "family": rows["prefix"].iloc[0],
+            "forward": statuses["forward"],
+            "backward": statuses["backward"],
+            "dtype": next((d for d in rows["dtype"] if d), ""),
+            "cosine": _worst(rows["cosine"], "min"),
+            "max_abs": _worst(rows["max_abs_err"], "max"),
+            "message": str(message)[:2000],
+        }
+        if {entry["forward"], entry["backward"]} & {"warning", "error", "SKIP"} and dump:
+            entry["repro"] = f"precheck repro {call} -api_info {dump}"
+        apis.append(entry)
+    return apis
+
+
+def _direction_status(rows: pandas.DataFrame, direction: str) -> str:
+    column = f"{direction}_status"
+    if column in rows and str(rows[column].iloc[0]).strip():
+        return str(rows[column].iloc[0]).strip()
+    statuses = set(rows[rows["direction"] == direction]["status"])
+    return next((s for s in ("error", "warning", "SKIP", "pass") if s in statuses), "")
+
+
+def _table_shell(apis: list[dict]) -> str:
+    families = sorted({a["family"] for a in apis})
+    dtypes = sorted({a["dtype"] for a in apis if a["dtype"]})
+
+    def options(values: list[str]) -> str:
+        return '<option value="">all</option>' + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+
+    headers = [("call", "API"), ("family", "family"), ("forward", "forward"), ("backward", "backward"),
+               ("dtype", "dtype"), ("cosine", "worst cosine"), ("max_abs", "worst max abs error"),
+               ("message", "message")]  # fmt: skip
+    head = "".join(f'<th data-key="{k}" tabindex="0">{_e(label)}</th>' for k, label in headers)
+    return (
+        '<section id="apis-section"><h2>APIs</h2><div class="filters">'
+        f'<label>status <select id="f-status">{options(list(COLOURS))}</select></label>'
+        f'<label>family <select id="f-family">{options(families)}</select></label>'
+        f'<label>dtype <select id="f-dtype">{options(dtypes)}</select></label>'
+        '<label>name <input id="f-text" type="search" placeholder="filter by name"></label>'
+        '<span id="count"></span></div>'
+        f'<table id="table"><thead><tr>{head}</tr></thead><tbody></tbody></table>'
+        '<div class="pager"><button id="prev">previous</button><span id="page"></span>'
+        f'<button id="next">next</button></div><p class="note">Generated {time.strftime("%Y-%m-%d %H:%M:%S")}.</p>'
+        "</section>"
+    )
