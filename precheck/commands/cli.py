@@ -153,6 +153,7 @@ def _main(argv: list[str] | None = None) -> int:
         "repro": _repro,
         "api_precision_compare": _precision_compare,
         "regress": _regress,
+        "report": _report,
     }
     args = build_parser(handlers).parse_args(argv)
     return args.func(args)
@@ -215,11 +216,44 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         if stop_on_term:
             signal.signal(signal.SIGTERM, previous)
     print(summary.describe())
+    print(_closing(summary.details_path, args.report))
     why = summary.gate(args.fail_on) if args.fail_on else None
     if why:
         print(f"precheck: {why}", file=sys.stderr)
         return 1
     return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from precheck.report.frame import LoadError
+    from precheck.report.html import write_report
+
+    try:
+        page = write_report(args.path, args.out_path)
+    except LoadError as e:
+        _error(e)
+        return 2
+    except OSError as e:
+        _error(write_problem(e))
+        return 2
+    print(f"precheck report: {page}")
+    return 0
+
+
+def _closing(details: Path, report: bool) -> str:
+    """The worst APIs of a finished run (up to ten errors, each with its worst metric) and where its report is,
+    or the command that writes it."""
+    from precheck.report.frame import load, worst_errors
+    from precheck.report.html import write_report
+
+    lines = worst_errors(load(details))
+    if lines:
+        lines.insert(0, "  worst APIs:")
+    if report:
+        lines.append(f"  report:  {write_report(details)}")
+    else:
+        lines.append(f"  report:  precheck report {shlex.quote(str(details))}")
+    return "\n".join(escape(line) for line in lines)
 
 
 def _grading(args: argparse.Namespace) -> dict[str, object]:

@@ -67,7 +67,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | N
     grading = _grading_options()
     for add in (_add_run_ut, _add_generate):
         add(commands, grading)
-    for add in (_add_apis, _add_repro, _add_precision_compare, _add_regress):
+    for add in (_add_apis, _add_repro, _add_precision_compare, _add_regress, _add_report):
         add(commands)
     for name, sub in commands.choices.items():
         if handlers is not None:
@@ -224,6 +224,9 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
         "that graded nothing (every API SKIP) fails whatever the choice (for CI gates)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--report", action="store_true", help="also write report_{ts}.html beside the CSVs (see precheck report)"
+    )
 
 
 def _add_generate(commands: argparse._SubParsersAction, grading: argparse.ArgumentParser) -> None:
@@ -306,3 +309,14 @@ def _add_regress(commands: argparse._SubParsersAction) -> None:
     reg.add_argument(
         "--strict", action="store_true", help="also exit 1 when an API IMPROVED, so the baseline gets refreshed"
     )
+
+
+def _add_report(commands: argparse._SubParsersAction) -> None:
+    rep = commands.add_parser(
+        "report",
+        help="write a self-contained HTML report of a run: scatter plot, expert advice, table of APIs",
+        description="Write report_{ts}.html for a run: its output folder (the newest run there), or its "
+        "details or result CSV (precheck's or msprobe's). The page opens from file:// with no network.",
+    )
+    rep.add_argument("path", metavar="OUT_DIR_OR_CSV", help="a run's output folder, details CSV or result CSV")
+    rep.add_argument("-o", "--out_path", default=None, help="folder for the page (default: beside the CSVs)")

@@ -19,7 +19,7 @@ from precheck.results import split_row_name
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["ENGLISH", "LoadError", "load", "csv_pair"]
+__all__ = ["ENGLISH", "LoadError", "load", "csv_pair", "worst_errors"]
 
 # The 17 metric columns of the details CSV and their English names (Metrics' fields).
 ENGLISH = dict(zip(DETAILS_HEADER[4:21], [f for f in Metrics.__dataclass_fields__][:17], strict=True))
@@ -108,3 +108,22 @@ def _api_statuses(path: Path) -> pandas.DataFrame:
             "Message": "api_message",
         }
     ).assign(**{c: lambda f, c=c: f[c].str.strip() for c in ("forward_status", "backward_status")})
+
+
+def worst_errors(frame: pandas.DataFrame, limit: int = 10) -> list[str]:
+    """One line per API graded error, worst first (lowest cosine, then largest max abs error), at most ``limit``,
+    each naming its worst output and metric."""
+    errors = frame[frame["status"] == "error"].sort_values(["cosine", "max_abs_err"], ascending=[True, False])
+    lines = []
+    for call, rows in errors.groupby("call", sort=False):
+        row = rows.iloc[0]
+        metrics = ", ".join(
+            f"{label} {row[column]:.6g}"
+            for label, column in (("cosine", "cosine"), ("max abs error", "max_abs_err"))
+            if row[column] == row[column]  # NaN: not measured
+        )
+        where = f"{row['direction']}.output.{row['output']}"
+        lines.append(f"    {call} {where}: {metrics or str(row['message'])[:120]}")
+        if len(lines) == limit:
+            break
+    return lines

@@ -2,14 +2,15 @@
 
 The script reads the APIs from the page's embedded JSON and renders one page of the table at a time with
 textContent only (text from a dump never becomes markup); it sorts on a header click, filters by status, family,
-dtype and name, and shows the row a scatter point links to.
+dtype and name (also from the page's query: ?status=error&sort=cosine&desc=1), and shows the row a scatter point
+links to.
 """
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
 .badge{color:#fff;border-radius:10px;padding:1px 9px;margin:0 3px;font-weight:600}
-.grids{display:flex;gap:18px;flex-wrap:wrap}
+.grids{display:flex;gap:18px;flex-wrap:wrap;align-items:flex-start}
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 .counts td{text-align:right}.options td{font-family:monospace}
 #table th{cursor:pointer;background:#f4f4f4;user-select:none}#table th.sorted{background:#e0e8f5}
@@ -108,7 +109,15 @@ SCRIPT = """
   pick("prev").addEventListener("click", function () { if (page > 0) { page -= 1; draw(); } });
   pick("next").addEventListener("click", function () { page += 1; draw(); });
   window.addEventListener("hashchange", reveal);
+  var query = new URLSearchParams(location.search);  // a shareable view: ?status=error&sort=cosine&desc=1
+  [["status", "f-status"], ["family", "f-family"], ["dtype", "f-dtype"], ["name", "f-text"]].forEach(function (p) {
+    if (query.has(p[0])) { pick(p[1]).value = query.get(p[0]); }
+  });
+  var wanted = (query.get("sort") || "").replace(/[^a-z_]/g, "");
+  var sortBy = document.querySelector('#table th[data-key="' + wanted + '"]');
+  if (sortBy) { key = sortBy.dataset.key; descending = query.get("desc") === "1"; sortBy.classList.add("sorted"); }
   update();
   reveal();
+  document.body.dataset.ready = String(Math.round(performance.now()));
 })();
 """

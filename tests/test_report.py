@@ -1,0 +1,144 @@
+"""precheck report: the page as a person sees it in headless Chromium (no network), its expert advice on the dumps
+made to trigger each rule, and the command line around it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import DATA, real_dump_json
+
+from precheck.commands.cli import main
+from precheck.execution.options import CheckOptions
+from precheck.report.advice import advise
+from precheck.report.html import write_report
+from precheck.results import load
+from precheck.run_ut import run_ut
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+browser = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (.ci/setup installs Debian's package)")
+DETECTION = DATA / "detection" / "dev"
+
+
+def _dump(folder: Path) -> Path:
+    return next(folder.glob("step0/*/dump.json"))
+
+
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    cmd = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def _dom(tmp_path: Path, page: Path, query: str = "") -> str:
+    done = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", page.as_uri() + query)
+    errors = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert not errors, errors
+    assert 'data-ready="' in done.stdout, "the page's script did not finish"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def opinfo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("opinfo")
+    summary = run_ut(real_dump_json("opinfo_bf16_all_stats"), out, device="cpu", workers=1)
+    return summary, write_report(summary.details_path)
+
+
+@browser
+def test_the_opinfo_report_plots_every_graded_output_and_lists_every_api(opinfo, tmp_path):
+    summary, page = opinfo
+    frame = load(summary.details_path)
+    graded = frame[(frame["status"] != "SKIP") & (frame["max_abs_err"].notna() | frame["cosine"].notna())]
+    dom = _dom(tmp_path, page)
+    assert dom.count('class="pt"') == len(graded) > 100
+    apis = frame["call"].nunique()
+    assert f"{apis} of {apis} APIs" in dom
+    assert len(re.findall(r'<tr id="api-\d+"', dom)) == min(apis, 200)  # the first page of the table
+    shot = tmp_path / "opinfo.png"
+    _chromium(tmp_path, "--window-size=1280,1600", f"--screenshot={shot}", page.as_uri())
+    assert shot.stat().st_size > 10_000
+
+
+@browser
+def test_a_filter_and_a_sort_work(opinfo, tmp_path):
+    summary, page = opinfo
+    frame = load(summary.details_path)
+    errors = frame[(frame["forward_status"] == "error") | (frame["backward_status"] == "error")]["call"].unique()
+    dom = _dom(tmp_path, page, "?status=error&sort=call&desc=1")
+    rows = re.findall(r'<tr id="api-\d+"><td>([^<]*)</td>', dom)
+    assert sorted(rows, reverse=True) == rows == sorted(errors, reverse=True)
+    assert f"{len(errors)} of {frame['call'].nunique()} APIs" in dom
+
+
+@browser
+def test_text_from_a_dump_never_becomes_markup(tmp_path):
+    hostile = '<img src=x onerror="document.title=1">.forward.output.0'
+    details = tmp_path / "accuracy_checking_details_1.csv"
+    header = load_header()
+    cells = [hostile, "torch.float64", "torch.float32", "(2,)", "0.5", "1.0"] + [" "] * 15 + ["error", "</script>"]
+    details.write_text("\ufeff" + ",".join(header) + "\r\n" + ",".join(f'"{c}"' for c in cells) + "\r\n")
+    page = write_report(details)
+    assert "<img src=x" not in page.read_text(encoding="utf-8")
+    dom = _dom(tmp_path, page)
+    assert "<img" not in dom and "&lt;img src=x" in dom
+
+
+def load_header() -> list[str]:
+    from precheck.report.csv_files import DETAILS_HEADER
+
+    return DETAILS_HEADER
+
+
+def _rules(dump_json: Path, tmp_path: Path, target: str = "recorded") -> set[str]:
+    summary = run_ut(dump_json, tmp_path, device="cpu", workers=1, options=CheckOptions(target=target))
+    return {f.rule for f in advise(load(summary.details_path), dump_json)}
+
+
+@pytest.mark.parametrize(
+    "dump, rules",
+    [
+        (DETECTION / "cross_entropy_fp16_overflow_fp16", {"fp16_overflow", "nan_born_here"}),
+        (DETECTION / "adaptive_pool_half_accumulation_fp16", {"low_precision_accumulation", "beyond_rounding"}),
+        (DATA / "advice" / "gpt_fp16_loss_scale_1", {"underflow"}),
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else "",
+)
+def test_each_rule_fires_on_the_dump_made_to_trigger_it(dump, rules, tmp_path):
+    assert rules <= _rules(_dump(dump), tmp_path)
+
+
+def test_rules_that_need_generated_inputs_or_random_ops_fire_on_them(tmp_path):
+    assert {"generated_inputs", "random_law"} <= _rules(real_dump_json("gpt2_bf16_statistics"), tmp_path, "device")
+
+
+@pytest.mark.parametrize("name", ["mlp_fp32_tensor", "clean_gpt_fp32"])
+def test_no_rule_fires_on_a_clean_fp32_dump(name, tmp_path):
+    dump = real_dump_json(name) if (DATA / name).exists() else _dump(DETECTION / name)
+    assert _rules(dump, tmp_path, "device") == set()
+
+
+def test_loss_scaling_silences_the_underflow_rule(tmp_path):
+    assert "underflow" not in _rules(_dump(DATA / "advice" / "gpt_fp16_loss_scale_1024"), tmp_path)
+
+
+def test_the_run_names_its_worst_apis_and_writes_the_report(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run_ut", "-api_info", str(real_dump_json("gpt2_bf16_tensor")), "-o", str(out), "-q", "--report"]) == 0
+    text = capsys.readouterr().out
+    assert "worst APIs:\n    Functional.layer_norm." in text and "backward.output." in text
+    page = next(out.glob("report_*.html"))
+    assert f"report:  {page}" in text
+    assert main(["report", str(out), "-o", str(tmp_path / "again")]) == 0
+    assert "precheck report: " in capsys.readouterr().out and list((tmp_path / "again").glob("report_*.html"))
+
+
+def test_report_of_a_folder_without_a_run_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"precheck: error: {tmp_path}: no accuracy_checking_details_*.csv in this folder"
