@@ -243,13 +243,14 @@ def _report(args: argparse.Namespace) -> int:
 def _closing(details: Path, report: bool) -> str:
     """The worst APIs of a finished run (up to ten errors, each with its worst metric) and where its report is,
     or the command that writes it."""
-    from precheck.report.frame import load, worst_errors
-    from precheck.report.html import write_report
+    from precheck.report.frame import worst_errors
 
-    lines = worst_errors(load(details))
+    lines = worst_errors(details)
     if lines:
         lines.insert(0, "  worst APIs:")
     if report:
+        from precheck.report.html import write_report
+
         lines.append(f"  report:  {write_report(details)}")
     else:
         lines.append(f"  report:  precheck report {shlex.quote(str(details))}")
