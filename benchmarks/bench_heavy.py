@@ -31,25 +31,10 @@ import time
 from pathlib import Path
 
 import torch
+from detection_honest import decode
 
 HERE = Path(__file__).resolve().parent
 TOOLS = HERE.parent.parent / "shared" / "tools"  # ../shared beside the repository
-
-
-def _decode(value, folder: Path):
-    """A dump argument as the call takes it: tensors loaded from their files, the rest as recorded."""
-    if isinstance(value, list):
-        return [_decode(v, folder) for v in value]
-    if not isinstance(value, dict):
-        return value
-    kind = value.get("type", "")
-    if kind in ("torch.Tensor", "torch.nn.parameter.Parameter"):
-        return torch.load(folder / value["data_name"], weights_only=True)
-    if kind == "torch.dtype":
-        return getattr(torch, value["value"].split(".")[-1])
-    if kind == "slice":
-        return slice(*value["value"])
-    return value.get("value")
 
 
 def _cast(value, dtype: torch.dtype | None):
@@ -95,10 +80,10 @@ def floor(dump_json: Path) -> int:
         entry = lookup(key.rsplit(".", 2)[0]) if key.endswith(".forward") else None
         if entry is None:
             continue
-        args = _decode(record.get("input_args", []), folder)
-        kwargs = {k: _decode(v, folder) for k, v in record.get("input_kwargs", {}).items()}
+        args = decode(record.get("input_args", []), folder)
+        kwargs = {k: decode(v, folder) for k, v in record.get("input_kwargs", {}).items()}
         backward = data.get(key.removesuffix(".forward") + ".backward", {})
-        grads = _leaves(_decode(backward.get("input", []), folder)) if backward else []
+        grads = _leaves(decode(backward.get("input", []), folder)) if backward else []
         try:
             target = _side(entry.func, args, kwargs, grads, None)
             golden = _side(entry.func, args, kwargs, grads, torch.float64)

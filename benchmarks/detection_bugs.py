@@ -284,20 +284,31 @@ class _LayerNormNoProjection(torch.autograd.Function):
         return _traced(i, A._to_copy.default(bad, dtype=x.dtype), gx), gw, gb, None
 
 
-class _GeluTanhGrad(torch.autograd.Function):
-    """Exact (erf) GELU whose backward is the derivative of the tanh approximation."""
+def _pointwise_backward_bug(op: Callable, honest: Callable, wrong: Callable, doc: str) -> type:
+    """An autograd.Function computing ``op(x)`` whose backward returns ``wrong(g, x)`` instead of ``honest(g, x)``."""
 
-    @staticmethod
-    def forward(ctx, x, box):
-        ctx.save_for_backward(x)
-        ctx.i = box.value
-        return A.gelu.default(x)
+    class Bugged(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, box):
+            ctx.save_for_backward(x)
+            ctx.i = box.value
+            return op(x)
 
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        honest = A.gelu_backward.default(g, x)
-        return _traced(ctx.i, A.gelu_backward.default(g, x, approximate="tanh"), honest), None
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return _traced(ctx.i, wrong(g, x), honest(g, x)), None
+
+    Bugged.__doc__ = doc
+    return Bugged
+
+
+_GeluTanhGrad = _pointwise_backward_bug(
+    A.gelu.default,
+    A.gelu_backward.default,
+    lambda g, x: A.gelu_backward.default(g, x, approximate="tanh"),
+    "Exact (erf) GELU whose backward is the derivative of the tanh approximation.",
+)
 
 
 class _LogSoftmaxTailSum(torch.autograd.Function):
@@ -340,21 +351,12 @@ class _EmbeddingOverwrite(torch.autograd.Function):
         return _traced(i, bad, honest), None
 
 
-class _SiluNoCurvature(torch.autograd.Function):
-    """SiLU whose backward is g * sigmoid(x): it drops the x * s * (1 - s) term of the derivative."""
-
-    @staticmethod
-    def forward(ctx, x, box):
-        ctx.save_for_backward(x)
-        ctx.i = box.value
-        return A.silu.default(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        honest = A.silu_backward.default(g, x)
-        bad = A._to_copy.default(A.mul.Tensor(_f32(g), A.sigmoid.default(_f32(x))), dtype=x.dtype)
-        return _traced(ctx.i, bad, honest), None
+_SiluNoCurvature = _pointwise_backward_bug(
+    A.silu.default,
+    A.silu_backward.default,
+    lambda g, x: A._to_copy.default(A.mul.Tensor(_f32(g), A.sigmoid.default(_f32(x))), dtype=x.dtype),
+    "SiLU whose backward is g * sigmoid(x): it drops the x * s * (1 - s) term of the derivative.",
+)
 
 
 class _MseHalfGradient(torch.autograd.Function):

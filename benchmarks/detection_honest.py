@@ -35,9 +35,11 @@ class Honesty:
         return self.ratio is not None and self.ratio > MATERIAL
 
 
-def _decode(arg: Any, folder: Path) -> Any:
+def decode(arg: Any, folder: Path) -> Any:
+    """A dump argument as the call takes it: tensors loaded from their files (needing a gradient where the
+    recording said so), dtypes and slices rebuilt, other values as recorded."""
     if isinstance(arg, list):
-        return [_decode(a, folder) for a in arg]
+        return [decode(a, folder) for a in arg]
     if not isinstance(arg, dict):
         return arg
     kind = arg.get("type", "")
@@ -86,15 +88,15 @@ def honesty(dump_json: Path, api: str, direction: str) -> Honesty:
     forward = data.get(f"{api}.forward")
     if fn is None or forward is None:
         return Honesty(None, "no torch function or forward record to replay")
-    args = _decode(forward["input_args"], folder)
-    kwargs = {k: _decode(v, folder) for k, v in forward["input_kwargs"].items()}
+    args = decode(forward["input_args"], folder)
+    kwargs = {k: decode(v, folder) for k, v in forward["input_kwargs"].items()}
     grad_out = None
     if direction == "forward":
-        recorded = [_decode(forward["output"], folder)[0]]
+        recorded = [decode(forward["output"], folder)[0]]
     else:
         backward = data.get(f"{api}.backward", {})
-        grad_out = _decode(backward.get("input", [None]), folder)[0]
-        recorded = _decode(backward.get("output", []), folder)
+        grad_out = decode(backward.get("input", [None]), folder)[0]
+        recorded = decode(backward.get("output", []), folder)
         if not isinstance(grad_out, torch.Tensor):
             return Honesty(None, "no recorded incoming gradient")
     try:
