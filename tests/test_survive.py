@@ -278,3 +278,19 @@ def test_a_stopped_pool_run_says_how_to_continue_it_in_one_line(tmp_path, sig, c
     again = subprocess.run([sys.executable, "-m", *command], env=env, capture_output=True, text=True, timeout=180)
     assert again.returncode == 0, again.stderr
     assert [r[1] for r in rows(result)] == ["pass"] * 30
+
+
+def test_ctrl_c_ends_an_in_process_run_whose_api_hangs(tmp_path):
+    """The in-process helper is waited for at the end of a run only when idle: a Ctrl-C during a case that never
+    returns still ends the run at once, with the command that continues it."""
+    dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_hang.0"])
+    out = tmp_path / "out"
+    proc = cli("--backend", "inprocess", "-n", "1", "--timeout", "600", "-api_info", str(dump), "-o", str(out))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(rows(p) for p in out.glob("accuracy_checking_result_*.csv")):
+        time.sleep(0.05)
+    time.sleep(1.0)  # the hanging API has started
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted; 1 finished APIs are in " in err and "continue with: precheck run_ut" in err

@@ -58,7 +58,7 @@ class _Inline:
     def __init__(self, data_dir: Path, options: CheckOptions) -> None:
         self.requests: queue.SimpleQueue = queue.SimpleQueue()
         self.replies: queue.SimpleQueue = queue.SimpleQueue()
-        self.stuck = False  # a case ran past its timeout: the thread may never come back
+        self.busy = False  # a case is in flight: past its timeout or interrupted, it may never come back
         self.thread = threading.Thread(target=self._serve, args=(data_dir, options), name="precheck-check")
         self.thread.daemon = True
         self.thread.start()
@@ -73,20 +73,21 @@ class _Inline:
 
     def check(self, case: Case, timeout: float) -> ApiResult | None:
         """The case's result, or None when it took longer than ``timeout`` (this helper is then stuck)."""
+        self.busy = True
         self.requests.put(case)
         try:
             result, error = self.replies.get(timeout=min(timeout, MAX_TIMEOUT))
         except queue.Empty:
-            self.stuck = True
             return None
+        self.busy = False
         if error is not None:
             raise error
         return result
 
     def close(self) -> None:
-        """Ends the helper and waits for it, unless a case left it stuck, so a run does not shut the interpreter
-        down under a live thread (a heavy -n 1 run once ended in std::terminate, exit code -6, after writing its
-        CSVs)."""
+        """Ends the helper and waits for it when it is idle, so a run does not shut the interpreter down under a
+        live thread (a heavy -n 1 run once ended in std::terminate, exit code -6, after writing its CSVs). A case
+        still in flight (past its timeout, or a Ctrl-C) is not waited for: the run ends now, as before."""
         self.requests.put(None)
-        if not self.stuck:
+        if not self.busy:
             self.thread.join()
