@@ -79,20 +79,11 @@ def test_a_filter_and_a_sort_work(opinfo, tmp_path):
 @browser
 def test_text_from_a_dump_never_becomes_markup(tmp_path):
     hostile = '<img src=x onerror="document.title=1">.forward.output.0'
-    details = tmp_path / "accuracy_checking_details_1.csv"
-    header = load_header()
     cells = [hostile, "torch.float64", "torch.float32", "(2,)", "0.5", "1.0"] + [" "] * 15 + ["error", "</script>"]
-    details.write_text("\ufeff" + ",".join(header) + "\r\n" + ",".join(f'"{c}"' for c in cells) + "\r\n")
-    page = write_report(details)
+    page = write_report(_details_csv(tmp_path / "accuracy_checking_details_1.csv", [cells]))
     assert "<img src=x" not in page.read_text(encoding="utf-8")
     dom = _dom(tmp_path, page)
     assert "<img" not in dom and "&lt;img src=x" in dom
-
-
-def load_header() -> list[str]:
-    from precheck.report.csv_files import DETAILS_HEADER
-
-    return DETAILS_HEADER
 
 
 def _rules(dump_json: Path, tmp_path: Path, target: str = "recorded") -> set[str]:
@@ -142,3 +133,27 @@ def test_report_of_a_folder_without_a_run_is_one_line_exit_2(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"precheck: error: {tmp_path}: no accuracy_checking_details_*.csv in this folder"
+
+
+def _details_csv(path: Path, rows: list[list[str]]) -> Path:
+    from precheck.report.csv_files import DETAILS_HEADER
+
+    lines = [",".join(DETAILS_HEADER)] + [",".join(f'"{c}"' for c in row) for row in rows]
+    path.write_text("\ufeff" + "\r\n".join(lines) + "\r\n", encoding="utf-8")
+    return path
+
+
+@browser
+def test_a_run_that_compared_nothing_has_a_report_too(tmp_path):
+    page = write_report(_details_csv(tmp_path / "accuracy_checking_details_1.csv", []))
+    dom = _dom(tmp_path, page)
+    assert "0 compared outputs of 0 APIs" in dom and "0 of 0 APIs" in dom and 'class="pt"' not in dom
+
+
+def test_a_row_no_grader_wrote_is_shown_not_a_traceback(tmp_path, capsys):
+    odd = ["Odd name", "x", "y", "weird"] + ["abc"] * 17 + ["error", "m"]
+    _details_csv(tmp_path / "accuracy_checking_details_1.csv", [odd])
+    assert main(["report", str(tmp_path)]) == 0
+    frame = load(tmp_path)
+    assert frame.loc[0, "call"] == "Odd name" and frame.loc[0, "direction"] == "" and frame["cosine"].isna().all()
+    assert "Odd name" in next(tmp_path.glob("report_*.html")).read_text(encoding="utf-8")

@@ -68,8 +68,10 @@ def load(path: str | os.PathLike) -> pandas.DataFrame:
     parts = [split_row_name(name) for name in details["API Name"]]
     frame = pd.DataFrame(
         {
-            "call": [p[0] if p else name for p, name in zip(parts, details["API Name"], strict=True)],
-            "direction": [str(p[1]) if p else "" for p in parts],
+            "call": pd.Series(
+                [p[0] if p else n for p, n in zip(parts, details["API Name"], strict=True)], dtype=object
+            ),
+            "direction": pd.Series([str(p[1]) if p else "" for p in parts], dtype=object),
             "output": pd.array([p[2] if p else None for p in parts], dtype="Int64"),
         }
     )
