@@ -157,3 +157,19 @@ def test_a_row_no_grader_wrote_is_shown_not_a_traceback(tmp_path, capsys):
     frame = load(tmp_path)
     assert frame.loc[0, "call"] == "Odd name" and frame.loc[0, "direction"] == "" and frame["cosine"].isna().all()
     assert "Odd name" in next(tmp_path.glob("report_*.html")).read_text(encoding="utf-8")
+
+
+def test_a_report_that_cannot_be_written_costs_the_run_only_the_report(tmp_path, capsys, monkeypatch):
+    import precheck.report.html
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "out" / "report.html"))
+
+    monkeypatch.setattr(precheck.report.html, "write_report", refuse)
+    dump = str(real_dump_json("mlp_fp32_tensor"))
+    assert main(["run_ut", "-api_info", dump, "-o", str(tmp_path / "out"), "-q", "--report"]) == 0
+    captured = capsys.readouterr()
+    assert "precheck run_ut: 6 APIs" in captured.out
+    assert captured.err.strip().splitlines() == [
+        f"precheck: warning: no report: [Errno 13] Permission denied: '{tmp_path / 'out' / 'report.html'}'"
+    ]

@@ -216,7 +216,10 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         if stop_on_term:
             signal.signal(signal.SIGTERM, previous)
     print(summary.describe())
-    print(_closing(summary.details_path, args.report))
+    try:
+        print(_closing(summary.details_path, args.report))
+    except (OSError, ValueError) as e:  # the run's rows are on disk: a report it cannot write costs only the report
+        _warning_line(f"no report: {escape(str(e))}")
     why = summary.gate(args.fail_on) if args.fail_on else None
     if why:
         print(f"precheck: {why}", file=sys.stderr)

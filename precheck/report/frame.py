@@ -27,7 +27,7 @@ ENGLISH = dict(zip(DETAILS_HEADER[4:21], [f for f in Metrics.__dataclass_fields_
 _FIRST = ["call", "api", "prefix", "direction", "output", "dtype", "bench_dtype", "shape", "status", "message"]
 
 
-class LoadError(Exception):
+class LoadError(ValueError):
     """A path that holds no readable accuracy_checking CSVs (one line, naming the path)."""
 
 
