@@ -295,3 +295,15 @@ def test_regress_end_to_end_loads_no_torch(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_report_end_to_end_loads_no_torch(tmp_path):
+    details = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
+    code = (
+        "import sys\nfrom precheck.commands.cli import main\n"
+        f"code = main(['report', {str(details)!r}, '-o', {str(tmp_path)!r}])\n"
+        "assert code == 0, code\nassert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert len(list(tmp_path.glob("report_*.html"))) == 1

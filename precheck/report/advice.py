@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api_registry.classes import api_class
+from precheck.dump.jsonstream import JsonStream, StreamError
 
 if TYPE_CHECKING:
     import pandas
@@ -176,9 +177,32 @@ RULES = (fp16_overflow, underflow, low_precision_accumulation, nan_origin, beyon
 def advise(frame: pandas.DataFrame, dump_json: str | Path | None = None) -> list[Finding]:
     """Every rule that fires on ``frame``; ``dump_json`` (the run's dump) lets a rule read recorded inputs."""
     dump = None
-    if dump_json is not None and frame["message"].str.contains(_NONFINITE).any():
-        try:
-            dump = json.loads(Path(dump_json).read_text(encoding="utf-8")).get("data")
-        except (OSError, ValueError, AttributeError):
-            dump = None  # the dump moved or is unreadable: the rules that need it stay silent
+    flagged = frame[frame["message"].str.contains(_NONFINITE)]["call"]
+    if dump_json is not None and not flagged.empty:
+        dump = _forward_records(Path(dump_json), set(flagged))
     return [f for f in (rule(frame, dump) for rule in RULES) if f is not None]
+
+
+def _forward_records(dump_json: Path, calls: set[str]) -> dict | None:
+    """The forward records of ``calls``, read from their byte spans while the dump streams past (a dump of
+    gigabytes is never held); None when the dump moved or cannot be read: the rules that need it stay silent."""
+    wanted, spans, records = {f"{call}.forward" for call in calls}, {}, {}
+    try:
+        with open(dump_json, "rb") as f:
+            js = JsonStream(f)
+            if js.sniff() != "{":
+                return None
+            for key in js.keys("a top-level field name"):
+                if key != "data" or js.peek() != "{":
+                    js.skip()
+                    continue
+                for name in js.keys("a record name"):
+                    span = js.skip()
+                    if name in wanted:
+                        spans[name] = span
+            for name, (start, end) in spans.items():
+                f.seek(start)
+                records[name] = json.loads(f.read(end - start))
+    except (OSError, ValueError, StreamError, RecursionError):
+        return None
+    return records
