@@ -82,7 +82,8 @@ def underflow(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
 
 
 def low_precision_accumulation(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
-    accumulating = frame["api"].map(lambda a: api_class(a) in _ACCUMULATING or "avg_pool" in a)
+    kinds = {api: api_class(api) in _ACCUMULATING or "avg_pool" in api for api in frame["api"].unique()}
+    accumulating = frame["api"].map(kinds)
     worse = frame["message"].str.contains("worse than an honest", regex=False)
     rows = frame[accumulating & frame["dtype"].isin(HALF) & (frame["status"] == "error") & worse]
     return _finding(
