@@ -173,3 +173,16 @@ def test_a_report_that_cannot_be_written_costs_the_run_only_the_report(tmp_path,
     assert captured.err.strip().splitlines() == [
         f"precheck: warning: no report: [Errno 13] Permission denied: '{tmp_path / 'out' / 'report.html'}'"
     ]
+
+
+def test_a_large_run_plots_its_errors_first_and_at_most_max_points():
+    import pandas as pd
+
+    from precheck.report.html import MAX_POINTS, _points
+
+    statuses = ["pass"] * 1000 + ["warning"] * 6000 + ["error"] * 100 + ["SKIP"] * 50
+    frame = pd.DataFrame({"status": statuses, "cosine": 0.5, "max_abs_err": 1.0})
+    points, total = _points(frame)
+    assert total == 7100 and len(points) == MAX_POINTS
+    assert points["status"].value_counts().to_dict() == {"warning": MAX_POINTS - 100, "error": 100}
+    assert points.index.is_unique and points.index.is_monotonic_increasing
