@@ -1,262 +1,41 @@
-"""Look inside a ``torch.save`` file before torch reads a byte of its data.
-
-``torch.load(weights_only=True)`` never runs pickled code, but it still builds whatever tensor the file describes:
-a sparse tensor whose indices point outside it (a segfault or a wrong verdict later), a quantized, nested or meta
-tensor, or a (2, 3) tensor backed by a storage that a 4 MB file inflates to 4 GB. So the archive is inspected
-first: its zip directory is read, and its pickle is replayed with every global replaced by a stand-in that only
-records what it was given (nothing of the file is called, no storage is read). Only one dense strided tensor of
-the expected dtype and shape is accepted, backed by one storage that holds what the tensor reaches (a saved view
-may keep some more of its base, never far more) and whose zip entry holds exactly the declared bytes, within the
-memory limit. Anything else is a :class:`PtError` with the reason, and torch never sees the file.
-"""
+"""Tensor files as torch tensors: precheck.dump.ptarchive checks a ``torch.save`` file without torch, this gives
+what it accepted to torch, its dtype as torch's own."""
 
 from __future__ import annotations
 
-import io
-import pickle
-import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-MAX_PICKLE = 1 << 20  # bytes of data.pkl: a tensor's is about 150; anything near this is not a saved tensor
-MAX_ENTRIES = 64  # zip entries: a saved tensor has 7
-# A saved view keeps its base's storage (torch.save of x[:, :3]); a storage is refused when it holds more than
-# twice what its tensor reaches, plus this (a (2, 3) tensor on a 4 GB storage is a decompression bomb).
-SLACK = 1 << 20
-# What the other rebuild functions of torch._utils describe, for the refusal's message.
-_REFUSED = {
-    "_rebuild_sparse_tensor": "a sparse tensor",
-    "_rebuild_qtensor": "a quantized tensor",
-    "_rebuild_nested_tensor": "a nested tensor",
-    "_rebuild_meta_tensor_no_storage": "a meta tensor (no data)",
-    "_rebuild_wrapper_subclass": "a tensor subclass",
-    "_rebuild_device_tensor_from_numpy": "a device tensor",
-    "_rebuild_device_tensor_from_cpu_tensor": "a device tensor",
-    "_rebuild_xla_tensor": "an XLA tensor",
-    "_rebuild_tensor": "a tensor in a legacy format",
-}
-with warnings.catch_warnings():  # the legacy storage classes warn that TypedStorage is deprecated
-    warnings.simplefilter("ignore")
-    _STORAGE_DTYPES = {
-        name: cls.dtype
-        for name, cls in vars(torch).items()
-        if name.endswith("Storage") and isinstance(cls, type) and name != "UntypedStorage" and hasattr(cls, "dtype")
-    }
-_DTYPES = {name: value for name, value in vars(torch).items() if isinstance(value, torch.dtype)}
+from precheck.dump import ptarchive
+from precheck.dump.ptarchive import NotAnArchive, PtError
 
-
-class PtError(Exception):
-    """The file is not one dense tensor torch may safely read; the message is the reason."""
-
-
-class NotAnArchive(PtError):
-    """The file is no zip archive at all (empty, truncated, another format): unreadable rather than refused."""
-
-
-@dataclass(frozen=True)
-class _Storage:
-    dtype: torch.dtype  # torch.uint8 for an untyped storage (its size counts bytes)
-    key: str
-    numel: int
+__all__ = ["NotAnArchive", "PtError", "StoredTensor", "inspect", "read"]
 
 
 @dataclass(frozen=True)
 class StoredTensor:
-    """What the file declares, before anything of it is read."""
+    """What the file declares, before anything of it is read, its dtype a torch.dtype."""
 
     dtype: torch.dtype
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int
-    storage_bytes: int
-    entry: str  # the storage's zip entry
+    archived: ptarchive.StoredTensor
 
-
-@dataclass(frozen=True)
-class _Rebuilt:
-    storage: _Storage
-    offset: Any
-    size: Any
-    stride: Any
-    dtype: torch.dtype
-
-
-def _rebuild_v2(storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any = False, *rest: Any) -> _Rebuilt:
-    if not isinstance(storage, _Storage):
-        raise PtError("a tensor without a storage")
-    return _Rebuilt(storage, offset, size, stride, storage.dtype)
-
-
-def _rebuild_v3(storage: Any, offset: Any, size: Any, stride: Any, requires_grad: Any, hooks: Any, dtype: Any, *_):
-    if not isinstance(storage, _Storage) or not isinstance(dtype, torch.dtype):
-        raise PtError("a tensor without a storage or a dtype")
-    return _Rebuilt(storage, offset, size, stride, dtype)
-
-
-def _parameter(data: Any, *_: Any) -> Any:
-    return data
-
-
-def _from_type(func: Any, kind: Any, args: Any, state: Any) -> Any:
-    if kind not in (torch.Tensor, torch.nn.Parameter) or state:
-        raise PtError(f"a tensor of type {getattr(kind, '__name__', kind)!r} with state")
-    return func(*args)
-
-
-_ALLOWED = {
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_v2,
-    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_v3,
-    ("torch._utils", "_rebuild_parameter"): _parameter,
-    ("torch._utils", "_rebuild_parameter_with_state"): _parameter,
-    ("torch._tensor", "_rebuild_from_type_v2"): _from_type,
-    ("torch", "Tensor"): torch.Tensor,
-    ("torch.nn.parameter", "Parameter"): torch.nn.Parameter,
-    ("collections", "OrderedDict"): dict,
-    ("torch.storage", "UntypedStorage"): torch.uint8,
-}
-
-
-class _DryUnpickler(pickle.Unpickler):
-    """Replays a tensor's pickle with stand-ins: storages become their declarations, rebuilds their arguments."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _ALLOWED:
-            return _ALLOWED[module, name]
-        if module == "torch" and name in _STORAGE_DTYPES:
-            return _STORAGE_DTYPES[name]
-        if module == "torch" and name in _DTYPES:
-            return _DTYPES[name]
-        what = _REFUSED.get(name) if module == "torch._utils" else None
-        raise PtError(f"holds {what or 'something other than a dense tensor'} ({_short(module)}.{_short(name)})")
-
-    def persistent_load(self, pid: Any) -> _Storage:
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise PtError("a storage reference that is not ('storage', type, key, location, size)")
-        _, dtype, key, _location, numel = pid
-        if not isinstance(dtype, torch.dtype) or not isinstance(key, str) or not _is_count(numel):
-            raise PtError("a malformed storage reference")
-        return _Storage(dtype, key, numel)
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.archived.shape
 
 
 def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
-    """The tensor a ``torch.save`` file declares, checked without reading its storage; PtError says why not."""
-    try:
-        _check_directory(path)
-        with zipfile.ZipFile(path) as archive:
-            entries = archive.infolist()
-            pickled = _pickle_entry(entries)
-            prefix = pickled.filename[: -len("data.pkl")]
-            with archive.open(pickled) as f:
-                raw = f.read(MAX_PICKLE + 1)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as e:
-        raise NotAnArchive(f"not a torch.save archive ({_short(str(e) or type(e).__name__)})") from None
-    try:
-        rebuilt = _DryUnpickler(io.BytesIO(raw)).load()
-    except PtError:
-        raise
-    except Exception as e:  # any malformed pickle: the file's problem
-        raise PtError(f"malformed tensor pickle ({type(e).__name__}: {_short(str(e))})") from None
-    if not isinstance(rebuilt, _Rebuilt):
-        raise PtError(f"holds {type(rebuilt).__name__}, not a tensor")
-    named = {e.filename: e for e in entries}
-    if named.get(f"{prefix}byteorder") is not None and _read_small(path, f"{prefix}byteorder") != b"little":
-        raise PtError("a big-endian archive")
-    entry = named.get(f"{prefix}data/{rebuilt.storage.key}")
-    stored = _checked(rebuilt, f"{prefix}data/{rebuilt.storage.key}")
-    if entry is None:
-        raise PtError(f"storage {_short(rebuilt.storage.key)!r} is missing from the archive")
-    if entry.file_size != stored.storage_bytes:
-        raise PtError(f"storage declares {stored.storage_bytes} bytes, its entry holds {entry.file_size}")
-    if max_bytes is not None and stored.storage_bytes > max_bytes:
-        raise PtError(f"storage of {_size(stored.storage_bytes)} above --max-memory {_size(max_bytes)}")
-    return stored
+    """The tensor a ``torch.save`` file declares (precheck.dump.ptarchive.inspect); PtError says why not."""
+    stored = ptarchive.inspect(path, max_bytes=max_bytes)
+    return StoredTensor(getattr(torch, stored.dtype), stored)
 
 
 def read(path: Path, stored: StoredTensor) -> torch.Tensor:
     """The tensor :func:`inspect` accepted, built from its storage's bytes alone: torch's loader never runs on
     the file, and nothing beyond the checked storage is read."""
-    with zipfile.ZipFile(path) as archive:
-        raw = bytearray(archive.read(stored.entry))
+    a = stored.archived
+    raw = ptarchive.read_bytes(path, a)
     flat = torch.frombuffer(raw, dtype=stored.dtype) if raw else torch.empty(0, dtype=stored.dtype)
-    return flat.as_strided(stored.shape, stored.stride, stored.offset)
-
-
-def _read_small(path: Path, name: str) -> bytes:
-    with zipfile.ZipFile(path) as archive, archive.open(name) as f:
-        return f.read(16)
-
-
-def _check_directory(path: Path) -> None:
-    """Refuse an archive whose central directory is far beyond a tensor's before zipfile builds an object per
-    entry (a small file can list millions). zipfile's own reader of the end record is used: it is what it
-    trusts next."""
-    with open(path, "rb") as f:
-        end = zipfile._EndRecData(f)
-    if end is None:
-        raise zipfile.BadZipFile("File is not a zip file")
-    if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_ENTRIES or end[zipfile._ECD_SIZE] > MAX_ENTRIES * 1024:
-        raise PtError(f"an archive of {end[zipfile._ECD_ENTRIES_TOTAL]} entries, not one tensor")
-
-
-def _pickle_entry(entries: list[zipfile.ZipInfo]) -> zipfile.ZipInfo:
-    """The archive's one data.pkl; archives that two readers could read differently are refused."""
-    names = [e.filename for e in entries]
-    if len(entries) > MAX_ENTRIES:
-        raise PtError(f"an archive of {len(entries)} entries, not one tensor")
-    if len(set(names)) != len(names):
-        raise PtError("an archive with two entries of one name")
-    pickles = [e for e in entries if e.filename.endswith("/data.pkl") and e.filename.count("/") == 1]
-    if len(pickles) != 1 or any(not n.startswith(pickles[0].filename[:-8]) for n in names):
-        raise PtError("not a torch.save archive (expected one <name>/data.pkl and nothing beside <name>/)")
-    if pickles[0].file_size > MAX_PICKLE:
-        raise PtError(f"a tensor pickle of {pickles[0].file_size} bytes")
-    return pickles[0]
-
-
-def _checked(r: _Rebuilt, entry: str) -> StoredTensor:
-    """The declared tensor, when its sizes are sane and its storage is what it reaches (within SLACK)."""
-    if not (isinstance(r.size, tuple) and isinstance(r.stride, tuple) and len(r.size) == len(r.stride)):
-        raise PtError("a tensor whose size and stride do not match")
-    if not all(map(_is_count, (*r.size, *r.stride, r.offset))):
-        raise PtError("a tensor with a negative or non-integer size, stride or offset")
-    storage = r.storage
-    itemsize = r.dtype.itemsize
-    storage_bytes = storage.numel * storage.dtype.itemsize
-    if storage.dtype != r.dtype and storage.dtype != torch.uint8:
-        raise PtError(f"a {r.dtype} tensor on a {storage.dtype} storage")
-    if storage_bytes % itemsize:
-        raise PtError(f"a storage of {storage_bytes} bytes for {r.dtype} elements of {itemsize}")
-    if 0 in r.size:
-        reach = r.offset
-    else:
-        reach = r.offset + 1 + sum((n - 1) * s for n, s in zip(r.size, r.stride, strict=True))
-    if reach * itemsize > storage_bytes:
-        raise PtError(
-            f"the tensor reaches element {reach} of a storage of {storage_bytes // itemsize} (storage offset "
-            f"{r.offset}, size {r.size}, stride {r.stride})"
-        )
-    if storage_bytes > 2 * reach * itemsize + SLACK:
-        raise PtError(
-            f"a storage of {_size(storage_bytes)} behind a {tuple(r.size)} tensor that reaches "
-            f"{_size(reach * itemsize)} of it"
-        )
-    return StoredTensor(r.dtype, tuple(r.size), tuple(r.stride), r.offset, storage_bytes, entry)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _short(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes} bytes"
+    return flat.as_strided(a.shape, a.stride, a.offset)
