@@ -1,0 +1,248 @@
+"""Compare two dumps of the same step: msprobe's compare CSV, row by row as records are read, and the first place
+where the runs part (precheck.compare.divergence), in ``compare_summary_{ts}.json`` beside the CSV.
+
+Memory stays flat in the number of records: the dumps are indexed (names and byte spans), records are decoded two
+at a time, rows are written as they are made, and what the summary keeps is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from precheck.compare.align import align
+from precheck.compare.divergence import UNMATCHED, UNREADABLE, Divergence, tolerance
+from precheck.compare.entries import DumpIndex, Item, Record, open_dump, split_key
+from precheck.compare.mapping import NameMap, torch_dtype
+from precheck.compare.metrics import TensorMetrics, load_array, stats_deviation, tensor_metrics
+from precheck.compare.rules import judge
+from precheck.compare.stacks import Stacks
+from precheck.compare.table import CompareCsv, header, make_row
+from precheck.paths import output_folder
+
+
+@dataclass
+class DumpComparison:
+    """What one compare found; :meth:`as_dict` is compare_summary_{ts}.json."""
+
+    target: str
+    bench: str
+    mode: str
+    csv_path: Path
+    summary_path: Path
+    rows: int = 0
+    results: Counter = field(default_factory=Counter)
+    divergence: Divergence = field(default_factory=Divergence)
+    unmatched: list[dict[str, Any]] = field(default_factory=list)
+    first_overflow: str | None = None
+    wall_seconds: float = 0.0
+    prechecked: dict[str, dict[str, str]] = field(default_factory=dict)  # record -> its run_ut verdict
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.divergence
+        return {
+            "target": self.target,
+            "bench": self.bench,
+            "mode": self.mode,
+            "compare_csv": str(self.csv_path),
+            "rows": self.rows,
+            "results": dict(self.results),
+            "records": dict(d.verdicts),
+            "first_divergent": d.first.as_dict() if d.first else None,
+            "suspects": [f.as_dict() | self._verdict(f.name) for f in d.suspects],
+            "unmatched": self.unmatched,
+            "first_overflow": self.first_overflow,
+            "seconds": round(self.wall_seconds, 3),
+        }
+
+    def _verdict(self, name: str) -> dict[str, Any]:
+        return {"precheck": self.prechecked[name]} if name in self.prechecked else {}
+
+
+def compare_mode(target: DumpIndex, bench: DumpIndex) -> str:
+    """tensor when both dumps hold tensors, md5 when both hold CRC-32s, statistics otherwise."""
+    if target.summary_mode == bench.summary_mode:
+        return target.summary_mode
+    return "statistics"
+
+
+def compare_dumps(
+    target: str | os.PathLike,
+    bench: str | os.PathLike,
+    out_path: str | os.PathLike = ".",
+    *,
+    layer_mapping: dict[str, dict[str, str]] | None = None,
+    stack_path: str | os.PathLike | None = None,
+    suffix: str = "",
+) -> DumpComparison:
+    """Compare ``target`` with ``bench`` (dump.json files or their folders) and write the CSV and the summary.
+    Raises CompareInputError (a dump or mapping that cannot be used) or OSError (the output cannot be written)."""
+    start = time.perf_counter()
+    t, b = open_dump(target), open_dump(bench)
+    mode = compare_mode(t, b)
+    names = NameMap(layers=layer_mapping or {}, cross_framework=t.framework == "mindspore" != b.framework)
+    names.learn(t.keys)
+    stacks = Stacks.load(Path(stack_path) if stack_path else t.path.parent / "stack.json")
+    folder = output_folder(out_path)
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    result = DumpComparison(
+        str(t.path), str(b.path), mode,
+        folder / f"compare_result{suffix}_{stamp}.csv", folder / f"compare_summary{suffix}_{stamp}.json",
+    )  # fmt: skip
+    pairs = _pairs(t, b, names)
+    with open(result.csv_path, "w", newline="", encoding="utf-8") as f:
+        table = CompareCsv(f, header(mode, stacks.present))
+        for i, j in pairs:
+            _compare_pair(result, table, t, b, names, stacks, i, j)
+    result.rows = table.rows
+    result.unmatched = _unmatched_runs(pairs, t, b)
+    result.wall_seconds = time.perf_counter() - start
+    write_summary(result)
+    return result
+
+
+def write_summary(result: DumpComparison) -> None:
+    with open(result.summary_path, "w", encoding="utf-8") as f:
+        json.dump(result.as_dict(), f, indent=1)
+        f.write("\n")
+
+
+def _pairs(t: DumpIndex, b: DumpIndex, names: NameMap) -> list[tuple[int | None, int | None]]:
+    def token(key: str, mapped: bool) -> str:
+        api, _, direction = split_key(key) or (key, "", "forward")
+        return f"{direction}:{names.api(api) if mapped else api}"
+
+    t_tokens = [token(k, True) for k in t.keys]
+    b_tokens = [token(k, False) for k in b.keys]
+
+    def detail(side: str, i: int) -> tuple:
+        record = (t if side == "target" else b).record(i)
+        return tuple(item.shape for item in record.items if item.tensor)
+
+    return align(t_tokens, b_tokens, detail)
+
+
+def _compare_pair(result, table, t, b, names, stacks, i, j) -> None:
+    """The rows of one aligned pair of records (or of one side's record alone), their Result, and what the
+    divergence search learns from them."""
+    t_rec = t.record(i) if i is not None else None
+    b_rec = b.record(j) if j is not None else None
+    shown = t_rec or b_rec
+    if shown.problem or (b_rec is not None and b_rec.problem):
+        result.divergence.count(UNREADABLE)
+        row = make_row(result.mode, None, None, None)
+        row.update(
+            {"NPU Name": shown.key, "Result": "error", "Err_message": json.dumps([shown.problem or b_rec.problem])}
+        )
+        table.write(row)
+        result.results["error"] += 1
+        return
+    rows, deviations = _rows(result.mode, t_rec, b_rec, t, b)
+    judge(rows, result.mode, names.api(shown.api) if t_rec else shown.api)
+    if t_rec is not None and rows and stacks.present:
+        rows[0]["NPU_Stack_Info"] = stacks.of(t_rec.key)
+    for row in rows:
+        table.write(row)
+        result.results[row["Result"]] += 1
+    if t_rec is None or b_rec is None:
+        result.divergence.count(UNMATCHED)
+        return
+    result.divergence.observe(t_rec, deviations)
+    if result.first_overflow is None and _overflows(t_rec) and not _overflows(b_rec):
+        result.first_overflow = t_rec.key
+
+
+def _rows(mode: str, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b: DumpIndex):
+    rows, deviations = [], {}
+    if t_rec is None:
+        return [make_row(mode, None, item, None) for item in b_rec.items], deviations
+    bench_items = {item.name[len(b_rec.key) :]: item for item in b_rec.items} if b_rec else {}
+    for item in t_rec.items:
+        other = bench_items.get(item.name[len(t_rec.key) :])
+        metrics = None
+        if other is not None and mode == "tensor" and item.tensor and other.tensor:
+            metrics = _tensor_pair(t, b, item, other)
+        if other is not None:
+            deviations[item.name] = (_deviation(mode, item, other, metrics), tolerance(item, other))
+        rows.append(make_row(mode, _spelled(item), other, metrics))
+    return rows, deviations
+
+
+def _spelled(item: Item) -> Item:
+    """A MindSpore dtype as PyTorch spells it, so the two Dtype columns compare."""
+    dtype = torch_dtype(item.dtype)
+    if dtype == item.dtype:
+        return item
+    return Item(item.name, item.state, item.tensor, dtype, item.shape, item.requires_grad, item.stats, item.md5,
+                item.data_name)  # fmt: skip
+
+
+def _tensor_pair(t: DumpIndex, b: DumpIndex, item: Item, other: Item) -> TensorMetrics:
+    try:
+        n = load_array(t.data_dir, item.data_name)
+        g = load_array(b.data_dir, other.data_name)
+    except ValueError as e:
+        return TensorMetrics(dict.fromkeys(("Cosine",), "unsupported"), [str(e)])
+    if _rounded_to_bf16(item):
+        n = _bf16(n)
+    if _rounded_to_bf16(other):
+        g = _bf16(g)
+    return tensor_metrics(n, g)
+
+
+def _rounded_to_bf16(item: Item) -> bool:
+    """MindSpore saves BFloat16 tensors as float32 .npy files: they are rounded back to bf16 when read."""
+    return item.dtype == "BFloat16" and item.data_name.endswith(".npy")
+
+
+def _bf16(a):
+    import numpy as np
+
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return rounded.view(np.float32)
+
+
+def _deviation(mode: str, item: Item, other: Item, metrics: TensorMetrics | None) -> float:
+    if not item.tensor or not other.tensor:
+        return 0.0 if str(item.stats[0]) == str(other.stats[0]) else math.inf
+    if item.shape != other.shape:
+        return math.inf
+    if mode == "md5":
+        return 0.0 if item.md5 == other.md5 else math.inf
+    if metrics is not None and metrics.deviation is not None:
+        return metrics.deviation
+    dev = stats_deviation(item.stats, other.stats)
+    return 0.0 if dev is None else dev
+
+
+def _overflows(record: Record) -> bool:
+    """Its outputs hold inf/nan while its inputs are finite (by the recorded Max/Min)."""
+
+    def bad(items) -> bool:
+        return any(i.tensor and any(str(s).lower() in ("inf", "-inf", "nan") for s in i.stats[:2]) for i in items)
+
+    return bad(record.outputs) and not bad(record.inputs)
+
+
+def _unmatched_runs(pairs, t: DumpIndex, b: DumpIndex) -> list[dict[str, Any]]:
+    """Consecutive records of one side only, as runs: which side, how many, first and last name."""
+    runs: list[dict[str, Any]] = []
+    current = None
+    for i, j in pairs:
+        if i is not None and j is not None:
+            current = None
+            continue
+        side, key = ("target", t.keys[i]) if j is None else ("bench", b.keys[j])
+        if current is not None and current["side"] == side:
+            current.update(last=key, count=current["count"] + 1)
+        else:
+            current = {"side": side, "first": key, "last": key, "count": 1}
+            runs.append(current)
+    return runs

@@ -1,0 +1,244 @@
+"""The records of one dump as `precheck compare` sees them: every argument, output and parameter a row of its own.
+
+A record (``Functional.linear.0.forward``, ``Module.block.up.Linear.forward.0``, ``Mint.add.3.backward``) is cut
+into items named as msprobe's compare names them (``<record>.input.0``, ``<record>.input.keepdim``,
+``<record>.output.0.1``, ``<record>.parameters.weight``, ``<record>.parameters_grad.bias``), each with what the dump
+says of it: dtype, shape, statistics, CRC-32, data file. The dump is indexed once (names and byte spans, flat
+memory); a record is decoded from its own bytes when the compare reaches it, so a broken record costs its own rows.
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from precheck.dump.jsonstream import JsonStream, StreamError, digits_problem
+
+DIRECTIONS = ("forward", "backward", "parameters_grad")
+MAX_DEPTH = 32  # nesting of an argument (msprobe's own limit is lower)
+_FIELDS = (  # (record field, name suffix, state) in msprobe's order
+    ("input_args", ".input", "input"),
+    ("input_kwargs", ".input", "input"),
+    ("input", ".input", "input"),
+    ("output", ".output", "output"),
+    ("parameters", ".parameters", "parameters"),
+)
+_HEADER = ("task", "level", "framework", "dump_data_dir")
+
+
+class CompareInputError(Exception):
+    """A dump, a folder or a mapping that cannot be compared at all (one line, exit code 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    name: str
+    state: str  # input, output, parameters, parameters_grad
+    tensor: bool
+    dtype: str | None  # as recorded: torch.float32, BFloat16, <class 'int'>; None for a None argument
+    shape: str | None  # msprobe's text: "[2, 16]", "[]"
+    requires_grad: str | None  # "True" / "False"
+    stats: tuple[Any, Any, Any, Any]  # Max, Min, Mean, Norm (a value's own value for a non-tensor)
+    md5: str | None
+    data_name: str  # "-1" when the item has no file
+
+    @property
+    def dims(self) -> tuple[int, ...] | None:
+        """The shape as numbers, None when it is not a tensor's."""
+        if not self.tensor or self.shape is None:
+            return None
+        try:
+            return tuple(int(n) for n in json.loads(self.shape))
+        except (ValueError, TypeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    key: str
+    api: str  # the key without its counter and direction: Functional.linear, Module.block.up.Linear
+    direction: str
+    items: tuple[Item, ...]
+    problem: str | None = None  # why the record could not be read (its items are then empty)
+
+    @property
+    def inputs(self) -> tuple[Item, ...]:
+        return tuple(i for i in self.items if i.state in ("input", "parameters"))
+
+    @property
+    def outputs(self) -> tuple[Item, ...]:
+        return tuple(i for i in self.items if i.state in ("output", "parameters_grad"))
+
+
+def split_key(key: str) -> tuple[str, str, str] | None:
+    """(api, counter, direction) of an L1 key (``api.N.direction``) or an L0 one (``Module.path.Class.direction.N``)."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[-1] in DIRECTIONS and parts[-2].isdigit():
+        return ".".join(parts[:-2]), parts[-2], parts[-1]
+    if len(parts) >= 3 and parts[-2] in DIRECTIONS and parts[-1].isdigit():
+        return ".".join(parts[:-2]), parts[-1], parts[-2]
+    return None
+
+
+@dataclass(frozen=True)
+class DumpIndex:
+    """Where each record of a dump.json lies; records are decoded one at a time by :meth:`record`."""
+
+    path: Path
+    task: str
+    level: str
+    framework: str
+    keys: list[str]
+    spans: list[tuple[int, int]]
+    summary_mode: str  # statistics, md5 or tensor
+
+    @property
+    def data_dir(self) -> Path:
+        return self.path.parent / "dump_tensor_data"
+
+    def record(self, i: int) -> Record:
+        key = self.keys[i]
+        start, end = self.spans[i]
+        parts = split_key(key)
+        api, direction = (parts[0], parts[2]) if parts else (key, "forward")
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(start)
+                data = json.loads(f.read(end - start).decode("utf-8"))
+            if parts is None:
+                raise ValueError(f"{key!r} is not a record name (api.N.forward / Module.path.Class.forward.N)")
+            return Record(key, api, direction, tuple(record_items(key, data)))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+            reason = digits_problem(e) if isinstance(e, ValueError) else str(e) or type(e).__name__
+            return Record(key, api, direction, (), problem=f"record {key[:120]}: {reason[:200]}")
+
+    def records(self) -> Iterator[Record]:
+        return (self.record(i) for i in range(len(self.keys)))
+
+
+def open_dump(path: str | os.PathLike) -> DumpIndex:
+    """Index a dump.json (or the folder holding it); CompareInputError names the file and what is wrong."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "dump.json"
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise CompareInputError(f"{path}: not a regular file")
+        with open(path, "rb") as f:
+            doc, keys, spans, md5 = _index(JsonStream(f))
+    except FileNotFoundError:
+        raise CompareInputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise CompareInputError(f"{path}: cannot read: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise CompareInputError(f"{path}: not valid JSON: {e.msg} (byte {e.pos})") from None
+    except StreamError as e:
+        raise CompareInputError(f"{path}: {e}") from None
+    if keys is None:
+        raise CompareInputError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
+    task = doc.get("task")
+    if task not in ("tensor", "statistics"):
+        raise CompareInputError(
+            f"{path}: not an msprobe dump ('task' is {str(task)[:40]!r}, expected tensor or statistics)"
+        )
+    mode = "tensor" if task == "tensor" else "md5" if md5 else "statistics"
+    return DumpIndex(path, task, str(doc.get("level", "")), str(doc.get("framework", "")), keys, spans, mode)
+
+
+def _index(js: JsonStream) -> tuple[dict, list[str] | None, list[tuple[int, int]], bool]:
+    """The dump's top-level fields, its record names and byte spans, and whether its records carry CRC-32s."""
+    doc: dict[str, Any] = {}
+    keys: list[str] | None = None
+    spans: list[tuple[int, int]] = []
+    md5 = False
+    if js.sniff() != "{":
+        return doc, None, spans, md5
+    for key in js.keys("a top-level field name"):
+        if key == "data" and js.peek() == "{":
+            keys = []
+            for name in js.keys("a record name"):
+                keys.append(name)
+                spans.append(js.skip())
+        elif key in _HEADER:
+            doc[key] = js.value(f"the {key!r} field")
+        else:
+            js.skip()
+    if keys:
+        md5 = _has_md5(js, spans[0])
+    return doc, keys, spans, md5
+
+
+def _has_md5(js: JsonStream, span: tuple[int, int]) -> bool:
+    """msprobe's md5 dumps are statistics dumps whose tensors carry "md5": the first record tells."""
+    f = js.f
+    here = f.tell()
+    try:
+        f.seek(span[0])
+        return b'"md5"' in f.read(min(span[1] - span[0], 1 << 20))
+    finally:
+        f.seek(here)
+
+
+def record_items(key: str, data: Any) -> list[Item]:
+    """The items of one decoded record, in msprobe's order and with its names."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a record that is {type(data).__name__}, not an object")
+    parts = key.split(".")
+    if "parameters_grad" in parts[-2:]:
+        return _parse(data, key, "parameters_grad", 0)
+    items: list[Item] = []
+    for field, suffix, state in _FIELDS:
+        if field in data:
+            items += _parse(data[field], key + suffix, state, 0)
+    return items
+
+
+def _parse(data: Any, name: str, state: str, depth: int) -> list[Item]:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"arguments nested deeper than {MAX_DEPTH} levels")
+    if data is None:
+        return [Item(name, state, False, None, None, None, (None,) * 4, None, "-1")]
+    if isinstance(data, list):
+        in_grads = state == "parameters_grad"
+        return [i for n, d in enumerate(data) for i in _parse(d, name if in_grads else f"{name}.{n}", state, depth + 1)]
+    if isinstance(data, dict) and isinstance(data.get("type"), str):
+        return [_leaf(data, name, state)]
+    if isinstance(data, dict):
+        return [i for k, d in data.items() for i in _parse(d, f"{name}.{k}", state, depth + 1)]
+    return []
+
+
+def _leaf(data: dict, name: str, state: str) -> Item:
+    data_name = data.get("data_name") or "-1"
+    if not isinstance(data_name, str):
+        data_name = "-1"
+    full = data_name.rsplit(".", 1)[0] if data_name != "-1" else name
+    kind = data["type"]
+    if data.get("dtype"):
+        stats = tuple(data.get(k) for k in ("Max", "Min", "Mean", "Norm"))
+        req = data.get("requires_grad")
+        md5 = data.get("md5")
+        return Item(
+            full, state, True, str(data["dtype"]), _text(data.get("shape")), None if req is None else str(req),
+            stats, None if md5 is None else str(md5), data_name,
+        )  # fmt: skip
+    value = data.get("value")
+    if kind == "torch.Size":
+        dtype, shape = kind, str(value)
+    elif kind == "slice":
+        dtype, shape = kind, f"({len(value)},)" if isinstance(value, list) else "()"
+    else:
+        dtype, shape = str(type(value)), "[]"
+    crc = f"{zlib.crc32(str(value if value is not None else '').encode()):08x}"
+    return Item(full, state, False, dtype, shape, None, (value,) * 4, crc, data_name)
+
+
+def _text(shape: Any) -> str | None:
+    return None if shape is None else str(shape)

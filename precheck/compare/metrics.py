@@ -1,0 +1,179 @@
+"""The numbers of one compare row, by msprobe compare's formulas (core/compare/npy_compare.py, algorithm/ and
+acc_compare.py's CalcStatsDiff in mindstudio-probe 26.2), and the deviation the first-divergence search reads.
+
+Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One Thousandth and Five Thousandths Err Ratio of the
+two recorded tensors. Statistics mode: the differences of Max/Min/Mean/L2norm and their relative differences in
+percent. Where msprobe cannot compute (a 0-d or one-element tensor, an empty one, inf/nan at different places)
+the same words as msprobe's fill the cells and the reason goes to the row's messages.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from precheck.dump import ptarchive
+
+TENSOR_COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+                  "Five Thousandths Err Ratio")  # fmt: skip
+UNSUPPORTED, NAN, N_A, SHAPE_UNMATCH = "unsupported", "Nan", "N/A", "shape unmatched"
+_EPSILON = float(np.finfo(float).eps)
+MAX_FILE = 4 << 30  # bytes of one tensor file read for a compare
+
+
+@dataclass
+class TensorMetrics:
+    values: dict[str, Any]  # column -> number or msprobe's word
+    messages: list[str] = field(default_factory=list)
+    deviation: float | None = None  # relative L2 error, or max abs error over the bench's largest magnitude
+
+
+def load_array(data_dir: Path, data_name: str) -> np.ndarray:
+    """A recorded tensor (.pt through precheck.dump.ptarchive, .npy without pickles); ValueError says why not."""
+    if "/" in data_name or "\\" in data_name or data_name in (".", "..") or "\0" in data_name:
+        raise ValueError(f"data file {data_name[:80]!r} is not a plain file name")
+    path = data_dir / data_name
+    if not path.is_file():
+        raise ValueError(f"{data_name[:80]}: no such file in {data_dir}")
+    try:
+        if data_name.endswith(".npy"):
+            return np.load(path, allow_pickle=False, mmap_mode="r")
+        return ptarchive.read_array(path, ptarchive.inspect(path, max_bytes=MAX_FILE))
+    except ptarchive.PtError as e:
+        raise ValueError(f"{data_name[:80]}: {e}") from None
+    except (OSError, EOFError) as e:
+        raise ValueError(f"{data_name[:80]}: cannot read: {e}") from None
+
+
+def tensor_metrics(n: np.ndarray, b: np.ndarray) -> TensorMetrics:
+    """msprobe's six tensor metrics of target ``n`` against bench ``b``."""
+    if n.size == 0 or b.size == 0:
+        return _all(UNSUPPORTED, "This is empty data, can not compare.")
+    if n.shape != b.shape:
+        return _all(SHAPE_UNMATCH, "Shape of NPU and bench tensor do not match. Skipped.")
+    kind = np.result_type(_floating(n), _floating(b), np.float32)  # msprobe's relative error is in this dtype
+    n, b = np.asarray(n, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    messages = []
+    n_bad, b_bad = ~np.isfinite(n), ~np.isfinite(b)
+    if n_bad.any() or b_bad.any():
+        same = np.array_equal(n_bad, b_bad) and np.array_equal(np.isnan(n), np.isnan(b))
+        if not same or not np.array_equal(n[n_bad], b[b_bad], equal_nan=True):
+            result = _all(NAN, "The position of inf or nan in NPU and bench Tensor do not match.")
+            result.deviation = math.inf
+            return result
+        n, b = np.where(n_bad, 0.0, n), np.where(b_bad, 0.0, b)
+    if n.ndim == 0:
+        messages.append(
+            "This is type of 0-d tensor, can not calculate 'Cosine', 'EucDist', 'One Thousandth Err Ratio' and "
+            "'Five Thousandths Err Ratio'. "
+        )
+    flat_n, flat_b = n.reshape(-1), b.reshape(-1)
+    diff = np.abs(flat_n - flat_b)
+    values: dict[str, Any] = {}
+    values["Cosine"] = _cosine(flat_n, flat_b, n.ndim, messages)
+    values["EucDist"] = UNSUPPORTED if n.ndim == 0 else float(np.linalg.norm(flat_n - flat_b))
+    values["MaxAbsErr"] = _formatted(diff.max())
+    relative = _relative(flat_n.astype(kind), flat_b.astype(kind))
+    values["MaxRelativeErr"] = _formatted(relative.max())
+    for column, bound in (("One Thousandth Err Ratio", 0.001), ("Five Thousandths Err Ratio", 0.005)):
+        values[column] = UNSUPPORTED if n.ndim == 0 else _formatted(np.count_nonzero(relative < bound) / relative.size)
+    scale = float(np.linalg.norm(flat_b))
+    top = float(np.abs(flat_b).max())
+    rel_l2 = float(np.linalg.norm(flat_n - flat_b)) / scale if scale else (0.0 if not diff.any() else math.inf)
+    rel_max = float(diff.max()) / top if top else (0.0 if not diff.any() else math.inf)
+    return TensorMetrics(values, messages, max(rel_l2, rel_max))
+
+
+def _all(word: str, message: str) -> TensorMetrics:
+    return TensorMetrics(dict.fromkeys(TENSOR_COLUMNS, word), [message])
+
+
+def _floating(a: np.ndarray) -> np.dtype:
+    """The dtype msprobe computes a relative error in: floats as they are, anything else as float64."""
+    return a.dtype if np.issubdtype(a.dtype, np.floating) else np.dtype(np.float64)
+
+
+def _cosine(n: np.ndarray, b: np.ndarray, ndim: int, messages: list[str]) -> Any:
+    if ndim == 0:
+        return UNSUPPORTED
+    if n.size == 1:
+        messages.append("This is a 1-d tensor of length 1.")
+        return UNSUPPORTED
+    a_norm, b_norm = float(np.linalg.norm(n)), float(np.linalg.norm(b))
+    if a_norm <= _EPSILON and b_norm <= _EPSILON:
+        return 1.0
+    if a_norm <= _EPSILON:
+        messages.append("Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.")
+        return NAN
+    if b_norm <= _EPSILON:
+        messages.append("Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.")
+        return NAN
+    cos = _formatted(float(np.dot(n, b)) / (a_norm * b_norm))
+    return round(cos, 6) if cos > 0.9999 else cos
+
+
+def _relative(n: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """msprobe's relative error: a zero bench element has the dtype's epsilon added on both sides."""
+    zero = b == 0
+    eps = np.finfo(n.dtype).eps
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.abs((np.where(zero, n + eps, n) - np.where(zero, eps, b)) / np.where(zero, eps, b))
+
+
+def _formatted(value: float) -> float:
+    return float(f"{float(value):.12f}")
+
+
+def stats_differences(npu: tuple, bench: tuple) -> tuple[list[Any], list[Any]]:
+    """msprobe's statistics-mode cells: (Max, Min, Mean, L2norm diffs), (their relative differences)."""
+    diffs, rels = [], []
+    for a, b in zip(npu, bench, strict=True):
+        diff, rel = _stat_difference(a, b)
+        diffs.append(diff)
+        rels.append(rel)
+    return diffs, rels
+
+
+def _stat_difference(a: Any, b: Any) -> tuple[Any, Any]:
+    if str(a) == str(b):
+        return "0", "0"
+    x, y = _number(a), _number(b)
+    if x is None or y is None:
+        return N_A, N_A
+    if math.isnan(x) or math.isnan(y):
+        return NAN, NAN
+    if math.isinf(x) or math.isinf(y):
+        sign = "inf" if (x - y if not (math.isinf(x) and math.isinf(y)) else x) > 0 else "-inf"
+        return sign, sign
+    diff = x - y
+    return diff, "inf" if y == 0 else f"{abs(diff / y * 100)}%"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def stats_deviation(npu: tuple, bench: tuple) -> float | None:
+    """How far the target's statistics are from the bench's, relative to the bench's magnitude: the larger of
+    |dNorm| / Norm and |dMax|, |dMin|, |dMean| over max(|Max|, |Min|). None when the statistics are missing."""
+    values = [(_number(a), _number(b)) for a, b in zip(npu, bench, strict=True)]
+    if any(x is None or y is None for x, y in values):
+        return None
+    (nmax, bmax), (nmin, bmin), (nmean, bmean), (nnorm, bnorm) = values
+    if any(math.isnan(v) or math.isinf(v) for pair in values for v in pair):
+        finite_same = all(str(x) == str(y) for x, y in values)
+        return 0.0 if finite_same else math.inf
+    scale = max(abs(bmax), abs(bmin))
+    parts = [abs(nnorm - bnorm) / bnorm if bnorm else (0.0 if nnorm == bnorm else math.inf)]
+    for x, y in ((nmax, bmax), (nmin, bmin), (nmean, bmean)):
+        parts.append(abs(x - y) / scale if scale else (0.0 if x == y else math.inf))
+    return max(parts)
