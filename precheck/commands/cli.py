@@ -16,6 +16,7 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+from precheck.commands.compare_cli import handlers as compare_handlers
 from precheck.commands.parser import build_parser
 from precheck.escape import escape
 from precheck.execution.options import CheckOptions
@@ -154,6 +155,7 @@ def _main(argv: list[str] | None = None) -> int:
         "api_precision_compare": _precision_compare,
         "regress": _regress,
         "report": _report,
+        **compare_handlers(_error),
     }
     args = build_parser(handlers).parse_args(argv)
     return args.func(args)

@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from precheck import __version__
+from precheck.commands.compare_cli import add_parsers as add_compare_parsers
 from precheck.execution.options import BACKENDS, TARGETS
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 
@@ -67,7 +68,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | N
     grading = _grading_options()
     for add in (_add_run_ut, _add_generate):
         add(commands, grading)
-    for add in (_add_apis, _add_repro, _add_precision_compare, _add_regress, _add_report):
+    for add in (_add_apis, _add_repro, _add_precision_compare, _add_regress, _add_report, add_compare_parsers):
         add(commands)
     for name, sub in commands.choices.items():
         if handlers is not None:

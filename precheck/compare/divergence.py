@@ -100,12 +100,12 @@ class Divergence:
         outs = [(i.name, *deviations[i.name]) for i in record.outputs if i.name in deviations]
         in_dev, worst_in, in_ok = _worst(ins)
         if record.direction == "backward":
-            forward = self._forward_inputs.get(_call(record.key))
+            forward = self._forward_inputs.get(call_of(record.key))
             if forward is not None and forward > in_dev:
-                in_dev, worst_in = forward, f"{_call(record.key)}.forward inputs"
+                in_dev, worst_in = forward, f"{call_of(record.key)}.forward inputs"
             in_ok = in_ok and (forward is None or forward <= 0.0)
         elif record.direction == "forward":
-            self._forward_inputs[_call(record.key)] = _excess(ins)
+            self._forward_inputs[call_of(record.key)] = _excess(ins)
         out_dev, worst_out, out_ok = _worst(outs)
         if out_ok:
             verdict = AGREE
@@ -149,7 +149,7 @@ class Divergence:
         return self._producers.get(mark) if mark else None
 
 
-def _call(key: str) -> str:
+def call_of(key: str) -> str:
     """The call a record belongs to, without its direction: Functional.linear.0."""
     for direction in (".forward", ".backward"):
         if direction in key:

@@ -21,6 +21,8 @@ from precheck.compare.divergence import UNMATCHED, UNREADABLE, Divergence, toler
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump, split_key
 from precheck.compare.mapping import NameMap, torch_dtype
 from precheck.compare.metrics import TensorMetrics, load_array, stats_deviation, tensor_metrics
+from precheck.compare.overflow import non_finite
+from precheck.compare.record_log import RecordLog
 from precheck.compare.rules import judge
 from precheck.compare.stacks import Stacks
 from precheck.compare.table import CompareCsv, header, make_row
@@ -36,6 +38,7 @@ class DumpComparison:
     mode: str
     csv_path: Path
     summary_path: Path
+    records_path: Path
     rows: int = 0
     results: Counter = field(default_factory=Counter)
     divergence: Divergence = field(default_factory=Divergence)
@@ -43,6 +46,7 @@ class DumpComparison:
     first_overflow: str | None = None
     wall_seconds: float = 0.0
     prechecked: dict[str, dict[str, str]] = field(default_factory=dict)  # record -> its run_ut verdict
+    precheck_csv: Path | None = None  # run_ut's result CSV of the suspects
 
     def as_dict(self) -> dict[str, Any]:
         d = self.divergence
@@ -51,13 +55,15 @@ class DumpComparison:
             "bench": self.bench,
             "mode": self.mode,
             "compare_csv": str(self.csv_path),
+            "records_csv": str(self.records_path),
             "rows": self.rows,
             "results": dict(self.results),
             "records": dict(d.verdicts),
-            "first_divergent": d.first.as_dict() if d.first else None,
+            "first_divergent": d.first.as_dict() | self._verdict(d.first.name) if d.first else None,
             "suspects": [f.as_dict() | self._verdict(f.name) for f in d.suspects],
             "unmatched": self.unmatched,
             "first_overflow": self.first_overflow,
+            "precheck_csv": str(self.precheck_csv) if self.precheck_csv else None,
             "seconds": round(self.wall_seconds, 3),
         }
 
@@ -94,13 +100,17 @@ def compare_dumps(
     result = DumpComparison(
         str(t.path), str(b.path), mode,
         folder / f"compare_result{suffix}_{stamp}.csv", folder / f"compare_summary{suffix}_{stamp}.json",
+        folder / f"compare_records{suffix}_{stamp}.csv",
     )  # fmt: skip
     pairs = _pairs(t, b, names)
-    with open(result.csv_path, "w", newline="", encoding="utf-8") as f:
-        table = CompareCsv(f, header(mode, stacks.present))
+    with (
+        open(result.csv_path, "w", newline="", encoding="utf-8") as f,
+        open(result.records_path, "w", newline="", encoding="utf-8") as g,
+    ):
+        out = _Out(CompareCsv(f, header(mode, stacks.present)), RecordLog(g))
         for i, j in pairs:
-            _compare_pair(result, table, t, b, names, stacks, i, j)
-    result.rows = table.rows
+            _compare_pair(result, out, t, b, names, stacks, i, j)
+    result.rows = out.table.rows
     result.unmatched = _unmatched_runs(pairs, t, b)
     result.wall_seconds = time.perf_counter() - start
     write_summary(result)
@@ -128,7 +138,13 @@ def _pairs(t: DumpIndex, b: DumpIndex, names: NameMap) -> list[tuple[int | None,
     return align(t_tokens, b_tokens, detail)
 
 
-def _compare_pair(result, table, t, b, names, stacks, i, j) -> None:
+@dataclass
+class _Out:
+    table: CompareCsv
+    log: RecordLog
+
+
+def _compare_pair(result, out: _Out, t, b, names, stacks, i, j) -> None:
     """The rows of one aligned pair of records (or of one side's record alone), their Result, and what the
     divergence search learns from them."""
     t_rec = t.record(i) if i is not None else None
@@ -136,11 +152,12 @@ def _compare_pair(result, table, t, b, names, stacks, i, j) -> None:
     shown = t_rec or b_rec
     if shown.problem or (b_rec is not None and b_rec.problem):
         result.divergence.count(UNREADABLE)
+        out.log.alone(shown.key, shown.direction, UNREADABLE, shown.problem or b_rec.problem)
         row = make_row(result.mode, None, None, None)
         row.update(
             {"NPU Name": shown.key, "Result": "error", "Err_message": json.dumps([shown.problem or b_rec.problem])}
         )
-        table.write(row)
+        out.table.write(row)
         result.results["error"] += 1
         return
     rows, deviations = _rows(result.mode, t_rec, b_rec, t, b)
@@ -148,12 +165,13 @@ def _compare_pair(result, table, t, b, names, stacks, i, j) -> None:
     if t_rec is not None and rows and stacks.present:
         rows[0]["NPU_Stack_Info"] = stacks.of(t_rec.key)
     for row in rows:
-        table.write(row)
+        out.table.write(row)
         result.results[row["Result"]] += 1
     if t_rec is None or b_rec is None:
         result.divergence.count(UNMATCHED)
+        out.log.alone(shown.key, shown.direction, UNMATCHED, f"only in the {'target' if t_rec else 'bench'}")
         return
-    result.divergence.observe(t_rec, deviations)
+    out.log.finding(result.divergence.observe(t_rec, deviations))
     if result.first_overflow is None and _overflows(t_rec) and not _overflows(b_rec):
         result.first_overflow = t_rec.key
 
@@ -223,12 +241,8 @@ def _deviation(mode: str, item: Item, other: Item, metrics: TensorMetrics | None
 
 
 def _overflows(record: Record) -> bool:
-    """Its outputs hold inf/nan while its inputs are finite (by the recorded Max/Min)."""
-
-    def bad(items) -> bool:
-        return any(i.tensor and any(str(s).lower() in ("inf", "-inf", "nan") for s in i.stats[:2]) for i in items)
-
-    return bad(record.outputs) and not bad(record.inputs)
+    """Its outputs hold inf/nan while its inputs are finite (by the recorded statistics)."""
+    return any(map(non_finite, record.outputs)) and not any(map(non_finite, record.inputs))
 
 
 def _unmatched_runs(pairs, t: DumpIndex, b: DumpIndex) -> list[dict[str, Any]]:

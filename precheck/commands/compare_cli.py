@@ -1,0 +1,166 @@
+"""`precheck compare` and `precheck overflow`: their grammar and handlers, a thin skin over precheck.compare.
+
+Exit codes as for run_ut: 0 the compare completed, 2 an input that cannot be used (one line, no traceback).
+Neither command imports torch unless ``--precheck`` runs the suspects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from precheck.escape import escape
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    cmp = commands.add_parser(
+        "compare",
+        help="compare two dumps of the same step: msprobe's compare CSV and the first record where they part",
+        description="Compare the target's dump with the bench's, record by record, into msprobe's "
+        "compare_result_{ts}.csv (tensor, statistics or md5, by what both dumps hold) and "
+        "compare_summary_{ts}.json: the first divergent record in execution order and why (its inputs agree and "
+        "its outputs do not, or its inputs already differ, and which record produced them), the suspects, the "
+        "runs of records only one side has. Folders of step*/rank* are compared rank by rank.",
+    )
+    cmp.add_argument("-target", "--target", "-tp", "--target_path", dest="target", metavar="DUMP")
+    cmp.add_argument("-bench", "--bench", "-gp", "--golden_path", dest="bench", metavar="DUMP")
+    cmp.add_argument("-i", "--input_path", metavar="COMPARE_JSON", help="msprobe's compare.json (npu_path, ...)")
+    cmp.add_argument("-o", "--out_path", default=".", help="folder for the CSV and the summary")
+    cmp.add_argument("-lm", "--layer_mapping", metavar="YAML", help="msprobe's layer mapping of module names")
+    cmp.add_argument("-s", "--stack_path", metavar="STACK_JSON", help="the target's stack.json (default: beside)")
+    cmp.add_argument(
+        "--precheck",
+        action="store_true",
+        help="replay the suspect APIs of the target against the float64 golden (run_ut's CSVs beside)",
+    )
+    cmp.add_argument("--device", default="cpu", help="where --precheck re-runs calls of a statistics dump")
+    ovf = commands.add_parser(
+        "overflow",
+        help="list the records whose outputs hold inf/nan while their inputs are finite, in execution order",
+        description="The first records of a dump (statistics or tensors) that turn finite inputs into inf or "
+        "nan: where an overflow is born, not where it spreads.",
+    )
+    ovf.add_argument("dump", metavar="DUMP", help="a dump.json or the folder holding it")
+    ovf.add_argument("-n", "--limit", type=int, default=20, help="how many records to list (default 20)")
+
+
+def handlers(error: Callable[[object], None]) -> dict[str, Callable[[argparse.Namespace], int]]:
+    return {"compare": lambda args: _compare(args, error), "overflow": lambda args: _overflow(args, error)}
+
+
+def _compare(args: argparse.Namespace, error: Callable[[object], None]) -> int:
+    from precheck.compare.dumps import compare_dumps
+    from precheck.compare.entries import CompareInputError
+    from precheck.compare.mapping import load_layer_mapping
+    from precheck.compare.session import read_compare_json, resolve
+    from precheck.paths import OutputError, write_problem
+
+    try:
+        target, bench, stack = args.target, args.bench, args.stack_path
+        if args.input_path:
+            target, bench, json_stack = read_compare_json(args.input_path)
+            stack = stack or json_stack
+        if not target or not bench:
+            raise CompareInputError("give -target and -bench (two dumps), or -i compare.json")
+        mapping = load_layer_mapping(args.layer_mapping) if args.layer_mapping else None
+        pairs = resolve(target, bench)
+        for pair in pairs:
+            out = Path(args.out_path) / pair.folder
+            result = compare_dumps(
+                pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix
+            )
+            if args.precheck:
+                _precheck(result, out, args.device)
+            print(describe(result))
+    except (CompareInputError, OutputError) as e:
+        error(e)
+        return 2
+    except OSError as e:
+        error(write_problem(e))
+        return 2
+    return 0
+
+
+def _precheck(result, out: Path, device: str) -> None:
+    from precheck.compare.dumps import write_summary
+    from precheck.compare.record_log import add_verdicts
+    from precheck.compare.suspects import precheck_suspects
+
+    precheck_suspects(result, out, device)
+    add_verdicts(result.records_path, result.prechecked)
+    write_summary(result)
+
+
+def describe(result) -> str:
+    """The compare's closing lines: counts, the first divergent record and why, the suspects, unmatched runs."""
+    d = result.divergence
+    counts = ", ".join(f"{k} {result.results.get(k, 0)}" for k in ("pass", "warning", "error", "unmatched"))
+    lines = [
+        f"precheck compare ({result.mode}): {sum(d.verdicts.values())} records, {result.rows} rows: {counts} "
+        f"in {result.wall_seconds:.2f} s"
+    ]
+    lines.append(f"  first divergent: {_why(d.first, result)}" if d.first else "  the two runs agree everywhere")
+    for f in d.suspects[:10]:
+        if f is not d.first:
+            lines.append(
+                f"  suspect: {f.name} ({f.verdict}, output deviation {f.output_deviation:.3g})" + _v(result, f.name)
+            )
+    for run in result.unmatched[:5]:
+        span = run["first"] if run["count"] == 1 else f"{run['first']} .. {run['last']}"
+        lines.append(f"  only in the {run['side']}: {span} ({run['count']} records)")
+    if result.first_overflow:
+        lines.append(f"  first overflow on the target only: {result.first_overflow}")
+    lines += [f"  csv:     {result.csv_path}", f"  records: {result.records_path}", f"  summary: {result.summary_path}"]
+    if result.precheck_csv:
+        lines.append(f"  precheck: {result.precheck_csv}")
+    return "\n".join(escape(line) for line in lines)
+
+
+def _why(f, result) -> str:
+    head = f"{f.name}"
+    if f.verdict == "suspect":
+        return (
+            f"{head}: its inputs agree (deviation {f.input_deviation:.3g}, within rounding) and its outputs do not "
+            f"({f.output_deviation:.3g}): the API is suspect" + _v(result, f.name)
+        )
+    source = (
+        f"produced by {f.producer}"
+        if f.producer
+        else "which no earlier record of the dump produced (the step's inputs, the parameters, or an op not "
+        "recorded at this level)"
+    )
+    if f.verdict == "amplified":
+        return (
+            f"{head}: its inputs already differ ({f.input_deviation:.3g}, {f.worst_input}) and its outputs "
+            f"differ {f.output_deviation / max(f.input_deviation, 1e-300):.3g} times more: suspect" + _v(result, f.name)
+        )
+    return f"{head}: inherited: its input {f.worst_input} already differs ({f.input_deviation:.3g}), {source}"
+
+
+def _v(result, name: str) -> str:
+    v = result.prechecked.get(name)
+    if not v:
+        return ""
+    backward = f", backward {v['backward']}" if v.get("backward") else ""
+    return f"; precheck: forward {v['forward']}{backward}"
+
+
+def _overflow(args: argparse.Namespace, error: Callable[[object], None]) -> int:
+    from precheck.compare.entries import CompareInputError
+    from precheck.compare.overflow import first_overflows
+
+    try:
+        found = first_overflows(args.dump, args.limit)
+    except CompareInputError as e:
+        error(e)
+        return 2
+    if not found:
+        print("precheck overflow: no record turns finite inputs into inf or nan")
+        return 0
+    print(f"precheck overflow: {len(found)} records turn finite inputs into inf or nan (execution order):")
+    for f in found:
+        print(escape(f"  {f.record}: {f.output} holds {f.what}"))
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,52 @@
+"""compare_records_{ts}.csv: one row per record in execution order with its divergence verdict (agree, suspect,
+amplified, inherited, unmatched, unreadable), its deviations and, after ``--precheck``, the suspect's run_ut
+verdict beside it. Written as records are read, so it costs no memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+from typing import TextIO
+
+from precheck.compare.divergence import Finding
+from precheck.compare.table import cell
+
+COLUMNS = ["Record", "Direction", "Verdict", "Inputs agree", "Input deviation", "Output deviation", "Worst input",
+           "Worst output", "Produced by", "Precheck"]  # fmt: skip
+
+
+def _number(x: float) -> str:
+    return f"{x:.6g}" if math.isfinite(x) else str(x)
+
+
+class RecordLog:
+    def __init__(self, f: TextIO) -> None:
+        self.writer = csv.writer(f, lineterminator="\n")
+        self.writer.writerow(COLUMNS)
+
+    def finding(self, f: Finding) -> None:
+        deviations = [_number(f.input_deviation), _number(f.output_deviation)]
+        row = [f.name, f.direction, f.verdict, f.inputs_agree, *deviations, f.worst_input or "", f.worst_output or "",
+               f.producer or "", ""]  # fmt: skip
+        self.writer.writerow([cell(v) for v in row])
+
+    def alone(self, key: str, direction: str, verdict: str, why: str) -> None:
+        """A record of one side only, or one that could not be read."""
+        self.writer.writerow([cell(v) for v in (key, direction, verdict, "", "", "", "", "", why, "")])
+
+
+def add_verdicts(path: Path, verdicts: dict[str, dict[str, str]]) -> None:
+    """Fill the Precheck column of the records ``verdicts`` names (after run_ut checked them)."""
+    tmp = path.with_suffix(".tmp")
+    with open(path, newline="", encoding="utf-8") as src, open(tmp, "w", newline="", encoding="utf-8") as dst:
+        reader, writer = csv.reader(src), csv.writer(dst, lineterminator="\n")
+        for row in reader:
+            v = verdicts.get(row[0]) if len(row) == len(COLUMNS) else None
+            if v:
+                back = f", backward {v['backward']}" if v.get("backward") else ""
+                row[-1] = cell(f"forward {v['forward']}{back}")
+            writer.writerow(row)
+    os.replace(tmp, path)

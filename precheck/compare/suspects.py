@@ -1,0 +1,98 @@
+"""``precheck compare --precheck``: the suspect records of a compare replayed on the spot against the float64
+golden, so that "this API is wrong" and "this API is fine, its input was already off" are told apart.
+
+The suspects' calls (forward and backward records) are copied with their tensor files into a dump of their own
+beside the compare CSV, and run_ut checks that dump: a tensor dump grades what the target recorded (``--target
+recorded``: the target device need not be here), a statistics dump re-runs each call on this machine from inputs
+generated from its statistics. Module records (L0) are not APIs and are left out with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from precheck.compare.divergence import call_of
+from precheck.compare.dumps import DumpComparison
+from precheck.compare.entries import DumpIndex, open_dump
+
+MAX_PRECHECKED = 50  # calls replayed by one compare
+
+
+def suspect_calls(comparison: DumpComparison) -> list[str]:
+    """The calls (``Functional.gelu.0``) of the suspects and of the first divergent record, first seen first."""
+    findings = list(comparison.divergence.suspects)
+    if comparison.divergence.first is not None:
+        findings.insert(0, comparison.divergence.first)
+    calls: list[str] = []
+    for finding in findings:
+        call = call_of(finding.name)
+        if call not in calls and finding.direction != "parameters_grad":
+            calls.append(call)
+    return calls[:MAX_PRECHECKED]
+
+
+def write_sub_dump(target: DumpIndex, calls: list[str], folder: Path) -> Path:
+    """A dump.json holding only the records of ``calls``, its tensor files copied beside it."""
+    wanted = set(calls)
+    data, files = {}, set()
+    for i, key in enumerate(target.keys):
+        if call_of(key) not in wanted:
+            continue
+        start, end = target.spans[i]
+        with open(target.path, "rb") as f:
+            f.seek(start)
+            record = json.loads(f.read(end - start).decode("utf-8"))
+        data[key] = record
+        files |= set(_data_names(record))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dump_tensor_data").mkdir(exist_ok=True)
+    for name in files:
+        source = target.data_dir / name
+        if "/" not in name and "\\" not in name and name not in (".", "..") and source.is_file():
+            shutil.copyfile(source, folder / "dump_tensor_data" / name)
+    doc = {"task": target.task, "level": target.level, "framework": target.framework, "dump_data_dir": None}
+    path = folder / "dump.json"
+    path.write_text(json.dumps(doc | {"data": data}), encoding="utf-8")
+    return path
+
+
+def _data_names(value) -> list[str]:
+    if isinstance(value, dict):
+        own = [value["data_name"]] if isinstance(value.get("data_name"), str) else []
+        return own + [n for v in value.values() for n in _data_names(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _data_names(v)]
+    return []
+
+
+def precheck_suspects(comparison: DumpComparison, out_dir: Path, device: str = "cpu") -> dict[str, dict[str, str]]:
+    """Replay the suspects with run_ut; the verdict of each suspect record's call, by record name."""
+    from precheck.execution.options import CheckOptions
+    from precheck.run_ut import run_ut
+
+    target = open_dump(comparison.target)
+    calls = suspect_calls(comparison)
+    verdicts: dict[str, dict[str, str]] = {}
+    api_calls = [c for c in calls if not c.startswith(("Module.", "Cell."))]
+    for call in set(calls) - set(api_calls):
+        verdicts[call] = {"forward": "SKIP", "message": "a module, not an API: precheck checks APIs (dump at L1)"}
+    if api_calls:
+        sub = write_sub_dump(target, api_calls, out_dir / "precheck_dump")
+        recorded = target.task == "tensor"
+        options = CheckOptions(device=device, target="recorded" if recorded else "device")
+        summary = run_ut(sub, out_dir, options=options)
+        comparison.precheck_csv = summary.result_path
+        for result in summary.results:
+            verdicts[result.name] = {
+                "forward": result.forward.value,
+                "backward": result.backward.value if result.backward else "",
+                "message": result.message,
+            }
+    by_record = {}
+    for finding in [comparison.divergence.first, *comparison.divergence.suspects]:
+        if finding is not None and call_of(finding.name) in verdicts:
+            by_record[finding.name] = verdicts[call_of(finding.name)]
+    comparison.prechecked = by_record
+    return by_record
