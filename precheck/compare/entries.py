@@ -116,7 +116,7 @@ class DumpIndex:
                 raise ValueError(f"{key!r} is not a record name (api.N.forward / Module.path.Class.forward.N)")
             return Record(key, api, direction, tuple(record_items(key, data)))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-            reason = digits_problem(e) if isinstance(e, ValueError) else str(e) or type(e).__name__
+            reason = digits_problem(e) if "digits" in str(e) else str(e) or type(e).__name__
             return Record(key, api, direction, (), problem=f"record {key[:120]}: {reason[:200]}")
 
     def records(self) -> Iterator[Record]:

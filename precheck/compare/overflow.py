@@ -20,14 +20,19 @@ class Overflow:
 
 
 def non_finite(item: Item) -> set[str]:
-    """Which of inf, -inf, nan a tensor's recorded Max/Min/Mean/Norm show."""
-    if not item.tensor:
-        return set()
+    """Which of inf, -inf, nan a tensor's recorded Max/Min/Mean/Norm show, or a float argument is (the -inf a
+    causal mask is filled with is an input, so masked_fill does not give birth to it)."""
     found = set()
     for value in item.stats:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float, str))
+            or (not item.tensor and isinstance(value, str))
+        ):
+            continue
         try:
-            x = float(value) if value is not None and not isinstance(value, bool) else 0.0
-        except (TypeError, ValueError):
+            x = float(value)
+        except ValueError:
             continue
         if math.isnan(x):
             found.add("nan")

@@ -1,0 +1,275 @@
+"""precheck compare on real msprobe dumps (tests/data/compare, recorded by benchmarks/compare_record.py): the
+compare CSV cell for cell against msprobe's own on the same pair, the first divergent record, the records CSV,
+--precheck, alignment of different call sequences, L0 with a layer mapping, ranks, md5, statistics, overflow."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from precheck.commands.cli import main
+from precheck.compare import table
+from tests.helpers import DATA
+
+CMP = DATA / "compare"
+MSPROBE = CMP / "msprobe"
+
+
+def dump(variant: str) -> Path:
+    return CMP / variant / "step0" / "rank0" / "dump.json"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def outputs(folder: Path) -> tuple[list[dict], list[dict], dict]:
+    """(compare rows, record rows, summary) of the one compare in ``folder``."""
+    rows = list(csv.DictReader(open(next(folder.glob("compare_result_*.csv")), encoding="utf-8")))
+    records = list(csv.DictReader(open(next(folder.glob("compare_records_*.csv")), encoding="utf-8")))
+    summary = json.loads(next(folder.glob("compare_summary_*.json")).read_text())
+    return rows, records, summary
+
+
+def compare(capsys, tmp_path, target: str, bench: str, *extra: str):
+    code, out, err = run(capsys, "compare", "-target", str(dump(target)), "-bench", str(dump(bench)),
+                         "-o", str(tmp_path), *extra)  # fmt: skip
+    assert code == 0, err
+    return (*outputs(tmp_path), out)
+
+
+def _msprobe_headers() -> dict[str, list[str]]:
+    """The compare headers as msprobe 26.2 builds them, read from its CompareConst source (vendored)."""
+    source = (MSPROBE / "compare_const_26_2.py.txt").read_text()
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef))
+    values: dict[str, object] = {}
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                if isinstance(node.value, ast.List):
+                    values[node.targets[0].id] = [values[e.id] for e in node.value.elts]
+    v = values
+    extract = v["EXTRACT_INDEX"]
+    tensor = v["BASIC_INFO"] + v["BUILTIN_COMPARE_COLUMNS"] + v["SUMMARY_INFO"] + extract
+    summary = v["BASIC_INFO"] + v["SUMMARY_COMPARE_INDEX"] + v["SUMMARY_INFO"] + extract
+    md5 = v["BASIC_INFO"] + [v["NPU_MD5"], v["BENCH_MD5"]] + extract
+    stack, data_name = v["STACK"], v["DATA_NAME"]
+    # merge_result's get_dump_mode: the tensor header ends with Data_name, after the stack when there is one
+    return {
+        "tensor": tensor + [data_name],
+        "tensor+stack": tensor + [stack, data_name],
+        "statistics": summary,
+        "statistics+stack": summary + [stack],
+        "md5": md5,
+        "md5+stack": md5 + [stack],
+    }
+
+
+@pytest.mark.parametrize("mode", ["tensor", "statistics", "md5"])
+@pytest.mark.parametrize("stack", [False, True])
+def test_headers_are_msprobes(mode, stack):
+    assert table.header(mode, stack) == _msprobe_headers()[mode + ("+stack" if stack else "")]
+
+
+@pytest.mark.parametrize(
+    ("target", "bench", "reference", "departures"),
+    [
+        # msprobe's text says "< 0.6" for a rule that tests < 0.1; an argument only the target has is "unmatched"
+        ("fp32_tensor_gelu_bug", "fp32_tensor", "tensor_fp32_gelu_bug.csv", {"Err_message": 2, "Result": 1}),
+        # msprobe calls every bf16-vs-fp32 row an error for its dtype alone (45 rows); here only a change of kind
+        ("bf16_statistics_gelu_bug", "fp32_statistics", "statistics_bf16_gelu_bug.csv", {"Result": 45,
+                                                                                          "Err_message": 45}),
+        ("fp32_md5_gelu_bug", "fp32_md5", "md5_fp32_gelu_bug.csv", {"Result": 1, "Err_message": 1}),
+    ],
+)  # fmt: skip
+def test_cells_match_msprobes_compare(capsys, tmp_path, target, bench, reference, departures):
+    rows, _, _, _ = compare(capsys, tmp_path, target, bench)
+    theirs = list(csv.DictReader(open(MSPROBE / reference, encoding="utf-8")))
+    assert [r["NPU Name"] for r in rows] == [r["NPU Name"] for r in theirs]
+    differing: dict[str, int] = {}
+    for ours, ref in zip(rows, theirs, strict=True):
+        for column, value in ref.items():
+            if column == "NPU_Stack_Info":
+                continue  # the recording machine's paths
+            if column == "MaxRelativeErr" and value != ours[column]:
+                assert float(value) == pytest.approx(float(ours[column]), rel=1e-6)
+            elif ours[column] != value:
+                differing[column] = differing.get(column, 0) + 1
+    assert differing == departures
+
+
+def test_patched_kernel_is_the_first_divergence_and_prechecked_error(capsys, tmp_path):
+    rows, records, summary, out = compare(capsys, tmp_path, "fp32_tensor_gelu_bug", "fp32_tensor", "--precheck")
+    first = summary["first_divergent"]
+    assert first["name"] == "Functional.gelu.0.forward" and first["verdict"] == "suspect"
+    assert first["inputs_agree"] is True and first["input_deviation"] == 0.0
+    assert first["precheck"]["forward"] == "error"
+    assert "first divergent: Functional.gelu.0.forward: its inputs agree" in out
+    assert "the API is suspect; precheck: forward error" in out
+    by_name = {r["Record"]: r for r in records}
+    assert [r["Verdict"] for r in records[:2]] == ["agree", "agree"]
+    assert by_name["Functional.gelu.0.forward"]["Precheck"].startswith("forward error")
+    # what follows only inherits, and each names the record its differing input came from
+    assert by_name["Functional.linear.1.forward"]["Verdict"] == "inherited"
+    assert by_name["Functional.linear.1.forward"]["Produced by"] == "Functional.gelu.0.forward"
+    assert by_name["Torch.softmax.0.forward"]["Produced by"] == "Tensor.__add__.0.forward"
+    assert summary["precheck_csv"] and Path(summary["precheck_csv"]).is_file()
+    results = list(csv.DictReader(open(summary["precheck_csv"], encoding="utf-8-sig")))
+    assert {r["API name"]: r["Forward Test Success"] for r in results}["Functional.gelu.0"] == "error"
+
+
+def test_bf16_against_fp32_finds_the_patched_kernel_not_rounding(capsys, tmp_path):
+    _, records, summary, _ = compare(capsys, tmp_path, "bf16_tensor_gelu_bug", "fp32_tensor")
+    assert summary["first_divergent"]["name"] == "Functional.gelu.0.forward"
+    assert summary["first_divergent"]["verdict"] == "suspect"
+    verdicts = {r["Record"]: r["Verdict"] for r in records}
+    assert verdicts["Functional.linear.0.forward"] == verdicts["Functional.layer_norm.0.forward"] == "agree"
+
+
+def test_clean_bf16_forward_agrees_with_fp32(capsys, tmp_path):
+    _, records, _, _ = compare(capsys, tmp_path, "bf16_tensor", "fp32_tensor")
+    assert {r["Verdict"] for r in records if r["Direction"] == "forward"} == {"agree"}
+
+
+def test_statistics_and_md5_dumps_find_it_too(capsys, tmp_path):
+    _, _, summary, _ = compare(capsys, tmp_path / "s", "bf16_statistics_gelu_bug", "fp32_statistics")
+    assert summary["mode"] == "statistics" and summary["first_divergent"]["name"] == "Functional.gelu.0.forward"
+    rows, _, summary, _ = compare(capsys, tmp_path / "m", "fp32_md5_gelu_bug", "fp32_md5")
+    assert summary["mode"] == "md5" and summary["first_divergent"]["name"] == "Functional.gelu.0.forward"
+    result = {r["NPU Name"]: r["Result"] for r in rows}
+    assert result["Functional.gelu.0.forward.input.0"] == "pass"
+    assert result["Functional.gelu.0.forward.output.0"] == "error"
+
+
+def test_a_tensor_dump_against_a_statistics_dump_compares_statistics(capsys, tmp_path):
+    rows, _, summary, _ = compare(capsys, tmp_path, "fp32_tensor_gelu_bug", "fp32_statistics")
+    assert summary["mode"] == "statistics" and "Max diff" in rows[0]
+
+
+def test_different_call_sequences_are_aligned_not_shifted(capsys, tmp_path):
+    rows, records, summary, out = compare(capsys, tmp_path, "fp32_tensor_unfused_ln", "fp32_tensor")
+    runs = [(r["side"], r["first"], r["last"], r["count"]) for r in summary["unmatched"]]
+    assert runs[:2] == [
+        ("bench", "Functional.layer_norm.0.forward", "Functional.layer_norm.0.forward", 1),
+        ("target", "Tensor.mean.0.forward", "Tensor.__add__.1.forward", 10),
+    ]
+    assert "only in the target: Tensor.mean.0.forward .. Tensor.__add__.1.forward (10 records)" in out
+    bench_of = {r["NPU Name"]: r["Bench Name"] for r in rows}
+    # the residual add is the target's third __add__ and the bench's first: paired by the alignment
+    assert bench_of["Tensor.__add__.2.forward.output.0"] == "Tensor.__add__.0.forward.output.0"
+    assert bench_of["Functional.gelu.0.forward.input.0"] == "Functional.gelu.0.forward.input.0"
+    assert {r["Verdict"] for r in records if r["Record"].startswith(("Functional.linear", "Functional.gelu"))} == {
+        "agree"
+    }
+    assert {r["Result"] for r in rows if r["NPU Name"] == "N/A"} == {"unmatched"}
+
+
+def test_module_dumps_with_a_layer_mapping(capsys, tmp_path):
+    _, _, unmapped, _ = compare(capsys, tmp_path / "a", "fp32_l0_renamed_gelu_bug", "fp32_l0")
+    assert unmapped["unmatched"], "renamed modules do not match by name"
+    mapping = tmp_path / "layer_mapping.yaml"
+    mapping.write_text("Block:\n  fc_in: up\n  norm: ln\n  fc_out: down\n")
+    rows, records, summary, out = compare(
+        capsys, tmp_path / "b", "fp32_l0_renamed_gelu_bug", "fp32_l0", "-lm", str(mapping)
+    )
+    assert summary["unmatched"] == []
+    bench_of = {r["NPU Name"]: r["Bench Name"] for r in rows}
+    assert bench_of["Module.block.fc_in.Linear.forward.0.input.0"] == "Module.block.up.Linear.forward.0.input.0"
+    assert bench_of["Module.block.norm.LayerNorm.forward.0.parameters.weight"] == (
+        "Module.block.ln.LayerNorm.forward.0.parameters.weight"
+    )
+    # the GELU lives inside Block, between two children: the first record that differs is fc_out, whose
+    # input no recorded module produced; Block itself is the suspect
+    assert summary["first_divergent"]["name"] == "Module.block.fc_out.Linear.forward.0"
+    assert summary["first_divergent"]["verdict"] == "inherited"
+    assert "which no earlier record of the dump produced" in out
+    assert [s["name"] for s in summary["suspects"]] == ["Module.block.Block.forward.0"]
+
+
+def test_ranks_are_compared_rank_by_rank(capsys, tmp_path):
+    for side, variant in (("t", "fp32_tensor_gelu_bug"), ("b", "fp32_tensor")):
+        for rank in ("rank0", "rank1"):
+            shutil.copytree(CMP / variant / "step0" / "rank0", tmp_path / side / "step0" / rank)
+    code, out, err = run(capsys, "compare", "-target", str(tmp_path / "t"), "-bench", str(tmp_path / "b"),
+                         "-o", str(tmp_path / "out"))  # fmt: skip
+    assert code == 0, err
+    names = sorted(p.name.rsplit("_", 1)[0] for p in (tmp_path / "out").glob("compare_result_*.csv"))
+    assert names == ["compare_result_rank0", "compare_result_rank1"]
+    assert out.count("first divergent: Functional.gelu.0.forward") == 2
+    shutil.rmtree(tmp_path / "b" / "step0" / "rank1")
+    code, _, err = run(capsys, "compare", "-target", str(tmp_path / "t"), "-bench", str(tmp_path / "b"))
+    assert code == 2 and "has no step0/rank1" in err and err.count("\n") == 1
+
+
+def test_compare_json_as_msprobe_takes_it(capsys, tmp_path):
+    spec = tmp_path / "compare.json"
+    spec.write_text(json.dumps({"npu_path": str(dump("fp32_md5_gelu_bug")), "bench_path": str(dump("fp32_md5"))}))
+    code, out, err = run(capsys, "compare", "-i", str(spec), "-o", str(tmp_path / "o"))
+    assert code == 0, err and "first divergent: Functional.gelu.0.forward" in out
+
+
+def test_overflow_names_where_inf_is_born(capsys, tmp_path):
+    bugged = DATA / "detection" / "dev" / "cross_entropy_fp16_overflow_fp16" / "step0"
+    code, out, _ = run(capsys, "overflow", str(next(bugged.iterdir())))
+    assert code == 0
+    assert out.splitlines()[1:] == [
+        "  Functional.cross_entropy.0.forward: Functional.cross_entropy.0.forward.output.0 holds inf"
+    ]
+    clean = DATA / "detection" / "dev" / "clean_cnn_fp16" / "step0"
+    code, out, _ = run(capsys, "compare", "-target", str(next(bugged.iterdir())), "-bench",
+                       str(next(clean.iterdir())), "-o", str(tmp_path))  # fmt: skip
+    assert "first overflow on the target only: Functional.cross_entropy.0.forward" in out
+    # a causal mask filled with -inf is not an overflow: the -inf was an argument
+    gpt = DATA / "detection" / "dev" / "clean_gpt_fp32" / "step0"
+    assert "no record turns finite inputs into inf or nan" in run(capsys, "overflow", str(next(gpt.iterdir())))[1]
+
+
+def test_a_broken_record_is_one_row_and_the_compare_goes_on(capsys, tmp_path):
+    doc = json.loads(dump("fp32_tensor_gelu_bug").read_text())
+    doc["data"]["Functional.gelu.0.forward"] = [1, 2]
+    doc["data"]["Functional.linear.1.forward"]["output"][0]["data_name"] = "../../etc/passwd"
+    shutil.copytree(dump("fp32_tensor_gelu_bug").parent, tmp_path / "t")
+    (tmp_path / "t" / "dump.json").write_text(json.dumps(doc))
+    code, _, err = run(capsys, "compare", "-target", str(tmp_path / "t"), "-bench", str(dump("fp32_tensor")),
+                       "-o", str(tmp_path / "o"))  # fmt: skip
+    assert code == 0, err
+    rows, records, _ = outputs(tmp_path / "o")
+    broken = [r for r in rows if r["NPU Name"] == "Functional.gelu.0.forward"]
+    assert broken[0]["Result"] == "error" and "a record that is list, not an object" in broken[0]["Err_message"]
+    assert {r["Record"]: r["Verdict"] for r in records}["Functional.gelu.0.forward"] == "unreadable"
+    assert len(rows) > 40
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-target", "/nonexistent/dump.json", "-bench", "/tmp"], "/nonexistent/dump.json: no such file"),
+        (["-target", str(CMP / "fp32_md5" / "msprobe_config.json"), "-bench", str(dump("fp32_md5"))], "not an msprobe"),
+        (["-target", str(dump("fp32_md5"))], "give -target and -bench"),
+        (["-target", str(dump("fp32_l0")), "-bench", str(dump("fp32_l0")), "-lm", "/nonexistent.yml"], "no such"),
+    ],
+)  # fmt: skip
+def test_unusable_input_is_one_line(capsys, argv, message):
+    code, out, err = run(capsys, "compare", *argv)
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_compare_loads_no_torch(tmp_path):
+    code = (
+        "import sys; from precheck.commands.cli import main; "
+        f"main(['compare', '-target', {str(dump('fp32_tensor_gelu_bug'))!r}, '-bench', {str(dump('fp32_tensor'))!r}, "
+        f"'-o', {str(tmp_path)!r}]); assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
