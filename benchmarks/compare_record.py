@@ -53,7 +53,7 @@ class Block(nn.Module):
     def __init__(self, renamed: bool, unfused: bool) -> None:
         super().__init__()
         self.names = ("fc_in", "norm", "fc_out") if renamed else ("up", "ln", "down")
-        for name, layer in zip(self.names, (nn.Linear(32, 64), nn.LayerNorm(64), nn.Linear(64, 32))):
+        for name, layer in zip(self.names, (nn.Linear(32, 64), nn.LayerNorm(64), nn.Linear(64, 32)), strict=True):
             setattr(self, name, layer)
         self.unfused = unfused
 

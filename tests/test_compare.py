@@ -273,3 +273,17 @@ def test_compare_loads_no_torch(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_logits_first_failing_token(capsys, tmp_path):
+    logits = CMP / "logits"
+    code, out, err = run(capsys, "logits", "-target", str(logits / "bf16"), "-bench", str(logits / "fp32_logits.pt"),
+                         "-o", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    assert "24 tokens; the first failing token is 2 (cosine 0.983324" in out
+    assert "the generated text parts at token 10 (top-1 differs)" in out
+    rows = list(csv.DictReader(open(next(tmp_path.glob("logits_compare_*.csv")), encoding="utf-8")))
+    assert [r["Result"] for r in rows[:3]] == ["pass", "pass", "error"]
+    assert rows[10]["Top-1 agrees"] == "False" and rows[9]["Top-1 agrees"] == "True"
+    code, _, err = run(capsys, "logits", "-target", str(logits / "bf16"), "-bench", str(CMP))
+    assert code == 2 and "no .npy or .pt files" in err

@@ -44,10 +44,24 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     ovf.add_argument("dump", metavar="DUMP", help="a dump.json or the folder holding it")
     ovf.add_argument("-n", "--limit", type=int, default=20, help="how many records to list (default 20)")
+    lg = commands.add_parser(
+        "logits",
+        help="compare per-token logits of two runs: cosine, errors, KL divergence, top-k, the first failing token",
+        description="Per token: cosine, max abs and relative error, KL divergence, top-1 and top-5 agreement; "
+        "a token fails when its top-1 differs, KL > 0.01 or cosine < 0.99. Each side is a folder of one .npy/.pt "
+        "file per token or one file with a token axis. Writes logits_compare_{ts}.csv.",
+    )
+    lg.add_argument("-target", "--target", required=True, metavar="LOGITS")
+    lg.add_argument("-bench", "--bench", required=True, metavar="LOGITS")
+    lg.add_argument("-o", "--out_path", default=".", help="folder for the CSV")
 
 
 def handlers(error: Callable[[object], None]) -> dict[str, Callable[[argparse.Namespace], int]]:
-    return {"compare": lambda args: _compare(args, error), "overflow": lambda args: _overflow(args, error)}
+    return {
+        "compare": lambda args: _compare(args, error),
+        "overflow": lambda args: _overflow(args, error),
+        "logits": lambda args: _logits(args, error),
+    }
 
 
 def _compare(args: argparse.Namespace, error: Callable[[object], None]) -> int:
@@ -163,4 +177,33 @@ def _overflow(args: argparse.Namespace, error: Callable[[object], None]) -> int:
     for f in found:
         print(escape(f"  {f.record}: {f.output} holds {f.what}"))
     sys.stdout.flush()
+    return 0
+
+
+def _logits(args: argparse.Namespace, error: Callable[[object], None]) -> int:
+    from precheck.compare.entries import CompareInputError
+    from precheck.compare.logits import compare_logits
+    from precheck.paths import OutputError, write_problem
+
+    try:
+        result = compare_logits(args.target, args.bench, args.out_path)
+    except (CompareInputError, OutputError) as e:
+        error(e)
+        return 2
+    except OSError as e:
+        error(write_problem(e))
+        return 2
+    if result.first_failing is None:
+        print(f"precheck logits: {result.tokens} tokens, all agree")
+    else:
+        row = result.rows[result.first_failing]
+        print(
+            f"precheck logits: {result.tokens} tokens; the first failing token is {result.first_failing} "
+            f"(cosine {row['Cosine']}, KL {row['KL divergence']:.3g}, top-1 "
+            f"{'agrees' if row['Top-1 agrees'] else 'differs'}, top-5 overlap {row['Top-5 overlap']:.0%})"
+        )
+        differs = next((r["Token"] for r in result.rows if not r["Top-1 agrees"]), None)
+        if differs is not None:
+            print(f"  the generated text parts at token {differs} (top-1 differs)")
+    print(escape(f"  csv: {result.csv_path}"))
     return 0
