@@ -62,9 +62,8 @@ def main() -> None:
             csv_path = next(Path(out).glob("compare_result_*.csv"))
             mode = subprocess.run([msprobe_python, "-c", CHECK, str(csv_path)], capture_output=True, text=True)
         name = f"{Path(target).parts[-4]} vs {Path(bench).parts[-4]}"[:58]
-        print(
-            f"{name:58} {ms:10.2f} {pc:10.2f} {ms / pc:6.1f}x  {(mode.stdout.strip().splitlines() or [mode.stderr[-80:]])[-1]}"
-        )
+        read_as = (mode.stdout.strip().splitlines() or [mode.stderr[-80:]])[-1]
+        print(f"{name:58} {ms:10.2f} {pc:10.2f} {ms / pc:6.1f}x  {read_as}")
 
 
 if __name__ == "__main__":

@@ -76,8 +76,10 @@ def _token_row(k: int, t: np.ndarray, b: np.ndarray) -> dict:
     top1 = bool(top_t[0] == top_b[0])
     overlap = len(set(top_t.tolist()) & set(top_b.tolist())) / TOP_K
     ok = top1 and kl <= MAX_KL and cos >= MIN_COSINE
-    return {"Token": k, "Cosine": round(cos, 6), "MaxAbsErr": float(diff.max()), "MaxRelativeErr": float(rel.max()),
-            "KL divergence": kl, "Top-1 agrees": top1, "Top-5 overlap": overlap, "Result": "pass" if ok else "error"}  # fmt: skip
+    return {
+        "Token": k, "Cosine": round(cos, 6), "MaxAbsErr": float(diff.max()), "MaxRelativeErr": float(rel.max()),
+        "KL divergence": kl, "Top-1 agrees": top1, "Top-5 overlap": overlap, "Result": "pass" if ok else "error",
+    }  # fmt: skip
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
