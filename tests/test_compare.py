@@ -287,3 +287,20 @@ def test_logits_first_failing_token(capsys, tmp_path):
     assert rows[10]["Top-1 agrees"] == "False" and rows[9]["Top-1 agrees"] == "True"
     code, _, err = run(capsys, "logits", "-target", str(logits / "bf16"), "-bench", str(CMP))
     assert code == 2 and "no .npy or .pt files" in err
+
+
+def test_mindspore_against_pytorch(capsys, tmp_path):
+    rows, records, summary, _ = compare(capsys, tmp_path / "a", "ms_fp32_tensor", "pt_fp32_tensor_for_ms")
+    assert summary["unmatched"] == [] and summary["first_divergent"] is None
+    bench_of = {r["NPU Name"]: r for r in rows}
+    row = bench_of["MintFunctional.linear.0.forward.input.0"]
+    assert row["Bench Name"] == "Functional.linear.0.forward.input.0"
+    assert row["NPU Dtype"] == row["Bench Dtype"] == "torch.float32"  # "Float32" spelled as PyTorch does
+    assert bench_of["Mint.softmax.0.forward.output.0"]["Bench Name"] == "Torch.softmax.0.forward.output.0"
+    # PyTorch records linear's bias gradient first and its weight gradient transposed: paired by shape
+    grads = bench_of["MintFunctional.linear.0.backward.output.2"]
+    assert grads["Bench Name"] == "Functional.linear.0.backward.output.0" and float(grads["Cosine"]) == 1.0
+    assert float(bench_of["MintFunctional.linear.0.backward.output.1"]["Cosine"]) > 0.9999
+    _, _, summary, _ = compare(capsys, tmp_path / "b", "ms_fp32_tensor_relu_bug", "pt_fp32_tensor_for_ms")
+    assert summary["first_divergent"]["name"] == "MintFunctional.relu.0.forward"
+    assert summary["first_divergent"]["inputs_agree"] is True

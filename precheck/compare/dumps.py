@@ -180,9 +180,7 @@ def _rows(mode: str, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b
     rows, deviations = [], {}
     if t_rec is None:
         return [make_row(mode, None, item, None) for item in b_rec.items], deviations
-    bench_items = {item.name[len(b_rec.key) :]: item for item in b_rec.items} if b_rec else {}
-    for item in t_rec.items:
-        other = bench_items.get(item.name[len(t_rec.key) :])
+    for item, other in _item_pairs(t_rec, b_rec):
         metrics = None
         if other is not None and mode == "tensor" and item.tensor and other.tensor:
             metrics = _tensor_pair(t, b, item, other)
@@ -190,6 +188,40 @@ def _rows(mode: str, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b
             deviations[item.name] = (_deviation(mode, item, other, metrics), tolerance(item, other))
         rows.append(make_row(mode, _spelled(item), other, metrics))
     return rows, deviations
+
+
+def _item_pairs(t_rec: Record, b_rec: Record | None) -> list[tuple[Item, Item | None]]:
+    """Items pair by their place (``.output.1``); a tensor whose counterpart there has another shape pairs with
+    the other side's tensor of its shape in the same role, then with one of its transposed shape, when there is
+    one: frameworks order gradients differently (PyTorch's linear records its bias gradient first) and may
+    keep a weight transposed."""
+    if b_rec is None:
+        return [(item, None) for item in t_rec.items]
+    by_place = {item.name[len(b_rec.key) :]: item for item in b_rec.items}
+    pairs = [(item, by_place.get(item.name[len(t_rec.key) :])) for item in t_rec.items]
+    used = {id(o) for i, o in pairs if o is not None and _consistent(i, o)}
+    for k, (item, other) in enumerate(pairs):
+        if other is None or _consistent(item, other):
+            continue
+        wanted = [item.dims, item.dims[::-1]] if item.dims is not None else [None]
+        for dims in wanted:
+            match = next(
+                (o for o in b_rec.items if id(o) not in used and o.state == item.state and _fits(item, o, dims)), None
+            )
+            if match is not None:
+                pairs[k] = (item, match)
+                used.add(id(match))
+                break
+    return pairs
+
+
+def _consistent(a: Item, b: Item) -> bool:
+    return a.tensor == b.tensor and (not a.tensor or a.shape == b.shape)
+
+
+def _fits(item: Item, other: Item, dims: tuple[int, ...] | None) -> bool:
+    """``other`` can stand for ``item``: a tensor of the wanted dims, or a value of the same kind."""
+    return other.tensor and other.dims == dims if item.tensor else not other.tensor and other.dtype == item.dtype
 
 
 def _spelled(item: Item) -> Item:
@@ -211,6 +243,10 @@ def _tensor_pair(t: DumpIndex, b: DumpIndex, item: Item, other: Item) -> TensorM
         n = _bf16(n)
     if _rounded_to_bf16(other):
         g = _bf16(g)
+    if n.ndim == 2 and n.shape != g.shape and n.shape == g.shape[::-1]:
+        result = tensor_metrics(n, g.T)
+        result.messages.append("compared with the bench's transpose")
+        return result
     return tensor_metrics(n, g)
 
 
@@ -230,7 +266,7 @@ def _bf16(a):
 def _deviation(mode: str, item: Item, other: Item, metrics: TensorMetrics | None) -> float:
     if not item.tensor or not other.tensor:
         return 0.0 if str(item.stats[0]) == str(other.stats[0]) else math.inf
-    if item.shape != other.shape:
+    if item.shape != other.shape and (metrics is None or metrics.deviation is None):
         return math.inf
     if mode == "md5":
         return 0.0 if item.md5 == other.md5 else math.inf
