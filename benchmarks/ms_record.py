@@ -50,7 +50,8 @@ def mindspore_step(out: str, bug: bool) -> None:
 
     def loss(w1, b1, w2, b2):
         h = mint.nn.functional.relu(mint.nn.functional.linear(x, w1, b1))
-        return mint.sum(mint.softmax(mint.nn.functional.linear(h, w2, b2), dim=-1) * ms.Tensor(np.arange(8, dtype=np.float32)))
+        ramp = ms.Tensor(np.arange(8, dtype=np.float32))
+        return mint.sum(mint.softmax(mint.nn.functional.linear(h, w2, b2), dim=-1) * ramp)
 
     debugger = PrecisionDebugger(config_path=config(out, "mindspore"))
     debugger.start()
@@ -70,7 +71,8 @@ def pytorch_step(out: str) -> None:
     debugger = PrecisionDebugger(config_path=config(out, "pytorch"))
     debugger.start()
     h = F.relu(F.linear(x, w1, b1))
-    loss = torch.sum(torch.softmax(F.linear(h, w2, b2), dim=-1) * torch.tensor(np.arange(8, dtype=np.float32)))
+    ramp = torch.tensor(np.arange(8, dtype=np.float32))
+    loss = torch.sum(torch.softmax(F.linear(h, w2, b2), dim=-1) * ramp)
     loss.backward()
     debugger.stop()
     debugger.step()
