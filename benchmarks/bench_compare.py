@@ -41,12 +41,16 @@ def timed(argv: list[str], repeat: int) -> float:
     return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("msprobe")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("msprobe", help="msprobe's command in its venv")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("pairs", nargs="*")
-    args = parser.parse_intermixed_args()
+    parser.add_argument("pairs", nargs="*", help="TARGET BENCH dump.json pairs (default: the bundled ones)")
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_intermixed_args()
     data = ROOT / "tests" / "data" / "compare"
     pairs = list(zip(args.pairs[::2], args.pairs[1::2], strict=True)) or [
         (str(data / t / "step0/rank0/dump.json"), str(data / b / "step0/rank0/dump.json")) for t, b in BUNDLED

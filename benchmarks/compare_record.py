@@ -13,6 +13,7 @@ Each variant lands in OUT_DIR/VARIANT/step0/proc<pid>/; tests/data/compare holds
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -102,8 +103,16 @@ def record(variant: str, out: str) -> None:
     debugger.step()
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir")
+    parser.add_argument("variants", nargs="*", help=f"default: all of {', '.join(VARIANTS)}")
+    return parser
+
+
 if __name__ == "__main__":
-    out_dir, names = sys.argv[1], sys.argv[2:] or list(VARIANTS)
+    args = build_parser().parse_args()
+    out_dir, names = args.out_dir, args.variants or list(VARIANTS)
     if len(names) == 1:
         record(names[0], os.path.join(out_dir, names[0]))
     else:  # one process per variant: a patched GELU must not leak into the next recording

@@ -7,7 +7,7 @@ usage: python benchmarks/logits_record.py OUT_DIR   (tests/data/compare/logits h
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -45,8 +45,14 @@ def decode(dtype: torch.dtype, steps: int = 24) -> torch.Tensor:
     return torch.stack(logits)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir", type=Path)
+    return parser
+
+
 if __name__ == "__main__":
-    out = Path(sys.argv[1])
+    out = build_parser().parse_args().out_dir
     (out / "bf16").mkdir(parents=True, exist_ok=True)
     torch.save(decode(torch.float32), out / "fp32_logits.pt")
     for k, row in enumerate(decode(torch.bfloat16)):

@@ -9,9 +9,9 @@ usage (PyTorch side, msprobe's venv):  /tmp/msprobe/bin/python benchmarks/ms_rec
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
@@ -78,8 +78,16 @@ def pytorch_step(out: str) -> None:
     debugger.step()
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("side", choices=["mindspore", "mindspore_bug", "pytorch"])
+    parser.add_argument("out_dir")
+    return parser
+
+
 if __name__ == "__main__":
-    if sys.argv[1].startswith("mindspore"):
-        mindspore_step(sys.argv[2], sys.argv[1].endswith("_bug"))
+    args = build_parser().parse_args()
+    if args.side.startswith("mindspore"):
+        mindspore_step(args.out_dir, args.side.endswith("_bug"))
     else:
-        pytorch_step(sys.argv[2])
+        pytorch_step(args.out_dir)

@@ -12,6 +12,7 @@ import math
 import os
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from precheck.compare.rules import judge
 from precheck.compare.stacks import Stacks
 from precheck.compare.table import CompareCsv, header, make_row
 from precheck.paths import output_folder
+
+_POOL = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1))
 
 
 @dataclass
@@ -180,10 +183,12 @@ def _rows(mode: str, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b
     rows, deviations = [], {}
     if t_rec is None:
         return [make_row(mode, None, item, None) for item in b_rec.items], deviations
-    for item, other in _item_pairs(t_rec, b_rec):
-        metrics = None
-        if other is not None and mode == "tensor" and item.tensor and other.tensor:
-            metrics = _tensor_pair(t, b, item, other)
+    pairs = _item_pairs(t_rec, b_rec)
+    tensors = [(i, o) for i, o in pairs if o is not None and mode == "tensor" and i.tensor and o.tensor]
+    # numpy lets go of the GIL in its loops: a record's tensors are read and compared side by side
+    computed = dict(zip((id(i) for i, _ in tensors), _POOL.map(lambda p: _tensor_pair(t, b, *p), tensors), strict=True))
+    for item, other in pairs:
+        metrics = computed.get(id(item))
         if other is not None:
             deviations[item.name] = (_deviation(mode, item, other, metrics), tolerance(item, other))
         rows.append(make_row(mode, _spelled(item), other, metrics))
