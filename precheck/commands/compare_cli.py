@@ -58,42 +58,47 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
 def handlers(error: Callable[[object], None]) -> dict[str, Callable[[argparse.Namespace], int]]:
     return {
-        "compare": lambda args: _compare(args, error),
-        "overflow": lambda args: _overflow(args, error),
-        "logits": lambda args: _logits(args, error),
+        "compare": lambda args: _guarded(_compare, args, error),
+        "overflow": lambda args: _guarded(_overflow, args, error),
+        "logits": lambda args: _guarded(_logits, args, error),
     }
 
 
-def _compare(args: argparse.Namespace, error: Callable[[object], None]) -> int:
+def _guarded(command: Callable[[argparse.Namespace], int], args: argparse.Namespace, error) -> int:
+    """Run a command; an input it cannot use or an output it cannot write is one line and exit code 2."""
+    from precheck.compare.entries import CompareInputError
+    from precheck.paths import OutputError, write_problem
+
+    try:
+        return command(args)
+    except (CompareInputError, OutputError) as e:
+        error(e)
+    except OSError as e:
+        error(write_problem(e))
+    return 2
+
+
+def _compare(args: argparse.Namespace) -> int:
     from precheck.compare.dumps import compare_dumps
     from precheck.compare.entries import CompareInputError
     from precheck.compare.mapping import load_layer_mapping
     from precheck.compare.session import read_compare_json, resolve
-    from precheck.paths import OutputError, write_problem
 
-    try:
-        target, bench, stack = args.target, args.bench, args.stack_path
-        if args.input_path:
-            target, bench, json_stack = read_compare_json(args.input_path)
-            stack = stack or json_stack
-        if not target or not bench:
-            raise CompareInputError("give -target and -bench (two dumps), or -i compare.json")
-        mapping = load_layer_mapping(args.layer_mapping) if args.layer_mapping else None
-        pairs = resolve(target, bench)
-        for pair in pairs:
-            out = Path(args.out_path) / pair.folder
-            result = compare_dumps(
-                pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix
-            )
-            if args.precheck:
-                _precheck(result, out, args.device)
-            print(describe(result))
-    except (CompareInputError, OutputError) as e:
-        error(e)
-        return 2
-    except OSError as e:
-        error(write_problem(e))
-        return 2
+    target, bench, stack = args.target, args.bench, args.stack_path
+    if args.input_path:
+        target, bench, json_stack = read_compare_json(args.input_path)
+        stack = stack or json_stack
+    if not target or not bench:
+        raise CompareInputError("give -target and -bench (two dumps), or -i compare.json")
+    mapping = load_layer_mapping(args.layer_mapping) if args.layer_mapping else None
+    for pair in resolve(target, bench):
+        out = Path(args.out_path) / pair.folder
+        result = compare_dumps(
+            pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix
+        )
+        if args.precheck:
+            _precheck(result, out, args.device)
+        print(describe(result))
     return 0
 
 
@@ -161,15 +166,10 @@ def _v(result, name: str) -> str:
     return f"; precheck: forward {v['forward']}{backward}"
 
 
-def _overflow(args: argparse.Namespace, error: Callable[[object], None]) -> int:
-    from precheck.compare.entries import CompareInputError
+def _overflow(args: argparse.Namespace) -> int:
     from precheck.compare.overflow import first_overflows
 
-    try:
-        found = first_overflows(args.dump, args.limit)
-    except CompareInputError as e:
-        error(e)
-        return 2
+    found = first_overflows(args.dump, args.limit)
     if not found:
         print("precheck overflow: no record turns finite inputs into inf or nan")
         return 0
@@ -180,19 +180,10 @@ def _overflow(args: argparse.Namespace, error: Callable[[object], None]) -> int:
     return 0
 
 
-def _logits(args: argparse.Namespace, error: Callable[[object], None]) -> int:
-    from precheck.compare.entries import CompareInputError
+def _logits(args: argparse.Namespace) -> int:
     from precheck.compare.logits import compare_logits
-    from precheck.paths import OutputError, write_problem
 
-    try:
-        result = compare_logits(args.target, args.bench, args.out_path)
-    except (CompareInputError, OutputError) as e:
-        error(e)
-        return 2
-    except OSError as e:
-        error(write_problem(e))
-        return 2
+    result = compare_logits(args.target, args.bench, args.out_path)
     if result.first_failing is None:
         print(f"precheck logits: {result.tokens} tokens, all agree")
     else:
