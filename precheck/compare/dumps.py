@@ -243,14 +243,14 @@ def _tensor_pair(t: DumpIndex, b: DumpIndex, item: Item, other: Item) -> TensorM
         n = load_array(t.data_dir, item.data_name)
         g = load_array(b.data_dir, other.data_name)
     except ValueError as e:
-        return TensorMetrics(dict.fromkeys(("Cosine",), "unsupported"), [str(e)])
+        return TensorMetrics({}, notes=[f"not compared: {e}"])
     if _rounded_to_bf16(item):
         n = _bf16(n)
     if _rounded_to_bf16(other):
         g = _bf16(g)
     if n.ndim == 2 and n.shape != g.shape and n.shape == g.shape[::-1]:
         result = tensor_metrics(n, g.T)
-        result.messages.append("compared with the bench's transpose")
+        result.notes.append("compared with the bench's transpose")
         return result
     return tensor_metrics(n, g)
 

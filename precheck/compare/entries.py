@@ -192,34 +192,37 @@ def record_items(key: str, data: Any) -> list[Item]:
         raise ValueError(f"a record that is {type(data).__name__}, not an object")
     parts = key.split(".")
     if "parameters_grad" in parts[-2:]:
-        return _parse(data, key, "parameters_grad", 0)
+        return _parse(data, key, "parameters_grad", 0, key)
     items: list[Item] = []
     for field, suffix, state in _FIELDS:
         if field in data:
-            items += _parse(data[field], key + suffix, state, 0)
+            items += _parse(data[field], key + suffix, state, 0, key)
     return items
 
 
-def _parse(data: Any, name: str, state: str, depth: int) -> list[Item]:
+def _parse(data: Any, name: str, state: str, depth: int, key: str) -> list[Item]:
     if depth > MAX_DEPTH:
         raise ValueError(f"arguments nested deeper than {MAX_DEPTH} levels")
     if data is None:
         return [Item(name, state, False, None, None, None, (None,) * 4, None, "-1")]
     if isinstance(data, list):
         in_grads = state == "parameters_grad"
-        return [i for n, d in enumerate(data) for i in _parse(d, name if in_grads else f"{name}.{n}", state, depth + 1)]
+        return [
+            i for n, d in enumerate(data) for i in _parse(d, name if in_grads else f"{name}.{n}", state, depth + 1, key)
+        ]
     if isinstance(data, dict) and isinstance(data.get("type"), str):
-        return [_leaf(data, name, state)]
+        return [_leaf(data, name, state, key)]
     if isinstance(data, dict):
-        return [i for k, d in data.items() for i in _parse(d, f"{name}.{k}", state, depth + 1)]
+        return [i for k, d in data.items() for i in _parse(d, f"{name}.{k}", state, depth + 1, key)]
     return []
 
 
-def _leaf(data: dict, name: str, state: str) -> Item:
+def _leaf(data: dict, name: str, state: str, key: str) -> Item:
     data_name = data.get("data_name") or "-1"
     if not isinstance(data_name, str):
         data_name = "-1"
-    full = data_name.rsplit(".", 1)[0] if data_name != "-1" else name
+    stem = data_name.rsplit(".", 1)[0]
+    full = stem if data_name != "-1" and stem.startswith(key + ".") else name  # msprobe names a row by its file
     kind = data["type"]
     if data.get("dtype"):
         stats = tuple(data.get(k) for k in ("Max", "Min", "Mean", "Norm"))

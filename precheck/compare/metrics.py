@@ -4,7 +4,8 @@ acc_compare.py's CalcStatsDiff in mindstudio-probe 26.2), and the deviation the 
 Tensor mode: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One Thousandth and Five Thousandths Err Ratio of the
 two recorded tensors. Statistics mode: the differences of Max/Min/Mean/L2norm and their relative differences in
 percent. Where msprobe cannot compute (a 0-d or one-element tensor, an empty one, inf/nan at different places)
-the same words as msprobe's fill the cells and the reason goes to the row's messages.
+the same words as msprobe's fill the cells (msprobe keeps its reasons out of the CSV, and so does this); what
+precheck itself must say (a tensor file it could not read) goes to the row's Err_message.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ MAX_FILE = 4 << 30  # bytes of one tensor file read for a compare
 @dataclass
 class TensorMetrics:
     values: dict[str, Any]  # column -> number or msprobe's word
-    messages: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the row's Err_message must say (a file not read ...)
     deviation: float | None = None  # relative L2 error, or max abs error over the bench's largest magnitude
 
 
@@ -53,16 +54,16 @@ def tensor_metrics(n: np.ndarray, b: np.ndarray) -> TensorMetrics:
     """msprobe's six tensor metrics of target ``n`` against bench ``b``, in as few passes over the data as the
     formulas allow (a heavy dump's tensors are hundreds of megabytes)."""
     if n.size == 0 or b.size == 0:
-        return _all(UNSUPPORTED, "This is empty data, can not compare.")
+        return _all(UNSUPPORTED)
     if n.shape != b.shape:
-        return _all(SHAPE_UNMATCH, "Shape of NPU and bench tensor do not match. Skipped.")
+        return _all(SHAPE_UNMATCH)
     kind = np.result_type(_floating(n), _floating(b), np.float32)  # msprobe's relative error is in this dtype
     ndim = n.ndim
     n, b = np.asarray(n, dtype=kind).reshape(-1), np.asarray(b, dtype=kind).reshape(-1)
     if not (np.isfinite(n.sum()) and np.isfinite(b.sum())):  # one pass each; a sum only overflows past 3e38
         n_bad, b_bad = ~np.isfinite(n), ~np.isfinite(b)
         if not np.array_equal(n_bad, b_bad) or not np.array_equal(n[n_bad], b[b_bad], equal_nan=True):
-            result = _all(NAN, "The position of inf or nan in NPU and bench Tensor do not match.")
+            result = _all(NAN)
             result.deviation = math.inf
             return result
         n, b = np.where(n_bad, 0, n), np.where(b_bad, 0, b)
@@ -70,18 +71,12 @@ def tensor_metrics(n: np.ndarray, b: np.ndarray) -> TensorMetrics:
 
 
 def _from_passes(n: np.ndarray, b: np.ndarray, ndim: int) -> TensorMetrics:
-    messages: list[str] = []
-    if ndim == 0:
-        messages.append(
-            "This is type of 0-d tensor, can not calculate 'Cosine', 'EucDist', 'One Thousandth Err Ratio' and "
-            "'Five Thousandths Err Ratio'. "
-        )
     diff = np.abs(n - b)  # in msprobe's dtype: its relative error is computed in it
     n64, b64 = n.astype(np.float64), b.astype(np.float64)
     d64 = n64 - b64
     values: dict[str, Any] = {}
     nn, bb, nb = float(np.dot(n64, n64)), float(np.dot(b64, b64)), float(np.dot(n64, b64))
-    values["Cosine"] = _cosine(nn, bb, nb, n.size, ndim, messages)
+    values["Cosine"] = _cosine(nn, bb, nb, n.size, ndim)
     dist = math.sqrt(float(np.dot(d64, d64)))
     values["EucDist"] = UNSUPPORTED if ndim == 0 else dist
     max_abs = float(np.abs(d64).max())
@@ -93,11 +88,11 @@ def _from_passes(n: np.ndarray, b: np.ndarray, ndim: int) -> TensorMetrics:
     top = float(max(b64.max(), -b64.min()))
     rel_l2 = dist / math.sqrt(bb) if bb else (0.0 if dist == 0 else math.inf)
     rel_max = max_abs / top if top else (0.0 if max_abs == 0 else math.inf)
-    return TensorMetrics(values, messages, max(rel_l2, rel_max))
+    return TensorMetrics(values, deviation=max(rel_l2, rel_max))
 
 
-def _all(word: str, message: str) -> TensorMetrics:
-    return TensorMetrics(dict.fromkeys(TENSOR_COLUMNS, word), [message])
+def _all(word: str) -> TensorMetrics:
+    return TensorMetrics(dict.fromkeys(TENSOR_COLUMNS, word))
 
 
 def _floating(a: np.ndarray) -> np.dtype:
@@ -105,21 +100,15 @@ def _floating(a: np.ndarray) -> np.dtype:
     return a.dtype if np.issubdtype(a.dtype, np.floating) else np.dtype(np.float64)
 
 
-def _cosine(nn: float, bb: float, nb: float, size: int, ndim: int, messages: list[str]) -> Any:
-    """msprobe's cosine from the three dot products (float64)."""
-    if ndim == 0:
-        return UNSUPPORTED
-    if size == 1:
-        messages.append("This is a 1-d tensor of length 1.")
+def _cosine(nn: float, bb: float, nb: float, size: int, ndim: int) -> Any:
+    """msprobe's cosine from the three dot products (float64); its words where it cannot be computed (msprobe's
+    compare keeps its reasons out of the CSV, and so does this)."""
+    if ndim == 0 or size == 1:
         return UNSUPPORTED
     a_norm, b_norm = math.sqrt(nn), math.sqrt(bb)
     if a_norm <= _EPSILON and b_norm <= _EPSILON:
         return 1.0
-    if a_norm <= _EPSILON:
-        messages.append("Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.")
-        return NAN
-    if b_norm <= _EPSILON:
-        messages.append("Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.")
+    if a_norm <= _EPSILON or b_norm <= _EPSILON:
         return NAN
     cos = _formatted(nb / (a_norm * b_norm))
     return round(cos, 6) if cos > 0.9999 else cos
@@ -157,8 +146,8 @@ def _stat_difference(a: Any, b: Any) -> tuple[Any, Any]:
         return N_A, N_A
     if math.isnan(x) or math.isnan(y):
         return NAN, NAN
-    if math.isinf(x) or math.isinf(y):
-        sign = "inf" if (x - y if not (math.isinf(x) and math.isinf(y)) else x) > 0 else "-inf"
+    if math.isinf(x) or math.isinf(y):  # unequal, so x - y is an infinity of the sign msprobe writes
+        sign = "inf" if x - y > 0 else "-inf"
         return sign, sign
     diff = x - y
     return diff, "inf" if y == 0 else f"{abs(diff / y * 100)}%"

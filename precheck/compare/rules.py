@@ -65,7 +65,7 @@ def _kind(dtype: Any) -> str:
     return "float" if any(f in text for f in _FLOATS) else text.rsplit(".", 1)[-1]
 
 
-def _common(rows: list[dict], mode: str) -> None:
+def _common(rows: list[dict]) -> None:
     """The checks every non-md5 mode makes on each matched row."""
     for row in rows:
         if not _matched(row):
@@ -135,7 +135,7 @@ def _md5_rules(rows: list[dict]) -> None:
 def judge(rows: list[dict], mode: str, api: str) -> None:
     """Set ``Result`` and ``Err_message`` on the rows of one record (rows of an unmatched record say so)."""
     for row in rows:
-        row["Result"], row["_messages"] = PASS, []
+        row["Result"], row["_messages"] = PASS, row.pop("_notes", [])
     bare = api.split(".")[1] if "." in api else api
     inputs = [r for r in rows if ".output." not in str(r["NPU Name"])]
     outputs = [r for r in rows if ".output." in str(r["NPU Name"])]
@@ -147,7 +147,7 @@ def judge(rows: list[dict], mode: str, api: str) -> None:
     if mode == "md5":
         _md5_rules(checked)
     else:
-        _common(checked, mode)
+        _common(checked)
         _scalars(inputs)
         (_tensor_rules if mode == "tensor" else _statistics_rules)(inputs, outputs)
     for row in rows:

@@ -58,6 +58,7 @@ def make_row(mode: str, npu: Item | None, bench: Item | None, metrics: TensorMet
     _basic(row, "NPU", npu)
     _basic(row, "Bench", bench)
     row["Requires_grad Consistent"] = row["NPU Requires_grad"] == row["Bench Requires_grad"]
+    row["_notes"] = list(metrics.notes) if metrics else []
     if mode == "tensor":
         row.update(dict.fromkeys(TENSOR_COLUMNS, UNSUPPORTED) | (metrics.values if metrics else {}))
         names = [npu.data_name if npu else N_A, bench.data_name if bench else N_A]
