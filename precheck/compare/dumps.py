@@ -15,7 +15,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from precheck.compare.align import align
 from precheck.compare.divergence import UNMATCHED, UNREADABLE, Divergence, tolerance
@@ -105,14 +105,17 @@ def compare_dumps(
         folder / f"compare_result{suffix}_{stamp}.csv", folder / f"compare_summary{suffix}_{stamp}.json",
         folder / f"compare_records{suffix}_{stamp}.csv",
     )  # fmt: skip
-    pairs = _pairs(t, b, names)
     with (
+        open(t.path, "rb") as t_file,
+        open(b.path, "rb") as b_file,
         open(result.csv_path, "w", newline="", encoding="utf-8") as f,
         open(result.records_path, "w", newline="", encoding="utf-8") as g,
     ):
+        sides = _Sides(t, b, t_file, b_file)
+        pairs = _pairs(sides, names)
         out = _Out(CompareCsv(f, header(mode, stacks.present)), RecordLog(g))
         for i, j in pairs:
-            _compare_pair(result, out, t, b, names, stacks, i, j)
+            _compare_pair(result, out, sides, names, stacks, i, j)
     result.rows = out.table.rows
     result.unmatched = _unmatched_runs(pairs, t, b)
     result.wall_seconds = time.perf_counter() - start
@@ -126,16 +129,32 @@ def write_summary(result: DumpComparison) -> None:
         f.write("\n")
 
 
-def _pairs(t: DumpIndex, b: DumpIndex, names: NameMap) -> list[tuple[int | None, int | None]]:
+@dataclass
+class _Sides:
+    """The two indexed dumps and their dump.json files, each opened once for the whole compare."""
+
+    t: DumpIndex
+    b: DumpIndex
+    t_file: BinaryIO
+    b_file: BinaryIO
+
+    def target(self, i: int | None) -> Record | None:
+        return None if i is None else self.t.record(i, self.t_file)
+
+    def bench(self, j: int | None) -> Record | None:
+        return None if j is None else self.b.record(j, self.b_file)
+
+
+def _pairs(sides: _Sides, names: NameMap) -> list[tuple[int | None, int | None]]:
     def token(key: str, mapped: bool) -> str:
         api, _, direction = split_key(key) or (key, "", "forward")
         return f"{direction}:{names.api(api) if mapped else api}"
 
-    t_tokens = [token(k, True) for k in t.keys]
-    b_tokens = [token(k, False) for k in b.keys]
+    t_tokens = [token(k, True) for k in sides.t.keys]
+    b_tokens = [token(k, False) for k in sides.b.keys]
 
     def detail(side: str, i: int) -> tuple:
-        record = (t if side == "target" else b).record(i)
+        record = sides.target(i) if side == "target" else sides.bench(i)
         return tuple(item.shape for item in record.items if item.tensor)
 
     return align(t_tokens, b_tokens, detail)
@@ -147,11 +166,10 @@ class _Out:
     log: RecordLog
 
 
-def _compare_pair(result, out: _Out, t, b, names, stacks, i, j) -> None:
+def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None:
     """The rows of one aligned pair of records (or of one side's record alone), their Result, and what the
     divergence search learns from them."""
-    t_rec = t.record(i) if i is not None else None
-    b_rec = b.record(j) if j is not None else None
+    t_rec, b_rec = sides.target(i), sides.bench(j)
     shown = t_rec or b_rec
     if shown.problem or (b_rec is not None and b_rec.problem):
         result.divergence.count(UNREADABLE)
@@ -163,7 +181,7 @@ def _compare_pair(result, out: _Out, t, b, names, stacks, i, j) -> None:
         out.table.write(row)
         result.results["error"] += 1
         return
-    rows, deviations = _rows(result.mode, t_rec, b_rec, t, b)
+    rows, deviations = _rows(result.mode, t_rec, b_rec, sides.t, sides.b)
     judge(rows, result.mode, names.api(shown.api) if t_rec else shown.api)
     if t_rec is not None and rows and stacks.present:
         rows[0]["NPU_Stack_Info"] = stacks.of(t_rec.key)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from precheck.dump.jsonstream import JsonStream, StreamError, digits_problem
+from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
 
 DIRECTIONS = ("forward", "backward", "parameters_grad")
 MAX_DEPTH = 32  # nesting of an argument (msprobe's own limit is lower)
@@ -103,15 +102,19 @@ class DumpIndex:
     def data_dir(self) -> Path:
         return self.path.parent / "dump_tensor_data"
 
-    def record(self, i: int) -> Record:
-        key = self.keys[i]
+    def raw(self, i: int, f: BinaryIO) -> Any:
+        """Record ``i`` decoded from its own bytes of the open dump.json ``f``."""
         start, end = self.spans[i]
+        f.seek(start)
+        return json.loads(f.read(end - start).decode("utf-8"))
+
+    def record(self, i: int, f: BinaryIO) -> Record:
+        """Record ``i`` cut into items; one that cannot be read is kept with its ``problem``."""
+        key = self.keys[i]
         parts = split_key(key)
         api, direction = (parts[0], parts[2]) if parts else (key, "forward")
         try:
-            with open(self.path, "rb") as f:
-                f.seek(start)
-                data = json.loads(f.read(end - start).decode("utf-8"))
+            data = self.raw(i, f)
             if parts is None:
                 raise ValueError(f"{key!r} is not a record name (api.N.forward / Module.path.Class.forward.N)")
             return Record(key, api, direction, tuple(record_items(key, data)))
@@ -120,7 +123,8 @@ class DumpIndex:
             return Record(key, api, direction, (), problem=f"record {key[:120]}: {reason[:200]}")
 
     def records(self) -> Iterator[Record]:
-        return (self.record(i) for i in range(len(self.keys)))
+        with open(self.path, "rb") as f:
+            yield from (self.record(i, f) for i in range(len(self.keys)))
 
 
 def open_dump(path: str | os.PathLike) -> DumpIndex:
@@ -128,19 +132,7 @@ def open_dump(path: str | os.PathLike) -> DumpIndex:
     path = Path(path)
     if path.is_dir():
         path = path / "dump.json"
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise CompareInputError(f"{path}: not a regular file")
-        with open(path, "rb") as f:
-            doc, keys, spans, md5 = _index(JsonStream(f))
-    except FileNotFoundError:
-        raise CompareInputError(f"{path}: no such file") from None
-    except OSError as e:
-        raise CompareInputError(f"{path}: cannot read: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise CompareInputError(f"{path}: not valid JSON: {e.msg} (byte {e.pos})") from None
-    except StreamError as e:
-        raise CompareInputError(f"{path}: {e}") from None
+    doc, keys, spans, md5 = read_file(path, _index, CompareInputError)
     if keys is None:
         raise CompareInputError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
     task = doc.get("task")

@@ -37,15 +37,11 @@ def write_sub_dump(target: DumpIndex, calls: list[str], folder: Path) -> Path:
     """A dump.json holding only the records of ``calls``, its tensor files copied beside it."""
     wanted = set(calls)
     data, files = {}, set()
-    for i, key in enumerate(target.keys):
-        if call_of(key) not in wanted:
-            continue
-        start, end = target.spans[i]
-        with open(target.path, "rb") as f:
-            f.seek(start)
-            record = json.loads(f.read(end - start).decode("utf-8"))
-        data[key] = record
-        files |= set(_data_names(record))
+    with open(target.path, "rb") as f:
+        for i, key in enumerate(target.keys):
+            if call_of(key) in wanted:
+                data[key] = target.raw(i, f)
+                files |= set(_data_names(data[key]))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dump_tensor_data").mkdir(exist_ok=True)
     for name in files:

@@ -10,10 +10,15 @@ text is decoded from UTF-8 where a value is decoded.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import sys
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+T = TypeVar("T")
 
 MAX_TEXT = 1 << 20  # bytes of a value decoded here (a record name, a top-level field)
 MAX_TRACKED_DEPTH = 1 << 12  # nesting levels whose bracket kinds are matched; deeper ones are only counted
@@ -227,3 +232,21 @@ def digits_problem(e: ValueError) -> str:
     m = re.search(r"has (\d+) digits", str(e))
     count = f" of {m[1]} digits" if m else ""
     return f"an integer{count} (more than the {sys.get_int_max_str_digits()} digits Python reads)"
+
+
+def read_file(path: Path, read: Callable[[JsonStream], T], error: type[Exception]) -> T:
+    """``read`` over the JSON stream of ``path``; every reason the file cannot be read (missing, not a regular
+    file, unreadable, not JSON, a value too long) becomes one line in ``error``, naming the file."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # /dev/zero, a FIFO: no end, no offsets to come back to
+            raise error(f"{path}: not a regular file")
+        with open(path, "rb") as f:
+            return read(JsonStream(f))
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: not valid JSON: {e.msg} (byte {e.pos})") from None
+    except StreamError as e:
+        raise error(f"{path}: {e}") from None

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from precheck.dump.decode import (
     decode_value,
     parse_dtype,
 )
-from precheck.dump.jsonstream import JsonStream, StreamError, digits_problem
+from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
 
 __all__ = [
     "MAX_NAME",
@@ -81,19 +80,7 @@ def load_dump(path: str | os.PathLike) -> Dump:
     path = Path(path)
     if path.is_dir():
         path = path / "dump.json"
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):  # /dev/zero, a FIFO: no end, no offsets to come back to
-            raise DumpError(f"{path}: not a regular file")
-        with open(path, "rb") as f:
-            doc, pairing = _stream(JsonStream(f))
-    except FileNotFoundError:
-        raise DumpError(f"{path}: no such file") from None
-    except OSError as e:
-        raise DumpError(f"{path}: cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise DumpError(f"{path}: not valid JSON: {e.msg} (byte {e.pos})") from None
-    except StreamError as e:
-        raise DumpError(f"{path}: {e}") from None
+    doc, pairing = read_file(path, _stream, DumpError)
     if doc is None or pairing is None:
         raise DumpError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
     task = doc.get("task")
