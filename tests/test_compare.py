@@ -308,3 +308,29 @@ def test_mindspore_against_pytorch(capsys, tmp_path):
     _, _, summary, _ = compare(capsys, tmp_path / "b", "ms_fp32_tensor_relu_bug", "pt_fp32_tensor_for_ms")
     assert summary["first_divergent"]["name"] == "MintFunctional.relu.0.forward"
     assert summary["first_divergent"]["inputs_agree"] is True
+
+
+def test_mindspore_names_read_as_pytorchs_only_across_frameworks():
+    from precheck.compare.mapping import NameMap
+
+    across = NameMap(cross_framework=True)
+    assert across.key("Mint.add.3.forward") == "Torch.add.3.forward"
+    assert across.key("MintFunctional.gelu.0.backward") == "Functional.gelu.0.backward"
+    assert across.key("Cell.net.fc.Dense.forward.0") == "Module.net.fc.Dense.forward.0"
+    same = NameMap()  # MindSpore against MindSpore: names stay as recorded
+    assert same.key("Cell.net.fc.Dense.forward.0") == "Cell.net.fc.Dense.forward.0"
+    assert same.key("Mint.add.3.forward") == "Mint.add.3.forward"
+
+
+def test_logits_of_different_lengths_say_what_was_compared(capsys, tmp_path):
+    import numpy as np
+
+    for side, count in (("t", 3), ("b", 5)):
+        (tmp_path / side).mkdir()
+        for k in range(count):
+            np.save(tmp_path / side / f"logits_{k}.npy", np.arange(10, dtype=np.float32) * (k + 1))
+    code, out, err = run(capsys, "logits", "-target", str(tmp_path / "t"), "-bench", str(tmp_path / "b"),
+                         "-o", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    assert "the target has 3 tokens, the bench 5: the first 3 are compared" in out
+    assert "3 tokens, all agree" in out

@@ -10,8 +10,13 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from precheck.escape import escape
+
+if TYPE_CHECKING:
+    from precheck.compare.divergence import Finding
+    from precheck.compare.dumps import DumpComparison
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -102,7 +107,7 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _precheck(result, out: Path, device: str) -> None:
+def _precheck(result: DumpComparison, out: Path, device: str) -> None:
     from precheck.compare.dumps import write_summary
     from precheck.compare.record_log import add_verdicts
     from precheck.compare.suspects import precheck_suspects
@@ -112,7 +117,7 @@ def _precheck(result, out: Path, device: str) -> None:
     write_summary(result)
 
 
-def describe(result) -> str:
+def describe(result: DumpComparison) -> str:
     """The compare's closing lines: counts, the first divergent record and why, the suspects, unmatched runs."""
     d = result.divergence
     counts = ", ".join(f"{k} {result.results.get(k, 0)}" for k in ("pass", "warning", "error", "unmatched"))
@@ -137,7 +142,7 @@ def describe(result) -> str:
     return "\n".join(escape(line) for line in lines)
 
 
-def _why(f, result) -> str:
+def _why(f: Finding, result: DumpComparison) -> str:
     head = f"{f.name}"
     if f.verdict == "suspect":
         return (
@@ -158,7 +163,7 @@ def _why(f, result) -> str:
     return f"{head}: inherited: its input {f.worst_input} already differs ({f.input_deviation:.3g}), {source}"
 
 
-def _v(result, name: str) -> str:
+def _v(result: DumpComparison, name: str) -> str:
     v = result.prechecked.get(name)
     if not v:
         return ""
@@ -184,6 +189,9 @@ def _logits(args: argparse.Namespace) -> int:
     from precheck.compare.logits import compare_logits
 
     result = compare_logits(args.target, args.bench, args.out_path)
+    if result.lengths[0] != result.lengths[1]:
+        print(f"precheck logits: the target has {result.lengths[0]} tokens, the bench {result.lengths[1]}: "
+              f"the first {result.tokens} are compared")  # fmt: skip
     if result.first_failing is None:
         print(f"precheck logits: {result.tokens} tokens, all agree")
     else:

@@ -15,7 +15,8 @@ import difflib
 from collections.abc import Callable, Sequence
 
 Pair = tuple[int | None, int | None]  # (target index, bench index); None for a record of one side only
-MAX_CELLS = 4_000_000  # edit-distance table of one differing stretch; longer stretches pair by type in order
+MAX_CELLS = 1_000_000  # edit-distance table of one differing stretch (about a second in Python); longer stretches
+# pair by type in order
 
 
 def align(

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from precheck.compare.align import align
 from precheck.compare.divergence import UNMATCHED, UNREADABLE, Divergence, tolerance
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump, split_key
@@ -278,9 +280,7 @@ def _rounded_to_bf16(item: Item) -> bool:
     return item.dtype == "BFloat16" and item.data_name.endswith(".npy")
 
 
-def _bf16(a):
-    import numpy as np
-
+def _bf16(a: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
     return rounded.view(np.float32)

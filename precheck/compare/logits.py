@@ -32,9 +32,10 @@ MIN_COSINE, MAX_KL, TOP_K = 0.99, 0.01, 5
 @dataclass
 class LogitsComparison:
     csv_path: Path
-    tokens: int
+    tokens: int  # compared: the shorter side's
     first_failing: int | None
     rows: list[dict]
+    lengths: tuple[int, int]  # tokens of the target and of the bench
 
 
 def _natural(name: str) -> list:
@@ -105,4 +106,4 @@ def compare_logits(
         writer.writerow(COLUMNS)
         writer.writerows([cell(row[c]) for c in COLUMNS] for row in rows)
     first = next((r["Token"] for r in rows if r["Result"] != "pass"), None)
-    return LogitsComparison(path, n, first, rows)
+    return LogitsComparison(path, n, first, rows, (len(t), len(b)))

@@ -21,7 +21,7 @@ from precheck.compare.entries import CompareInputError, split_key
 
 TOP_LAYER = "TopLayer"
 _MS_PREFIXES = {"Mint": "Torch", "MintFunctional": "Functional", "Tensor": "Tensor", "Functional": "Functional",
-                "Primitive": "Torch"}  # fmt: skip
+                "Primitive": "Torch", "Cell": "Module"}  # fmt: skip
 _DTYPES = {"Float32": "torch.float32", "Float16": "torch.float16", "BFloat16": "torch.bfloat16",
            "Float64": "torch.float64", "Int64": "torch.int64", "Int32": "torch.int32", "Int16": "torch.int16",
            "Int8": "torch.int8", "UInt8": "torch.uint8", "Bool": "torch.bool", "Complex64": "torch.complex64",
@@ -77,14 +77,11 @@ class NameMap:
     def api(self, api: str) -> str:
         """An API or module name (no counter) as the bench would record it."""
         head, _, rest = api.partition(".")
+        bench_head = _MS_PREFIXES.get(head, head) if self.cross_framework else head
         if head in ("Module", "Cell") and self.layers:
             path, _, cls = rest.rpartition(".")
-            return f"Module.{self._path(path)}.{cls}" if path else f"Module.{cls}"
-        if self.cross_framework:
-            return f"{_MS_PREFIXES.get(head, head)}.{rest}"
-        if head == "Cell":
-            return f"Module.{rest}"
-        return api
+            return f"{bench_head}.{self._path(path)}.{cls}" if path else f"{bench_head}.{cls}"
+        return f"{bench_head}.{rest}" if rest else api
 
     def key(self, key: str) -> str:
         """A record key as the bench would record it."""
