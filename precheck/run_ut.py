@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, Dump, load_dump
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.execution.options import CheckOptions
@@ -120,6 +121,7 @@ def run_ut(
     backend: str = "auto",
     scheduler: str | None = None,
     keep_results: bool = True,
+    framework: str | None = None,
 ) -> RunSummary:
     """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
 
@@ -130,10 +132,12 @@ def run_ut(
     ``backend`` says where cases run (auto, inprocess, process, dask: scheduling/backends.py), ``scheduler`` is
     the Dask scheduler's address; ``keep_results`` False keeps only
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
+    ``framework`` (pytorch, mindspore) overrides the dump's; a MindSpore dump is graded against its recorded
+    outputs (tensor dumps) or MindSpore's run (statistics dumps) unless ``options`` name another target.
     """
     start = time.perf_counter()
-    dump = load_dump(api_info)
-    options = _resolved(options or CheckOptions(), device)
+    dump = load_dump(api_info, framework)
+    options = _resolved(_for_framework(options or CheckOptions(), dump), device)
     workers = worker_count(workers)
     identity = _identity(dump, options, filter_api, api_lists)
     options = _usable_error_folder(options)
@@ -206,8 +210,25 @@ class Interrupted(KeyboardInterrupt):
         self.result_path, self.finished = result_path, finished
 
 
+def _for_framework(options: CheckOptions, dump: Dump) -> CheckOptions:
+    """A MindSpore dump's target where the options leave the default: what msprobe grades (the recorded outputs
+    of a tensor dump, MindSpore's run of a statistics dump); ValueError for a target the dump cannot have."""
+    if dump.framework != MINDSPORE:
+        if options.target == "mindspore":
+            raise ValueError(f"--target mindspore re-runs MindSpore dumps; {dump.path} is a PyTorch dump")
+        return options
+    if options.target == "compile":
+        raise ValueError("--target compile runs torch.compile; a MindSpore dump is graded as recorded or mindspore")
+    if options.target == "device":
+        return replace(options, target="recorded" if dump.task == "tensor" else "mindspore")
+    return options
+
+
 def _resolved(options: CheckOptions, device: str) -> CheckOptions:
-    """The options with the device resolved and checked (DeviceError / ValueError for unusable ones)."""
+    """The options with the device resolved and checked (DeviceError / ValueError for unusable ones); MindSpore
+    places its own runs (auto: the CPU)."""
+    if options.target == "mindspore":
+        return replace(options, device="cpu" if device == "auto" else device)
     options = replace(options, device=resolve_device(device))
     if options.standard == "benchmark" and options.bench_device is None:
         options = replace(options, bench_device="cpu")  # the two-reference verdict needs its reference

@@ -195,6 +195,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
                 scheduler=_scheduler(args),
                 api_lists=load_api_lists(args.config) if args.config else None,
                 progress=not args.quiet,
+                framework=args.framework,
             )
     except (DumpError, DeviceError, RunFileError, ConfigError, WorkerStartError, ValueError) as e:
         _error(e)

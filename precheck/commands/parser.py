@@ -97,7 +97,9 @@ def _grading_options() -> argparse.ArgumentParser:
         choices=TARGETS,
         default="device",
         help="what is graded: device (re-run each API on -d), recorded (the outputs and gradients the "
-        "dump saved: no accelerator needed), compile (each API through torch.compile on -d)",
+        "dump saved: no accelerator needed), compile (each API through torch.compile on -d), mindspore (a "
+        "MindSpore dump's calls re-run by MindSpore on -d). A MindSpore dump's default is recorded for a tensor "
+        "dump and mindspore for a statistics dump, as msprobe grades them",
     )
     shared.add_argument(
         "--cosine",
@@ -196,6 +198,13 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
         "the dask extra; its workers must see the dump's path)",
     )
     run.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")
+    run.add_argument(
+        "--framework",
+        choices=("pytorch", "mindspore"),
+        default=None,
+        help="the dump's framework (default: its 'framework' field). A MindSpore dump's mint and Tensor calls "
+        "are graded against their PyTorch equivalents in float64 (msprobe's -f is --filter_api here)",
+    )
     run.add_argument(
         "-f",
         "--filter_api",

@@ -92,6 +92,9 @@ class Case:
     grad_outputs: tuple | None = None  # backward record "input": gradients flowing into the outputs
     grad_inputs: tuple | None = None  # backward record "output": recorded gradients of the inputs
     problem: str | None = None  # set when the record could not be decoded
+    framework: str = "pytorch"  # the dump's: a MindSpore case is its PyTorch equivalent (precheck.dump.mindspore)
+    recorded_api: str | None = None  # the recorded API where ``api`` is another framework's equivalent
+    recorded_call: tuple | None = None  # its recorded (args, kwargs), where ``args`` / ``kwargs`` are translated
 
     @property
     def has_backward(self) -> bool:
@@ -215,7 +218,7 @@ def decode_value(raw: Any, where: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             raise RecordError(f"{where}: torch.Size value must be a list of integers")
         return torch.Size(value)
-    if kind == "torch.dtype":
+    if kind in ("torch.dtype", "mindspore.dtype"):
         return parse_dtype(value, where)
     if kind == "torch.device":
         return DeviceArg(str(value))

@@ -31,6 +31,7 @@ from precheck.dump.decode import (
     parse_dtype,
 )
 from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
+from precheck.dump.mindspore import MINDSPORE, translate
 
 __all__ = [
     "MAX_NAME",
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 _RECORD_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")  # fullmatch
+FRAMEWORKS = ("pytorch", MINDSPORE)
 MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 
 
@@ -71,8 +73,10 @@ class Dump:
         return self.path.parent / "dump_tensor_data"
 
 
-def load_dump(path: str | os.PathLike) -> Dump:
+def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
     """Index dump.json; raise DumpError with a one-line reason when the file is not a usable msprobe dump.
+    ``framework`` (pytorch or mindspore) overrides the dump's own ``framework`` field; a MindSpore dump's cases
+    are their PyTorch equivalents (precheck.dump.mindspore).
 
     The file is read once to find where each record lies and to pair forwards with backwards; each case is
     decoded from its bytes when it is used. A gigabyte dump is never held in memory, decoded or not: what stays
@@ -88,12 +92,16 @@ def load_dump(path: str | os.PathLike) -> Dump:
         raise DumpError(
             f"{path}: not an msprobe dump ('task' is {clip(repr(task), 80)}, expected 'tensor' or 'statistics')"
         )
+    if framework not in (None, *FRAMEWORKS):
+        raise DumpError(f"{path}: framework {clip(repr(framework), 80)} is not one of {', '.join(FRAMEWORKS)}")
+    framework = framework or (MINDSPORE if doc.get("framework") == MINDSPORE else "pytorch")
+    dialect = translate if framework == MINDSPORE else None
     return Dump(
         path=path,
         task=task,
         level=str(doc.get("level", "")),
-        framework=str(doc.get("framework", "")),
-        cases=Cases(pairing, _FileRecords(path, pairing.spans)),
+        framework=framework,
+        cases=Cases(pairing, _FileRecords(path, pairing.spans), dialect),
     )
 
 
@@ -200,8 +208,10 @@ class _FileRecords:
 class Cases(Sequence):
     """The cases of a dump, in forward dump order, each decoded when it is used (malformed keys last)."""
 
-    def __init__(self, pairing: _Pairing, records: Callable[[int], Any]) -> None:
-        self._pairing, self._records = pairing, records
+    def __init__(
+        self, pairing: _Pairing, records: Callable[[int], Any], dialect: Callable[[Case], Case] | None = None
+    ) -> None:
+        self._pairing, self._records, self._dialect = pairing, records, dialect
 
     @property
     def names(self) -> list[str]:
@@ -221,9 +231,13 @@ class Cases(Sequence):
     __hash__ = None  # type: ignore[assignment]
 
     def __getitem__(self, i: int) -> Case:  # type: ignore[override]
-        p = self._pairing
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
+        case = self._decoded(i)
+        return self._dialect(case) if self._dialect else case
+
+    def _decoded(self, i: int) -> Case:
+        p = self._pairing
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
@@ -258,14 +272,14 @@ class _Selection(Sequence):
         return [names[i] for i in self._indices]
 
 
-def pair_records(data: dict[str, Any] | Iterable[tuple[str, Any]]) -> Cases:
+def pair_records(data: dict[str, Any] | Iterable[tuple[str, Any]], framework: str = "pytorch") -> Cases:
     """The cases of a ``data`` map already in memory (a dump.json loaded by other means)."""
     records: list[Any] = []
     pairing = _Pairing()
     for key, record in data.items() if isinstance(data, dict) else data:
         records.append(record)
         pairing.add(key, len(records) - 1)
-    return Cases(pairing, records.__getitem__)
+    return Cases(pairing, records.__getitem__, translate if framework == MINDSPORE else None)
 
 
 def shown_name(key: str) -> str:

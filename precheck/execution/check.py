@@ -151,6 +151,10 @@ def _golden(case: Case, call: Call, hook_node: bool) -> tuple[SideRun, Call]:
     return golden, call
 
 
+def _is_spec(value: object) -> bool:
+    return isinstance(value, TensorSpec)
+
+
 def _fits(run: SideRun, case: Case) -> bool:
     """Whether a golden run produced outputs of the recorded shapes (which of two same-named APIs was called)."""
     recorded = [tuple(s.shape) for s in flatten(case.outputs) if isinstance(s, TensorSpec)]
@@ -191,6 +195,8 @@ def _graded(
     except Exception as e:  # outputs no grader rule foresaw: this API's error row, never the run's end
         return failed(case, f"grader failed: {one_line(e)}")
     notes = ran.at.notes if ran.at is not None else ()
+    if case.has_backward and case.grad_inputs is not None and not any(map(_is_spec, flatten(case.grad_inputs))):
+        notes = (*notes, "backward: the backward record saved no input gradient to grade")
     backward_status = None
     if backward_problem or not backward and notes:
         backward_status = SKIP  # a backward was recorded but nothing of it could be graded

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS
 
-TARGETS = ("device", "recorded", "compile")  # what a run grades: see execution/targets.py
+TARGETS = ("device", "recorded", "compile", "mindspore")  # what a run grades: see execution/targets.py
 BACKENDS = ("auto", "inprocess", "process", "dask")  # where cases run: see scheduling/backends.py
 
 
@@ -21,7 +21,7 @@ class CheckOptions:
     max_memory: int | None = None  # bytes one case may need; above it the case is a SKIP row
     standard: str = "default"  # precision standard (precheck.grader.standards), or "auto" per API class
     bench_device: str | None = None  # reference device for the benchmark standard (the same call, target dtypes)
-    target: str = "device"  # device (re-run on `device`), recorded (the dump's outputs), compile
+    target: str = "device"  # device (re-run on `device`), recorded (the dump's outputs), compile, mindspore
     keep_tensors: bool = False  # keep inputs, target and golden outputs in the result (generated tests)
     save_error_data: str | None = None  # folder for the inputs and outputs of every API that is not pass
     timeout: float | None = None  # seconds one API may take in a pool worker (None: scaled by size)

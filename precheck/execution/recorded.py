@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import target_side
@@ -50,14 +51,17 @@ def gradient_shapes(grad_inputs: tuple | None) -> list[tuple | None]:
     return [tuple(g.shape) if isinstance(g, TensorSpec) else None for g in flatten(grad_inputs or ())]
 
 
-def golden_at_hook(shapes: list[tuple | None], golden: SideRun, made_no_node: Callable[[], bool]) -> AtHook:
+def golden_at_hook(
+    shapes: list[tuple | None], golden: SideRun, made_no_node: Callable[[], bool], by_node: bool = True
+) -> AtHook:
     """Pairs each recorded gradient with the golden gradient where msprobe's hook saw it, by position.
 
     ``made_no_node`` says whether the call, run in the recorded dtypes, returned its input unchanged: then
-    msprobe hooked the node that made that input, in another record, and nothing here is its golden."""
+    msprobe hooked the node that made that input, in another record, and nothing here is its golden.
+    ``by_node`` False: the recorder saved the call's own input gradients (MindSpore's msprobe does)."""
     if all(s is None for s in shapes):
         return AtHook("", {}, {})
-    node = golden.node
+    node = golden.node if by_node else None
     if node is not None and not node.name and made_no_node():
         why = (
             "the call returned its input unchanged, so msprobe's hook recorded the gradients of the node that "
@@ -136,7 +140,7 @@ def recorded_run(
     if any(isinstance(g, TensorSpec) and g.data_name is None for g in recorded):
         note = "backward: recorded gradients are statistics only, not graded"
         return target, replace(golden, grads={}), AtHook("", {}, {}, (note,))
-    at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, made_no_node)
+    at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, made_no_node, case.framework != MINDSPORE)
     loaded = flatten(builder.load(case.grad_inputs, "backward.output"))
     grads = {k: loaded[k] for k in at.golden}
     return replace(target, grads=grads), replace(golden, grads=at.golden), at
@@ -208,7 +212,7 @@ def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder, no_no
     messages = [r.comparison.message for r in forward if r.status != PASS] or [forward[0].comparison.message]
     backward, notes = [], ()
     if case.has_backward and golden.grads is not None:
-        at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, no_node)
+        at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, no_node, case.framework != MINDSPORE)
         specs = flatten(case.grad_inputs)
         triples = [(k, specs[k], g) for k, g in sorted(at.golden.items())]
         backward = placed(statistics_rows(case.name, Direction.BACKWARD, triples), at)

@@ -2,8 +2,9 @@
 
 Each kind of target is a type with one interface, so a check reads the same for all of them and a new kind (a
 call replayed in another framework, a reference device) is a class here, not a branch in every stage: the device
-(the call re-run on ``-d`` in the recorded dtypes), the compiled call (the same through torch.compile) and the
-recorded outputs (what the device produced during training, read from the dump; nothing re-run).
+(the call re-run on ``-d`` in the recorded dtypes), the compiled call (the same through torch.compile), the
+recorded outputs (what the device produced during training, read from the dump; nothing re-run) and MindSpore
+(a MindSpore dump's call re-run by MindSpore).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 
 from precheck.dump.records import Case
 from precheck.execution.honest_run import repeats_honest
+from precheck.execution.mindspore_target import MindSporeUnavailable, Unsupported, run_in_mindspore
 from precheck.execution.options import TARGETS, CheckOptions
 from precheck.execution.recorded import AtHook, recorded_draw, recorded_outcome
 from precheck.execution.runner import Call, SideRun, run_side
@@ -25,7 +27,7 @@ from precheck.inputs.builder import InputBuilder
 from precheck.inputs.synth import rng_for
 from precheck.results import ApiResult, failed, skipped
 
-__all__ = ["CompiledTarget", "DeviceTarget", "Ran", "RecordedTarget", "Target", "target_for"]
+__all__ = ["CompiledTarget", "DeviceTarget", "MindSporeTarget", "Ran", "RecordedTarget", "Target", "target_for"]
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,39 @@ class RecordedTarget(Target):
         return recorded_draw(case, builder)
 
 
-_KINDS: dict[str, type[Target]] = {kind.name: kind for kind in (DeviceTarget, RecordedTarget, CompiledTarget)}
+class MindSporeTarget(Target):
+    """The recorded MindSpore call re-run by MindSpore on the device (execution/mindspore_target.py)."""
+
+    name = "mindspore"
+    label = "target: MindSpore"
+    on_device = False
+
+    def describe(self) -> str:
+        return f"in MindSpore on {self.device}"
+
+    def run(self, call: Call, case: Case) -> SideRun:
+        return run_in_mindspore(call, case, self.device)
+
+    def outcome(self, call: Call, case: Case, builder: InputBuilder, golden: SideRun) -> ApiResult | Ran:
+        try:
+            return Ran(self.run(call, case), golden)
+        except MindSporeUnavailable as e:
+            return skipped(case, str(e))
+        except Unsupported as e:
+            return skipped(case, f"MindSpore cannot run this call on {self.device}: {e}")
+
+    def draw(self, call: Call, case: Case, builder: InputBuilder, seed: int) -> SideRun | ApiResult:
+        ran = self.outcome(call, case, builder, SideRun(outputs=[]))
+        if isinstance(ran, ApiResult):
+            return ran
+        if ran.target.error:
+            return failed(case, "; ".join(filter(None, [f"target raised {ran.target.error}", builder.describe()])))
+        return ran.target
+
+
+_KINDS: dict[str, type[Target]] = {
+    kind.name: kind for kind in (DeviceTarget, RecordedTarget, CompiledTarget, MindSporeTarget)
+}
 
 
 def target_for(options: CheckOptions) -> Target:

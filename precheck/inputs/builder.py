@@ -107,7 +107,8 @@ def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) 
                 raise InputError(f"{name}: shape {array.shape} does not match the recorded {spec.shape}")
             array = np.array(array)
             # torch only takes native byte order; a big-endian file is still a valid file.
-            tensor = torch.from_numpy(np.ascontiguousarray(array.astype(array.dtype.newbyteorder("="), copy=False)))
+            # (np.ascontiguousarray would make a 0-d array 1-d; np.array's copy is C-ordered already.)
+            tensor = torch.from_numpy(array.astype(array.dtype.newbyteorder("="), copy=False))
         elif suffix == ".pt":
             tensor = _load_pt(path, spec, max_bytes)
         else:

@@ -1,0 +1,213 @@
+"""``--target mindspore``: the recorded MindSpore call re-run by MindSpore itself, graded against the PyTorch
+float64 golden of its equivalent (api_registry.mindspore).
+
+MindSpore runs in a worker process of its own interpreter (precheck/execution/mindspore_worker.py): it pins
+numpy<2 and pandas<3, which precheck's environment need not share. ``PRECHECK_MINDSPORE_PYTHON`` names that
+interpreter; without it, this interpreter is used where it can import MindSpore. Without either, a call is a
+SKIP row saying how to get MindSpore, never a crash. One worker serves every call of a precheck process and is
+started again if it dies.
+
+The worker runs the call as recorded (MindSpore's names and arguments) on the inputs precheck built, tensors in
+the recorded dtypes; the gradients fed into its outputs are the backward record's, and it returns one gradient
+per tensor input that needs one, as MindSpore's msprobe records them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from precheck.dump.records import Case, TensorSpec
+from precheck.execution.runner import Call, SideRun
+from precheck.grader.dtypes import MINDSPORE
+from precheck.walk import flatten, map_placed
+
+__all__ = ["MindSporeUnavailable", "MindSporeWorker", "mindspore_python", "run_in_mindspore"]
+
+ENV = "PRECHECK_MINDSPORE_PYTHON"
+_WORKER = Path(__file__).with_name("mindspore_worker.py")
+_NAMES = {getattr(torch, torch_name.removeprefix("torch.")): ms for ms, torch_name in MINDSPORE.items()}
+_DEVICES = {"cpu": "CPU", "npu": "Ascend", "cuda": "GPU"}
+
+
+class MindSporeUnavailable(Exception):
+    """No interpreter with MindSpore, or its worker cannot start: the call is a SKIP row with this reason."""
+
+
+class Unsupported(Exception):
+    """MindSpore has no kernel for this call on this device (a SKIP row: no precision was measured)."""
+
+
+def mindspore_python() -> str:
+    """The interpreter that runs MindSpore; MindSporeUnavailable says how to provide one."""
+    named = os.environ.get(ENV)
+    if named:
+        if not Path(named).is_file():
+            raise MindSporeUnavailable(f"{ENV}={named}: no such interpreter")
+        return named
+    if importlib.util.find_spec("mindspore") is not None:
+        return sys.executable
+    raise MindSporeUnavailable(
+        f"MindSpore is not installed: pip install 'precheck[mindspore]', or set {ENV} to a Python that has it"
+    )
+
+
+class MindSporeWorker:
+    """One MindSpore process answering calls over a pipe, one at a time."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self.folder = tempfile.TemporaryDirectory(prefix="precheck-ms-")
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        try:
+            process = subprocess.Popen(
+                [self.python, str(_WORKER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        except OSError as e:
+            raise MindSporeUnavailable(f"cannot start {self.python}: {e.strerror or e}") from None
+        ready = process.stdout.readline() if process.stdout else ""
+        if not ready.startswith('{"ready"'):
+            process.kill()
+            raise MindSporeUnavailable(f"{self.python} cannot run MindSpore (import mindspore failed)")
+        return process
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self._process = self._start()
+            process = self._process
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                process.stdin.write(json.dumps(request) + "\n")
+                process.stdin.flush()
+                line = process.stdout.readline()
+            except OSError:
+                line = ""
+            if not line:
+                self._process = None
+                return {"error": f"MindSpore's worker died (exit code {process.wait()})"}
+            return json.loads(line)
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self.folder.cleanup()
+
+
+_worker: MindSporeWorker | None = None
+
+
+def _shared_worker() -> MindSporeWorker:
+    global _worker
+    if _worker is None:
+        _worker = MindSporeWorker(mindspore_python())
+        atexit.register(_worker.close)
+    return _worker
+
+
+def run_in_mindspore(call: Call, case: Case, device: str) -> SideRun:
+    """The recorded MindSpore call run by MindSpore on ``device`` from the call's inputs; its outputs and its
+    gradients (tensor-input index -> gradient) in the recorded dtypes. Raises MindSporeUnavailable or
+    Unsupported where no run could be made."""
+    worker = _shared_worker()
+    tensors = [t for t in flatten((call.loaded_args, call.loaded_kwargs)) if isinstance(t, torch.Tensor)]
+    specs = [s for s in flatten((case.args, case.kwargs)) if isinstance(s, TensorSpec)]
+    need = [k for k, s in enumerate(specs) if s.requires_grad]
+    args, kwargs = case.recorded_call or (case.args, case.kwargs)
+    arrays = {f"t{k}": _array(t) for k, t in enumerate(tensors)}
+    grad_kinds = None
+    if call.grad_outputs is not None and need:
+        given = flatten(call.grad_outputs)
+        grad_kinds = [_NAMES.get(g.dtype) if isinstance(g, torch.Tensor) else None for g in given]
+        arrays.update({f"s{i}": _array(g) for i, g in enumerate(given) if isinstance(g, torch.Tensor)})
+    folder = Path(worker.folder.name)
+    inputs, out = folder / f"in-{os.getpid()}.npz", folder / f"out-{os.getpid()}.npz"
+    np.savez(inputs, **arrays)
+    encoded = _encoded((args, kwargs))
+    answer = worker.ask(
+        {
+            "api": case.recorded_api or case.api,
+            "args": encoded[0],
+            "kwargs": encoded[1],
+            "tensors": [_NAMES.get(t.dtype, str(t.dtype)) for t in tensors],
+            "grad": need,
+            "grad_outputs": grad_kinds,
+            "inputs": str(inputs),
+            "out": str(out),
+            "device": _DEVICES.get(device.split(":")[0], device),
+        }
+    )
+    if "unsupported" in answer:
+        raise Unsupported(answer["unsupported"])
+    if "error" in answer:
+        return SideRun(outputs=[], error=answer["error"])
+    with np.load(out, allow_pickle=False) as data:
+        outputs = [_value(d, data, f"o{i}") for i, d in enumerate(answer["outputs"])]
+        grads = None
+        if "grads" in answer:
+            grads = {k: _value(d, data, f"g{i}") for i, (k, d) in enumerate(zip(need, answer["grads"], strict=False))}
+    return SideRun(outputs=outputs, grads=grads)
+
+
+def _array(t: torch.Tensor) -> np.ndarray:
+    """numpy has no bf16: widened to float32, exactly, and narrowed again by the worker."""
+    t = t.detach().cpu()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+
+
+def _value(described: dict | None, data: Any, key: str) -> Any:
+    if described is None or "value" in described:
+        return None if described is None else described["value"]
+    tensor = torch.from_numpy(np.array(data[key]))
+    dtype = next((t for t, name in _NAMES.items() if name == described["dtype"]), None)
+    return tensor.to(dtype) if dtype is not None else tensor
+
+
+def _encoded(tree: Any) -> Any:
+    """The recorded argument tree for the worker: tensors by number, dtypes by MindSpore's names."""
+    count = iter(range(len(flatten(tree)) + 1))
+
+    def leaf(value: Any, _: str) -> Any:
+        if isinstance(value, TensorSpec):
+            return {"t": next(count)}
+        if isinstance(value, torch.dtype):
+            return {"dtype": _NAMES[value]}
+        if isinstance(value, slice):
+            return {"slice": [value.start, value.stop, value.step]}
+        if value is Ellipsis:
+            return {"ellipsis": True}
+        if isinstance(value, torch.Size):
+            return list(value)
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise Unsupported(f"an argument of type {type(value).__name__} cannot be passed to MindSpore")
+
+    encoded = map_placed(tree, leaf)
+    return _lists(encoded)
+
+
+def _lists(tree: Any) -> Any:
+    if isinstance(tree, tuple):
+        return [_lists(v) for v in tree]
+    if isinstance(tree, dict) and not ({"t", "dtype", "slice", "ellipsis"} & tree.keys()):
+        return {k: _lists(v) for k, v in tree.items()}
+    return tree
