@@ -206,7 +206,7 @@ def _graded(
         if r.status != PASS and r.comparison.message
     ]
     problems += [backward_problem] if backward_problem else []
-    problems += notes
+    problems += [*notes, *builder.roundings]
     if builder.generated:
         problems.append(builder.describe())
     if call.entry.nondeterministic and {WARNING, ERROR} & {r.status for r in forward + backward}:

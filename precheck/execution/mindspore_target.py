@@ -117,9 +117,13 @@ _worker: MindSporeWorker | None = None
 
 
 def _shared_worker() -> MindSporeWorker:
+    """This process's worker, started again under another interpreter when PRECHECK_MINDSPORE_PYTHON changed."""
     global _worker
-    if _worker is None:
-        _worker = MindSporeWorker(mindspore_python())
+    python = mindspore_python()
+    if _worker is None or _worker.python != python:
+        if _worker is not None:
+            _worker.close()
+        _worker = MindSporeWorker(python)
         atexit.register(_worker.close)
     return _worker
 

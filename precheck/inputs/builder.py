@@ -79,9 +79,13 @@ def _load_problem(e: BaseException) -> str:
     return first if isinstance(e, RuntimeError) else f"not a .pt file torch can read ({type(e).__name__}: {first})"
 
 
-def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) -> torch.Tensor:
+def load_tensor(
+    spec: TensorSpec, data_dir: Path, max_bytes: int | None = None, notes: list[str] | None = None
+) -> torch.Tensor:
     """Load the saved data of ``spec`` and check it against the recorded shape and dtype; a ``.pt`` whose storage
-    would need more than ``max_bytes`` is refused before it is read."""
+    would need more than ``max_bytes`` is refused before it is read. A ``.npy`` of a wider float dtype (msprobe
+    widens bf16, which numpy lacks) is rounded to the recorded dtype; ``notes`` is told when that changed a
+    value (the file did not hold what the recorded dtype can)."""
     if spec.data_name is None:
         raise InputError(STATISTICS_ONLY)  # reached only by callers that load files and nothing else
     path = resolve(data_dir, spec.data_name)
@@ -123,7 +127,12 @@ def load_tensor(spec: TensorSpec, data_dir: Path, max_bytes: int | None = None) 
         # .npy cannot hold bf16, so msprobe stores it widened; any other dtype change means a wrong file.
         if not (suffix == ".npy" and tensor.dtype.is_floating_point and spec.dtype.is_floating_point):
             raise InputError(f"{name}: dtype {tensor.dtype} does not match the recorded {spec.dtype}")
-        tensor = tensor.to(spec.dtype)
+        narrowed = tensor.to(spec.dtype)
+        same = torch.isclose(narrowed.to(tensor.dtype), tensor, rtol=0, atol=0, equal_nan=True)
+        changed = int((~same).sum())
+        if changed and notes is not None:
+            notes.append(f"{name}: {changed} value(s) of the {tensor.dtype} file are not {spec.dtype}, rounded")
+        tensor = narrowed
     return tensor.detach()
 
 
@@ -184,6 +193,7 @@ class InputBuilder:
         self.true_counts = true_counts or {}
         self.generated = 0
         self.notes: list[str] = []
+        self.roundings: list[str] = []  # files whose values the recorded dtype could not hold (load_tensor)
         self.tensors: dict[str, torch.Tensor] = {}  # every tensor built, by argument place (error data, repro)
 
     def build(self, tree: Any, where: str) -> Any:
@@ -191,7 +201,9 @@ class InputBuilder:
 
     def load(self, tree: Any, where: str) -> Any:
         """Saved data only (recorded outputs are never generated)."""
-        return map_specs_at(tree, lambda spec, _: load_tensor(spec, self.data_dir, self.max_bytes), where)
+        return map_specs_at(
+            tree, lambda spec, _: load_tensor(spec, self.data_dir, self.max_bytes, self.roundings), where
+        )
 
     def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
         tensor = self._make(spec, where)
@@ -203,7 +215,7 @@ class InputBuilder:
 
     def _make(self, spec: TensorSpec, where: str) -> torch.Tensor:
         if spec.data_name is not None and not self.force_random:
-            return load_tensor(spec, self.data_dir, self.max_bytes)
+            return load_tensor(spec, self.data_dir, self.max_bytes, self.roundings)
         try:
             tensor, note = synthesize(
                 spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where), self.true_counts.get(where)

@@ -1,0 +1,223 @@
+"""MindSpore dumps (msprobe 26.2, MindSpore 2.10 on the CPU, bundled in tests/data/mindspore): every record graded
+or a SKIP with its reason, the mint / Tensor mapping's departures from PyTorch, a perturbed output found on
+exactly its API, and MindSpore re-running statistics dumps where its interpreter is there."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import DATA, real_dump_json
+
+from api_registry.mindspore import NoEquivalent, torch_call
+from precheck.execution.mindspore_target import ENV
+from precheck.run_ut import run_ut
+
+DTYPES = ("fp32", "fp16", "bf16")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _mindspore_python() -> str | None:
+    named = os.environ.get(ENV) or str(REPO / ".venv-mindspore" / "bin" / "python")
+    return named if Path(named).is_file() else None
+
+
+MS_PYTHON = _mindspore_python()
+needs_mindspore = pytest.mark.skipif(
+    MS_PYTHON is None, reason=f"no MindSpore interpreter: bash .ci/setup makes .venv-mindspore, or set {ENV}"
+)
+
+
+def _dump(name: str) -> Path:
+    return real_dump_json(f"mindspore/{name}")
+
+
+def _rows(out: Path) -> dict[str, list[str]]:
+    (result,) = out.glob("accuracy_checking_result_*.csv")
+    with open(result, encoding="utf-8-sig", newline="") as f:
+        return {r[0]: r[1:] for r in list(csv.reader(f))[1:]}
+
+
+def _run(dump: Path, out: Path, monkeypatch: pytest.MonkeyPatch, python: str | None = None, **kw) -> dict:
+    if python is None:
+        monkeypatch.delenv(ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENV, python)
+    run_ut(dump, out, device="cpu", workers=1, **kw)
+    return _rows(out)
+
+
+CAT_BACKWARD = "backward: the backward record saved no input gradient to grade"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tensor_dump_graded_against_recorded_outputs(dtype: str, tmp_path: Path, monkeypatch) -> None:
+    """No MindSpore needed: every record graded, the two list-input cats' backwards a SKIP with the reason."""
+    rows = _run(_dump(f"{dtype}_tensor"), tmp_path, monkeypatch)
+    assert len(rows) == 48
+    for name, (forward, backward, message) in rows.items():
+        assert forward in ("pass", "warning", "error"), (name, message)
+        if name.startswith("Mint.cat."):
+            assert (backward, message) == ("SKIP", CAT_BACKWARD)
+        else:
+            assert backward in ("pass", "warning", "error"), (name, message)
+    assert not [n for n, r in rows.items() if r[0] == "error"]
+    errors = sorted(n for n, r in rows.items() if r[1] == "error")
+    # MindSpore's CPU fp16 kernels of these two backwards compute in fp16: 2.5x and 2.8x an honest kernel's error.
+    assert errors == (["Mint.rsqrt.0", "Mint.softmax.0"] if dtype == "fp16" else [])
+
+
+def test_mindspore_semantics_mapped(tmp_path: Path, monkeypatch) -> None:
+    """The recorded calls whose MindSpore meaning differs from torch's name match their recorded outputs exactly
+    as an honest fp32 kernel would: a wrong mapping would give another shape or other values."""
+    rows = _run(_dump("fp32_tensor"), tmp_path, monkeypatch)
+    for name in ("Tensor.transpose.0", "Tensor.transpose.1", "Tensor.std.0", "Tensor.max.0", "Tensor.mean.0",
+                 "Tensor.sum.0", "Tensor.to.0", "Mint.transpose.0"):  # fmt: skip
+        assert rows[name][:2] == ["pass", "pass"], (name, rows[name])
+
+
+def test_mapping_rules() -> None:
+    class T:
+        shape = (4, 4, 8)
+
+    x = T()
+    assert torch_call("Mint.softmax", (x,), {"dim": -1}).api == "Torch.softmax"
+    assert torch_call("MintFunctional.linear", (x,), {}).api == "Functional.linear"
+    permute = torch_call("Tensor.transpose", (x, 0, 2, 1), {})
+    assert (permute.api, permute.args[1:]) == ("Tensor.permute", (0, 2, 1))
+    swap = torch_call("Tensor.transpose", (x, 1, 2), {})
+    assert (swap.api, swap.args[1:]) == ("Tensor.transpose", (1, 2))
+    assert torch_call("Tensor.transpose", (x,), {}).args[1:] == (2, 1, 0)
+    std = torch_call("Tensor.std", (x,), {"axis": 1, "keepdims": True})
+    assert (std.api, std.kwargs) == ("Tensor.std", {"dim": 1, "keepdim": True, "correction": 0})
+    assert torch_call("Tensor.std", (x, 1, 1), {}).kwargs == {"dim": 1, "correction": 1}
+    assert torch_call("Tensor.max", (x,), {"axis": 1}).api == "Tensor.amax"
+    assert torch_call("Tensor.max", (x, 1), {}).api == "Tensor.max"
+    numpy_order = torch_call("Tensor.sum", (x, 1, "float32-dtype", True), {})
+    assert numpy_order.kwargs == {"dim": 1, "dtype": "float32-dtype", "keepdim": True}
+    assert torch_call("Tensor.mean", (x,), {"axis": 0, "keep_dims": True}).kwargs == {"dim": 0, "keepdim": True}
+    assert torch_call("Tensor.expand_dims", (x, 0), {}).api == "Tensor.unsqueeze"
+    for api, args, kwargs, why in [
+        ("Functional.flash_attention_score", (x,), {}, "ops.flash_attention_score"),
+        ("Tensor.repeat", (x, 2), {}, "Tensor.repeat"),
+        ("Tensor.sum", (x,), {"initial": 1.0}, "initial"),
+        ("Primitive.Add", (x,), {}, "Primitive.Add"),
+    ]:
+        with pytest.raises(NoEquivalent, match=why):
+            torch_call(api, args, kwargs)
+
+
+def test_api_without_equivalent_is_a_skip_row(tmp_path: Path, monkeypatch) -> None:
+    src = _dump("fp32_tensor").parent
+    dump = tmp_path / "dump"
+    shutil.copytree(src, dump)
+    text = (dump / "dump.json").read_text()
+    text = text.replace('"Tensor.reshape.0.forward"', '"Tensor.repeat.0.forward"').replace(
+        '"Mint.abs.0.forward"', '"Functional.abs.0.forward"'
+    )
+    (dump / "dump.json").write_text(text)
+    rows = _run(dump / "dump.json", tmp_path / "out", monkeypatch)
+    assert rows["Tensor.repeat.0"][0] == "SKIP"
+    assert "MindSpore's Tensor.repeat: no PyTorch equivalent" in rows["Tensor.repeat.0"][2]
+    assert rows["Functional.abs.0"][0] == "SKIP"
+    assert "MindSpore's ops.abs (Functional.abs): no PyTorch equivalent mapped" in rows["Functional.abs.0"][2]
+
+
+def _perturbed(dtype: str, file: str, how: str, root: Path) -> Path:
+    dump = root / f"{dtype}_{how}"
+    shutil.copytree(_dump(f"{dtype}_tensor").parent, dump)
+    path = dump / "dump_tensor_data" / file
+    array = np.load(path)
+    if how == "scale":
+        array = array * np.float32(1.01)
+    else:
+        array.flat[3] = np.nan
+    np.save(path, array)
+    return dump / "dump.json"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("how", ["scale", "nan"])
+def test_perturbed_output_is_an_error_on_exactly_its_api(dtype: str, how: str, tmp_path: Path, monkeypatch) -> None:
+    api = "MintFunctional.linear.1" if dtype != "bf16" else "Tensor.__mul__.1"  # bf16 kernels: mul, add, div
+    clean = _run(_dump(f"{dtype}_tensor"), tmp_path / "clean", monkeypatch)
+    dump = _perturbed(dtype, f"{api}.forward.output.0.npy", how, tmp_path)
+    rows = _run(dump, tmp_path / "out", monkeypatch)
+    assert rows[api][0] == "error", rows[api]
+    assert {n: r[:2] for n, r in rows.items() if n != api} == {n: r[:2] for n, r in clean.items() if n != api}
+    if how == "scale" and dtype == "bf16":  # the file holds float32 values no bf16 can: said, and rounded
+        assert "are not torch.bfloat16, rounded" in rows[api][2]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_statistics_dump_without_mindspore_skips(dtype: str, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "mindspore", None)  # even if this interpreter had it
+    rows = _run(_dump(f"{dtype}_statistics"), tmp_path, monkeypatch)
+    assert len(rows) == 48
+    assert {tuple(r[:2]) for r in rows.values()} == {("SKIP", "SKIP")}
+    assert {r[2] for r in rows.values()} == {
+        f"MindSpore is not installed: pip install 'precheck[mindspore]', or set {ENV} to a Python that has it"
+    }
+
+
+def test_missing_interpreter_is_named(tmp_path: Path, monkeypatch) -> None:
+    rows = _run(_dump("fp32_statistics"), tmp_path, monkeypatch, python=str(tmp_path / "no-python"))
+    assert {r[2] for r in rows.values()} == {f"{ENV}={tmp_path / 'no-python'}: no such interpreter"}
+
+
+@needs_mindspore
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_statistics_dump_graded_by_running_mindspore(dtype: str, tmp_path: Path, monkeypatch) -> None:
+    rows = _run(_dump(f"{dtype}_statistics"), tmp_path, monkeypatch, python=MS_PYTHON)
+    assert len(rows) == 48
+    for name, (forward, backward, message) in rows.items():
+        assert forward in ("pass", "warning"), (name, message)
+        assert "inputs generated from statistics (seed 0)" in message and "target: MindSpore" not in message
+        assert backward == "SKIP" if name.startswith("Mint.cat.") else backward in ("pass", "warning", "error")
+    errors = sorted(n for n, r in rows.items() if r[1] == "error")
+    assert errors == (["Mint.rsqrt.0", "Mint.softmax.0"] if dtype == "fp16" else [])
+
+
+@needs_mindspore
+def test_mindspore_target_on_a_tensor_dump_finds_a_wrong_kernel(tmp_path: Path, monkeypatch) -> None:
+    """--target mindspore re-runs the recorded calls in MindSpore from the recorded inputs: a MindSpore whose
+    exp is 1% off is found on exactly that API."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import mindspore.mint as m\n_exp = m.exp\nm.exp = lambda x: _exp(x) * 1.01\n", encoding="utf-8"
+    )
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shim} exec {MS_PYTHON} "$@"\n')
+    wrapper.chmod(0o755)
+    rows = _run(_dump("fp32_tensor"), tmp_path / "out", monkeypatch, python=str(wrapper), options=_target("mindspore"))
+    assert rows["Mint.exp.0"][0] == "error"
+    assert not [n for n, r in rows.items() if r[0] == "error" and n != "Mint.exp.0"]
+
+
+def _target(name: str):
+    from precheck.execution.options import CheckOptions
+
+    return CheckOptions(target=name)
+
+
+def test_cli_refuses_targets_a_dump_cannot_have(tmp_path: Path) -> None:
+    def run(dump: Path, target: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "precheck", "run_ut", "-api_info", str(dump), "-o", str(tmp_path), "-q"]
+        return subprocess.run([*cmd, "--target", target], capture_output=True, text=True, timeout=120)
+
+    compiled = run(_dump("fp32_tensor"), "compile")
+    assert compiled.returncode == 2
+    assert compiled.stderr.strip().splitlines() == [
+        "precheck: error: --target compile runs torch.compile; a MindSpore dump is graded as recorded or mindspore"
+    ]
+    pytorch = real_dump_json("mlp_fp32_tensor")
+    other = run(pytorch, "mindspore")
+    assert other.returncode == 2
+    assert f"--target mindspore re-runs MindSpore dumps; {pytorch} is a PyTorch dump" in other.stderr
