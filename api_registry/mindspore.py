@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["Equivalent", "NoEquivalent", "torch_call"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import DATA, real_dump_json
+from helpers import real_dump_json
 
 from api_registry.mindspore import NoEquivalent, torch_call
 from precheck.execution.mindspore_target import ENV

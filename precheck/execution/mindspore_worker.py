@@ -109,14 +109,12 @@ def run(ms, request: dict) -> dict:
     func = _resolve(ms, request["api"])
     with np.load(request["inputs"], allow_pickle=False) as data:
         kinds = request["tensors"]
-        tensors = [
-            ms.Tensor(data[f"t{k}"]).astype(getattr(ms, _MS_DTYPES[kind])) for k, kind in enumerate(kinds)
-        ]
+        tensors = [ms.Tensor(data[f"t{k}"]).astype(getattr(ms, _MS_DTYPES[kind])) for k, kind in enumerate(kinds)]
     need = request.get("grad") or []
 
     def call(*diff):
         given = list(tensors)
-        for k, t in zip(need, diff):
+        for k, t in zip(need, diff, strict=True):
             given[k] = t
         return func(*_value(ms, request["args"], given), **_value(ms, request["kwargs"], given))
 
@@ -130,7 +128,8 @@ def run(ms, request: dict) -> dict:
             ]
         result, vjp = ms.vjp(call, *[tensors[k] for k in need])
         outs = _flat(result)
-        sens = [s if s is not None else ms.ops.zeros_like(o) for s, o in zip(sens, outs)]
+        # An output no recorded gradient flowed into (the indices of a max) is fed zeros.
+        sens = [sens[i] if i < len(sens) and sens[i] is not None else ms.ops.zeros_like(o) for i, o in enumerate(outs)]
         grads = vjp(sens[0] if not isinstance(result, (tuple, list)) else tuple(sens))
         grads = grads if isinstance(grads, tuple) else (grads,)
         answer = {"grads": _saved(ms, list(grads), "g", arrays)}
