@@ -305,9 +305,7 @@ def test_mindspore_against_pytorch(capsys, tmp_path):
     grads = bench_of["MintFunctional.linear.0.backward.output.2"]
     assert grads["Bench Name"] == "Functional.linear.0.backward.output.0" and float(grads["Cosine"]) == 1.0
     assert float(bench_of["MintFunctional.linear.0.backward.output.1"]["Cosine"]) > 0.9999
-    _, _, summary, _ = compare(
-        capsys, tmp_path / "b", "ms_fp32_tensor_relu_bug", "pt_fp32_tensor_for_ms", "--precheck"
-    )
+    _, _, summary, _ = compare(capsys, tmp_path / "b", "ms_fp32_tensor_relu_bug", "pt_fp32_tensor_for_ms", "--precheck")
     assert summary["first_divergent"]["name"] == "MintFunctional.relu.0.forward"
     assert summary["first_divergent"]["inputs_agree"] is True
     # --precheck replays the MindSpore suspect against PyTorch's float64 relu: the leaky kernel is an error
