@@ -132,8 +132,7 @@ def run_ut(
     ``backend`` says where cases run (auto, inprocess, process, dask: scheduling/backends.py), ``scheduler`` is
     the Dask scheduler's address; ``keep_results`` False keeps only
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
-    ``framework`` (pytorch, mindspore) overrides the dump's; a MindSpore dump is graded against its recorded
-    outputs (tensor dumps) or MindSpore's run (statistics dumps) unless ``options`` name another target.
+    ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: _for_framework).
     """
     start = time.perf_counter()
     dump = load_dump(api_info, framework)
