@@ -120,13 +120,17 @@ def test_api_without_equivalent_is_a_skip_row(tmp_path: Path, monkeypatch) -> No
     text = (dump / "dump.json").read_text()
     text = text.replace('"Tensor.reshape.0.forward"', '"Tensor.repeat.0.forward"').replace(
         '"Mint.abs.0.forward"', '"Functional.abs.0.forward"'
-    )
+    ).replace('"Mint.exp.0.forward"', '"Mint.no_such_op.0.forward"')
     (dump / "dump.json").write_text(text)
     rows = _run(dump / "dump.json", tmp_path / "out", monkeypatch)
     assert rows["Tensor.repeat.0"][0] == "SKIP"
     assert "MindSpore's Tensor.repeat: no PyTorch equivalent" in rows["Tensor.repeat.0"][2]
     assert rows["Functional.abs.0"][0] == "SKIP"
     assert "MindSpore's ops.abs (Functional.abs): no PyTorch equivalent mapped" in rows["Functional.abs.0"][2]
+    assert (rows["Mint.no_such_op.0"][0], rows["Mint.no_such_op.0"][2]) == (
+        "SKIP",
+        "Mint.no_such_op: its PyTorch equivalent Torch.no_such_op is not supported",
+    )
 
 
 def _perturbed(dtype: str, file: str, how: str, root: Path) -> Path:

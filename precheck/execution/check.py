@@ -103,6 +103,8 @@ def _preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult |
     if case.problem:
         return skipped(case, case.problem)
     entry = lookup(case.api)
+    if entry is None and case.recorded_api:
+        return skipped(case, f"{case.recorded_api}: its PyTorch equivalent {case.api} is not supported")
     if entry is None:
         return skipped(case, why_unsupported(case.api))
     if entry.needs_device and target.on_device and not target.device.startswith(entry.needs_device):
