@@ -118,9 +118,11 @@ def test_api_without_equivalent_is_a_skip_row(tmp_path: Path, monkeypatch) -> No
     dump = tmp_path / "dump"
     shutil.copytree(src, dump)
     text = (dump / "dump.json").read_text()
-    text = text.replace('"Tensor.reshape.0.forward"', '"Tensor.repeat.0.forward"').replace(
-        '"Mint.abs.0.forward"', '"Functional.abs.0.forward"'
-    ).replace('"Mint.exp.0.forward"', '"Mint.no_such_op.0.forward"')
+    text = (
+        text.replace('"Tensor.reshape.0.forward"', '"Tensor.repeat.0.forward"')
+        .replace('"Mint.abs.0.forward"', '"Functional.abs.0.forward"')
+        .replace('"Mint.exp.0.forward"', '"Mint.no_such_op.0.forward"')
+    )
     (dump / "dump.json").write_text(text)
     rows = _run(dump / "dump.json", tmp_path / "out", monkeypatch)
     assert rows["Tensor.repeat.0"][0] == "SKIP"
