@@ -227,3 +227,21 @@ def test_cli_refuses_targets_a_dump_cannot_have(tmp_path: Path) -> None:
     other = run(pytorch, "mindspore")
     assert other.returncode == 2
     assert f"--target mindspore re-runs MindSpore dumps; {pytorch} is a PyTorch dump" in other.stderr
+
+
+def test_an_interpreter_without_mindspore_is_named(tmp_path: Path, monkeypatch) -> None:
+    rows = _run(_dump("fp32_statistics"), tmp_path, monkeypatch, python=sys.executable)
+    assert {tuple(r[:2]) for r in rows.values()} == {("SKIP", "SKIP")}
+    assert {r[2] for r in rows.values()} == {f"{sys.executable} cannot run MindSpore (import mindspore failed)"}
+
+
+def test_a_dying_mindspore_worker_is_that_calls_error_and_is_replaced(tmp_path: Path, monkeypatch) -> None:
+    """A worker that dies on a call (a crashing kernel) makes that call's error row; the next call starts
+    another worker."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho \'{"ready": "fake"}\'\nread line\nexit 3\n')
+    fake.chmod(0o755)
+    rows = _run(_dump("fp32_statistics"), tmp_path / "out", monkeypatch, python=str(fake))
+    assert len(rows) == 48
+    assert {r[0] for r in rows.values()} == {"error"}
+    assert all("target raised MindSpore's worker died (exit code 3)" in r[2] for r in rows.values())
