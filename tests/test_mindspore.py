@@ -5,6 +5,7 @@ exactly its API, and MindSpore re-running statistics dumps where its interpreter
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -245,3 +246,33 @@ def test_a_dying_mindspore_worker_is_that_calls_error_and_is_replaced(tmp_path: 
     assert len(rows) == 48
     assert {r[0] for r in rows.values()} == {"error"}
     assert all("target raised MindSpore's worker died (exit code 3)" in r[2] for r in rows.values())
+
+
+def test_arguments_reach_mindspore_as_recorded() -> None:
+    """The worker's encoding round trip, MindSpore stood in for: a keyword argument named ``dtype`` holding a
+    dtype, a slice, an ellipsis and a tensor inside a list keep their meaning."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from precheck.dump.decode import Stats, TensorSpec
+    from precheck.execution import mindspore_worker
+    from precheck.execution.mindspore_target import _encoded
+
+    spec = TensorSpec(torch.float32, (2,), Stats(None, None, None, None))
+    args, kwargs = _encoded((spec, [spec, 3], slice(1, None, 2), Ellipsis), {"dtype": torch.bfloat16, "t": 1})
+    fake = SimpleNamespace(bfloat16="ms.bfloat16")
+    tensors = ["tensor 0", "tensor 1"]
+    assert mindspore_worker._value(fake, args, tensors) == ("tensor 0", ("tensor 1", 3), slice(1, None, 2), ...)
+    assert {name: mindspore_worker._value(fake, v, tensors) for name, v in kwargs} == {"dtype": "ms.bfloat16", "t": 1}
+
+
+@needs_mindspore
+def test_a_dtype_keyword_runs_in_mindspore(tmp_path: Path, monkeypatch) -> None:
+    dump = tmp_path / "dump"
+    shutil.copytree(_dump("fp32_statistics").parent, dump)
+    doc = json.loads((dump / "dump.json").read_text())
+    doc["data"]["Mint.sum.0.forward"]["input_kwargs"] = {"dtype": {"type": "mindspore.dtype", "value": "Float32"}}
+    (dump / "dump.json").write_text(json.dumps(doc))
+    rows = _run(dump / "dump.json", tmp_path / "out", monkeypatch, python=MS_PYTHON)
+    assert rows["Mint.sum.0"][:2] == ["pass", "pass"], rows["Mint.sum.0"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import itertools
 import json
 import os
 import subprocess
@@ -146,7 +147,7 @@ def run_in_mindspore(call: Call, case: Case, device: str) -> SideRun:
     folder = Path(worker.folder.name)
     inputs, out = folder / f"in-{os.getpid()}.npz", folder / f"out-{os.getpid()}.npz"
     np.savez(inputs, **arrays)
-    encoded = _encoded((args, kwargs))
+    encoded = _encoded(args, kwargs)
     answer = worker.ask(
         {
             "api": case.recorded_api or case.api,
@@ -186,32 +187,25 @@ def _value(described: dict | None, data: Any, key: str) -> Any:
     return tensor.to(dtype) if dtype is not None else tensor
 
 
-def _encoded(tree: Any) -> Any:
-    """The recorded argument tree for the worker: tensors by number, dtypes by MindSpore's names."""
-    count = iter(range(len(flatten(tree)) + 1))
+def _encoded(args: tuple, kwargs: dict) -> tuple[list, list]:
+    """The recorded arguments for the worker (mindspore_worker's encoding): tensors numbered in argument order,
+    dtypes by MindSpore's names, keyword arguments as [name, value] pairs. A decoded record holds no dict but
+    its keyword arguments, so every dict sent is one tagged value."""
+    count = itertools.count()
 
     def leaf(value: Any, _: str) -> Any:
         if isinstance(value, TensorSpec):
-            return {"t": next(count)}
-        if isinstance(value, torch.dtype):
-            return {"dtype": _NAMES[value]}
+            return {"$tensor": next(count)}
+        if isinstance(value, torch.dtype) and value in _NAMES:
+            return {"$dtype": _NAMES[value]}
         if isinstance(value, slice):
-            return {"slice": [value.start, value.stop, value.step]}
+            return {"$slice": [value.start, value.stop, value.step]}
         if value is Ellipsis:
-            return {"ellipsis": True}
+            return {"$ellipsis": True}
         if isinstance(value, torch.Size):
             return list(value)
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
-        raise Unsupported(f"an argument of type {type(value).__name__} cannot be passed to MindSpore")
+        raise Unsupported(f"an argument {value!r} of type {type(value).__name__} cannot be passed to MindSpore")
 
-    encoded = map_placed(tree, leaf)
-    return _lists(encoded)
-
-
-def _lists(tree: Any) -> Any:
-    if isinstance(tree, tuple):
-        return [_lists(v) for v in tree]
-    if isinstance(tree, dict) and not ({"t", "dtype", "slice", "ellipsis"} & tree.keys()):
-        return {k: _lists(v) for k, v in tree.items()}
-    return tree
+    return map_placed(list(args), leaf), [[name, map_placed(v, leaf)] for name, v in kwargs.items()]

@@ -4,13 +4,15 @@ MindSpore 2.10 pins numpy<2 and pandas<3, which precheck's own environment does 
 script under MindSpore's interpreter (``PRECHECK_MINDSPORE_PYTHON``) and imports nothing but the standard
 library, numpy and MindSpore. It reads one request per line on stdin and answers one line on stdout:
 
-    {"api": "Mint.softmax", "args": [...], "kwargs": {...}, "grad": [0], "inputs": "in.npz", "out": "out.npz",
-     "device": "CPU"}
+    {"api": "Mint.softmax", "args": [...], "kwargs": [[name, value], ...], "grad": [0], "inputs": "in.npz",
+     "out": "out.npz", "device": "CPU"}
     -> {"outputs": [{"dtype": "Float32"} | {"value": 1.5} | null, ...], "grads": [0]} or {"error": "..."} or
        {"unsupported": "..."}
 
-Tensors travel in .npz files (bf16 widened to float32, named by their dtype beside); ``{"t": k}`` in the
-argument tree is tensor k, ``{"dtype": "Float16"}`` a MindSpore dtype, ``{"slice": [a, b, c]}`` a slice. The API
+Tensors travel in .npz files (bf16 widened to float32, named by their dtype beside). Arguments are JSON lists
+and scalars, keyword arguments a list of [name, value] pairs, and every dict one tagged value: ``{"$tensor": k}``
+is tensor k, ``{"$dtype": "Float16"}`` a MindSpore dtype, ``{"$slice": [a, b, c]}`` a slice, ``{"$ellipsis":
+true}`` the ellipsis (a keyword argument named ``dtype`` is never taken for a dtype). The API
 is looked up among mint, mint.nn.functional and Tensor's methods; precheck only sends names it maps to PyTorch.
 """
 
@@ -19,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 
 import numpy as np
 
@@ -48,19 +49,21 @@ def _resolve(ms, api: str):
 
 
 def _value(ms, raw, tensors):
+    """An argument as MindSpore takes it: lists are tuples, and every dict is one tagged value."""
     if isinstance(raw, list):
         return tuple(_value(ms, v, tensors) for v in raw)
-    if isinstance(raw, dict) and "t" in raw:
-        return tensors[raw["t"]]
-    if isinstance(raw, dict) and "dtype" in raw:
-        return getattr(ms, _MS_DTYPES[raw["dtype"]])
-    if isinstance(raw, dict) and "slice" in raw:
-        return slice(*raw["slice"])
-    if isinstance(raw, dict) and "ellipsis" in raw:
+    if not isinstance(raw, dict):
+        return raw
+    ((tag, value),) = raw.items()
+    if tag == "$tensor":
+        return tensors[value]
+    if tag == "$dtype":
+        return getattr(ms, _MS_DTYPES[value])
+    if tag == "$slice":
+        return slice(*value)
+    if tag == "$ellipsis":
         return Ellipsis
-    if isinstance(raw, dict):
-        return {k: _value(ms, v, tensors) for k, v in raw.items()}
-    return raw
+    raise ValueError(f"unknown argument tag {tag!r}")
 
 
 _MS_DTYPES = {
@@ -116,7 +119,8 @@ def run(ms, request: dict) -> dict:
         given = list(tensors)
         for k, t in zip(need, diff, strict=True):
             given[k] = t
-        return func(*_value(ms, request["args"], given), **_value(ms, request["kwargs"], given))
+        kwargs = {name: _value(ms, v, given) for name, v in request["kwargs"]}
+        return func(*_value(ms, request["args"], given), **kwargs)
 
     arrays: dict = {}
     grads_given = request.get("grad_outputs")
@@ -160,8 +164,6 @@ def main() -> None:
             text = (str(e).strip().splitlines() or [""])[0][:300]
             why = f"{type(e).__name__}: {text}" if text else type(e).__name__
             answer = {"unsupported": why} if any(u in str(e) for u in _UNSUPPORTED) else {"error": why}
-            if request.get("debug"):
-                traceback.print_exc(file=sys.stderr)
         print(json.dumps(answer), file=answers, flush=True)
 
 
