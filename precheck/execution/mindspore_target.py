@@ -145,7 +145,8 @@ def run_in_mindspore(call: Call, case: Case, device: str) -> SideRun:
         grad_kinds = [_NAMES.get(g.dtype) if isinstance(g, torch.Tensor) else None for g in given]
         arrays.update({f"s{i}": _array(g) for i, g in enumerate(given) if isinstance(g, torch.Tensor)})
     folder = Path(worker.folder.name)
-    inputs, out = folder / f"in-{os.getpid()}.npz", folder / f"out-{os.getpid()}.npz"
+    caller = threading.get_ident()  # a Dask worker's threads share one MindSpore worker, not their files
+    inputs, out = folder / f"in-{caller}.npz", folder / f"out-{caller}.npz"
     np.savez(inputs, **arrays)
     encoded = _encoded(args, kwargs)
     answer = worker.ask(
