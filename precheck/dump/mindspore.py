@@ -11,6 +11,7 @@ input needs a gradient exactly where one was recorded.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import Any
 
@@ -47,7 +48,7 @@ def _needing_grad(case: Case) -> tuple[tuple, dict]:
     """The arguments, each floating tensor input marked as needing a gradient where the backward record holds
     one at its place among the tensor inputs."""
     recorded = flatten(case.grad_inputs) if case.grad_inputs is not None else []
-    tensors = iter(range(len(flatten((case.args, case.kwargs)))))
+    tensors = itertools.count()
 
     def mark(leaf: Any, _: str) -> Any:
         if not isinstance(leaf, TensorSpec):
