@@ -47,6 +47,8 @@ def torch_call(api: str, args: tuple, kwargs: dict) -> Equivalent:
     prefix, _, name = api.partition(".")
     if prefix in _MINT and name:
         return Equivalent(f"{_MINT[prefix]}.{name}", args, kwargs)
+    if prefix == "Tensor" and not args:
+        raise NoEquivalent(f"Tensor.{name} recorded without the tensor it was called on")
     if prefix == "Tensor" and name in _SAME_METHODS:
         return Equivalent(api, args, kwargs)
     if prefix == "Tensor" and name in _METHOD_RULES:

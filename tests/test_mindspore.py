@@ -118,14 +118,18 @@ def test_api_without_equivalent_is_a_skip_row(tmp_path: Path, monkeypatch) -> No
     src = _dump("fp32_tensor").parent
     dump = tmp_path / "dump"
     shutil.copytree(src, dump)
-    text = (dump / "dump.json").read_text()
+    doc = json.loads((dump / "dump.json").read_text())
+    doc["data"]["Tensor.std.0.forward"]["input_args"] = []  # a hostile record: a method without its tensor
     text = (
-        text.replace('"Tensor.reshape.0.forward"', '"Tensor.repeat.0.forward"')
+        json.dumps(doc)
+        .replace('"Tensor.reshape.0.forward"', '"Tensor.repeat.0.forward"')
         .replace('"Mint.abs.0.forward"', '"Functional.abs.0.forward"')
         .replace('"Mint.exp.0.forward"', '"Mint.no_such_op.0.forward"')
     )
     (dump / "dump.json").write_text(text)
     rows = _run(dump / "dump.json", tmp_path / "out", monkeypatch)
+    assert rows["Tensor.std.0"][0] == "SKIP"
+    assert rows["Tensor.std.0"][2] == "Tensor.std recorded without the tensor it was called on"
     assert rows["Tensor.repeat.0"][0] == "SKIP"
     assert "MindSpore's Tensor.repeat: no PyTorch equivalent" in rows["Tensor.repeat.0"][2]
     assert rows["Functional.abs.0"][0] == "SKIP"
