@@ -78,7 +78,7 @@ def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: s
             _scatter(frame, index, run),
             _advice(findings),
             _table_shell(apis),
-            f'<script type="application/json" id="apis">{_json(apis)}</script>',
+            f'<script type="application/json" id="rows">{_json(apis)}</script>',
             f"<script>{SCRIPT}</script>",
             "</body></html>",
         ]
@@ -255,23 +255,38 @@ def _worst_status(frame: pandas.DataFrame, direction: str) -> pandas.Series:
 def _table_shell(apis: list[dict]) -> str:
     families = sorted({a["family"] for a in apis})
     dtypes = sorted({a["dtype"] for a in apis if a["dtype"]})
+    headers = [("call", "API", "text"), ("family", "family", "text"), ("forward", "forward", "status"),
+               ("backward", "backward", "status"), ("dtype", "dtype", "text"), ("cosine", "worst cosine", "number"),
+               ("max_abs", "worst max abs error", "number"), ("message", "message", "message")]  # fmt: skip
+    filters = [
+        ("status", "forward backward", list(COLOURS)),
+        ("family", "family", families),
+        ("dtype", "dtype", dtypes),
+    ]
+    return table_shell("apis-section", "APIs", "api-", headers, filters)
 
-    def options(values: list[str]) -> str:
-        return '<option value="">all</option>' + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
 
-    headers = [("call", "API"), ("family", "family"), ("forward", "forward"), ("backward", "backward"),
-               ("dtype", "dtype"), ("cosine", "worst cosine"), ("max_abs", "worst max abs error"),
-               ("message", "message")]  # fmt: skip
-    head = "".join(f'<th data-key="{k}" tabindex="0">{_e(label)}</th>' for k, label in headers)
+def _options(values: list[str]) -> str:
+    return '<option value="">all</option>' + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+
+
+def table_shell(
+    section: str, noun: str, prefix: str, headers: list[tuple[str, str, str]], filters: list[tuple[str, str, list]]
+) -> str:
+    """The table the page's script fills: its headers (key, label, kind), its filters (the query parameter, the
+    row fields a chosen value must match, the choices) and a name filter, and the pager."""
+    head = "".join(f'<th data-key="{k}" data-kind="{kind}" tabindex="0">{_e(label)}</th>' for k, label, kind in headers)
+    selects = "".join(
+        f'<label>{_e(name)} <select id="f-{name}" data-query="{name}" data-filter="{fields}">{_options(values)}'
+        "</select></label>"
+        for name, fields, values in filters
+    )
     return (
-        '<section id="apis-section"><h2>APIs</h2><div class="filters">'
-        f'<label>status <select id="f-status">{options(list(COLOURS))}</select></label>'
-        f'<label>family <select id="f-family">{options(families)}</select></label>'
-        f'<label>dtype <select id="f-dtype">{options(dtypes)}</select></label>'
-        '<label>name <input id="f-text" type="search" placeholder="filter by name"></label>'
-        '<span id="count"></span></div>'
-        f'<table id="table"><thead><tr>{head}</tr></thead><tbody></tbody></table>'
-        '<div class="pager"><button id="prev">previous</button><span id="page"></span>'
+        f'<section id="{section}"><h2>{_e(noun)}</h2><div class="filters">{selects}'
+        '<label>name <input id="f-text" type="search" data-query="name" data-filter="text" '
+        'placeholder="filter by name"></label><span id="count"></span></div>'
+        f'<table id="table" data-prefix="{prefix}" data-noun="{_e(noun)}"><thead><tr>{head}</tr></thead>'
+        '<tbody></tbody></table><div class="pager"><button id="prev">previous</button><span id="page"></span>'
         f'<button id="next">next</button></div><p class="note">Generated {time.strftime("%Y-%m-%d %H:%M:%S")}.</p>'
         "</section>"
     )
