@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from precheck.escape import escape
 
 if TYPE_CHECKING:
-    from precheck.compare.divergence import Finding
     from precheck.compare.dumps import DumpComparison
 
 
@@ -125,7 +124,8 @@ def describe(result: DumpComparison) -> str:
         f"precheck compare ({result.mode}): {sum(d.verdicts.values())} records, {result.rows} rows: {counts} "
         f"in {result.wall_seconds:.2f} s"
     ]
-    lines.append(f"  first divergent: {_why(d.first, result)}" if d.first else "  the two runs agree everywhere")
+    first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
+    lines.append(first or "  the two runs agree everywhere")
     for f in d.suspects[:10]:
         if f is not d.first:
             lines.append(
@@ -142,33 +142,11 @@ def describe(result: DumpComparison) -> str:
     return "\n".join(escape(line) for line in lines)
 
 
-def _why(f: Finding, result: DumpComparison) -> str:
-    head = f"{f.name}"
-    if f.verdict == "suspect":
-        return (
-            f"{head}: its inputs agree (deviation {f.input_deviation:.3g}, within rounding) and its outputs do not "
-            f"({f.output_deviation:.3g}): the API is suspect" + _v(result, f.name)
-        )
-    source = (
-        f"produced by {f.producer}"
-        if f.producer
-        else "which no earlier record of the dump produced (the step's inputs, the parameters, or an op not "
-        "recorded at this level)"
-    )
-    if f.verdict == "amplified":
-        return (
-            f"{head}: its inputs already differ ({f.input_deviation:.3g}, {f.worst_input}) and its outputs "
-            f"differ {f.output_deviation / max(f.input_deviation, 1e-300):.3g} times more: suspect" + _v(result, f.name)
-        )
-    return f"{head}: inherited: its input {f.worst_input} already differs ({f.input_deviation:.3g}), {source}"
-
-
 def _v(result: DumpComparison, name: str) -> str:
+    from precheck.compare.record_log import verdict_text
+
     v = result.prechecked.get(name)
-    if not v:
-        return ""
-    backward = f", backward {v['backward']}" if v.get("backward") else ""
-    return f"; precheck: forward {v['forward']}{backward}"
+    return f"; precheck: {verdict_text(v)}" if v else ""
 
 
 def _overflow(args: argparse.Namespace) -> int:

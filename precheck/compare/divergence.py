@@ -79,6 +79,43 @@ class Finding:
             "produced_by": self.producer,
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        """The finding a summary JSON holds (its deviations may be "inf" or "nan")."""
+
+        def number(v: object) -> float:
+            try:
+                return float(v)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                return math.nan
+
+        return cls(str(d.get("name", "")), str(d.get("direction", "")), str(d.get("verdict", "")),
+                   bool(d.get("inputs_agree")), number(d.get("input_deviation")), number(d.get("output_deviation")),
+                   d.get("worst_input"), d.get("worst_output"), d.get("produced_by"))  # fmt: skip
+
+    def why(self) -> str:
+        """Why the runs part at this record, in one sentence: the console and the report say the same."""
+        if self.verdict == SUSPECT:
+            return (
+                f"{self.name}: its inputs agree (deviation {self.input_deviation:.3g}, within rounding) and its "
+                f"outputs do not ({self.output_deviation:.3g}): the API is suspect"
+            )
+        if self.verdict == AMPLIFIED:
+            return (
+                f"{self.name}: its inputs already differ ({self.input_deviation:.3g}, {self.worst_input}) and its "
+                f"outputs differ {self.output_deviation / max(self.input_deviation, 1e-300):.3g} times more: suspect"
+            )
+        source = (
+            f"produced by {self.producer}"
+            if self.producer
+            else "which no earlier record of the dump produced (the step's inputs, the parameters, or an op not "
+            "recorded at this level)"
+        )
+        return (
+            f"{self.name}: inherited: its input {self.worst_input} already differs ({self.input_deviation:.3g}), "
+            f"{source}"
+        )
+
 
 def _number(x: float) -> float | str:
     return x if math.isfinite(x) else str(x)

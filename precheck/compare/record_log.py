@@ -38,6 +38,12 @@ class RecordLog:
         self.writer.writerow([cell(v) for v in (key, direction, verdict, "", "", "", "", "", why, "")])
 
 
+def verdict_text(v: dict[str, str]) -> str:
+    """A suspect's run_ut verdict as the records CSV, the console and the report say it."""
+    backward = f", backward {v['backward']}" if v.get("backward") else ""
+    return f"forward {v['forward']}{backward}"
+
+
 def add_verdicts(path: Path, verdicts: dict[str, dict[str, str]]) -> None:
     """Fill the Precheck column of the records ``verdicts`` names (after run_ut checked them)."""
     tmp = path.with_suffix(".tmp")
@@ -46,7 +52,6 @@ def add_verdicts(path: Path, verdicts: dict[str, dict[str, str]]) -> None:
         for row in reader:
             v = verdicts.get(row[0]) if len(row) == len(COLUMNS) else None
             if v:
-                back = f", backward {v['backward']}" if v.get("backward") else ""
-                row[-1] = cell(f"forward {v['forward']}{back}")
+                row[-1] = cell(verdict_text(v))
             writer.writerow(row)
     os.replace(tmp, path)

@@ -1,0 +1,154 @@
+"""A compare's results as data: ``compare_result_{ts}.csv`` (precheck's or msprobe's) as one pandas DataFrame, a
+row per compared tensor, with the divergence verdict of its record beside it when ``compare_records_{ts}.csv`` is
+there. The columns follow the run frame (precheck/report/frame.py): ``record``, ``call``, ``api``, ``prefix``,
+``direction``, ``role`` (input, output, parameters ...), ``output`` (the index, where it is one), ``dtype``,
+``bench_dtype``, ``shape``, ``status`` (the compare's Result) and ``message``; every metric typed (NaN where msprobe
+writes N/A or a blank; statistics' percentages as fractions) under msprobe's name and an English one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from precheck.report.frame import LoadError
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["ENGLISH", "COMPARE_FILES", "compare_files", "is_compare", "load_compare", "load_records", "read_summary"]
+
+# msprobe's metric columns per mode and their English names. MaxRelativeErr is an elementwise error in tensor mode
+# and the relative difference of the two maxima in statistics mode, hence two names.
+ENGLISH = {
+    "tensor": {"Cosine": "cosine", "EucDist": "euc_dist", "MaxAbsErr": "max_abs_err", "MaxRelativeErr": "max_rel_err",
+               "One Thousandth Err Ratio": "one_thousandth_ratio",
+               "Five Thousandths Err Ratio": "five_thousandths_ratio"},
+    "statistics": {"Max diff": "max_diff", "Min diff": "min_diff", "Mean diff": "mean_diff", "L2norm diff": "norm_diff",
+                   "MaxRelativeErr": "max_rel_diff", "MinRelativeErr": "min_rel_diff",
+                   "MeanRelativeErr": "mean_rel_diff", "NormRelativeErr": "norm_rel_diff"},
+}  # fmt: skip
+_STATS = {f"{side} {stat}": f"{side.lower()}_{stat}" for side in ("NPU", "Bench") for stat in ("max", "min", "mean",
+          "l2norm")}  # fmt: skip
+_NAME = re.compile(
+    r"^(?P<record>.+?\.(?P<direction>forward|backward)(?:\.\d+)?)\.(?P<role>input|output|parameters_grad|parameters|"
+    r"kwargs)(?:\.(?P<rest>.*))?$"
+)
+_FIRST = ["record", "call", "api", "prefix", "direction", "role", "output", "dtype", "bench_dtype", "shape", "status",
+          "message"]  # fmt: skip
+COMPARE_FILES = ("compare_result", "compare_records", "compare_summary")
+
+
+def is_compare(path: str | os.PathLike) -> bool:
+    """True for a compare's own file (its CSV, records CSV or summary JSON), or a folder that holds a compare and
+    no run_ut run."""
+    p = Path(path)
+    if p.is_dir():
+        return not any(p.glob("accuracy_checking_details_*.csv")) and any(p.glob("compare_summary*.json"))
+    return p.name.startswith(COMPARE_FILES)
+
+
+def compare_files(path: str | os.PathLike) -> tuple[Path, Path | None, Path | None]:
+    """(compare CSV, records CSV or None, summary JSON or None) of one compare: ``path`` is any of the three, or a
+    folder (its newest compare). The three files of one compare share their name's tail (``_rank0_<ts>``)."""
+    p = Path(path)
+    if p.is_dir():
+        found = sorted(p.glob("compare_result*.csv"), key=lambda f: (f.stat().st_mtime, f.name))
+        if not found:
+            raise LoadError(f"{p}: no compare_result_*.csv in this folder")
+        p = found[-1]
+    elif not p.is_file():
+        raise LoadError(f"{p}: no such file or folder")
+    kind = next((k for k in COMPARE_FILES if p.name.startswith(k)), None)
+    if kind is None:
+        raise LoadError(f"{p}: not a compare file (compare_result_*, compare_records_* or compare_summary_*)")
+    tail = p.name.removeprefix(kind).rsplit(".", 1)[0]
+    csv_path, records = p.with_name(f"compare_result{tail}.csv"), p.with_name(f"compare_records{tail}.csv")
+    summary = p.with_name(f"compare_summary{tail}.json")
+    if not csv_path.is_file():
+        raise LoadError(f"{p}: its compare CSV {csv_path.name} is not beside it")
+    return csv_path, records if records.is_file() else None, summary if summary.is_file() else None
+
+
+def _numbers(column: pandas.Series) -> pandas.Series:
+    import pandas as pd
+
+    text = column.str.strip()
+    percent = text.str.endswith("%")
+    values = pd.to_numeric(text.str.rstrip("%").replace("", None), errors="coerce")
+    return values.where(~percent, values / 100)
+
+
+def _read(path: Path, needed: list[str]) -> pandas.DataFrame:
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, encoding="utf-8-sig", dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise LoadError(f"{path}: cannot read: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    missing = [c for c in needed if c not in frame]
+    if missing:
+        raise LoadError(f"{path}: not a compare CSV, missing columns: {', '.join(missing)}")
+    return frame
+
+
+def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
+    """Every compared tensor of one compare as a row (see the module's docstring)."""
+    import pandas as pd
+
+    csv_path, records_path, _ = compare_files(path)
+    table = _read(csv_path, ["NPU Name", "Bench Name", "NPU Dtype", "Result"])
+    mode = "tensor" if "Cosine" in table else "statistics" if "Max diff" in table else "md5"
+    names = table["NPU Name"].where(table["NPU Name"].str.strip() != "N/A", table["Bench Name"])
+    parts = names.str.extract(_NAME)
+    frame = pd.DataFrame({"record": parts["record"].fillna(names), "direction": parts["direction"].fillna("")})
+    frame["call"] = frame["record"].str.replace(r"\.(forward|backward)(\.\d+)?$", "", regex=True)
+    frame["api"] = frame["call"].str.replace(r"\.\d+$", "", regex=True)
+    frame["prefix"] = frame["call"].str.split(".", n=1).str[0]
+    frame["role"] = parts["role"].fillna("")
+    frame["output"] = pd.array([int(r) if isinstance(r, str) and r.isdigit() else None for r in parts["rest"]],
+                               dtype="Int64")  # fmt: skip
+    frame["dtype"], frame["bench_dtype"] = table["NPU Dtype"].str.strip(), table["Bench Dtype"].str.strip()
+    frame["shape"] = table.get("NPU Tensor Shape", pd.Series([""] * len(table))).str.strip()
+    frame["status"] = table["Result"].str.strip().str.lower()
+    frame["message"] = table.get("Err_message", pd.Series([""] * len(table))).str.strip()
+    for msprobe, english in (ENGLISH.get(mode, {}) | _STATS).items():
+        if msprobe in table:
+            frame[english] = frame[msprobe] = _numbers(table[msprobe])
+    for column in ("NPU MD5", "BENCH MD5"):
+        if column in table:
+            frame[column.lower().replace(" ", "_")] = table[column].str.strip()
+    if records_path is not None:
+        frame = frame.merge(load_records(records_path).drop(columns=["direction"]), on="record", how="left")
+    frame = frame[_FIRST + [c for c in frame if c not in _FIRST]]
+    frame.attrs["mode"] = mode
+    return frame
+
+
+def load_records(path: Path) -> pandas.DataFrame:
+    """compare_records_{ts}.csv, a row per record in execution order: its divergence verdict, whether its inputs
+    agree, its deviations (floats), the record that produced a differing input and the run_ut verdict."""
+    table = _read(path, ["Record", "Direction", "Verdict"])
+    frame = table.rename(columns={"Record": "record", "Direction": "direction", "Verdict": "verdict",
+                                  "Inputs agree": "inputs_agree", "Input deviation": "input_deviation",
+                                  "Output deviation": "output_deviation", "Worst input": "worst_input",
+                                  "Worst output": "worst_output", "Produced by": "produced_by",
+                                  "Precheck": "precheck"})  # fmt: skip
+    for column in ("input_deviation", "output_deviation"):
+        frame[column] = _numbers(frame[column])
+    frame["inputs_agree"] = frame["inputs_agree"].map({"True": True, "False": False})
+    return frame
+
+
+def read_summary(path: Path | None) -> dict:
+    """compare_summary_{ts}.json as a dict ({} when absent or unreadable: the page then says less, never fails)."""
+    if path is None:
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
