@@ -129,7 +129,10 @@ def graded(
 
 def load(path: str | os.PathLike) -> pandas.DataFrame:
     """One run's results as a pandas DataFrame, a row per compared output (precheck/report/frame.py): ``path`` is
-    an output folder, a details CSV or a result CSV, precheck's or msprobe's. pandas is imported only here."""
+    an output folder, a details CSV or a result CSV, precheck's or msprobe's. A compare's file (or a folder
+    holding a compare) gives the compare's frame, a row per compared tensor with the same leading
+    columns (precheck/report/compare_frame.py). pandas is imported only here."""
+    from precheck.report.compare_frame import is_compare, load_compare
     from precheck.report.frame import load as load_frame
 
-    return load_frame(path)
+    return load_compare(path) if is_compare(path) else load_frame(path)

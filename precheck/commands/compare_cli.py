@@ -40,6 +40,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="replay the suspect APIs of the target against the float64 golden (run_ut's CSVs beside)",
     )
     cmp.add_argument("--device", default="cpu", help="where --precheck re-runs calls of a statistics dump")
+    cmp.add_argument(
+        "--report",
+        action="store_true",
+        help="also write compare_report_{ts}.html: the divergence curve, the suspects and the records (see report)",
+    )
     ovf = commands.add_parser(
         "overflow",
         help="list the records whose outputs hold inf/nan while their inputs are finite, in execution order",
@@ -103,7 +108,19 @@ def _compare(args: argparse.Namespace) -> int:
         if args.precheck:
             _precheck(result, out, args.device)
         print(describe(result))
+        if args.report:
+            _report(result)
     return 0
+
+
+def _report(result: DumpComparison) -> None:
+    """The compare's page; one that cannot be written costs only the page (the CSVs are on disk)."""
+    from precheck.report.compare_html import write_compare_report
+
+    try:
+        print(f"  report:  {escape(str(write_compare_report(result.summary_path)))}")
+    except (OSError, ValueError) as e:
+        print(f"precheck: warning: no report: {escape(str(e))}", file=sys.stderr)
 
 
 def _precheck(result: DumpComparison, out: Path, device: str) -> None:

@@ -324,9 +324,14 @@ def _add_regress(commands: argparse._SubParsersAction) -> None:
 def _add_report(commands: argparse._SubParsersAction) -> None:
     rep = commands.add_parser(
         "report",
-        help="write a self-contained HTML report of a run: scatter plot, expert advice, table of APIs",
+        help="write a self-contained HTML report of a run (scatter plot, expert advice, table of APIs) or of a "
+        "compare (divergence curve, suspects, table of records)",
         description="Write report_{ts}.html for a run: its output folder (the newest run there), or its "
-        "details or result CSV (precheck's or msprobe's). The page opens from file:// with no network.",
+        "details or result CSV (precheck's or msprobe's); or compare_report_{ts}.html for a compare: a folder "
+        "holding one (its newest), or its compare_result, compare_records or compare_summary file. The page "
+        "opens from file:// with no network.",
     )
-    rep.add_argument("path", metavar="OUT_DIR_OR_CSV", help="a run's output folder, details CSV or result CSV")
+    rep.add_argument(
+        "path", metavar="OUT_DIR_OR_CSV", help="an output folder, or a run's details or result CSV, or a compare's file"
+    )
     rep.add_argument("-o", "--out_path", default=None, help="folder for the page (default: beside the CSVs)")

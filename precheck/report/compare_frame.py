@@ -43,11 +43,11 @@ COMPARE_FILES = ("compare_result", "compare_records", "compare_summary")
 
 
 def is_compare(path: str | os.PathLike) -> bool:
-    """True for a compare's own file (its CSV, records CSV or summary JSON), or a folder that holds a compare and
-    no run_ut run."""
+    """True for a compare's own file (its CSV, records CSV or summary JSON), or a folder that holds a compare (a
+    run_ut run beside it is the pre-check of the compare's suspects, which the compare report links)."""
     p = Path(path)
     if p.is_dir():
-        return not any(p.glob("accuracy_checking_details_*.csv")) and any(p.glob("compare_summary*.json"))
+        return any(p.glob("compare_summary*.json"))
     return p.name.startswith(COMPARE_FILES)
 
 

@@ -36,7 +36,14 @@ FLOOR, CEIL = 1e-16, 1e2  # log axes: a zero error is drawn on the floor
 
 def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None) -> Path:
     """Write ``report_{ts}.html`` for the run at ``path`` (an output folder, a details or a result CSV) into
-    ``into`` (default: beside the CSVs); returns its path."""
+    ``into`` (default: beside the CSVs); returns its path. A compare's file, or a folder holding a compare, gets
+    the compare report (precheck/report/compare_html.py)."""
+    from precheck.report.compare_frame import is_compare
+
+    if is_compare(path):
+        from precheck.report.compare_html import write_compare_report
+
+        return write_compare_report(path, into)
     details_path, result_path = csv_pair(path)
     frame = load(details_path)
     stem = details_path.name.removeprefix("accuracy_checking_details_").removesuffix(".csv")
@@ -54,11 +61,11 @@ def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None)
     return target
 
 
-def _e(value: object) -> str:
+def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _json(value: object) -> str:
+def embed_json(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
@@ -72,13 +79,13 @@ def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: s
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
-            f"<h1>{_e(title)}</h1>",
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
+            f"<h1>{esc(title)}</h1>",
             _summary(frame, run),
             _scatter(frame, index, run),
             _advice(findings),
             _table_shell(apis),
-            f'<script type="application/json" id="rows">{_json(apis)}</script>',
+            f'<script type="application/json" id="rows">{embed_json(apis)}</script>',
             f"<script>{SCRIPT}</script>",
             "</body></html>",
         ]
@@ -88,12 +95,12 @@ def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: s
 def _counts(frame: pandas.DataFrame, column: str) -> str:
     table = frame.groupby([column, "status"]).size().unstack(fill_value=0)
     statuses = [s for s in COLOURS if s in table.columns]
-    head = "".join(f"<th>{_e(s)}</th>" for s in statuses)
+    head = "".join(f"<th>{esc(s)}</th>" for s in statuses)
     body = "".join(
-        f"<tr><th>{_e(key or '-')}</th>" + "".join(f"<td>{int(row[s])}</td>" for s in statuses) + "</tr>"
+        f"<tr><th>{esc(key or '-')}</th>" + "".join(f"<td>{int(row[s])}</td>" for s in statuses) + "</tr>"
         for key, row in table.iterrows()
     )
-    return f'<table class="counts"><tr><th>{_e(column)}</th>{head}</tr>{body}</table>'
+    return f'<table class="counts"><tr><th>{esc(column)}</th>{head}</tr>{body}</table>'
 
 
 def _version(name: str) -> str:
@@ -106,14 +113,15 @@ def _version(name: str) -> str:
 def _summary(frame: pandas.DataFrame, run: dict) -> str:
     totals = frame["status"].value_counts()
     badges = "".join(
-        f'<span class="badge" style="background:{c}">{_e(s)} {int(totals.get(s, 0))}</span>' for s, c in COLOURS.items()
+        f'<span class="badge" style="background:{c}">{esc(s)} {int(totals.get(s, 0))}</span>'
+        for s, c in COLOURS.items()
     )
     options = {k: run[k] for k in sorted(run) if k not in ("dump_sha256_head_tail", "dump_size")}
     options["precheck (this report)"] = _version("precheck")
     options["torch (this report)"] = _version("torch")
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in options.items())
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in options.items())
     grids = "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
-    standard = _e(run.get("standard", "not recorded"))
+    standard = esc(run.get("standard", "not recorded"))
     return (
         f'<section id="summary"><h2>Summary</h2><p>{len(frame)} compared outputs of '
         f"{frame['call'].nunique()} APIs, standard {standard}: {badges}</p>"
@@ -123,8 +131,8 @@ def _summary(frame: pandas.DataFrame, run: dict) -> str:
     )
 
 
-def _log_scale(value: float, low: float, high: float, size: float) -> float:
-    v = min(max(value, FLOOR), CEIL) if math.isfinite(value) else CEIL
+def log_scale(value: float, low: float, high: float, size: float) -> float:
+    v = min(max(value, low), high) if math.isfinite(value) else high
     return (math.log10(v) - math.log10(low)) / (math.log10(high) - math.log10(low)) * size
 
 
@@ -151,9 +159,9 @@ def _scatter(frame: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
     w, h = WIDTH - LEFT - PAD, HEIGHT - BOTTOM - PAD
     marks = []
     for _, r in points.iterrows():
-        x = LEFT + _log_scale(float(r["max_abs_err"]) if r["max_abs_err"] == r["max_abs_err"] else 0.0, FLOOR, CEIL, w)
+        x = LEFT + log_scale(float(r["max_abs_err"]) if r["max_abs_err"] == r["max_abs_err"] else 0.0, FLOOR, CEIL, w)
         gap = 1 - float(r["cosine"]) if r["cosine"] == r["cosine"] else 0.0
-        y = PAD + h - _log_scale(gap, FLOOR, CEIL, h)
+        y = PAD + h - log_scale(gap, FLOOR, CEIL, h)
         colour = COLOURS.get(r["status"], "#000")
         name = f"{r['call']}.{r['direction']}.output.{r['output']}"
         tip = f"{name} {r['dtype']} {r['shape']} {r['status']}: {r['message']}"[:600]
@@ -163,8 +171,8 @@ def _scatter(frame: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
             else f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" fill="{colour}"/>'
         )
         marks.append(
-            f'<a class="pt" href="#api-{index.get(r["call"], 0)}" data-status="{_e(r["status"])}">'
-            f"<title>{_e(tip)}</title>{shape}</a>"
+            f'<a class="pt" href="#api-{index.get(r["call"], 0)}" data-status="{esc(r["status"])}">'
+            f"<title>{esc(tip)}</title>{shape}</a>"
         )
     axes = _axes(w, h, float(run.get("max_abs", 1e-4)), 1 - float(run.get("cosine", 0.99)))
     shown = f"{len(points)} of {total}" if len(points) < total else f"all {total}"
@@ -181,12 +189,12 @@ def _scatter(frame: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
 def _axes(w: float, h: float, max_abs: float, gap: float) -> str:
     parts = [f'<rect x="{LEFT}" y="{PAD}" width="{w}" height="{h}" class="frame"/>']
     for exponent in range(round(math.log10(FLOOR)), round(math.log10(CEIL)) + 1, 2):
-        x = LEFT + _log_scale(10.0**exponent, FLOOR, CEIL, w)
-        y = PAD + h - _log_scale(10.0**exponent, FLOOR, CEIL, h)
+        x = LEFT + log_scale(10.0**exponent, FLOOR, CEIL, w)
+        y = PAD + h - log_scale(10.0**exponent, FLOOR, CEIL, h)
         parts.append(f'<text x="{x:.1f}" y="{PAD + h + 16}" class="tick">1e{exponent}</text>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick end">1e{exponent}</text>')
-    tx = LEFT + _log_scale(max_abs, FLOOR, CEIL, w)
-    ty = PAD + h - _log_scale(gap, FLOOR, CEIL, h)
+    tx = LEFT + log_scale(max_abs, FLOOR, CEIL, w)
+    ty = PAD + h - log_scale(gap, FLOOR, CEIL, h)
     parts.append(f'<line x1="{tx:.1f}" y1="{PAD}" x2="{tx:.1f}" y2="{PAD + h}" class="limit"/>')
     parts.append(f'<line x1="{LEFT}" y1="{ty:.1f}" x2="{LEFT + w}" y2="{ty:.1f}" class="limit"/>')
     parts.append(f'<text x="{tx + 4:.1f}" y="{PAD + 12}" class="tick">max abs {max_abs:g}</text>')
@@ -202,11 +210,11 @@ def _advice(findings: list[Finding]) -> str:
         return '<section id="advice"><h2>Expert advice</h2><p>No rule fired on this run.</p></section>'
     items = []
     for f in findings:
-        evidence = "".join(f"<li>{_e(line)}</li>" for line in f.evidence)
+        evidence = "".join(f"<li>{esc(line)}</li>" for line in f.evidence)
         more = f"<li>and {f.count - len(f.evidence)} more</li>" if f.count > len(f.evidence) else ""
         items.append(
-            f'<div class="finding" data-rule="{_e(f.rule)}"><h3>{_e(f.title)} ({f.count})</h3>'
-            f"<p>{_e(f.advice)}</p><details><summary>evidence</summary><ul>{evidence}{more}</ul></details></div>"
+            f'<div class="finding" data-rule="{esc(f.rule)}"><h3>{esc(f.title)} ({f.count})</h3>'
+            f"<p>{esc(f.advice)}</p><details><summary>evidence</summary><ul>{evidence}{more}</ul></details></div>"
         )
     return f'<section id="advice"><h2>Expert advice</h2>{"".join(items)}</section>'
 
@@ -267,7 +275,7 @@ def _table_shell(apis: list[dict]) -> str:
 
 
 def _options(values: list[str]) -> str:
-    return '<option value="">all</option>' + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+    return '<option value="">all</option>' + "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
 
 
 def table_shell(
@@ -275,17 +283,19 @@ def table_shell(
 ) -> str:
     """The table the page's script fills: its headers (key, label, kind), its filters (the query parameter, the
     row fields a chosen value must match, the choices) and a name filter, and the pager."""
-    head = "".join(f'<th data-key="{k}" data-kind="{kind}" tabindex="0">{_e(label)}</th>' for k, label, kind in headers)
+    head = "".join(
+        f'<th data-key="{k}" data-kind="{kind}" tabindex="0">{esc(label)}</th>' for k, label, kind in headers
+    )
     selects = "".join(
-        f'<label>{_e(name)} <select id="f-{name}" data-query="{name}" data-filter="{fields}">{_options(values)}'
+        f'<label>{esc(name)} <select id="f-{name}" data-query="{name}" data-filter="{fields}">{_options(values)}'
         "</select></label>"
         for name, fields, values in filters
     )
     return (
-        f'<section id="{section}"><h2>{_e(noun)}</h2><div class="filters">{selects}'
+        f'<section id="{section}"><h2>{esc(noun)}</h2><div class="filters">{selects}'
         '<label>name <input id="f-text" type="search" data-query="name" data-filter="text" '
         'placeholder="filter by name"></label><span id="count"></span></div>'
-        f'<table id="table" data-prefix="{prefix}" data-noun="{_e(noun)}"><thead><tr>{head}</tr></thead>'
+        f'<table id="table" data-prefix="{prefix}" data-noun="{esc(noun)}"><thead><tr>{head}</tr></thead>'
         '<tbody></tbody></table><div class="pager"><button id="prev">previous</button><span id="page"></span>'
         f'<button id="next">next</button></div><p class="note">Generated {time.strftime("%Y-%m-%d %H:%M:%S")}.</p>'
         "</section>"

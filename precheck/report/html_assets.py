@@ -17,6 +17,8 @@ h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 .counts td{text-align:right}.options td{font-family:monospace}
 #table th{cursor:pointer;background:#f4f4f4;user-select:none}#table th.sorted{background:#e0e8f5}
+#table[data-prefix="rec-"] td:nth-child(1),#table[data-prefix="rec-"] td:nth-child(9)
+{max-width:250px;overflow-wrap:anywhere}
 #table td.message{max-width:460px;word-break:break-word}#table tr.target{outline:3px solid #1565c0}
 td.pass{color:#2e7d32}td.warning{color:#ef6c00}td.error{color:#c62828;font-weight:600}td.SKIP{color:#757575}
 td.agree{color:#2e7d32}td.suspect{color:#c62828;font-weight:600}td.amplified{color:#ef6c00;font-weight:600}
@@ -26,6 +28,8 @@ code{font-size:12px;background:#f6f6f6;display:block;margin-top:4px;word-break:b
 .note{color:#555;font-size:13px}.finding{border-left:4px solid #ef6c00;padding:2px 12px;margin:10px 0}
 svg .frame{fill:#fafafa;stroke:#999}svg .limit{stroke:#c62828;stroke-dasharray:5 4}
 svg .tick{font-size:10px;fill:#555}svg .tick.end{text-anchor:end}svg .axis{font-size:12px;text-anchor:middle}
+svg polyline.deviation{fill:none;stroke:#9e9e9e;stroke-width:1}
+svg polyline.cos{fill:none;stroke:#1565c0;stroke-width:1.2}
 svg a.pt:hover circle,svg a.pt:hover rect{stroke:#000;stroke-width:2}
 """
 
