@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 DATA = Path(__file__).parent / "data"
 REAL_DUMPS = {
@@ -93,3 +96,25 @@ def misbehaving_env() -> dict[str, str]:
     tests = str(Path(__file__).parent)
     path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH", "")]))
     return {"PRECHECK_PLUGINS": "misbehaving", "PYTHONPATH": path}
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+browser = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (.ci/setup installs Debian's package)")
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium with a profile of its own under ``tmp_path``, no network, its console on stderr."""
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    cmd = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def dom_of(tmp_path: Path, page: Path, query: str = "") -> str:
+    """The page's DOM after its script ran, asserting no console error and that the script finished."""
+    done = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", page.as_uri() + query)
+    errors = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert not errors, errors
+    assert 'data-ready="' in done.stdout, "the page's script did not finish"
+    return done.stdout

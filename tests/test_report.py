@@ -4,12 +4,10 @@ made to trigger each rule, and the command line around it."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import DATA, real_dump_json
+from helpers import DATA, browser, chromium, dom_of, real_dump_json
 
 from precheck.commands.cli import main
 from precheck.execution.options import CheckOptions
@@ -18,29 +16,11 @@ from precheck.report.html import write_report
 from precheck.results import load
 from precheck.run_ut import run_ut
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
-browser = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (.ci/setup installs Debian's package)")
 DETECTION = DATA / "detection" / "dev"
 
 
 def _dump(folder: Path) -> Path:
     return next(folder.glob("step0/*/dump.json"))
-
-
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
-    cmd = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-def _dom(tmp_path: Path, page: Path, query: str = "") -> str:
-    done = _chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", page.as_uri() + query)
-    errors = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-    assert not errors, errors
-    assert 'data-ready="' in done.stdout, "the page's script did not finish"
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +35,13 @@ def test_the_opinfo_report_plots_every_graded_output_and_lists_every_api(opinfo,
     summary, page = opinfo
     frame = load(summary.details_path)
     graded = frame[(frame["status"] != "SKIP") & (frame["max_abs_err"].notna() | frame["cosine"].notna())]
-    dom = _dom(tmp_path, page)
+    dom = dom_of(tmp_path, page)
     assert dom.count('class="pt"') == len(graded) > 100
     apis = frame["call"].nunique()
     assert f"{apis} of {apis} APIs" in dom
     assert len(re.findall(r'<tr id="api-\d+"', dom)) == min(apis, 200)  # the first page of the table
     shot = tmp_path / "opinfo.png"
-    _chromium(tmp_path, "--window-size=1280,1600", f"--screenshot={shot}", page.as_uri())
+    chromium(tmp_path, "--window-size=1280,1600", f"--screenshot={shot}", page.as_uri())
     assert shot.stat().st_size > 10_000
 
 
@@ -70,7 +50,7 @@ def test_a_filter_and_a_sort_work(opinfo, tmp_path):
     summary, page = opinfo
     frame = load(summary.details_path)
     errors = frame[(frame["forward_status"] == "error") | (frame["backward_status"] == "error")]["call"].unique()
-    dom = _dom(tmp_path, page, "?status=error&sort=call&desc=1")
+    dom = dom_of(tmp_path, page, "?status=error&sort=call&desc=1")
     rows = re.findall(r'<tr id="api-\d+"><td>([^<]*)</td>', dom)
     assert sorted(rows, reverse=True) == rows == sorted(errors, reverse=True)
     assert f"{len(errors)} of {frame['call'].nunique()} APIs" in dom
@@ -82,7 +62,7 @@ def test_text_from_a_dump_never_becomes_markup(tmp_path):
     cells = [hostile, "torch.float64", "torch.float32", "(2,)", "0.5", "1.0"] + [" "] * 15 + ["error", "</script>"]
     page = write_report(_details_csv(tmp_path / "accuracy_checking_details_1.csv", [cells]))
     assert "<img src=x" not in page.read_text(encoding="utf-8")
-    dom = _dom(tmp_path, page)
+    dom = dom_of(tmp_path, page)
     assert "<img" not in dom and "&lt;img src=x" in dom
 
 
@@ -146,7 +126,7 @@ def _details_csv(path: Path, rows: list[list[str]]) -> Path:
 @browser
 def test_a_run_that_compared_nothing_has_a_report_too(tmp_path):
     page = write_report(_details_csv(tmp_path / "accuracy_checking_details_1.csv", []))
-    dom = _dom(tmp_path, page)
+    dom = dom_of(tmp_path, page)
     assert "0 compared outputs of 0 APIs" in dom and "0 of 0 APIs" in dom and 'class="pt"' not in dom
 
 

@@ -120,13 +120,7 @@ def _summary(frame: pandas.DataFrame, entries: list[dict], summary: dict, run_pa
     lines = [
         f"<p>{len(entries)} records, {len(frame)} compared tensors ({esc(frame.attrs.get('mode', ''))} mode): "
         f"{_badges(results, RESULT_COLOURS)}</p><p>verdicts: {_badges(verdicts, VERDICT_COLOURS)}</p>",
-        '<p id="first">'
-        + (
-            f"<b>First divergent record</b>: {esc(Finding.from_dict(first).why())}{_precheck(first)}"
-            if isinstance(first, dict)
-            else "The two runs agree everywhere."
-        )
-        + "</p>",
+        f'<p id="first">{_first(first, summary)}</p>',
     ]
     if summary.get("first_overflow"):
         lines.append(f"<p>First overflow on the target only: {esc(summary['first_overflow'])}</p>")
@@ -141,6 +135,14 @@ def _summary(frame: pandas.DataFrame, entries: list[dict], summary: dict, run_pa
         rows += f'<tr><th>pre-check of the suspects</th><td><a href="{esc(run_page.name)}">{esc(run_page.name)}</a>'
         rows += "</td></tr>"
     return f'<section id="summary"><h2>Summary</h2>{"".join(lines)}<table class="options">{rows}</table></section>'
+
+
+def _first(first: object, summary: dict) -> str:
+    if isinstance(first, dict):
+        return f"<b>First divergent record</b>: {esc(Finding.from_dict(first).why())}{_precheck(first)}"
+    if not summary:
+        return "No compare_summary beside this CSV (msprobe's own compare writes none), so no record has a verdict."
+    return "The two runs agree everywhere."
 
 
 def _precheck(finding: dict) -> str:
