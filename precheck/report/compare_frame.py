@@ -122,7 +122,8 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
         if column in table:
             frame[column.lower().replace(" ", "_")] = table[column].str.strip()
     if records_path is not None:
-        frame = frame.merge(load_records(records_path).drop(columns=["direction"]), on="record", how="left")
+        records = load_records(records_path).drop(columns=["direction"]).drop_duplicates("record")  # a name both
+        frame = frame.merge(records, on="record", how="left")  # sides hold unmatched is two rows there, one verdict
     frame = frame[_FIRST + [c for c in frame if c not in _FIRST]]
     frame.attrs["mode"] = mode
     return frame
