@@ -45,6 +45,14 @@ def test_the_opinfo_report_plots_every_graded_output_and_lists_every_api(opinfo,
     assert shot.stat().st_size > 10_000
 
 
+def test_the_page_shows_the_versions_the_run_recorded(opinfo):
+    import torch
+
+    _, page = opinfo
+    text = page.read_text(encoding="utf-8")
+    assert f"<th>torch (the run)</th><td>{torch.__version__}</td>" in text and "(this report)" not in text
+
+
 @browser
 def test_a_filter_and_a_sort_work(opinfo, tmp_path):
     summary, page = opinfo

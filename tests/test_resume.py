@@ -165,6 +165,22 @@ def test_a_resume_with_another_dump_or_other_options_is_refused(tmp_path, capsys
     assert Path(result).read_bytes() == before
 
 
+def test_a_resume_under_another_torch_is_refused(tmp_path, capsys):
+    import json
+
+    import torch
+
+    dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0", "Torch.exp.0"])
+    summary = run_ut(dump, tmp_path / "out", device="cpu", workers=1)
+    sidecar = summary.result_path.with_name(summary.result_path.stem + ".run.json")
+    recorded = json.loads(sidecar.read_text(encoding="utf-8"))
+    assert recorded["versions"]["torch"] == torch.__version__
+    recorded["versions"]["torch"] = "2.0.0"
+    sidecar.write_text(json.dumps(recorded), encoding="utf-8")
+    assert main(["run_ut", "-api_info", str(dump), "-csv_path", str(summary.result_path), "-q", "-d", "cpu"]) == 2
+    assert "(versions: {'precheck'" in (err := capsys.readouterr().err) and "'torch': '2.0.0'" in err
+
+
 def test_two_runs_started_in_the_same_second_write_their_own_files(tmp_path, monkeypatch):
     monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20260101120000")
     first = make_dump(tmp_path / "a.json", ["Torch.tanh.0", "Torch.exp.0"])

@@ -116,9 +116,13 @@ def _summary(frame: pandas.DataFrame, run: dict) -> str:
         f'<span class="badge" style="background:{c}">{esc(s)} {int(totals.get(s, 0))}</span>'
         for s, c in COLOURS.items()
     )
-    options = {k: run[k] for k in sorted(run) if k not in ("dump_sha256_head_tail", "dump_size")}
-    options["precheck (this report)"] = _version("precheck")
-    options["torch (this report)"] = _version("torch")
+    options = {k: run[k] for k in sorted(run) if k not in ("dump_sha256_head_tail", "dump_size", "versions")}
+    versions = run.get("versions")
+    if isinstance(versions, dict):  # what the run recorded
+        options.update({f"{name} (the run)": version for name, version in versions.items()})
+    else:  # a run from before its sidecar held versions, or msprobe's
+        options["precheck (this report)"] = _version("precheck")
+        options["torch (this report)"] = _version("torch")
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in options.items())
     grids = "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
     standard = esc(run.get("standard", "not recorded"))
