@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, Dump, load_dump
@@ -24,6 +25,9 @@ from precheck.report.runfiles import dump_identity
 from precheck.results import ApiResult, skipped
 from precheck.scheduling.backends import Backend, backend_for
 from precheck.scheduling.costs import worker_count
+
+if TYPE_CHECKING:
+    import pandas
 
 
 @dataclass
@@ -64,6 +68,12 @@ class RunSummary:
     @property
     def apis_per_second(self) -> float:
         return self.checked / self.wall_seconds if self.wall_seconds > 0 else float("inf")
+
+    def frame(self) -> pandas.DataFrame:
+        """The run's rows as data, every row of its CSVs (a resumed run's too): precheck.results.load."""
+        from precheck.results import load
+
+        return load(self.details_path)
 
     def any_at_or_below(self, threshold: str) -> bool:
         """True when some API's forward or backward status is ``threshold`` or worse, rows of a resumed run

@@ -135,3 +135,16 @@ def test_a_folder_without_a_run_or_a_compare_is_one_line_exit_2(tmp_path, capsys
     (tmp_path / "compare_summary_x.json").write_text("{}", encoding="utf-8")
     assert main(["report", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == f"precheck: error: {tmp_path}: no compare_result_*.csv in this folder"
+
+
+def test_a_comparison_and_a_run_give_their_frames(tmp_path):
+    from precheck.compare.dumps import compare_dumps
+    from precheck.run_ut import run_ut
+
+    result = compare_dumps(_dump("fp32_tensor_gelu_bug"), _dump("fp32_tensor"), tmp_path / "cmp")
+    frame = result.frame()
+    assert len(frame) == result.rows and set(frame["status"]) == set(result.results)
+    assert frame.loc[frame["record"] == result.divergence.first.name, "verdict"].eq("suspect").all()
+    summary = run_ut(_dump("fp32_tensor_gelu_bug"), tmp_path / "run", device="cpu", workers=1)
+    run = summary.frame()
+    assert set(run["call"]) >= {"Functional.gelu.0"} and run["status"].isin(["pass", "warning", "error", "SKIP"]).all()

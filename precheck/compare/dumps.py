@@ -15,7 +15,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from precheck.compare.rules import judge
 from precheck.compare.stacks import Stacks
 from precheck.compare.table import CompareCsv, header, make_row
 from precheck.paths import output_folder
+
+if TYPE_CHECKING:
+    import pandas
 
 _POOL = ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1))
 
@@ -52,6 +55,12 @@ class DumpComparison:
     wall_seconds: float = 0.0
     prechecked: dict[str, dict[str, str]] = field(default_factory=dict)  # record -> its run_ut verdict
     precheck_csv: Path | None = None  # run_ut's result CSV of the suspects
+
+    def frame(self) -> pandas.DataFrame:
+        """The compare's rows as data, with each record's verdict: precheck.results.load of its CSV."""
+        from precheck.results import load
+
+        return load(self.csv_path)
 
     def as_dict(self) -> dict[str, Any]:
         d = self.divergence

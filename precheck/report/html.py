@@ -296,7 +296,7 @@ def table_shell(
         for name, fields, values in filters
     )
     return (
-        f'<section id="{section}"><h2>{esc(noun)}</h2><div class="filters">{selects}'
+        f'<section id="{section}"><h2>{esc(noun[:1].upper() + noun[1:])}</h2><div class="filters">{selects}'
         '<label>name <input id="f-text" type="search" data-query="name" data-filter="text" '
         'placeholder="filter by name"></label><span id="count"></span></div>'
         f'<table id="table" data-prefix="{prefix}" data-noun="{esc(noun)}"><thead><tr>{head}</tr></thead>'
