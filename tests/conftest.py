@@ -1,13 +1,27 @@
-"""Fixtures shared by the tests (helpers they import by name are in helpers.py)."""
+"""Fixtures shared by the tests (helpers they import by name are in helpers.py).
+
+The CPU kernels are pinned to AVX2 (torch's own kernels, MKL and oneDNN) before torch is imported here or in any
+process a test starts: their vectorised paths round differently on an AVX-512 machine, and the pinned CSVs
+(tests/golden_csv.py, written on an AVX2 machine) hold every cell to 14 decimals. A machine without AVX2 keeps
+its own kernels."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+import os
 
-import pytest
+for _name, _isa in (
+    ("ATEN_CPU_CAPABILITY", "avx2"),
+    ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
+    ("ONEDNN_MAX_CPU_ISA", "AVX2"),
+):
+    os.environ.setdefault(_name, _isa)
+
+import json  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
 
 
 @pytest.fixture
