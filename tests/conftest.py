@@ -3,11 +3,13 @@
 The CPU kernels are pinned to AVX2 (torch's own kernels, MKL and oneDNN) before torch is imported here or in any
 process a test starts: their vectorised paths round differently on an AVX-512 machine, and the pinned CSVs
 (tests/golden_csv.py, written on an AVX2 machine) hold every cell to 14 decimals. A machine without AVX2 keeps
-its own kernels."""
+its own kernels. torch.compile's kernels get a cache of their own: inductor's cache key leaves out the pinned ISA,
+and a softmax compiled for AVX-512 earlier on the same machine, read back under AVX2, computes garbage."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 
 for _name, _isa in (
     ("ATEN_CPU_CAPABILITY", "avx2"),
@@ -15,6 +17,7 @@ for _name, _isa in (
     ("ONEDNN_MAX_CPU_ISA", "AVX2"),
 ):
     os.environ.setdefault(_name, _isa)
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), "torchinductor_precheck_avx2"))
 
 import json  # noqa: E402
 from collections.abc import Callable  # noqa: E402
