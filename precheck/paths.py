@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -26,3 +27,18 @@ def output_folder(path: str | os.PathLike) -> Path:
 def write_problem(e: OSError) -> str:
     """One line for a file that could not be written (which file, and the system's reason)."""
     return f"cannot write {e.filename}: {e.strerror}" if e.filename else f"cannot write: {e}"
+
+
+def claim_stamp(folder: Path, first: str) -> str:
+    """A stem (``<ts>`` or ``<ts>_<n>``) for a command's files named ``first.format(stem)`` and its siblings: the
+    first file is created here with O_EXCL, so a command started in the same second, in this process or another,
+    takes the next stem instead of writing over this one's files."""
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    for n in range(1, 10_000):
+        stem = stamp if n == 1 else f"{stamp}_{n}"
+        try:
+            os.close(os.open(folder / first.format(stem), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return stem
+    raise OutputError(f"{folder}: 10,000 outputs already started at {stamp}")

@@ -63,6 +63,20 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     lg.add_argument("-target", "--target", required=True, metavar="LOGITS")
     lg.add_argument("-bench", "--bench", required=True, metavar="LOGITS")
     lg.add_argument("-o", "--out_path", default=".", help="folder for the CSV")
+    kd = commands.add_parser(
+        "keydata",
+        help="compare two runs' key training data (msprobe's RL key-data dump): the first step and item that part",
+        description="Two key-data dumps (msprobe.core.SingleSave, as MindSpeed-RL and verl write with "
+        "key_data_dump: data/<name>/step<N>/rank<R>/...) compared item by item in training order: prompts, "
+        "responses, log-probabilities, advantages, losses. Writes keydata_compare_{ts}.csv (msprobe's comparator "
+        "columns, the cosine and a result per item) and keydata_summary_{ts}.json: the first step and item where "
+        "the runs part, and the first step each name parts in.",
+    )
+    kd.add_argument("-target", "--target", required=True, metavar="DUMP", help="the target's dump_path")
+    kd.add_argument("-bench", "--bench", required=True, metavar="DUMP", help="the bench's dump_path")
+    kd.add_argument("-o", "--out_path", default=".", help="folder for the CSV and the summary")
+    kd.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of a close item (default 1e-3)")
+    kd.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of a close item (default 1e-6)")
 
 
 def handlers(error: Callable[[object], None]) -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -70,6 +84,7 @@ def handlers(error: Callable[[object], None]) -> dict[str, Callable[[argparse.Na
         "compare": lambda args: _guarded(_compare, args, error),
         "overflow": lambda args: _guarded(_overflow, args, error),
         "logits": lambda args: _guarded(_logits, args, error),
+        "keydata": lambda args: _guarded(_keydata, args, error),
     }
 
 
@@ -200,4 +215,25 @@ def _logits(args: argparse.Namespace) -> int:
         if differs is not None:
             print(f"  the generated text parts at token {differs} (top-1 differs)")
     print(escape(f"  csv: {result.csv_path}"))
+    return 0
+
+
+def _keydata(args: argparse.Namespace) -> int:
+    from precheck.compare.keydata import compare_keydata
+
+    result = compare_keydata(args.target, args.bench, args.out_path, rtol=args.rtol, atol=args.atol)
+    counts = ", ".join(f"{k} {n}" for k, n in result.results.most_common())
+    lines = [f"precheck keydata: {sum(result.results.values())} items: {counts} in {result.seconds:.2f} s"]
+    first = result.first_part
+    if first is None:
+        lines.append("  the two runs agree on every item (identical or within the tolerance)")
+    else:
+        item = f"{first['name']}{'.' + first['id'] if first['id'] else ''}"
+        detail = f": {first['Message']}" if first.get("Message") else ""
+        lines.append(f"  first part: step {first['step']}, {item} (rank {first['rank']}, micro step "
+                     f"{first['micro_step']}): {first['Result']}{detail}")  # fmt: skip
+        steps = ", ".join(f"{name} {step}" for name, step in result.first_per_name.items())
+        lines.append(f"  first step each name parts in: {steps}")
+    lines += [f"  csv:     {result.csv_path}", f"  summary: {result.summary_path}"]
+    print("\n".join(escape(line) for line in lines))
     return 0

@@ -29,7 +29,7 @@ from precheck.compare.record_log import RecordLog
 from precheck.compare.rules import judge
 from precheck.compare.stacks import Stacks
 from precheck.compare.table import CompareCsv, header, make_row
-from precheck.paths import output_folder
+from precheck.paths import claim_stamp, output_folder
 
 if TYPE_CHECKING:
     import pandas
@@ -110,7 +110,7 @@ def compare_dumps(
     names.learn(t.keys)
     stacks = Stacks.load(Path(stack_path) if stack_path else t.path.parent / "stack.json")
     folder = output_folder(out_path)
-    stamp = time.strftime("%Y%m%d%H%M%S")
+    stamp = claim_stamp(folder, f"compare_result{suffix}_{{}}.csv")
     result = DumpComparison(
         str(t.path), str(b.path), mode,
         folder / f"compare_result{suffix}_{stamp}.csv", folder / f"compare_summary{suffix}_{stamp}.json",

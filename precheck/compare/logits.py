@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import numpy as np
 from precheck.compare.entries import CompareInputError
 from precheck.compare.metrics import load_array
 from precheck.compare.table import cell
-from precheck.paths import output_folder
+from precheck.paths import claim_stamp, output_folder
 
 COLUMNS = ["Token", "Cosine", "MaxAbsErr", "MaxRelativeErr", "KL divergence", "Top-1 agrees", "Top-5 overlap",
            "Result"]  # fmt: skip
@@ -100,7 +99,7 @@ def compare_logits(
     n = min(len(t), len(b))
     rows = [_token_row(k, t[k], b[k]) for k in range(n)]
     folder = output_folder(out_path)
-    path = folder / f"logits_compare_{time.strftime('%Y%m%d%H%M%S')}.csv"
+    path = folder / f"logits_compare_{claim_stamp(folder, 'logits_compare_{}.csv')}.csv"
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(COLUMNS)
