@@ -5,7 +5,9 @@ named tensor of a step lands in ``DUMP/data/<name>/step<N>/rank<R>/micro_step<M>
 ``<name>.json`` of its statistics. This loop saves what those frameworks save (prompts, responses, old_log_prob,
 ref_log_prob, log_prob, advantages, kl_loss, loss) for a few steps of a tiny policy. A variant may patch in a bug
 from a given step on: ``log_prob_bf16`` computes the policy's log-probabilities in bf16 (a kernel that rounds
-early), so the runs part there, and the sampled responses follow a step later.
+early), so the runs part in the log-probabilities while prompts and responses still agree; ``top_k_sampling``
+samples the responses from the 8 likeliest tokens only (a generation setting that differs between two runs), so
+the runs part in the sampled tokens.
 
 Run it in a throwaway venv (pip install torch==2.13.0 mindstudio-probe):
     /tmp/msprobe/bin/python benchmarks/keydata_record.py OUT_DIR VARIANT [--steps 3] [--bug-step 1]
@@ -18,7 +20,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-VARIANTS = ("clean", "log_prob_bf16")
+VARIANTS = ("clean", "log_prob_bf16", "top_k_sampling")
 VOCAB, HIDDEN, PROMPTS, PROMPT_LEN, RESPONSE_LEN = 48, 32, 4, 6, 8
 
 
@@ -53,11 +55,14 @@ def log_probs(model: Policy, ids: torch.Tensor, buggy: bool) -> torch.Tensor:
     return torch.gather(F.log_softmax(logits, dim=-1), 2, chosen.unsqueeze(-1)).squeeze(-1).float()
 
 
-def sample(model: Policy, prompts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def sample(model: Policy, prompts: torch.Tensor, generator: torch.Generator, buggy: bool) -> torch.Tensor:
     ids = prompts
     with torch.no_grad():
         for _ in range(RESPONSE_LEN):
-            probs = torch.softmax(model(ids)[:, -1], dim=-1)
+            logits = model(ids)[:, -1]
+            if buggy:
+                logits = logits.masked_fill(logits < logits.topk(8, dim=-1).values[:, -1:], float("-inf"))
+            probs = torch.softmax(logits, dim=-1)
             ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
     return ids
 
@@ -73,9 +78,10 @@ def main() -> None:
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
     for step in range(args.steps):
         buggy = args.variant == "log_prob_bf16" and step >= args.bug_step
+        bad_sampling = args.variant == "top_k_sampling" and step >= args.bug_step
         generator = torch.Generator().manual_seed(100 + step)
         prompts = torch.randint(0, VOCAB, (PROMPTS, PROMPT_LEN), generator=generator)
-        ids = sample(policy, prompts, generator)
+        ids = sample(policy, prompts, generator, bad_sampling)
         rewards = (ids[:, PROMPT_LEN:] % 2 == 0).float().mean(dim=1)  # reward: the share of even tokens
         advantages = ((rewards - rewards.mean()) / (rewards.std() + 1e-6)).unsqueeze(1).expand(-1, RESPONSE_LEN)
         with torch.no_grad():

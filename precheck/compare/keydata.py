@@ -119,18 +119,30 @@ def _items(folder: Path, base: ItemKey) -> dict[ItemKey, Path]:
     return items
 
 
-def _read(path: Path) -> tuple[np.ndarray | None, list[float] | None, str | None]:
-    """(array, None, None) from a .npy; (None, [max, min, mean, norm], None) from statistics; or the problem."""
+def _read(path: Path) -> tuple[np.ndarray | None, str | None]:
+    """(array, None) from a .npy; (None, None) for a statistics file; or (None, the problem)."""
+    if path.suffix != ".npy":
+        return None, None
     try:
-        if path.suffix == ".npy":
-            return np.asarray(load_array(path.parent, path.name)), None, None
-        doc = json.loads(path.read_text(encoding="utf-8")).get("data")
-        values = [doc.get(k) for k in ("max", "min", "mean", "norm")] if isinstance(doc, dict) else []
-        if len(values) != 4 or not all(isinstance(v, (int, float)) for v in values):
-            return None, None, f"{path.name}: no max/min/mean/norm statistics in it"
-        return None, [float(v) for v in values], None
-    except (OSError, ValueError, AttributeError) as e:
-        return None, None, f"{path.name}: cannot read ({str(e)[:120]})"
+        return np.asarray(load_array(path.parent, path.name)), None
+    except (OSError, ValueError) as e:
+        return None, f"{path.name}: cannot read ({str(e)[:120]})"
+
+
+def _saved_stats(path: Path, key: ItemKey) -> list[float] | None:
+    """The item's max, min, mean and norm as msprobe saved them beside it (``<name>.json``; a list or a dict of
+    them for a list or dict of tensors), or None."""
+    try:
+        doc = json.loads((path.parent / f"{key.name}.json").read_text(encoding="utf-8")).get("data")
+        if isinstance(doc, list):
+            doc = doc[int(key.id)] if key.id.isdigit() and int(key.id) < len(doc) else None
+        elif isinstance(doc, dict) and key.id:
+            doc = doc.get(key.id)
+    except (OSError, ValueError, AttributeError):
+        return None
+    values = [doc.get(k) for k in ("max", "min", "mean", "norm")] if isinstance(doc, dict) else []
+    ok = len(values) == 4 and all(isinstance(v, (int, float)) for v in values)
+    return [float(v) for v in values] if ok else None
 
 
 def compare_arrays(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
@@ -181,7 +193,7 @@ def _row(key: ItemKey, t: Path | None, b: Path | None, rtol: float, atol: float)
                            "id": key.id}  # fmt: skip
     if t is None or b is None:
         return row | {"Result": ONLY_BENCH if t is None else ONLY_TARGET}
-    (ta, ts, tp), (ba, bs, bp) = _read(t), _read(b)
+    (ta, tp), (ba, bp) = _read(t), _read(b)
     if tp or bp:
         return row | {"Result": UNREADABLE, "Message": tp or bp}
     if ta is not None and ba is not None:
@@ -189,13 +201,11 @@ def _row(key: ItemKey, t: Path | None, b: Path | None, rtol: float, atol: float)
         if ta.shape != ba.shape:
             return row | {"Result": DIFFER, "Message": f"shapes differ: {list(ta.shape)} and {list(ba.shape)}"}
         return row | compare_arrays(ta, ba, rtol, atol)
-    stats = [ts or _stats(ta), bs or _stats(ba)]
+    stats = [_saved_stats(t, key), _saved_stats(b, key)]
+    if None in stats:
+        which = t if stats[0] is None else b
+        return row | {"Result": UNREADABLE, "Message": f"{which.parent / key.name}.json: no max/min/mean/norm for it"}
     return row | compare_stats(stats[0], stats[1], rtol, atol)
-
-
-def _stats(a: np.ndarray) -> list[float]:
-    x = a.astype(np.float64)
-    return [float(x.max()), float(x.min()), float(x.mean()), float(np.linalg.norm(x))] if x.size else [0.0] * 4
 
 
 def compare_keydata(
