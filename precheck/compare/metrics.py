@@ -33,6 +33,9 @@ class TensorMetrics:
     deviation: float | None = None  # relative L2 error, or max abs error over the bench's largest magnitude
 
 
+MMAP_FROM = 1 << 20
+
+
 def load_array(data_dir: Path, data_name: str) -> np.ndarray:
     """A recorded tensor (.pt through precheck.dump.ptarchive, .npy without pickles); ValueError says why not."""
     if "/" in data_name or "\\" in data_name or data_name in (".", "..") or "\0" in data_name:
@@ -41,8 +44,8 @@ def load_array(data_dir: Path, data_name: str) -> np.ndarray:
     if not path.is_file():
         raise ValueError(f"{data_name[:80]}: no such file in {data_dir}")
     try:
-        if data_name.endswith(".npy"):
-            return np.load(path, allow_pickle=False, mmap_mode="r")
+        if data_name.endswith(".npy"):  # mapped when large; a small file costs more to map than to read
+            return np.load(path, allow_pickle=False, mmap_mode="r" if path.stat().st_size > MMAP_FROM else None)
         return ptarchive.read_array(path, ptarchive.inspect(path, max_bytes=MAX_FILE))
     except ptarchive.PtError as e:
         raise ValueError(f"{data_name[:80]}: {e}") from None
