@@ -92,11 +92,17 @@ def test_each_rule_fires_on_the_dump_made_to_trigger_it(dump, rules, tmp_path):
     assert rules <= _rules(_dump(dump), tmp_path)
 
 
-def test_rules_that_need_generated_inputs_or_random_ops_fire_on_them(tmp_path):
-    assert {"generated_inputs", "random_law"} <= _rules(real_dump_json("gpt2_bf16_statistics"), tmp_path, "device")
+def test_the_generated_inputs_rule_fires_on_a_statistics_dump(tmp_path):
+    assert "generated_inputs" in _rules(real_dump_json("gpt2_bf16_statistics"), tmp_path, "device")
 
 
-@pytest.mark.parametrize("name", ["mlp_fp32_tensor", "clean_gpt_fp32"])
+def test_the_random_law_rule_fires_on_a_dropout_that_breaks_its_law_and_not_on_honest_dropout(tmp_path):
+    assert "random_law" in _rules(_dump(DATA / "advice" / "dropout_unscaled"), tmp_path / "bug")
+    # the encoder's honest dropouts are checked by their law and pass: nothing to advise
+    assert "random_law" not in _rules(real_dump_json("encoder_fp32_tensor"), tmp_path / "clean", "device")
+
+
+@pytest.mark.parametrize("name", ["mlp_fp32_tensor", "clean_gpt_fp32", "encoder_fp32_tensor", "composite_fp32_tensor"])
 def test_no_rule_fires_on_a_clean_fp32_dump(name, tmp_path):
     dump = real_dump_json(name) if (DATA / name).exists() else _dump(DETECTION / name)
     assert _rules(dump, tmp_path, "device") == set()
