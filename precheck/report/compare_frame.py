@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from precheck.report.frame import LoadError
+from precheck.report.frame import LoadError, read_table
 
 if TYPE_CHECKING:
     import pandas
@@ -82,25 +82,12 @@ def _numbers(column: pandas.Series) -> pandas.Series:
     return values.where(~percent, values / 100)
 
 
-def _read(path: Path, needed: list[str]) -> pandas.DataFrame:
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(path, encoding="utf-8-sig", dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise LoadError(f"{path}: cannot read: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    missing = [c for c in needed if c not in frame]
-    if missing:
-        raise LoadError(f"{path}: not a compare CSV, missing columns: {', '.join(missing)}")
-    return frame
-
-
 def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
     """Every compared tensor of one compare as a row (see the module's docstring)."""
     import pandas as pd
 
     csv_path, records_path, _ = compare_files(path)
-    table = _read(csv_path, ["NPU Name", "Bench Name", "NPU Dtype", "Result"])
+    table = read_table(csv_path, ["NPU Name", "Bench Name", "NPU Dtype", "Result"], "a compare CSV")
     mode = "tensor" if "Cosine" in table else "statistics" if "Max diff" in table else "md5"
     names = table["NPU Name"].where(table["NPU Name"].str.strip() != "N/A", table["Bench Name"])
     parts = names.str.extract(_NAME)
@@ -132,7 +119,7 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
 def load_records(path: Path) -> pandas.DataFrame:
     """compare_records_{ts}.csv, a row per record in execution order: its divergence verdict, whether its inputs
     agree, its deviations (floats), the record that produced a differing input and the run_ut verdict."""
-    table = _read(path, ["Record", "Direction", "Verdict"])
+    table = read_table(path, ["Record", "Direction", "Verdict"], "a compare records CSV")
     frame = table.rename(columns={"Record": "record", "Direction": "direction", "Verdict": "verdict",
                                   "Inputs agree": "inputs_agree", "Input deviation": "input_deviation",
                                   "Output deviation": "output_deviation", "Worst input": "worst_input",

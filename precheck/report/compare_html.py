@@ -18,8 +18,7 @@ import numpy
 
 from precheck.compare.divergence import Finding
 from precheck.report.compare_frame import compare_files, load_compare, load_records, read_summary
-from precheck.report.html import MAX_POINTS, PAD, embed_json, esc, log_scale, table_shell
-from precheck.report.html_assets import SCRIPT, STYLE
+from precheck.report.html import MAX_POINTS, PAD, esc, log_scale, page, table_shell
 
 if TYPE_CHECKING:
     import pandas
@@ -51,9 +50,9 @@ def write_compare_report(path: str | os.PathLike, into: str | os.PathLike | None
     frame = load_compare(csv_path)
     records = load_records(records_path) if records_path else None
     title = f"precheck compare report {tail.strip('_').replace('_', ' ')}"
-    page = render_compare(frame, records, summary, title, run_page)
+    text = render_compare(frame, records, summary, title, run_page)
     target = out / f"compare_report{tail}.html"
-    target.write_text(page, encoding="utf-8")
+    target.write_text(text, encoding="utf-8")
     return target
 
 
@@ -62,22 +61,9 @@ def render_compare(
 ) -> str:
     """The page: summary, divergence curve, suspects and the table of records."""
     entries = _entries(frame, records, summary)
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
-            f"<h1>{esc(title)}</h1>",
-            _summary(frame, entries, summary, run_page),
-            _curve(entries, frame.attrs.get("mode", ""), summary),
-            _suspects(summary),
-            _table(entries),
-            f'<script type="application/json" id="rows">{embed_json(entries)}</script>',
-            f"<script>{SCRIPT}</script>",
-            "</body></html>",
-        ]
-    )
+    sections = [_summary(frame, entries, summary, run_page), _curve(entries, frame.attrs.get("mode", ""), summary),
+                _suspects(summary), _table(entries)]  # fmt: skip
+    return page(title, sections, entries)
 
 
 def _entries(frame: pandas.DataFrame, records: pandas.DataFrame | None, summary: dict) -> list[dict]:

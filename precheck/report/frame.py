@@ -20,7 +20,7 @@ from precheck.results import split_row_name
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["ENGLISH", "LoadError", "load", "csv_pair", "worst_errors"]
+__all__ = ["ENGLISH", "LoadError", "load", "csv_pair", "read_table", "worst_errors"]
 
 # The 17 metric columns of the details CSV and their English names (Metrics' fields).
 ENGLISH = dict(zip(DETAILS_HEADER[4:21], [f for f in Metrics.__dataclass_fields__][:17], strict=True))
@@ -60,7 +60,7 @@ def load(path: str | os.PathLike) -> pandas.DataFrame:
     import pandas as pd
 
     details_path, result_path = csv_pair(path)
-    details = _read(details_path, DETAILS_HEADER[:4] + ["Status"])
+    details = read_table(details_path, DETAILS_HEADER[:4] + ["Status"])
     for chinese, english in ENGLISH.items():
         if chinese in details:
             details[chinese] = pd.to_numeric(details[chinese].str.strip().replace("", None), errors="coerce")
@@ -88,7 +88,8 @@ def load(path: str | os.PathLike) -> pandas.DataFrame:
     return frame[_FIRST + [c for c in frame if c not in _FIRST]]
 
 
-def _read(path: Path, needed: list[str]) -> pandas.DataFrame:
+def read_table(path: Path, needed: list[str], kind: str = "an accuracy_checking CSV") -> pandas.DataFrame:
+    """A CSV of text cells (blanks stay ""), or LoadError naming the file and what it lacks to be ``kind``."""
     import pandas as pd
 
     try:
@@ -97,12 +98,12 @@ def _read(path: Path, needed: list[str]) -> pandas.DataFrame:
         raise LoadError(f"{path}: cannot read: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     missing = [c for c in needed if c not in frame]
     if missing:
-        raise LoadError(f"{path}: not an accuracy_checking CSV, missing columns: {', '.join(missing)}")
+        raise LoadError(f"{path}: not {kind}, missing columns: {', '.join(missing)}")
     return frame
 
 
 def _api_statuses(path: Path) -> pandas.DataFrame:
-    result = _read(path, RESULT_HEADER[:3])
+    result = read_table(path, RESULT_HEADER[:3])
     return result.rename(
         columns={
             "API name": "call",

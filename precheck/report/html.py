@@ -53,11 +53,11 @@ def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None)
     except (OSError, ValueError):
         run = {}
     run = run if isinstance(run, dict) else {}
-    page = render(frame, run, advise(frame, run.get("dump")), f"precheck report {stem}")
+    text = render(frame, run, advise(frame, run.get("dump")), f"precheck report {stem}")
     out = Path(into) if into is not None else details_path.parent
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"report_{stem}.html"
-    target.write_text(page, encoding="utf-8")
+    target.write_text(text, encoding="utf-8")
     return target
 
 
@@ -74,6 +74,12 @@ def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: s
     """The page: summary, scatter plot, expert advice and the table of APIs."""
     apis = _apis(frame, run.get("dump"))
     index = {a["call"]: i for i, a in enumerate(apis)}
+    sections = [_summary(frame, run), _scatter(frame, index, run), _advice(findings), _table_shell(apis)]
+    return page(title, sections, apis)
+
+
+def page(title: str, sections: list[str], rows: list[dict]) -> str:
+    """A self-contained page: the sections, the table's rows as embedded JSON, the style and the table script."""
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -81,11 +87,8 @@ def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: s
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
             f"<h1>{esc(title)}</h1>",
-            _summary(frame, run),
-            _scatter(frame, index, run),
-            _advice(findings),
-            _table_shell(apis),
-            f'<script type="application/json" id="rows">{embed_json(apis)}</script>',
+            *sections,
+            f'<script type="application/json" id="rows">{embed_json(rows)}</script>',
             f"<script>{SCRIPT}</script>",
             "</body></html>",
         ]
