@@ -29,6 +29,15 @@ def write_problem(e: OSError) -> str:
     return f"cannot write {e.filename}: {e.strerror}" if e.filename else f"cannot write: {e}"
 
 
+def create_new(path: Path) -> bool:
+    """Create ``path`` empty if no one has it (O_EXCL: atomic between processes); False when it exists."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except FileExistsError:
+        return False
+    return True
+
+
 def claim_stamp(folder: Path, first: str) -> str:
     """A stem (``<ts>`` or ``<ts>_<n>``) for a command's files named ``first.format(stem)`` and its siblings: the
     first file is created here with O_EXCL, so a command started in the same second, in this process or another,
@@ -36,9 +45,6 @@ def claim_stamp(folder: Path, first: str) -> str:
     stamp = time.strftime("%Y%m%d%H%M%S")
     for n in range(1, 10_000):
         stem = stamp if n == 1 else f"{stamp}_{n}"
-        try:
-            os.close(os.open(folder / first.format(stem), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-        except FileExistsError:
-            continue
-        return stem
+        if create_new(folder / first.format(stem)):
+            return stem
     raise OutputError(f"{folder}: 10,000 outputs already started at {stamp}")

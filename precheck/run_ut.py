@@ -21,7 +21,7 @@ from precheck.execution.sides import resolve_device
 from precheck.execution.targets import target_for
 from precheck.grader.status import SKIP, at_or_below
 from precheck.report.csv_files import CsvReport, text
-from precheck.report.runfiles import dump_identity
+from precheck.report.runfiles import dump_identity, versions
 from precheck.results import ApiResult, skipped
 from precheck.scheduling.backends import Backend, backend_for
 from precheck.scheduling.costs import worker_count
@@ -258,22 +258,7 @@ def _identity(dump: Dump, options: CheckOptions, filter_api: bool, api_lists: Ap
     for name in ("save_error_data", "keep_tensors", "timeout"):
         chosen.pop(name)
     lists = None if api_lists is None else [sorted(api_lists.white), sorted(api_lists.black)]
-    return {**dump_identity(dump.path), **chosen, "filter_api": filter_api, "api_lists": lists, "versions": _versions()}
-
-
-def _versions() -> dict[str, str]:
-    """What computed the rows: a resume under another torch or precheck would mix two runs' kernels and verdicts,
-    and the report shows the run's versions, not those of whoever writes it."""
-    import platform
-    from importlib import metadata
-
-    import torch
-
-    try:
-        precheck = metadata.version("precheck")
-    except metadata.PackageNotFoundError:
-        precheck = "not installed"
-    return {"precheck": precheck, "torch": torch.__version__, "python": platform.python_version()}
+    return {**dump_identity(dump.path), **chosen, "filter_api": filter_api, "api_lists": lists, "versions": versions()}
 
 
 def _usable_error_folder(options: CheckOptions) -> CheckOptions:

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,7 @@ import numpy
 from precheck.report.advice import Finding, advise
 from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
+from precheck.report.runfiles import installed_version
 
 if TYPE_CHECKING:
     import pandas
@@ -106,13 +106,6 @@ def _counts(frame: pandas.DataFrame, column: str) -> str:
     return f'<table class="counts"><tr><th>{esc(column)}</th>{head}</tr>{body}</table>'
 
 
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def _summary(frame: pandas.DataFrame, run: dict) -> str:
     totals = frame["status"].value_counts()
     badges = "".join(
@@ -124,8 +117,8 @@ def _summary(frame: pandas.DataFrame, run: dict) -> str:
     if isinstance(versions, dict):  # what the run recorded
         options.update({f"{name} (the run)": version for name, version in versions.items()})
     else:  # a run from before its sidecar held versions, or msprobe's
-        options["precheck (this report)"] = _version("precheck")
-        options["torch (this report)"] = _version("torch")
+        options["precheck (this report)"] = installed_version("precheck")
+        options["torch (this report)"] = installed_version("torch")
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in options.items())
     grids = "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
     standard = esc(run.get("standard", "not recorded"))

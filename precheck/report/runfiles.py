@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
+from precheck.paths import create_new
+
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; names stay unique, concurrent resumes are not detected
@@ -31,6 +33,26 @@ class RunFileError(Exception):
     """A run's files cannot be created or continued (one line, exit code 2)."""
 
 
+def versions() -> dict[str, str]:
+    """What computed a run's rows, for its sidecar: a resume under another torch or precheck would mix two runs'
+    kernels and verdicts, and the report shows the run's versions, not those of whoever writes it."""
+    import platform
+
+    import torch
+
+    return {"precheck": installed_version("precheck"), "torch": torch.__version__,
+            "python": platform.python_version()}  # fmt: skip
+
+
+def installed_version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def claim(out_dir: Path, timestamp: str) -> str:
     """The stem (``<ts>`` or ``<ts>_<n>``) of a result and details CSV that this call created, empty, and no other
     run can have: both are created with ``O_EXCL``, and a name taken by anyone (a run started in the same second,
@@ -38,20 +60,12 @@ def claim(out_dir: Path, timestamp: str) -> str:
     for n in range(1, MAX_SUFFIX):
         stem = timestamp if n == 1 else f"{timestamp}_{n}"
         result = out_dir / RESULT.format(stem)
-        if not _create(result):
+        if not create_new(result):
             continue
-        if _create(out_dir / DETAILS.format(stem)):
+        if create_new(out_dir / DETAILS.format(stem)):
             return stem
         result.unlink(missing_ok=True)  # a stray details file of that name: leave it, take the next name
     raise RunFileError(f"{out_dir}: {MAX_SUFFIX} runs already started at {timestamp}")
-
-
-def _create(path: Path) -> bool:
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    except FileExistsError:
-        return False
-    return True
 
 
 def lock(journal: Path, csv: Path) -> BinaryIO:
