@@ -14,22 +14,16 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_compare import timed  # the same whole-process timing: a fresh -o folder per run
 
 ROOT = Path(__file__).resolve().parents[1]
 KD = ROOT / "tests" / "data" / "keydata"
-MSPROBE = "import sys\nfrom msprobe.core import SingleComparator\nSingleComparator.compare(*sys.argv[1:4], 2)\n"
-
-
-def timed(argv: list[str], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        with tempfile.TemporaryDirectory() as out:
-            start = time.perf_counter()
-            subprocess.run([*argv, out], check=True, capture_output=True)
-            best = min(best, time.perf_counter() - start)
-    return best
+MSPROBE = (  # argv: TARGET BENCH -o OUT, as bench_compare.timed passes them
+    "import sys\nfrom msprobe.core import SingleComparator\n"
+    "SingleComparator.compare(sys.argv[1], sys.argv[2], sys.argv[4], 2)\n"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,8 +45,8 @@ def main() -> None:
         pairs.append((Path(tmp) / "log_prob_bf16", Path(tmp) / "clean", f"recorded, {args.steps} steps"))
         print("| pair | msprobe SingleComparator | precheck keydata | ratio |\n|---|---|---|---|")
         for target, bench, label in pairs:
-            ours = timed([sys.executable, "-m", "precheck", "keydata", "-target", str(target), "-bench", str(bench),
-                          "-o"], args.repeat)  # fmt: skip
+            ours = timed([sys.executable, "-m", "precheck", "keydata", "-target", str(target), "-bench", str(bench)],
+                         args.repeat)  # fmt: skip
             theirs = timed([args.msprobe_python, "-c", MSPROBE, str(target), str(bench)], args.repeat)
             print(f"| {label} | {theirs:.2f} s | {ours:.2f} s | {theirs / ours:.1f}x |", flush=True)
 
