@@ -131,7 +131,7 @@ def test_text_from_a_dump_never_becomes_markup_in_the_compare_report(gelu, tmp_p
     assert "<img" not in dom and "&lt;img src=x" in dom
 
 
-def test_a_folder_without_a_run_or_a_compare_is_one_line_exit_2(tmp_path, capsys):
+def test_a_compare_summary_without_its_csv_is_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "compare_summary_x.json").write_text("{}", encoding="utf-8")
     assert main(["report", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == f"precheck: error: {tmp_path}: no compare_result_*.csv in this folder"
@@ -148,3 +148,21 @@ def test_a_comparison_and_a_run_give_their_frames(tmp_path):
     summary = run_ut(_dump("fp32_tensor_gelu_bug"), tmp_path / "run", device="cpu", workers=1)
     run = summary.frame()
     assert set(run["call"]) >= {"Functional.gelu.0"} and run["status"].isin(["pass", "warning", "error", "SKIP"]).all()
+
+
+@pytest.mark.parametrize("drop", ["Output deviation", "Inputs agree"])
+def test_a_records_csv_missing_a_column_is_one_line_exit_2(gelu, tmp_path, capsys, drop):
+    out, _ = gelu
+    for source in out.glob("compare_*"):
+        if source.suffix in (".csv", ".json"):
+            shutil.copy(source, tmp_path / source.name)
+    records = next(tmp_path.glob("compare_records_*.csv"))
+    with open(records, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    with open(records, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, [c for c in rows[0] if c != drop])
+        writer.writeheader()
+        writer.writerows({k: v for k, v in r.items() if k != drop} for r in rows)
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"precheck: error: {records}: not a compare records CSV, missing columns: {drop}"

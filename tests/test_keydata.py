@@ -76,6 +76,7 @@ def test_missing_odd_and_unreadable_items_become_rows_and_the_run_goes_on(capsys
     import numpy as np
 
     np.save(loss, np.zeros((2,), dtype=np.float32))  # another shape
+    np.save(target / "data" / "kl_loss" / "step2" / "rank0" / "micro_step0" / "kl_loss.npy", np.array("text"))
     _, rows, summary = _run(capsys, target, KD / "clean", tmp_path / "out")
     by = {(r["name"], r["step"]): r for r in rows}
     assert by[("log_prob", "2")]["Result"] == "only in bench"
@@ -83,6 +84,8 @@ def test_missing_odd_and_unreadable_items_become_rows_and_the_run_goes_on(capsys
     assert by[("log_prob", "1")]["Result"] == "identical"
     assert by[("log_prob", "1")]["Message"].startswith("statistics only")
     assert by[("loss", "1")]["Result"] == "differ" and "shapes differ: [2] and []" in by[("loss", "1")]["Message"]
+    assert by[("kl_loss", "2")]["Result"] == "unreadable"
+    assert by[("kl_loss", "2")]["Message"] == "kl_loss.npy: dtype <U4 is not numeric"
     assert summary["first_part"]["name"] == "log_prob" and summary["first_part"]["Result"] == "unreadable"
 
 

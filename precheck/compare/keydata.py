@@ -196,6 +196,10 @@ def _row(key: ItemKey, t: Path | None, b: Path | None, rtol: float, atol: float)
     (ta, tp), (ba, bp) = _read(t), _read(b)
     if tp or bp:
         return row | {"Result": UNREADABLE, "Message": tp or bp}
+    odd = next((f"{p.name}: dtype {a.dtype} is not numeric" for p, a in ((t, ta), (b, ba))
+                if a is not None and a.dtype.kind not in "biuf"), None)  # fmt: skip
+    if odd:
+        return row | {"Result": UNREADABLE, "Message": odd}
     if ta is not None and ba is not None:
         row |= {"shape1": list(ta.shape), "shape2": list(ba.shape)}
         if ta.shape != ba.shape:

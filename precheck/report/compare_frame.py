@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.compare.record_log import COLUMNS as RECORD_COLUMNS
 from precheck.report.frame import LoadError, read_table
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
     import pandas as pd
 
     csv_path, records_path, _ = compare_files(path)
-    table = read_table(csv_path, ["NPU Name", "Bench Name", "NPU Dtype", "Result"], "a compare CSV")
+    table = read_table(csv_path, ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "Result"], "a compare CSV")
     mode = "tensor" if "Cosine" in table else "statistics" if "Max diff" in table else "md5"
     names = table["NPU Name"].where(table["NPU Name"].str.strip() != "N/A", table["Bench Name"])
     parts = names.str.extract(_NAME)
@@ -119,7 +120,7 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
 def load_records(path: Path) -> pandas.DataFrame:
     """compare_records_{ts}.csv, a row per record in execution order: its divergence verdict, whether its inputs
     agree, its deviations (floats), the record that produced a differing input and the run_ut verdict."""
-    table = read_table(path, ["Record", "Direction", "Verdict"], "a compare records CSV")
+    table = read_table(path, RECORD_COLUMNS, "a compare records CSV")
     frame = table.rename(columns={"Record": "record", "Direction": "direction", "Verdict": "verdict",
                                   "Inputs agree": "inputs_agree", "Input deviation": "input_deviation",
                                   "Output deviation": "output_deviation", "Worst input": "worst_input",
