@@ -13,12 +13,17 @@ from api_registry import catalogue
 _PREFIXES = ("Functional", "Torch", "Tensor", "VF", "Aten")
 
 
+def base_name(api: str) -> tuple[str, str]:
+    """(prefix, name without an ATen overload): ``Aten.sum.dim_IntList`` -> (Aten, sum), as the lists name it."""
+    prefix, _, name = api.partition(".")
+    return prefix, name.partition(".")[0] if prefix == "Aten" else name
+
+
 def api_class(api: str) -> str | None:
     """``Functional.linear`` -> matmul; ``NPU.npu_rms_norm`` -> other; None for a name of no known prefix."""
-    prefix, _, name = api.partition(".")
+    prefix, base = base_name(api)
     if prefix == "NPU":
-        return catalogue.NPU.get(name)
-    if prefix not in _PREFIXES or not name:
+        return catalogue.NPU.get(base)
+    if prefix not in _PREFIXES or not base:
         return None
-    base = name.partition(".")[0] if prefix == "Aten" else name
     return catalogue.class_of(prefix, base)

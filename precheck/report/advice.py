@@ -1,22 +1,20 @@
 """Expert advice: rules over a run's results (a results.load frame) that name a likely cause and what to do, each
 with the rows that triggered it as evidence.
 
-A rule reads only what the CSVs (and, for where a NaN was born, the dump's recorded input statistics) say, so
-the report can be written long after the run, on any machine, without torch.
+A rule reads only what the CSVs say and, where a NaN was born and how long a sum was, what the dump recorded of the
+call (precheck/report/recorded.py), so the report can be written long after the run, on any machine, without
+torch.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from api_registry.classes import api_class
-from precheck.dump.jsonstream import JsonStream, StreamError
+from precheck.report.recorded import accumulates, growth_of, inputs_finite, read_records
 
 if TYPE_CHECKING:
     import pandas
@@ -26,7 +24,8 @@ __all__ = ["Finding", "RULES", "advise"]
 HALF = ("torch.float16", "torch.bfloat16")
 MAX_EVIDENCE = 20  # rows shown per finding; the count says how many there are
 _NONFINITE = re.compile(r"inf/nan (?:mismatch|at) ")
-_ACCUMULATING = ("reduction", "matmul", "conv")
+_HONEST_VERDICT = re.compile(r"honest|what \S+ explains")  # the default standard judged the row, not a rule
+WITHIN_ULP = 1.0  # ULP error at most this: a faithful rounding of the golden (a correct one is within 0.5)
 
 
 @dataclass(frozen=True)
@@ -81,47 +80,39 @@ def underflow(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
     )
 
 
+def _generated(frame: pandas.DataFrame) -> pandas.Series:
+    """Rows whose inputs were drawn from the dump's statistics, not recorded."""
+    said = frame.get("api_message", frame["message"]).fillna("") + frame["message"]
+    return said.str.contains("inputs generated from statistics", regex=False)
+
+
 def low_precision_accumulation(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
-    kinds = {api: api_class(api) in _ACCUMULATING or "avg_pool" in api for api in frame["api"].unique()}
-    accumulating = frame["api"].map(kinds)
-    worse = frame["message"].str.contains("worse than an honest", regex=False)
-    rows = frame[accumulating & frame["dtype"].isin(HALF) & (frame["status"] == "error") & worse]
+    candidates = frame[_accumulation_candidates(frame)]
+    if dump is None or candidates.empty:
+        return None
+    growth = {i: growth_of(r, dump) for i, r in candidates.iterrows()}
+    rows = candidates[[accumulates(growth[i]) for i in candidates.index]]
     return _finding(
         "low_precision_accumulation",
         "accumulation in low precision",
-        "a sum, a matmul or a convolution is worse than an honest kernel of its dtype, one that accumulates in "
-        "fp32 and rounds once: the kernel likely adds in fp16/bf16. Accumulate in fp32.",
+        "the error of this sum, matmul, convolution or pooling grows with the length it reduces: beyond the one "
+        "rounding of a kernel that accumulates in fp32, of the order of the sqrt(n) roundings a kernel that adds in "
+        "fp16/bf16 makes. Accumulate in fp32 (the kernel's accumulator, or upcast the op).",
         rows,
-        _message,
+        lambda r: growth[r.name].evidence(),
     )
 
 
-def _inputs_finite(record: dict | None) -> bool | None:
-    """Whether every recorded input statistic of a forward record is finite (None: nothing recorded)."""
-    if not isinstance(record, dict):
-        return None
-    stats = []
-
-    def walk(value: object) -> None:
-        if isinstance(value, list):
-            for v in value:
-                walk(v)
-        elif isinstance(value, dict):
-            if "Max" in value or "Min" in value:
-                stats.extend(v for v in (value.get("Max"), value.get("Min")) if isinstance(v, (int, float)))
-            else:
-                for v in value.values():
-                    walk(v)
-
-    walk([record.get("input_args"), record.get("input_kwargs")])
-    return all(math.isfinite(v) for v in stats) if stats else None
+def _accumulation_candidates(frame: pandas.DataFrame) -> pandas.Series:
+    """Half-precision error rows whose recorded inputs the run replayed (the dump's output norm is theirs)."""
+    return frame["dtype"].isin(HALF) & (frame["status"] == "error") & ~_generated(frame)
 
 
 def nan_origin(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
     rows = frame[frame["message"].str.contains(_NONFINITE) & (frame["direction"] == "forward")]
     if dump is None or rows.empty:
         return None
-    finite = rows["call"].map(lambda call: _inputs_finite(dump.get(f"{call}.forward")))
+    finite = rows["call"].map(lambda call: inputs_finite(dump, f"{call}.forward"))
     born = rows[finite.eq(True)]
     return _finding(
         "nan_born_here",
@@ -134,9 +125,7 @@ def nan_origin(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
 
 
 def generated_inputs(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
-    said = frame.get("api_message", frame["message"]).fillna("") + frame["message"]
-    rows = frame[said.str.contains("inputs generated from statistics", regex=False)]
-    rows = rows[rows["status"].isin(["warning", "error"])]
+    rows = frame[_generated(frame) & (frame["status"] == "error")]
     return _finding(
         "generated_inputs",
         "verdicts resting on generated inputs",
@@ -173,39 +162,35 @@ def beyond_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | Non
     )
 
 
-RULES = (fp16_overflow, underflow, low_precision_accumulation, nan_origin, beyond_rounding, generated_inputs,
-         random_law)  # fmt: skip
+def within_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
+    """The other side: a failure of a standard stricter than the dtype (msprobe's, thousandth, absolute ...) on
+    an output no element of which is off by more than one unit in the last place."""
+    judged_by_rule = ~frame["message"].str.contains(_HONEST_VERDICT)
+    failed = frame["status"].isin(["warning", "error"]) & ~frame["message"].str.contains(_NONFINITE)
+    rows = frame[failed & judged_by_rule & (frame["ulp_max"] <= WITHIN_ULP)]
+    return _finding(
+        "within_rounding",
+        "failures the dtype's rounding explains",
+        "this error is the dtype's rounding, not a kernel bug: the standard is stricter than the dtype. No element "
+        "is off by more than one unit in the last place (what a kernel that accumulates in fp32 and rounds once "
+        "gives). Grade it by the default standard (an honest kernel of its dtype), or compute in a wider dtype if "
+        "the model needs more digits.",
+        rows,
+        lambda r: f"{r['status']} ({_message(r, 120)}); every element within {r['ulp_max']:.2g} ULP of the golden",
+    )
+
+
+RULES = (fp16_overflow, underflow, low_precision_accumulation, nan_origin, beyond_rounding, within_rounding,
+         generated_inputs, random_law)  # fmt: skip
 
 
 def advise(frame: pandas.DataFrame, dump_json: str | Path | None = None) -> list[Finding]:
     """Every rule that fires on ``frame``; ``dump_json`` (the run's dump) lets a rule read recorded inputs."""
     dump = None
-    flagged = frame[frame["message"].str.contains(_NONFINITE)]["call"]
-    if dump_json is not None and not flagged.empty:
-        dump = _forward_records(Path(dump_json), set(flagged))
+    born = frame[frame["message"].str.contains(_NONFINITE)]
+    grown = frame[_accumulation_candidates(frame)]
+    keys = {f"{c}.forward" for c in [*born["call"], *grown["call"]]}
+    keys |= {f"{c}.{d}" for c, d in zip(grown["call"], grown["direction"], strict=True)}
+    if dump_json is not None and keys:
+        dump = read_records(Path(dump_json), keys)
     return [f for f in (rule(frame, dump) for rule in RULES) if f is not None]
-
-
-def _forward_records(dump_json: Path, calls: set[str]) -> dict | None:
-    """The forward records of ``calls``, read from their byte spans while the dump streams past (a dump of
-    gigabytes is never held); None when the dump moved or cannot be read: the rules that need it stay silent."""
-    wanted, spans, records = {f"{call}.forward" for call in calls}, {}, {}
-    try:
-        with open(dump_json, "rb") as f:
-            js = JsonStream(f)
-            if js.sniff() != "{":
-                return None
-            for key in js.keys("a top-level field name"):
-                if key != "data" or js.peek() != "{":
-                    js.skip()
-                    continue
-                for name in js.keys("a record name"):
-                    span = js.skip()
-                    if name in wanted:
-                        spans[name] = span
-            for name, (start, end) in spans.items():
-                f.seek(start)
-                records[name] = json.loads(f.read(end - start))
-    except (OSError, ValueError, StreamError, RecursionError):
-        return None
-    return records
