@@ -102,12 +102,6 @@ def test_the_random_law_rule_fires_on_a_dropout_that_breaks_its_law_and_not_on_h
     assert "random_law" not in _rules(real_dump_json("encoder_fp32_tensor"), tmp_path / "clean", "device")
 
 
-@pytest.mark.parametrize("name", ["mlp_fp32_tensor", "clean_gpt_fp32", "encoder_fp32_tensor", "composite_fp32_tensor"])
-def test_no_rule_fires_on_a_clean_fp32_dump(name, tmp_path):
-    dump = real_dump_json(name) if (DATA / name).exists() else _dump(DETECTION / name)
-    assert _rules(dump, tmp_path, "device") == set()
-
-
 def test_loss_scaling_silences_the_underflow_rule(tmp_path):
     assert "underflow" not in _rules(_dump(DATA / "advice" / "gpt_fp16_loss_scale_1024"), tmp_path)
 

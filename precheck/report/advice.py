@@ -33,8 +33,9 @@ class Finding:
     rule: str
     title: str
     advice: str
-    evidence: tuple[str, ...]  # one line per triggering row: its name and the figure that triggered it
+    evidence: tuple[str, ...]  # one line per triggering row (the first MAX_EVIDENCE): its name and the figure
     count: int
+    rows: tuple[str, ...] = ()  # every triggering row's name, as the details CSV names it
 
 
 def _row_name(row: pandas.Series) -> str:
@@ -45,7 +46,7 @@ def _finding(rule: str, title: str, advice: str, rows: pandas.DataFrame, why: Ca
     if rows.empty:
         return None
     evidence = tuple(f"{_row_name(r)} ({r['dtype']}): {why(r)}" for _, r in rows.head(MAX_EVIDENCE).iterrows())
-    return Finding(rule, title, advice, evidence, len(rows))
+    return Finding(rule, title, advice, evidence, len(rows), tuple(_row_name(r) for _, r in rows.iterrows()))
 
 
 def _message(row: pandas.Series, length: int = 160) -> str:
