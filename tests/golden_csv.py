@@ -34,6 +34,13 @@ DUMPS = (
 # metrics) and auto (every standard, routed by API class).
 STANDARDS = ("default", "accumulative", "benchmark", "auto")
 TARGETS = ("device", "recorded")
+# Calls whose numbers move beyond 9 digits from CPU to CPU even with the kernels pinned to AVX2, by dump, then by
+# call, with the targets where they move: the device kernel itself (fp32 matmuls, erf, linalg), or the float64
+# golden of an ill-conditioned call (inv, solve, pinv, qr: LAPACK's float64 rounding times the condition number).
+# Measured as every row that differed between the pinned file (written on an AVX2 machine) and an AMX machine.
+KERNEL_DEPENDENT: dict[str, dict[str, list[str]]] = json.loads(
+    (DATA / "golden_csv" / "kernel_dependent.json").read_text()
+)
 
 
 def runs() -> list[tuple[str, str, str]]:
