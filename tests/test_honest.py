@@ -4,6 +4,7 @@ honest kernel only when a verdict needs it."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from helpers import real_dump_json
@@ -229,3 +230,33 @@ def test_run_ut_runs_the_honest_kernel_only_when_a_verdict_needs_it(tmp_path, mo
     runs.clear()
     run_ut(real_dump_json("mlp_fp32_tensor"), tmp_path / "mlp", device="cpu", workers=1)
     assert runs == []  # an fp32 call on the CPU is its own honest kernel
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_the_metrics_pass_measures_what_the_verdict_would_measure_on_full_copies(dtype):
+    """The verdict takes its normwise, worst-element and lean measures from the metrics' one pass; they are the
+    measures it would take itself on full float64 copies (within summation order), near-zero elements included."""
+    from precheck.grader import metrics as grader_metrics
+    from precheck.grader.honest import _from_metrics, measure
+
+    gen = torch.Generator().manual_seed(3)
+    golden = torch.randn(200_000, dtype=torch.float64, generator=gen)
+    golden[::7] *= 1e-6  # elements near zero, judged at the output's scale
+    target = (golden * (1 + 3e-3 * torch.randn(golden.shape, dtype=torch.float64, generator=gen))).to(dtype)
+    m = grader_metrics.float_metrics(target, golden, dtype)
+    fused, full = _from_metrics(m, dtype), measure(target, golden, dtype)
+    assert fused.count == full.count == golden.numel()
+    for name in ("normwise", "worst", "lean"):
+        assert getattr(fused, name) == pytest.approx(getattr(full, name), rel=1e-12), name
+
+
+def test_an_inf_leaves_the_measure_to_the_verdict():
+    from precheck.grader import metrics as grader_metrics
+    from precheck.grader.honest import _from_metrics
+
+    golden = torch.ones(10, dtype=torch.float64)
+    target = golden.float().clone()
+    target[3] = float("inf")
+    assert _from_metrics(grader_metrics.float_metrics(target, golden, torch.float32), torch.float32) is None
+    golden[3] = float("inf")
+    assert _from_metrics(grader_metrics.float_metrics(target, golden, torch.float32), torch.float32) is None

@@ -39,6 +39,11 @@ class Metrics:
     first_nonfinite_mismatch: int | None = None
     golden_max_abs: float | None = None  # largest finite |golden|: is the output zero at the dtype's scale?
     count: int | None = None  # elements the shares count (finite on both sides); None: not known (a CSV row)
+    # The default standard's measure from the same pass, where every position is finite (grader/honest.py):
+    error_norm: float | None = None  # ||t - g||
+    golden_norm: float | None = None  # ||g||
+    error_sum: float | None = None  # the sum of t - g
+    scaled_worst: float | None = None  # max |t_i - g_i| / max(|g_i|, ||g|| / sqrt(n))
 
     def columns(self) -> list[float | None]:
         """The 17 metric columns of the details CSV, in its order."""

@@ -22,6 +22,7 @@ error and needs no honest run; any other output is measured against the honest k
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -163,15 +164,15 @@ def verdict(
     ``honest``: the honest kernel's output in the target dtype, or a function returning it (called only when
     the verdict needs it), or None to model it."""
     name = short_name(dtype)
-    t64, g64 = _flat64(target), _flat64(golden)
+    flat = _Flat(target, golden)
     h = keep = None
     if m.nonfinite_mismatches:
         h = _get(honest)
-        keep = _shared_range(t64, g64, h)
+        keep = _shared_range(flat.t, flat.g, h)
         if keep is None:
             return ERROR, f"inf/nan mismatch at {m.nonfinite_mismatches} position(s)"
         rule = [*rule, f"inf/nan at {m.nonfinite_mismatches} position(s) where the honest {name} kernel has them too"]
-    e = _measure(t64, g64, dtype, keep)
+    e = (keep is None and _from_metrics(m, dtype)) or _measure(flat.t, flat.g, dtype, keep)
     # Within one rounding everywhere needs no honest run; nor does a pass without an honest kernel to refute it
     # (library use: the model never turns the user's pass into an error). Anything else is measured against
     # the honest kernel, a passing output too: whether the rule holds depends on the loss scale, the verdict not.
@@ -190,9 +191,9 @@ def verdict(
     if h is not None and h.shape == target.shape:
         h64 = _flat64(h)
         if keep is None and not bool(torch.isfinite(h64).all()):
-            keep = torch.isfinite(t64) & torch.isfinite(g64) & torch.isfinite(h64)
-            e = _measure(t64, g64, dtype, keep)
-        ref = _measure(h64, g64, dtype, keep)
+            keep = torch.isfinite(flat.t) & torch.isfinite(flat.g) & torch.isfinite(h64)
+            e = _measure(flat.t, flat.g, dtype, keep)
+        ref = _measure(h64, flat.g, dtype, keep)
     else:
         ref = modeled(dtype)
     worse = _worse(e, ref, dtype)
@@ -203,6 +204,33 @@ def verdict(
     ratio = e.normwise / _floored(ref.normwise, e.count, dtype)
     who = "the honest" if ref.measured else "a modeled honest"
     return WARNING, "; ".join([*rule, f"what {name} explains: error {ratio:.2g}x {who} {name} kernel's"])
+
+
+class _Flat:
+    """The target and golden as flat float64 tensors, made on first use: the metrics' pass already measured the
+    target where every position is finite, so most verdicts never need these full-size copies."""
+
+    def __init__(self, target: torch.Tensor, golden: torch.Tensor) -> None:
+        self._target, self._golden = target, golden
+
+    @functools.cached_property
+    def t(self) -> torch.Tensor:
+        return _flat64(self._target)
+
+    @functools.cached_property
+    def g(self) -> torch.Tensor:
+        return _flat64(self._golden)
+
+
+def _from_metrics(m: Metrics, dtype: torch.dtype) -> Error | None:
+    """``_measure``'s Error from the sums the metrics' pass took (None where it took none: an inf or nan)."""
+    if m.scaled_worst is None or m.error_norm is None or m.golden_norm is None or m.error_sum is None or not m.count:
+        return None
+    tiny = math.sqrt(m.count) * 2.0 ** limits_for(dtype).min_eb
+    norm_e, norm_g, u = m.error_norm, max(m.golden_norm, tiny), unit(dtype)
+    lean = abs(m.error_sum) / norm_e if norm_e else 0.0
+    worst = m.scaled_worst if norm_e else 0.0
+    return Error(norm_e / norm_g / u, worst / u, lean, m.count)
 
 
 def _get(honest: HonestSource) -> torch.Tensor | None:

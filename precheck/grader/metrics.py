@@ -93,6 +93,11 @@ class _Totals:
     ulp_sums: list[float] = field(default_factory=list)
     ulp_max: float = 0.0
     ulp_above: int = 0
+    # The default standard's measure (grader/honest.py), taken in this pass while every position is finite:
+    scale: float | None = None  # the floor under |g_i| in its worst element, ||g|| / sqrt(n); None: not taken
+    golden_norm: float = 0.0
+    error_sums: list[float] = field(default_factory=list)
+    scaled_worst: float = 0.0
 
 
 def float_metrics(
@@ -110,6 +115,10 @@ def float_metrics(
     totals = _Totals(
         limits_for(target_dtype), regime or absolute_regime(target_dtype), None if real == torch.float64 else real
     )
+    golden_norm = float(torch.linalg.vector_norm(g if g.is_floating_point() else g.double(), dtype=torch.float64))
+    if math.isfinite(golden_norm):  # an inf/nan anywhere is measured by the verdict itself, on its positions
+        totals.golden_norm = golden_norm
+        totals.scale = max(golden_norm, math.sqrt(n) * 2.0**totals.lim.min_eb) / math.sqrt(n)
     buffers = _Buffers(min(n, CHUNK))
     for start in range(0, n, CHUNK):
         _chunk(totals, t[start : start + CHUNK], g[start : start + CHUNK], start, buffers)
@@ -141,6 +150,7 @@ def _chunk(s: _Totals, tc: torch.Tensor, gc: torch.Tensor, offset: int, buf: _Bu
 
 def _nonfinite_chunk(s: _Totals, t: torch.Tensor, g: torch.Tensor, offset: int, buf: _Buffers) -> None:
     """A chunk holding inf or nan (rare): masks as the metrics define them, then the finite pass on the rest."""
+    s.scale = None
     t_fin, g_fin = torch.isfinite(t), torch.isfinite(g)
     both_nan = torch.isnan(t) & torch.isnan(g)
     finite = t_fin & g_fin
@@ -182,6 +192,10 @@ def _finite(
     low, high = torch.aminmax(t)
     s.cosine.append(_cosine_parts(t, g, max(-float(low), float(high)), golden_max, buf))
     s.squares.append(float(torch.mul(d, d, out=buf("x", k)).sum()))
+    if s.scale is not None:
+        s.error_sums.append(float(d.sum()))
+        scaled = torch.div(a, torch.clamp(abs_g, min=s.scale, out=buf("x", k)), out=buf("x", k))
+        s.scaled_worst = max(s.scaled_worst, float(scaled.max()))
     s.balance += int(torch.sign(d, out=buf("x", k)).sum())  # a float sum of +-1 and 0: exact below 2^53
     rel = torch.add(abs_g, _EPS, out=buf("rel", k))
     rel = torch.div(a, rel, out=rel)
@@ -321,6 +335,20 @@ def _metrics(s: _Totals, n: int) -> Metrics:
         golden_max_abs=s.golden_max,
         count=m,
         **common,
+        **_measure_parts(s, m),
+    )
+
+
+def _measure_parts(s: _Totals, m: int) -> dict[str, float]:
+    """The default standard's normwise, worst-element and lean measures' sums, where every position was finite
+    (elsewhere the verdict measures on the positions it keeps)."""
+    if s.scale is None:
+        return {}
+    return dict(
+        error_norm=math.sqrt(math.fsum(s.squares)),
+        golden_norm=s.golden_norm,
+        error_sum=math.fsum(s.error_sums),
+        scaled_worst=s.scaled_worst,
     )
 
 
