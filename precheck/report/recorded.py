@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Growth", "accumulates", "growth_of", "inputs_finite", "read_records", "unit"]
 
-# Observed error above this many roundings (normwise): more than fp32 accumulation and one rounding make (at most 1;
-# 0.4-0.7 on every bundled clean row), with room for the recorded norm standing in for the golden's.
-BEYOND_ROUNDING = 1.5
+# Observed error above this many roundings (normwise): beyond fp32 accumulation and one rounding (at most 1), and
+# beyond the two roundings of an honest kernel that rounds a partial result too (a broadcast matmul's gradient sums
+# its per-batch products in the dtype: 1.6-1.8 on the bundled GPT steps, graded pass or warning).
+BEYOND_ROUNDING = 2.0
 GROWTH_SHARE = 0.5  # ... and at least this share of what adding n terms in the dtype predicts
 
 
