@@ -4,6 +4,8 @@ records every one (RMS norm written out, rotary embeddings, causal SDPA, a SwiGL
 entropy). No transformers needed:
 
     VENV/bin/python ../shared/tools/make_dump.py heavy_model:llama bf16 tensor OUT   (PYTHONPATH=benchmarks)
+
+heavy_model:llama_silu_bug is the same step with a wrong SiLU patched in (the other side of a compare pair).
 """
 
 from __future__ import annotations
@@ -71,3 +73,16 @@ def llama(dt: torch.dtype):
     model = Llama().to(dt)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ))
     return model, lambda: model(ids, ids.roll(-1, 1))
+
+
+def wrong_silu(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    """A SiLU kernel with the wrong slope: x * sigmoid(1.5 x) instead of x * sigmoid(x)."""
+    return x * torch.sigmoid(1.5 * x)
+
+
+def llama_silu_bug(dt: torch.dtype):
+    """llama with a wrong SiLU patched in, for a heavy pair that genuinely differs (bench_compare.py --heavy).
+    make_dump.py builds the model before msprobe's debugger wraps the APIs, so msprobe records the patched
+    kernel under its own name, as it does for compare_record.py's wrong GELU."""
+    F.silu = wrong_silu
+    return llama(dt)

@@ -22,13 +22,15 @@ import numpy as np
 from precheck.compare.align import align
 from precheck.compare.divergence import UNMATCHED, UNREADABLE, Divergence, tolerance
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump, split_key
+from precheck.compare.fused import Elements
 from precheck.compare.mapping import NameMap, torch_dtype
-from precheck.compare.metrics import TensorMetrics, load_array, stats_deviation, tensor_metrics
+from precheck.compare.metrics import TensorMetrics, load_elements, stats_deviation, tensor_metrics
 from precheck.compare.overflow import non_finite
 from precheck.compare.record_log import RecordLog
 from precheck.compare.rules import judge
 from precheck.compare.stacks import Stacks
 from precheck.compare.table import CompareCsv, header, make_row
+from precheck.dump.ptarchive import PtError
 from precheck.paths import claim_stamp, output_folder
 
 if TYPE_CHECKING:
@@ -269,19 +271,19 @@ def _spelled(item: Item) -> Item:
 
 def _tensor_pair(t: DumpIndex, b: DumpIndex, item: Item, other: Item) -> TensorMetrics:
     try:
-        n = load_array(t.data_dir, item.data_name)
-        g = load_array(b.data_dir, other.data_name)
-    except ValueError as e:
+        n = load_elements(t.data_dir, item.data_name)
+        g = load_elements(b.data_dir, other.data_name)
+        if _rounded_to_bf16(item):
+            n = Elements.of(_bf16(n.raw))
+        if _rounded_to_bf16(other):
+            g = Elements.of(_bf16(g.raw))
+        if len(n.shape) == 2 and n.shape != g.shape and n.shape == g.shape[::-1]:
+            result = tensor_metrics(n, Elements.of(g.in_memory().raw.T, g.bf16))
+            result.notes.append("compared with the bench's transpose")
+            return result
+        return tensor_metrics(n, g)
+    except (ValueError, PtError) as e:
         return TensorMetrics({}, notes=[f"not compared: {e}"])
-    if _rounded_to_bf16(item):
-        n = _bf16(n)
-    if _rounded_to_bf16(other):
-        g = _bf16(g)
-    if n.ndim == 2 and n.shape != g.shape and n.shape == g.shape[::-1]:
-        result = tensor_metrics(n, g.T)
-        result.notes.append("compared with the bench's transpose")
-        return result
-    return tensor_metrics(n, g)
 
 
 def _rounded_to_bf16(item: Item) -> bool:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from precheck.compare import fused
+from precheck.compare.fused import Elements
 from precheck.dump import ptarchive
 
 TENSOR_COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
@@ -36,8 +38,9 @@ class TensorMetrics:
 MMAP_FROM = 1 << 20
 
 
-def load_array(data_dir: Path, data_name: str) -> np.ndarray:
-    """A recorded tensor (.pt through precheck.dump.ptarchive, .npy without pickles); ValueError says why not."""
+def load_elements(data_dir: Path, data_name: str) -> Elements:
+    """A recorded tensor as it was saved (.pt through precheck.dump.ptarchive, bfloat16 kept as its raw bits
+    until a chunk of it is compared; .npy without pickles); ValueError says why not."""
     if "/" in data_name or "\\" in data_name or data_name in (".", "..") or "\0" in data_name:
         raise ValueError(f"data file {data_name[:80]!r} is not a plain file name")
     path = data_dir / data_name
@@ -45,52 +48,64 @@ def load_array(data_dir: Path, data_name: str) -> np.ndarray:
         raise ValueError(f"{data_name[:80]}: no such file in {data_dir}")
     try:
         if data_name.endswith(".npy"):  # mapped when large; a small file costs more to map than to read
-            return np.load(path, allow_pickle=False, mmap_mode="r" if path.stat().st_size > MMAP_FROM else None)
-        return ptarchive.read_array(path, ptarchive.inspect(path, max_bytes=MAX_FILE))
+            mmap = "r" if path.stat().st_size > MMAP_FROM else None
+            return Elements.of(np.load(path, allow_pickle=False, mmap_mode=mmap))
+        stored = ptarchive.inspect(path, max_bytes=MAX_FILE)
+        bf16, start = stored.dtype == "bfloat16", ptarchive.contiguous_start(stored)
+        if start is None:  # a strided view, or a compressed entry: read whole
+            return Elements.of(ptarchive.read_raw(path, stored), bf16)
+        return Elements(stored.shape, ptarchive.numpy_dtype(stored), bf16, path=path, start=start)
     except ptarchive.PtError as e:
         raise ValueError(f"{data_name[:80]}: {e}") from None
     except (OSError, EOFError) as e:
         raise ValueError(f"{data_name[:80]}: cannot read: {e}") from None
 
 
-def tensor_metrics(n: np.ndarray, b: np.ndarray) -> TensorMetrics:
-    """msprobe's six tensor metrics of target ``n`` against bench ``b``, in as few passes over the data as the
-    formulas allow (a heavy dump's tensors are hundreds of megabytes)."""
+def load_array(data_dir: Path, data_name: str) -> np.ndarray:
+    """A recorded tensor as a numpy array, bfloat16 widened to float32 (exactly); ValueError says why not."""
+    return load_elements(data_dir, data_name).array()
+
+
+def tensor_metrics(n: Elements, b: Elements) -> TensorMetrics:
+    """msprobe's six tensor metrics of target ``n`` against bench ``b``, in one chunked pass over both
+    (precheck.compare.fused: a heavy dump's tensors are hundreds of megabytes). Raises ptarchive.PtError when
+    a tensor's file cannot be read to its end."""
     if n.size == 0 or b.size == 0:
         return _all(UNSUPPORTED)
     if n.shape != b.shape:
         return _all(SHAPE_UNMATCH)
-    kind = np.result_type(_floating(n), _floating(b), np.float32)  # msprobe's relative error is in this dtype
-    ndim = n.ndim
-    n, b = np.asarray(n, dtype=kind).reshape(-1), np.asarray(b, dtype=kind).reshape(-1)
-    if not (np.isfinite(n.sum()) and np.isfinite(b.sum())):  # one pass each; a sum only overflows past 3e38
-        n_bad, b_bad = ~np.isfinite(n), ~np.isfinite(b)
-        if not np.array_equal(n_bad, b_bad) or not np.array_equal(n[n_bad], b[b_bad], equal_nan=True):
+    kind = np.result_type(_floating(n.dtype), _floating(b.dtype), np.float32)  # msprobe's relative error's dtype
+    sums = fused.passed(n, b, kind)
+    if not (math.isfinite(sums.nn) and math.isfinite(sums.bb)):  # a square only overflows float64 past 1e154
+        cleaned = _without_non_finite(n, b, kind)
+        if cleaned is None:
             result = _all(NAN)
             result.deviation = math.inf
             return result
-        n, b = np.where(n_bad, 0, n), np.where(b_bad, 0, b)
-    return _from_passes(n, b, ndim)
+        sums = fused.passed(*cleaned, kind)
+    return _from_sums(sums, n.size, len(n.shape))
 
 
-def _from_passes(n: np.ndarray, b: np.ndarray, ndim: int) -> TensorMetrics:
-    diff = np.abs(n - b)  # in msprobe's dtype: its relative error is computed in it
-    n64, b64 = n.astype(np.float64), b.astype(np.float64)
-    d64 = n64 - b64
-    values: dict[str, Any] = {}
-    nn, bb, nb = float(np.dot(n64, n64)), float(np.dot(b64, b64)), float(np.dot(n64, b64))
-    values["Cosine"] = _cosine(nn, bb, nb, n.size, ndim)
-    dist = math.sqrt(float(np.dot(d64, d64)))
+def _without_non_finite(n: Elements, b: Elements, kind: np.dtype) -> tuple[Elements, Elements] | None:
+    """msprobe's handle_inf_nan: inf/nan at the same places with the same values are zeroed on both sides;
+    None when they differ (msprobe's "Nan" in every column)."""
+    nv, bv = n.array(kind).reshape(-1), b.array(kind).reshape(-1)
+    n_bad, b_bad = ~np.isfinite(nv), ~np.isfinite(bv)
+    if not np.array_equal(n_bad, b_bad) or not np.array_equal(nv[n_bad], bv[b_bad], equal_nan=True):
+        return None
+    return Elements.of(np.where(n_bad, 0, nv)), Elements.of(np.where(b_bad, 0, bv))
+
+
+def _from_sums(s: fused.Sums, size: int, ndim: int) -> TensorMetrics:
+    values: dict[str, Any] = {"Cosine": _cosine(s.nn, s.bb, s.nb, size, ndim)}
+    dist = math.sqrt(s.dd)
     values["EucDist"] = UNSUPPORTED if ndim == 0 else dist
-    max_abs = float(np.abs(d64).max())
-    values["MaxAbsErr"] = _formatted(max_abs)
-    relative = _relative(n, b, diff)
-    values["MaxRelativeErr"] = _formatted(relative.max())
-    for column, bound in (("One Thousandth Err Ratio", 0.001), ("Five Thousandths Err Ratio", 0.005)):
-        values[column] = UNSUPPORTED if ndim == 0 else _formatted(np.count_nonzero(relative < bound) / relative.size)
-    top = float(max(b64.max(), -b64.min()))
-    rel_l2 = dist / math.sqrt(bb) if bb else (0.0 if dist == 0 else math.inf)
-    rel_max = max_abs / top if top else (0.0 if max_abs == 0 else math.inf)
+    values["MaxAbsErr"] = _formatted(s.max_abs)
+    values["MaxRelativeErr"] = _formatted(s.max_rel)
+    for column, below in (("One Thousandth Err Ratio", s.below_1e3), ("Five Thousandths Err Ratio", s.below_5e3)):
+        values[column] = UNSUPPORTED if ndim == 0 else _formatted(below / size)
+    rel_l2 = dist / math.sqrt(s.bb) if s.bb else (0.0 if dist == 0 else math.inf)
+    rel_max = s.max_abs / s.top if s.top else (0.0 if s.max_abs == 0 else math.inf)
     return TensorMetrics(values, deviation=max(rel_l2, rel_max))
 
 
@@ -98,9 +113,9 @@ def _all(word: str) -> TensorMetrics:
     return TensorMetrics(dict.fromkeys(TENSOR_COLUMNS, word))
 
 
-def _floating(a: np.ndarray) -> np.dtype:
+def _floating(dtype: np.dtype) -> np.dtype:
     """The dtype msprobe computes a relative error in: floats as they are, anything else as float64."""
-    return a.dtype if np.issubdtype(a.dtype, np.floating) else np.dtype(np.float64)
+    return dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float64)
 
 
 def _cosine(nn: float, bb: float, nb: float, size: int, ndim: int) -> Any:
@@ -115,16 +130,6 @@ def _cosine(nn: float, bb: float, nb: float, size: int, ndim: int) -> Any:
         return NAN
     cos = _formatted(nb / (a_norm * b_norm))
     return round(cos, 6) if cos > 0.9999 else cos
-
-
-def _relative(n: np.ndarray, b: np.ndarray, diff: np.ndarray) -> np.ndarray:
-    """msprobe's relative error |n - b| / |b|; a zero bench element has the dtype's epsilon added on both sides."""
-    zero = b == 0
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if not zero.any():
-            return np.divide(diff, np.abs(b), out=diff)
-        eps = np.finfo(n.dtype).eps
-        return np.abs((np.where(zero, n + eps, n) - np.where(zero, eps, b)) / np.where(zero, eps, b))
 
 
 def _formatted(value: float) -> float:

@@ -15,12 +15,15 @@ files as numpy arrays without torch's import time (precheck.dump.ptfile gives to
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import os
 import pickle
+import struct
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -81,7 +84,7 @@ _STORAGE_DTYPES = {
     "QInt32Storage": "qint32", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4", "Storage": "float32",
 }  # fmt: skip
 _DTYPES = {**{name: _DType(name) for name in ITEMSIZE}, **{a: _DType(n) for a, n in ALIASES.items()}}
-# numpy reads these; bfloat16 is read as its upper float32 half (exact)
+# numpy reads these; bfloat16 is read as its raw uint16 bits, widened to the upper float32 half (exact)
 _NUMPY = {
     name: np.dtype(name)
     for name in ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float16", "float32",
@@ -114,6 +117,7 @@ class StoredTensor:
     offset: int
     storage_bytes: int
     entry: str  # the storage's zip entry
+    data_start: int | None = None  # where a stored (uncompressed) entry's bytes begin in the file; None: deflated
 
 
 @dataclass(frozen=True)
@@ -185,15 +189,35 @@ class _DryUnpickler(pickle.Unpickler):
 def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
     """The tensor a ``torch.save`` file declares, checked without reading its storage; PtError says why not."""
     try:
-        _check_directory(path)
-        with zipfile.ZipFile(path) as archive:
-            entries = archive.infolist()
-            pickled = _pickle_entry(entries)
-            prefix = pickled.filename[: -len("data.pkl")]
-            with archive.open(pickled) as f:
-                raw = f.read(MAX_PICKLE + 1)
+        with open(path, "rb") as f:
+            _check_directory(f)
+            with zipfile.ZipFile(f) as archive:
+                entries = archive.infolist()
+                pickled = _pickle_entry(entries)
+                prefix = pickled.filename[: -len("data.pkl")]
+                with archive.open(pickled) as p:
+                    raw = p.read(MAX_PICKLE + 1)
+                rebuilt = _replayed(raw)
+                named = {e.filename: e for e in entries}
+                if f"{prefix}byteorder" in named:
+                    with archive.open(f"{prefix}byteorder") as order:
+                        if order.read(16) != b"little":
+                            raise PtError("a big-endian archive")
+                entry = named.get(f"{prefix}data/{rebuilt.storage.key}")
+                stored = _checked(rebuilt, f"{prefix}data/{rebuilt.storage.key}")
+                if entry is None:
+                    raise PtError(f"storage {_short(rebuilt.storage.key)!r} is missing from the archive")
+                if entry.file_size != stored.storage_bytes:
+                    raise PtError(f"storage declares {stored.storage_bytes} bytes, its entry holds {entry.file_size}")
+                if max_bytes is not None and stored.storage_bytes > max_bytes:
+                    raise PtError(f"storage of {_size(stored.storage_bytes)} above --max-memory {_size(max_bytes)}")
+                return dataclasses.replace(stored, data_start=_data_start(f, entry))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as e:
         raise NotAnArchive(f"not a torch.save archive ({_short(str(e) or type(e).__name__)})") from None
+
+
+def _replayed(raw: bytes) -> _Rebuilt:
+    """The pickle replayed with stand-ins: what the tensor declares, or PtError."""
     try:
         rebuilt = _DryUnpickler(io.BytesIO(raw)).load()
     except PtError:
@@ -202,52 +226,99 @@ def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
         raise PtError(f"malformed tensor pickle ({type(e).__name__}: {_short(str(e))})") from None
     if not isinstance(rebuilt, _Rebuilt):
         raise PtError(f"holds {type(rebuilt).__name__}, not a tensor")
-    named = {e.filename: e for e in entries}
-    if named.get(f"{prefix}byteorder") is not None and _read_small(path, f"{prefix}byteorder") != b"little":
-        raise PtError("a big-endian archive")
-    entry = named.get(f"{prefix}data/{rebuilt.storage.key}")
-    stored = _checked(rebuilt, f"{prefix}data/{rebuilt.storage.key}")
-    if entry is None:
-        raise PtError(f"storage {_short(rebuilt.storage.key)!r} is missing from the archive")
-    if entry.file_size != stored.storage_bytes:
-        raise PtError(f"storage declares {stored.storage_bytes} bytes, its entry holds {entry.file_size}")
-    if max_bytes is not None and stored.storage_bytes > max_bytes:
-        raise PtError(f"storage of {_size(stored.storage_bytes)} above --max-memory {_size(max_bytes)}")
-    return stored
+    return rebuilt
+
+
+def _data_start(f: BinaryIO, entry: zipfile.ZipInfo) -> int | None:
+    """Where a stored entry's bytes begin, from its local header (checked as zipfile checks it: signature and
+    name), when they lie within the file; None for a compressed or encrypted entry (read through zipfile)."""
+    if entry.compress_type != zipfile.ZIP_STORED or entry.flag_bits & 1 or entry.compress_size != entry.file_size:
+        return None
+    f.seek(entry.header_offset)
+    header = f.read(zipfile.sizeFileHeader)
+    if len(header) != zipfile.sizeFileHeader or header[:4] != zipfile.stringFileHeader:
+        raise PtError(f"entry {_short(entry.filename)!r} has no local header where the directory says")
+    fields = struct.unpack(zipfile.structFileHeader, header)
+    name_length, extra_length = fields[zipfile._FH_FILENAME_LENGTH], fields[zipfile._FH_EXTRA_FIELD_LENGTH]
+    if f.read(name_length) != entry.orig_filename.encode("utf-8" if entry.flag_bits & 0x800 else "cp437"):
+        raise PtError(f"entry {_short(entry.filename)!r} is named otherwise in its local header")
+    start = entry.header_offset + zipfile.sizeFileHeader + name_length + extra_length
+    if start + entry.file_size > os.fstat(f.fileno()).st_size:
+        raise PtError(f"entry {_short(entry.filename)!r} reaches past the end of the file")
+    return start
 
 
 def read_bytes(path: Path, stored: StoredTensor) -> bytearray:
-    """The storage's bytes of a tensor :func:`inspect` accepted; nothing beyond the checked entry is read."""
+    """The storage's bytes of a tensor :func:`inspect` accepted, CRC-checked by zipfile (run_ut's reader); nothing
+    beyond the checked entry is read."""
     with zipfile.ZipFile(path) as archive:
         return bytearray(archive.read(stored.entry))
 
 
-def read_array(path: Path, stored: StoredTensor) -> np.ndarray:
-    """The tensor as a numpy array, bfloat16 widened to float32 (exactly); PtError for a dtype numpy lacks."""
+def numpy_dtype(stored: StoredTensor) -> np.dtype:
+    """The numpy dtype of the tensor's stored elements (uint16: bfloat16's raw bits); PtError when numpy has none."""
     if stored.dtype == "bfloat16":
-        halves = np.frombuffer(read_bytes(path, stored), dtype=np.uint16)
-        flat = (halves.astype(np.uint32) << 16).view(np.float32)
-        itemsize = 4
-    elif stored.dtype in _NUMPY:
-        flat = np.frombuffer(read_bytes(path, stored), dtype=_NUMPY[stored.dtype])
-        itemsize = flat.itemsize
-    else:
+        return np.dtype(np.uint16)
+    if stored.dtype not in _NUMPY:
         raise PtError(f"a torch.{stored.dtype} tensor, which numpy cannot hold")
-    strides = tuple(s * itemsize for s in stored.stride)
+    return _NUMPY[stored.dtype]
+
+
+def read_raw(path: Path, stored: StoredTensor) -> np.ndarray:
+    """The tensor as a numpy view of its storage, bfloat16 as its raw uint16 bits; PtError for a dtype numpy lacks.
+
+    A stored entry is read in one call straight into the array at the offset :func:`inspect` checked, with no
+    zip stream and no CRC: torch.load (so msprobe's compare) does not verify it either, a CRC guards against
+    a damaged disk, not a hostile file, and every bound that keeps the read inside the file is still checked
+    (a file that shrank since is refused, never read past)."""
+    dtype = numpy_dtype(stored)
+    if stored.data_start is None:
+        flat = np.frombuffer(read_bytes(path, stored), dtype=dtype)
+    else:
+        flat = np.empty(stored.storage_bytes // dtype.itemsize, dtype=dtype)
+        with open(path, "rb") as f:
+            read_into(f.fileno(), stored.data_start, flat)
+    strides = tuple(s * dtype.itemsize for s in stored.stride)
     return np.lib.stride_tricks.as_strided(flat[stored.offset :], stored.shape, strides, writeable=False)
 
 
-def _read_small(path: Path, name: str) -> bytes:
-    with zipfile.ZipFile(path) as archive, archive.open(name) as f:
-        return f.read(16)
+def contiguous_start(stored: StoredTensor) -> int | None:
+    """The file position of the tensor's first element when its elements lie one after another in C order in a
+    stored (uncompressed) entry, so that any range of them can be read straight from the file; else None."""
+    if stored.data_start is None:
+        return None
+    expected = 1
+    for n, s in zip(reversed(stored.shape), reversed(stored.stride), strict=True):
+        if n != 1 and s != expected:
+            return None
+        expected *= n
+    return stored.data_start + stored.offset * ITEMSIZE[stored.dtype]
 
 
-def _check_directory(path: Path) -> None:
+def read_into(fd: int, position: int, out: np.ndarray) -> None:
+    """``out`` (contiguous) filled with the file's bytes from ``position``, without moving a shared file offset
+    (threads read ranges of one file side by side); PtError when the file ends first (it shrank since
+    :func:`inspect` checked it)."""
+    if os.preadv(fd, [out.view(np.uint8)], position) != out.nbytes:
+        raise PtError("the file ends inside its storage (it changed after it was checked)")
+
+
+def read_array(path: Path, stored: StoredTensor) -> np.ndarray:
+    """The tensor as a numpy array, bfloat16 widened to float32 (exactly); PtError for a dtype numpy lacks."""
+    raw = read_raw(path, stored)
+    return widened(raw) if stored.dtype == "bfloat16" else raw
+
+
+def widened(bits: np.ndarray) -> np.ndarray:
+    """bfloat16's raw uint16 bits as the float32 values they are (the upper half of a float32, exact)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def _check_directory(f: BinaryIO) -> None:
     """Refuse an archive whose central directory is far beyond a tensor's before zipfile builds an object per
     entry (a small file can list millions). zipfile's own reader of the end record is used: it is what it
     trusts next."""
-    with open(path, "rb") as f:
-        end = zipfile._EndRecData(f)
+    end = zipfile._EndRecData(f)
     if end is None:
         raise zipfile.BadZipFile("File is not a zip file")
     if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_ENTRIES or end[zipfile._ECD_SIZE] > MAX_ENTRIES * 1024:

@@ -1,0 +1,219 @@
+"""msprobe's six tensor metrics of two tensors in one chunked pass (precheck.compare.metrics formats them).
+
+A heavy dump's tensors are hundreds of megabytes, and msprobe's formulas, applied whole, make a float64 copy of
+each side and of their difference, then a float32 relative error: a dozen passes over memory and several
+temporaries the size of the tensor. Here each tensor is walked once in chunks that stay in the CPU's cache: a
+chunk is widened (bfloat16 from its raw bits, by a shift) into the pass's dtype, the three dot products and the
+distance accumulate in float64 as msprobe computes them, the relative error is computed in msprobe's dtype, and
+what is kept per chunk is a handful of numbers. A large tensor's chunks are split between the CPU's cores (numpy
+lets go of the GIL in its loops); the temporaries are a few chunks per core whatever the tensor's size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from precheck.dump import ptarchive
+
+CHUNK = 1 << 16  # elements: the chunk's float64 and float32 temporaries stay within a core's L2 cache
+_WORKERS = max(1, os.cpu_count() or 1)
+_POOL = ThreadPoolExecutor(max_workers=_WORKERS)  # only runs chunk ranges, which never wait on anything
+
+
+@dataclass(frozen=True)
+class Elements:
+    """A tensor's values as recorded: in memory (``raw``: the array, bfloat16 as its uint16 bits), or in its
+    file (``path``, from byte ``start`` in C order: read a chunk at a time, never whole)."""
+
+    shape: tuple[int, ...]
+    stored: np.dtype  # the dtype of ``raw`` or of the file's elements (uint16 for bfloat16)
+    bf16: bool = False
+    raw: np.ndarray | None = None
+    path: Path | None = None
+    start: int = 0
+
+    @classmethod
+    def of(cls, raw: np.ndarray, bf16: bool = False) -> Elements:
+        return cls(raw.shape, raw.dtype, bf16, raw=raw)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of its values (float32 for bfloat16)."""
+        return np.dtype(np.float32) if self.bf16 else self.stored
+
+    def in_memory(self) -> Elements:
+        """The same values held in memory (for a transpose, or the rare paths that need the tensor whole)."""
+        if self.raw is not None:
+            return self
+        flat = np.empty(self.size, self.stored)
+        with open(self.path, "rb") as f:
+            ptarchive.read_into(f.fileno(), self.start, flat)
+        return Elements.of(flat.reshape(self.shape), self.bf16)
+
+    def array(self, dtype: np.dtype | None = None) -> np.ndarray:
+        """The whole tensor (in ``dtype``), bfloat16 widened to float32."""
+        raw = self.in_memory().raw
+        return np.asarray(ptarchive.widened(raw) if self.bf16 else raw, dtype=dtype)
+
+
+class _Reader:
+    """One side's chunks for one range: from memory, or read from the file into a scratch buffer (one open
+    file per range: ranges read side by side)."""
+
+    def __init__(self, e: Elements, flat: np.ndarray | None, length: int) -> None:
+        self.e, self.flat, self.fd = e, flat, None
+        if flat is None:
+            self.fd = self._reading(os.open, e.path, os.O_RDONLY)
+        self.scratch = np.empty(length if flat is None else 0, e.stored)
+
+    def fill(self, out: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """Elements start..stop as values of ``out``'s dtype, in ``out``: bfloat16 bits shifted into place."""
+        view = out[: stop - start]
+        if self.fd is None:
+            source = self.flat[start:stop]
+        else:
+            source = self.scratch[: stop - start]
+            self._reading(ptarchive.read_into, self.fd, self.e.start + start * self.e.stored.itemsize, source)
+        if self.e.bf16 and view.dtype == np.float32:
+            np.left_shift(source, np.uint32(16), out=view.view(np.uint32), dtype=np.uint32)
+        elif self.e.bf16:
+            np.copyto(view, np.left_shift(source, np.uint32(16), dtype=np.uint32).view(np.float32))
+        else:
+            np.copyto(view, source, casting="unsafe")
+        return view
+
+    def _reading(self, read: Callable[..., Any], *args: Any) -> Any:
+        """``read(*args)``; a file that cannot be read to the end is a PtError naming it."""
+        try:
+            return read(*args)
+        except (ptarchive.PtError, OSError) as e:
+            raise ptarchive.PtError(f"{self.e.path.name[:80]}: {e}") from None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+@dataclass
+class Sums:
+    """What one pass over (part of) two tensors keeps; parts add up (:meth:`merge`)."""
+
+    nn: float = 0.0  # sum of n*n, in float64
+    bb: float = 0.0
+    nb: float = 0.0
+    dd: float = 0.0  # sum of (n - b)^2, in float64
+    max_abs: float = 0.0  # max |n - b|, in float64
+    top: float = 0.0  # max |b|
+    max_rel: float = 0.0  # max |n - b| / |b|, in msprobe's dtype
+    below_1e3: int = 0  # how many relative errors are below 0.001
+    below_5e3: int = 0
+
+    def merge(self, other: Sums) -> Sums:
+        return Sums(
+            self.nn + other.nn, self.bb + other.bb, self.nb + other.nb, self.dd + other.dd,
+            max(self.max_abs, other.max_abs), max(self.top, other.top), max(self.max_rel, other.max_rel),
+            self.below_1e3 + other.below_1e3, self.below_5e3 + other.below_5e3,
+        )  # fmt: skip
+
+
+def passed(n: Elements, b: Elements, kind: np.dtype) -> Sums:
+    """The sums of ``n`` against ``b`` (same size), the relative error in ``kind`` (float32 or float64). Raises
+    ptarchive.PtError or OSError when a file cannot be read to its end."""
+    flats = [None if e.raw is None else e.raw.reshape(-1) for e in (n, b)]  # a copy only for a strided view
+    size = n.size
+    parts = min(_WORKERS, math.ceil(size / (4 * CHUNK)))
+    if size <= CHUNK:  # one chunk: BLAS's dot, as msprobe's on the whole tensor, to its last digit
+        return _range(n, b, flats, kind, 0, size, np.dot)
+    if parts <= 1:
+        return _range(n, b, flats, kind, 0, size)
+    bounds = [size * k // parts // CHUNK * CHUNK for k in range(parts)] + [size]
+    futures = [_POOL.submit(_range, n, b, flats, kind, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    total = Sums()
+    for future in futures:
+        total = total.merge(future.result())
+    return total
+
+
+class _Buffers:
+    """One chunk's temporaries, allocated once per range, and the float64 dot product the range uses."""
+
+    def __init__(self, kind: np.dtype, length: int, dot: Callable[..., Any]) -> None:
+        self.dot = dot
+        self.n, self.b, self.rel = (np.empty(length, kind) for _ in range(3))
+        self.n64, self.b64, self.d64 = (np.empty(length, np.float64) for _ in range(3))
+        self.mask = np.empty(length, bool)
+
+
+def _range(
+    n: Elements, b: Elements, flats: list, kind: np.dtype, lo: int, hi: int, dot: Callable[..., Any] | None = None
+) -> Sums:
+    sums, length = Sums(), min(CHUNK, hi - lo)
+    buffers = _Buffers(kind, length, dot or _dot)
+    readers = [_Reader(n, flats[0], length)]
+    try:
+        readers.append(_Reader(b, flats[1], length))
+        for start in range(lo, hi, CHUNK):
+            stop = min(start + CHUNK, hi)
+            n_values = readers[0].fill(buffers.n, start, stop)
+            _chunk(sums, buffers, stop - start, n_values, readers[1].fill(buffers.b, start, stop))
+    finally:
+        for reader in readers:
+            reader.close()
+    return sums
+
+
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")
+def _chunk(s: Sums, buf: _Buffers, length: int, n: np.ndarray, b: np.ndarray) -> None:
+    """One chunk into the sums, by msprobe's formulas: float64 for the cosine, distance and max abs error
+    (msprobe's ``astype(float)``), ``kind`` for the relative error (its ``result_type(n, b, float32)``)."""
+    n64, b64, d64 = buf.n64[:length], buf.b64[:length], buf.d64[:length]
+    np.copyto(n64, n)
+    np.copyto(b64, b)
+    s.nn += float(buf.dot(n64, n64))
+    s.bb += float(buf.dot(b64, b64))
+    s.nb += float(buf.dot(n64, b64))
+    np.subtract(n64, b64, out=d64)
+    s.dd += float(buf.dot(d64, d64))
+    s.max_abs = max(s.max_abs, float(d64.max()), -float(d64.min()))
+    s.top = max(s.top, float(b.max()), -float(b.min()))
+    mask = buf.mask[:length]
+    rel, largest = _relative(n, b, buf.rel[:length], mask)
+    s.max_rel = max(s.max_rel, largest)
+    s.below_1e3 += int(np.count_nonzero(np.less(rel, 0.001, out=mask)))
+    s.below_5e3 += int(np.count_nonzero(np.less(rel, 0.005, out=mask)))
+
+
+def _relative(n: np.ndarray, b: np.ndarray, out: np.ndarray, zero: np.ndarray) -> tuple[np.ndarray, float]:
+    """msprobe's relative error |(n - b) / b| (get_relative_err) and its largest; where the bench is zero, the
+    dtype's epsilon is added on both sides (in place: ``n`` and ``b`` are the chunk's own buffers). A chunk
+    without a zero, nearly all, is known by the finite quotients it holds."""
+    np.abs(np.divide(np.subtract(n, b, out=out), b, out=out), out=out)
+    largest = float(out.max())
+    if math.isfinite(largest) or b.all():
+        return out, largest
+    np.equal(b, 0, out=zero)
+    eps = np.finfo(n.dtype).eps
+    np.add(n, eps, out=n, where=zero)
+    np.copyto(b, eps, where=zero)
+    np.abs(np.divide(np.subtract(n, b, out=out), b, out=out), out=out)
+    return out, float(out.max())
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """A float64 dot product by numpy's own loop, for the chunks of a tensor of several: BLAS's would start its
+    threads for every chunk, and they spin against the pass's own (several times slower on two cores). Summed
+    by chunk, the last of a distance's 17 printed digits may differ from msprobe's whole-tensor BLAS sum, whose
+    own last digits change with the number of threads BLAS runs (the machine's cores)."""
+    return float(np.einsum("i,i->", x, y))
