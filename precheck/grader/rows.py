@@ -43,17 +43,21 @@ class RowGrader:
         return DetailRow(api, direction, i, comparison, *((target, golden) if self.keep_tensors else ()))
 
     def outputs(
-        self, api: str, targets: Sequence, goldens: Sequence, references: Sequence | None, honest: Honest
+        self, api: str, targets: list, goldens: list, references: Sequence | None, honest: Honest
     ) -> list[DetailRow]:
+        """A row per output; each side's list is consumed (see _release)."""
         if len(targets) != len(goldens):
             why = f"target returned {len(targets)} outputs, golden {len(goldens)}"
             return [DetailRow(api, Direction.FORWARD, 0, Comparison(ERROR, why, None, "", "", None))]
         refs = references if references is not None and len(references) == len(targets) else [None] * len(targets)
-        return [
-            self._row(api, Direction.FORWARD, i, t, g, r, lambda i=i, t=t: honest(i, t))
-            for i, (t, g, r) in enumerate(zip(targets, goldens, refs, strict=False))
-            if not (t is None and g is None)
-        ]
+        rows = []
+        for i, r in enumerate(refs):
+            t, g = targets[i], goldens[i]
+            if not (t is None and g is None):
+                rows.append(self._row(api, Direction.FORWARD, i, t, g, r, lambda i=i, t=t: honest(i, t)))
+            del t, g
+            self._release(targets, goldens, i)
+        return rows
 
     def grads(
         self, api: str, targets: dict[int, Any] | None, goldens: dict[int, Any] | None, references: dict, honest: Honest
@@ -62,8 +66,8 @@ class RowGrader:
         if targets is None or goldens is None:
             return []
         rows = []
-        for i, t in sorted(targets.items()):
-            g = goldens.get(i)
+        for i in sorted(targets):
+            t, g = targets[i], goldens.get(i)
             if t is None and g is None:
                 continue
             if t is None or g is None:
@@ -73,4 +77,15 @@ class RowGrader:
                 rows.append(
                     self._row(api, Direction.BACKWARD, i, t, g, references.get(i), lambda i=i, t=t: honest(i, t))
                 )
+            del t, g
+            self._release(targets, goldens, i)
         return rows
+
+    def _release(self, targets: Any, goldens: Any, key: int) -> None:
+        """Drop each side's value once it is graded (unless the rows keep them): a record's grading then holds one
+        output of each side beyond what its run left, not all of them, and a worker's peak follows its largest
+        record rather than the sum of a record's outputs and gradients."""
+        if not self.keep_tensors:
+            targets[key] = None
+            if isinstance(goldens, list) or key in goldens:
+                goldens[key] = None
