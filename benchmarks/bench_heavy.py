@@ -13,6 +13,8 @@ measured by its wall time and by the peak resident memory of its whole process t
 over the process and its descendants):
 - floor: this file's ``floor`` command: load each record's inputs once, run the call in the recorded dtype and
   in float64, both backwards from the recorded gradients, and one cosine + max-abs pass per output and gradient;
+  once with one intra-op thread (what one worker has: ``-n 1`` is held against it) and once with torch's default,
+  a thread per core (what the machine can do: ``-n 2`` is held against it);
 - precheck ``run_ut -n 1`` and ``-n 2``;
 - msprobe ``acc_check`` (``--msprobe``).
 """
@@ -162,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", nargs="?", default="bench", choices=["bench", "floor"])
     parser.add_argument("dump_json", nargs="?", type=Path, help="floor: the dump.json to run")
+    parser.add_argument("--threads", type=int, help="floor: torch's intra-op threads (default: torch's own)")
     parser.add_argument("--venv", type=Path, help="a venv with torch 2.13 and mindstudio-probe (records the dump)")
     parser.add_argument("--dump", type=Path, help="the dump's folder (default: precheck-heavy in the temp folder)")
     parser.add_argument("--repeat", type=int, default=3)
@@ -172,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = build_parser().parse_args()
     if args.command == "floor":
+        if args.threads:
+            torch.set_num_threads(args.threads)
         print(floor(args.dump_json), "calls")
         return
     folder = args.dump or Path(tempfile.gettempdir()) / "precheck-heavy"
@@ -180,6 +185,7 @@ def main() -> None:
         sys.exit(f"{folder}: no dump; give --venv to record one")
     out = Path(tempfile.mkdtemp())
     tools = {
+        "floor 1 thread": [sys.executable, __file__, "floor", str(dump), "--threads", "1"],
         "floor": [sys.executable, __file__, "floor", str(dump)],
         "precheck -n 1": [sys.executable, "-m", "precheck", "run_ut", "-api_info", str(dump), "-o", str(out), "-q"],
         "precheck -n 2": [sys.executable, "-m", "precheck", "run_ut", "-api_info", str(dump), "-o", str(out), "-q"],
@@ -194,9 +200,10 @@ def main() -> None:
         for name, cmd in tools.items():
             runs[name].append(measure(cmd))
     walls = {name: statistics.median(w for w, _ in r) for name, r in runs.items()}
-    print(f"{'tool':16} {'wall s':>8} {'x floor':>8} {'peak MiB':>9}")
+    print(f"{'tool':16} {'wall s':>8} {'x floor':>8} {'x floor 1 thread':>17} {'peak MiB':>9}")
     for name, r in runs.items():
-        print(f"{name:16} {walls[name]:8.2f} {walls[name] / walls['floor']:8.2f} {max(m for _, m in r):9.0f}")
+        ratios = f"{walls[name] / walls['floor']:8.2f} {walls[name] / walls['floor 1 thread']:17.2f}"
+        print(f"{name:16} {walls[name]:8.2f} {ratios} {max(m for _, m in r):9.0f}")
     print(f"-n 2 speed-up over -n 1: {walls['precheck -n 1'] / walls['precheck -n 2']:.2f}x")
     if "msprobe" in walls:
         print(f"msprobe / precheck -n 1: {walls['msprobe'] / walls['precheck -n 1']:.2f}x")
