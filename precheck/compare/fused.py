@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from precheck.dump import ptarchive
 CHUNK = 1 << 16  # elements: the chunk's float64 and float32 temporaries stay within a core's L2 cache
 _WORKERS = max(1, os.cpu_count() or 1)
 _POOL = ThreadPoolExecutor(max_workers=_WORKERS)  # only runs chunk ranges, which never wait on anything
+_LOCAL = threading.local()  # each thread's chunk buffers
 
 
 @dataclass(frozen=True)
@@ -69,14 +71,14 @@ class Elements:
 
 
 class _Reader:
-    """One side's chunks for one range: from memory, or read from the file into a scratch buffer (one open
+    """One side's chunks for one range: from memory, or read from the file into ``scratch`` (bytes; one open
     file per range: ranges read side by side)."""
 
-    def __init__(self, e: Elements, flat: np.ndarray | None, length: int) -> None:
+    def __init__(self, e: Elements, flat: np.ndarray | None, scratch: np.ndarray) -> None:
         self.e, self.flat, self.fd = e, flat, None
         if flat is None:
             self.fd = self._reading(os.open, e.path, os.O_RDONLY)
-        self.scratch = np.empty(length if flat is None else 0, e.stored)
+        self.scratch = scratch.view(e.stored)
 
     def fill(self, out: np.ndarray, start: int, stop: int) -> np.ndarray:
         """Elements start..stop as values of ``out``'s dtype, in ``out``: bfloat16 bits shifted into place."""
@@ -87,7 +89,9 @@ class _Reader:
             source = self.scratch[: stop - start]
             self._reading(ptarchive.read_into, self.fd, self.e.start + start * self.e.stored.itemsize, source)
         if self.e.bf16 and view.dtype == np.float32:
-            np.left_shift(source, np.uint32(16), out=view.view(np.uint32), dtype=np.uint32)
+            bits = view.view(np.uint32)
+            np.copyto(bits, source)
+            np.left_shift(bits, 16, out=bits)
         elif self.e.bf16:
             np.copyto(view, np.left_shift(source, np.uint32(16), dtype=np.uint32).view(np.float32))
         else:
@@ -147,27 +151,34 @@ def passed(n: Elements, b: Elements, kind: np.dtype) -> Sums:
 
 
 class _Buffers:
-    """One chunk's temporaries, allocated once per range, and the float64 dot product the range uses."""
+    """One chunk's temporaries: made once per thread and dtype (fresh pages cost a fault each, every time) and
+    reused by every range the thread runs, so the pass's memory is a few chunks per thread."""
 
-    def __init__(self, kind: np.dtype, length: int, dot: Callable[..., Any]) -> None:
-        self.dot = dot
-        self.n, self.b, self.rel = (np.empty(length, kind) for _ in range(3))
-        self.n64, self.b64, self.d64 = (np.empty(length, np.float64) for _ in range(3))
-        self.mask = np.empty(length, bool)
+    def __init__(self, kind: np.dtype) -> None:
+        self.n, self.b, self.rel, self.zn, self.zb = (np.empty(CHUNK, kind) for _ in range(5))
+        self.n64, self.b64, self.d64 = (np.empty(CHUNK, np.float64) for _ in range(3))
+        self.mask = np.empty(CHUNK, bool)
+        self.raw_n, self.raw_b = np.empty(CHUNK * 16, np.uint8), np.empty(CHUNK * 16, np.uint8)  # any dtype's
+
+    @staticmethod
+    def of_thread(kind: np.dtype) -> _Buffers:
+        made = vars(_LOCAL).setdefault("buffers", {})
+        if kind not in made:
+            made[kind] = _Buffers(kind)
+        return made[kind]
 
 
 def _range(
     n: Elements, b: Elements, flats: list, kind: np.dtype, lo: int, hi: int, dot: Callable[..., Any] | None = None
 ) -> Sums:
-    sums, length = Sums(), min(CHUNK, hi - lo)
-    buffers = _Buffers(kind, length, dot or _dot)
-    readers = [_Reader(n, flats[0], length)]
+    sums, buffers = Sums(), _Buffers.of_thread(kind)
+    readers = [_Reader(n, flats[0], buffers.raw_n)]
     try:
-        readers.append(_Reader(b, flats[1], length))
+        readers.append(_Reader(b, flats[1], buffers.raw_b))
         for start in range(lo, hi, CHUNK):
             stop = min(start + CHUNK, hi)
             n_values = readers[0].fill(buffers.n, start, stop)
-            _chunk(sums, buffers, stop - start, n_values, readers[1].fill(buffers.b, start, stop))
+            _chunk(sums, buffers, dot or _dot, n_values, readers[1].fill(buffers.b, start, stop))
     finally:
         for reader in readers:
             reader.close()
@@ -175,39 +186,44 @@ def _range(
 
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
-def _chunk(s: Sums, buf: _Buffers, length: int, n: np.ndarray, b: np.ndarray) -> None:
+def _chunk(s: Sums, buf: _Buffers, dot: Callable[..., Any], n: np.ndarray, b: np.ndarray) -> None:
     """One chunk into the sums, by msprobe's formulas: float64 for the cosine, distance and max abs error
     (msprobe's ``astype(float)``), ``kind`` for the relative error (its ``result_type(n, b, float32)``)."""
+    length = n.size
     n64, b64, d64 = buf.n64[:length], buf.b64[:length], buf.d64[:length]
     np.copyto(n64, n)
     np.copyto(b64, b)
-    s.nn += float(buf.dot(n64, n64))
-    s.bb += float(buf.dot(b64, b64))
-    s.nb += float(buf.dot(n64, b64))
+    s.nn += float(dot(n64, n64))
+    s.bb += float(dot(b64, b64))
+    s.nb += float(dot(n64, b64))
     np.subtract(n64, b64, out=d64)
-    s.dd += float(buf.dot(d64, d64))
+    s.dd += float(dot(d64, d64))
     s.max_abs = max(s.max_abs, float(d64.max()), -float(d64.min()))
     s.top = max(s.top, float(b.max()), -float(b.min()))
+    rel, largest = _relative(n, b, buf, length)
     mask = buf.mask[:length]
-    rel, largest = _relative(n, b, buf.rel[:length], mask)
     s.max_rel = max(s.max_rel, largest)
     s.below_1e3 += int(np.count_nonzero(np.less(rel, 0.001, out=mask)))
     s.below_5e3 += int(np.count_nonzero(np.less(rel, 0.005, out=mask)))
 
 
-def _relative(n: np.ndarray, b: np.ndarray, out: np.ndarray, zero: np.ndarray) -> tuple[np.ndarray, float]:
+def _relative(n: np.ndarray, b: np.ndarray, buf: _Buffers, length: int) -> tuple[np.ndarray, float]:
     """msprobe's relative error |(n - b) / b| (get_relative_err) and its largest; where the bench is zero, the
-    dtype's epsilon is added on both sides (in place: ``n`` and ``b`` are the chunk's own buffers). A chunk
-    without a zero, nearly all, is known by the finite quotients it holds."""
+    dtype's epsilon is added on both sides. A chunk without a zero, nearly all, is known by the finite
+    quotients it holds."""
+    out = buf.rel[:length]
     np.abs(np.divide(np.subtract(n, b, out=out), b, out=out), out=out)
     largest = float(out.max())
     if math.isfinite(largest) or b.all():
         return out, largest
+    zero, zn, zb = buf.mask[:length], buf.zn[:length], buf.zb[:length]
     np.equal(b, 0, out=zero)
     eps = np.finfo(n.dtype).eps
-    np.add(n, eps, out=n, where=zero)
-    np.copyto(b, eps, where=zero)
-    np.abs(np.divide(np.subtract(n, b, out=out), b, out=out), out=out)
+    np.add(n, eps, out=zn)
+    np.copyto(zn, n, where=~zero)
+    np.copyto(zb, b)
+    np.copyto(zb, eps, where=zero)
+    np.abs(np.divide(np.subtract(zn, zb, out=out), zb, out=out), out=out)
     return out, float(out.max())
 
 
