@@ -153,6 +153,28 @@ def test_a_pool_starts_the_heaviest_matmul_first_and_the_rest_in_dump_order(tmp_
     assert [case.name for case in costs.largest_first(picked)] == ["Functional.linear.0", "Functional.relu.0"]
 
 
+def test_a_pool_starts_a_large_loss_at_the_end_of_the_step_before_the_light_calls(tmp_path):
+    # The LLaMA step's cross_entropy over 512 x 32,000 logits is its last call and ran alone at the end of -n 2.
+    from helpers import forward_rec, tensor_rec
+
+    from precheck.dump.records import load_dump
+
+    logits = tensor_rec("torch.bfloat16", (512, 32000), requires_grad=True)
+    data = {
+        "Functional.relu.0.forward": forward_rec(tensor_rec()),
+        "Torch.matmul.0.forward": forward_rec(
+            tensor_rec(), tensor_rec(shape=(3, 2)), output=[tensor_rec(shape=(2, 2))]
+        ),
+        "Functional.cross_entropy.0.forward": forward_rec(logits, tensor_rec("torch.int64", (512,))),
+    }
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch", "data": data}))
+    cases = load_dump(path).cases
+    assert costs.work(cases[2]) >= costs.HEAVY_FLOPS > costs.work(cases[0])
+    order = [case.name for case in costs.largest_first(cases)]
+    assert order == ["Functional.cross_entropy.0", "Functional.relu.0", "Torch.matmul.0"]
+
+
 def test_small_dump_does_not_start_a_pool():
     from precheck.dump.records import load_dump
 

@@ -79,12 +79,20 @@ def case_timeout(case: Case, options: CheckOptions) -> float:
     return min(DEFAULT_TIMEOUT + elements / 1e6 + target_for(options).extra_timeout, MAX_TIMEOUT)
 
 
-# A matmul or convolution past this much work (multiply-adds x 2, forward and backward) is started before the
-# dump's other cases. A pool's run takes at least its longest case: on a 2-core machine a LLaMA-sized LM head
-# (100 GFLOP, 72 s of bf16 matmul on a CPU without bf16 instructions) recorded near the end of the step kept
-# one worker busy for a minute after the other had run out of work (-n 2 was 1.34x -n 1).
+# A case past this much work (multiply-adds x 2, forward and backward, or its elements' equivalent) is started
+# before the dump's other cases, largest first. A pool's run takes at least its longest case: on a 2-core machine a
+# LLaMA-sized LM head (100 GFLOP, 72 s of bf16 matmul on a CPU without bf16 instructions) recorded near the end of
+# the step kept one worker busy for a minute after the other had run out of work (-n 2 was 1.34x -n 1); with bf16
+# kernels it is the loss after it, a cross_entropy over 512 x 32,000 logits (1.2 s alone at the end of a 9.6 s run).
 HEAVY_FLOPS = 2.0**30
 _HEAVY_CLASSES = ("matmul", "conv")
+# What an element costs any other call, in matmul FLOPs: a pointwise op, a loss or a softmax over n elements takes
+# about as long as a matmul of 500 n FLOPs once its float64 golden, its backward and its grading are counted
+# (measured on the heavy bf16 step: cross_entropy, 32M elements, 1.2 s; a q/k/v linear, 9.7 GFLOP, 0.46 s).
+FLOPS_PER_ELEMENT = 500.0
+# Past this many cases only matmuls and convolutions (known by name) are decoded to be sized: decoding every case
+# twice would cost a 50,000-record dump more than a tail can; a dump of few records is where one heavy call rules.
+SIZE_ALL_UP_TO = 2000
 
 
 def flops(case: Case) -> float:
@@ -104,13 +112,24 @@ def flops(case: Case) -> float:
     return 2.0 * outputs[0].numel * reduced * (3 if case.has_backward else 1)
 
 
+def work(case: Case) -> float:
+    """A case's work in matmul FLOPs: its products' for a matmul or a convolution, its elements' for the rest."""
+    kind = api_class(case.api)
+    if kind in _HEAVY_CLASSES:
+        return flops(case)
+    specs = iter_specs((case.args, case.kwargs, case.outputs, case.grad_outputs))
+    return FLOPS_PER_ELEMENT * sum(s.numel for s in specs)
+
+
 def largest_first(cases: Sequence[Case]) -> Iterator[Case]:
-    """The cases in the order a pool should start them: heavy matmuls and convolutions first, largest first, then
-    the rest in dump order. Only matmul-like and convolution records (known by name, without decoding the others)
-    are decoded to be sized; each case is decoded again when it is started, so nothing is held meanwhile."""
+    """The cases in the order a pool should start them: heavy ones first, largest first, then the rest in dump
+    order. A dump of up to SIZE_ALL_UP_TO cases is sized whole; a larger one only by its matmul-like and
+    convolution records (known by name, without decoding the others). Each case is decoded again when it is
+    started, so nothing is held meanwhile."""
     names = getattr(cases, "names", None) or [case.name for case in cases]
-    candidates = [i for i, name in enumerate(names) if api_class(name.rsplit(".", 1)[0]) in _HEAVY_CLASSES]
-    sized = [(flops(cases[i]), i) for i in candidates]
+    every = len(names) <= SIZE_ALL_UP_TO
+    candidates = [i for i, n in enumerate(names) if every or api_class(n.rsplit(".", 1)[0]) in _HEAVY_CLASSES]
+    sized = [(work(cases[i]), i) for i in candidates]
     heavy = sorted((pair for pair in sized if pair[0] >= HEAVY_FLOPS), key=lambda pair: (-pair[0], pair[1]))
     first = {i for _, i in heavy}
     yield from (cases[i] for _, i in heavy)
