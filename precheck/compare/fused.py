@@ -28,6 +28,7 @@ CHUNK = 1 << 16  # elements: the chunk's float64 and float32 temporaries stay wi
 _WORKERS = max(1, os.cpu_count() or 1)
 _POOL = ThreadPoolExecutor(max_workers=_WORKERS)  # only runs chunk ranges, which never wait on anything
 _LOCAL = threading.local()  # each thread's chunk buffers
+_ROW = 8192  # elements: OpenBLAS (numpy's) computes a dot product this short on the calling thread alone
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,8 @@ class _Buffers:
     reused by every range the thread runs, so the pass's memory is a few chunks per thread."""
 
     def __init__(self, kind: np.dtype) -> None:
-        self.n, self.b, self.rel, self.zn, self.zb = (np.empty(CHUNK, kind) for _ in range(5))
-        self.n64, self.b64, self.d64 = (np.empty(CHUNK, np.float64) for _ in range(3))
+        self.n, self.b, self.rel, self.zn = (np.empty(CHUNK, kind) for _ in range(4))
+        self.n64, self.b64 = np.empty(CHUNK, np.float64), np.empty(CHUNK, np.float64)
         self.mask = np.empty(CHUNK, bool)
         self.raw_n, self.raw_b = np.empty(CHUNK * 16, np.uint8), np.empty(CHUNK * 16, np.uint8)  # any dtype's
 
@@ -190,13 +191,13 @@ def _chunk(s: Sums, buf: _Buffers, dot: Callable[..., Any], n: np.ndarray, b: np
     """One chunk into the sums, by msprobe's formulas: float64 for the cosine, distance and max abs error
     (msprobe's ``astype(float)``), ``kind`` for the relative error (its ``result_type(n, b, float32)``)."""
     length = n.size
-    n64, b64, d64 = buf.n64[:length], buf.b64[:length], buf.d64[:length]
+    n64, b64 = buf.n64[:length], buf.b64[:length]
     np.copyto(n64, n)
     np.copyto(b64, b)
     s.nn += float(dot(n64, n64))
     s.bb += float(dot(b64, b64))
     s.nb += float(dot(n64, b64))
-    np.subtract(n64, b64, out=d64)
+    d64 = np.subtract(n64, b64, out=b64)  # the bench's float64 copy is done with
     s.dd += float(dot(d64, d64))
     s.max_abs = max(s.max_abs, float(d64.max()), -float(d64.min()))
     s.top = max(s.top, float(b.max()), -float(b.min()))
@@ -209,27 +210,27 @@ def _chunk(s: Sums, buf: _Buffers, dot: Callable[..., Any], n: np.ndarray, b: np
 
 def _relative(n: np.ndarray, b: np.ndarray, buf: _Buffers, length: int) -> tuple[np.ndarray, float]:
     """msprobe's relative error |(n - b) / b| (get_relative_err) and its largest; where the bench is zero, the
-    dtype's epsilon is added on both sides. A chunk without a zero, nearly all, is known by the finite
-    quotients it holds."""
+    dtype's epsilon is added on both sides: |(n + eps) - eps| / eps there. A chunk without a zero, nearly all,
+    is known by the finite quotients it holds."""
     out = buf.rel[:length]
     np.abs(np.divide(np.subtract(n, b, out=out), b, out=out), out=out)
     largest = float(out.max())
     if math.isfinite(largest) or b.all():
         return out, largest
-    zero, zn, zb = buf.mask[:length], buf.zn[:length], buf.zb[:length]
-    np.equal(b, 0, out=zero)
+    zero, at_zero = np.equal(b, 0, out=buf.mask[:length]), buf.zn[:length]
     eps = np.finfo(n.dtype).eps
-    np.add(n, eps, out=zn)
-    np.copyto(zn, n, where=~zero)
-    np.copyto(zb, b)
-    np.copyto(zb, eps, where=zero)
-    np.abs(np.divide(np.subtract(zn, zb, out=out), zb, out=out), out=out)
+    np.add(n, eps, out=at_zero, where=zero)
+    np.subtract(at_zero, eps, out=at_zero, where=zero)
+    np.divide(at_zero, eps, out=at_zero, where=zero)
+    np.abs(at_zero, out=out, where=zero)
     return out, float(out.max())
 
 
 def _dot(x: np.ndarray, y: np.ndarray) -> float:
-    """A float64 dot product by numpy's own loop, for the chunks of a tensor of several: BLAS's would start its
-    threads for every chunk, and they spin against the pass's own (several times slower on two cores). Summed
-    by chunk, the last of a distance's 17 printed digits may differ from msprobe's whole-tensor BLAS sum, whose
-    own last digits change with the number of threads BLAS runs (the machine's cores)."""
-    return float(np.einsum("i,i->", x, y))
+    """A float64 dot product for the chunks of a tensor of several, by rows BLAS computes on the calling thread:
+    on a whole chunk it would start its own threads, which spin against the pass's (several times slower on two
+    busy cores). Summed by chunk and row, the last of a distance's 17 printed digits may differ from msprobe's
+    whole-tensor BLAS sum, whose own last digits change with the number of threads BLAS runs."""
+    whole = x.size - x.size % _ROW
+    total = float(np.matmul(x[:whole].reshape(-1, 1, _ROW), y[:whole].reshape(-1, _ROW, 1)).sum())
+    return total + float(np.dot(x[whole:], y[whole:])) if whole < x.size else total
