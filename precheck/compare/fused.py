@@ -28,6 +28,7 @@ CHUNK = 1 << 16  # elements: the chunk's float64 and float32 temporaries stay wi
 _WORKERS = max(1, os.cpu_count() or 1)
 _POOL = ThreadPoolExecutor(max_workers=_WORKERS)  # only runs chunk ranges, which never wait on anything
 _LOCAL = threading.local()  # each thread's chunk buffers
+_READ = max(1 << 20, CHUNK * 16)  # bytes read at once: whole chunks of any dtype (complex128 the widest)
 _ROW = 8192  # elements: OpenBLAS (numpy's) computes a dot product this short on the calling thread alone
 
 
@@ -72,14 +73,16 @@ class Elements:
 
 
 class _Reader:
-    """One side's chunks for one range: from memory, or read from the file into ``scratch`` (bytes; one open
-    file per range: ranges read side by side)."""
+    """One side's chunks for one range (up to element ``hi``): from memory, or read from the file a block of
+    ``scratch`` (bytes) at a time, several chunks per read (a read costs about as much as a megabyte's copy).
+    One open file per range: ranges read side by side."""
 
-    def __init__(self, e: Elements, flat: np.ndarray | None, scratch: np.ndarray) -> None:
-        self.e, self.flat, self.fd = e, flat, None
+    def __init__(self, e: Elements, flat: np.ndarray | None, scratch: np.ndarray, hi: int) -> None:
+        self.e, self.flat, self.fd, self.hi = e, flat, None, hi
         if flat is None:
             self.fd = self._reading(os.open, e.path, os.O_RDONLY)
         self.scratch = scratch.view(e.stored)
+        self.block = (0, 0)  # the elements the scratch holds
 
     def fill(self, out: np.ndarray, start: int, stop: int) -> np.ndarray:
         """Elements start..stop as values of ``out``'s dtype, in ``out``: bfloat16 bits shifted into place."""
@@ -87,8 +90,11 @@ class _Reader:
         if self.fd is None:
             source = self.flat[start:stop]
         else:
-            source = self.scratch[: stop - start]
-            self._reading(ptarchive.read_into, self.fd, self.e.start + start * self.e.stored.itemsize, source)
+            if not self.block[0] <= start < stop <= self.block[1]:
+                self.block = (start, min(start + self.scratch.size, self.hi))
+                into = self.scratch[: self.block[1] - start]
+                self._reading(ptarchive.read_into, self.fd, self.e.start + start * self.e.stored.itemsize, into)
+            source = self.scratch[start - self.block[0] : stop - self.block[0]]
         if self.e.bf16 and view.dtype == np.float32:
             bits = view.view(np.uint32)
             np.copyto(bits, source)
@@ -159,7 +165,7 @@ class _Buffers:
         self.n, self.b, self.rel, self.zn = (np.empty(CHUNK, kind) for _ in range(4))
         self.n64, self.b64 = np.empty(CHUNK, np.float64), np.empty(CHUNK, np.float64)
         self.mask = np.empty(CHUNK, bool)
-        self.raw_n, self.raw_b = np.empty(CHUNK * 16, np.uint8), np.empty(CHUNK * 16, np.uint8)  # any dtype's
+        self.raw_n, self.raw_b = np.empty(_READ, np.uint8), np.empty(_READ, np.uint8)
 
     @staticmethod
     def of_thread(kind: np.dtype) -> _Buffers:
@@ -173,9 +179,9 @@ def _range(
     n: Elements, b: Elements, flats: list, kind: np.dtype, lo: int, hi: int, dot: Callable[..., Any] | None = None
 ) -> Sums:
     sums, buffers = Sums(), _Buffers.of_thread(kind)
-    readers = [_Reader(n, flats[0], buffers.raw_n)]
+    readers = [_Reader(n, flats[0], buffers.raw_n, hi)]
     try:
-        readers.append(_Reader(b, flats[1], buffers.raw_b))
+        readers.append(_Reader(b, flats[1], buffers.raw_b, hi))
         for start in range(lo, hi, CHUNK):
             stop = min(start + CHUNK, hi)
             n_values = readers[0].fill(buffers.n, start, stop)
