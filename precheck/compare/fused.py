@@ -5,8 +5,7 @@ each side and of their difference, then a float32 relative error: a dozen passes
 temporaries the size of the tensor. Here each tensor is walked once in chunks that stay in the CPU's cache: a
 chunk is widened (bfloat16 from its raw bits, by a shift) into the pass's dtype, the three dot products and the
 distance accumulate in float64 as msprobe computes them, the relative error is computed in msprobe's dtype, and
-what is kept per chunk is a handful of numbers. A large tensor's chunks are split between the CPU's cores (numpy
-lets go of the GIL in its loops); the temporaries are a few chunks per core whatever the tensor's size.
+what is kept per chunk is a handful of numbers; the temporaries are a few chunks whatever the tensor's size.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import math
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,11 +23,9 @@ import numpy as np
 from precheck.dump import ptarchive
 
 CHUNK = 1 << 16  # elements: the chunk's float64 and float32 temporaries stay within a core's L2 cache
-_WORKERS = max(1, os.cpu_count() or 1)
-_POOL = ThreadPoolExecutor(max_workers=_WORKERS)  # only runs chunk ranges, which never wait on anything
 _LOCAL = threading.local()  # each thread's chunk buffers
 _READ = max(1 << 20, CHUNK * 16)  # bytes read at once: whole chunks of any dtype (complex128 the widest)
-_ROW = 8192  # elements: OpenBLAS (numpy's) computes a dot product this short on the calling thread alone
+_ROW = 10_000  # elements: OpenBLAS (numpy's) computes a dot product this short on the calling thread alone
 
 
 @dataclass(frozen=True)
@@ -73,12 +69,11 @@ class Elements:
 
 
 class _Reader:
-    """One side's chunks for one range (up to element ``hi``): from memory, or read from the file a block of
-    ``scratch`` (bytes) at a time, several chunks per read (a read costs about as much as a megabyte's copy).
-    One open file per range: ranges read side by side."""
+    """One side's chunks (of its ``size`` elements): from memory, or read from the file a block of ``scratch``
+    (bytes) at a time, several chunks per read (a read costs about as much as a megabyte's copy)."""
 
-    def __init__(self, e: Elements, flat: np.ndarray | None, scratch: np.ndarray, hi: int) -> None:
-        self.e, self.flat, self.fd, self.hi = e, flat, None, hi
+    def __init__(self, e: Elements, flat: np.ndarray | None, scratch: np.ndarray, size: int) -> None:
+        self.e, self.flat, self.fd, self.size = e, flat, None, size
         if flat is None:
             self.fd = self._reading(os.open, e.path, os.O_RDONLY)
         self.scratch = scratch.view(e.stored)
@@ -91,7 +86,7 @@ class _Reader:
             source = self.flat[start:stop]
         else:
             if not self.block[0] <= start < stop <= self.block[1]:
-                self.block = (start, min(start + self.scratch.size, self.hi))
+                self.block = (start, min(start + self.scratch.size, self.size))
                 into = self.scratch[: self.block[1] - start]
                 self._reading(ptarchive.read_into, self.fd, self.e.start + start * self.e.stored.itemsize, into)
             source = self.scratch[start - self.block[0] : stop - self.block[0]]
@@ -119,7 +114,7 @@ class _Reader:
 
 @dataclass
 class Sums:
-    """What one pass over (part of) two tensors keeps; parts add up (:meth:`merge`)."""
+    """What one pass over two tensors keeps."""
 
     nn: float = 0.0  # sum of n*n, in float64
     bb: float = 0.0
@@ -131,35 +126,32 @@ class Sums:
     below_1e3: int = 0  # how many relative errors are below 0.001
     below_5e3: int = 0
 
-    def merge(self, other: Sums) -> Sums:
-        return Sums(
-            self.nn + other.nn, self.bb + other.bb, self.nb + other.nb, self.dd + other.dd,
-            max(self.max_abs, other.max_abs), max(self.top, other.top), max(self.max_rel, other.max_rel),
-            self.below_1e3 + other.below_1e3, self.below_5e3 + other.below_5e3,
-        )  # fmt: skip
-
 
 def passed(n: Elements, b: Elements, kind: np.dtype) -> Sums:
     """The sums of ``n`` against ``b`` (same size), the relative error in ``kind`` (float32 or float64). Raises
-    ptarchive.PtError or OSError when a file cannot be read to its end."""
+    ptarchive.PtError when a file cannot be read to its end.
+
+    On one thread: on the 2-core machine of benchmarks/bench_compare.py --heavy, splitting a tensor's chunks
+    between two threads (numpy lets go of the GIL in its loops) cost 1.1-1.6 s more CPU and 0.5 s more wall
+    time on the heavy pair than this (2.8 s)."""
+    sums, buffers, size = Sums(), _Buffers.of_thread(kind), n.size
     flats = [None if e.raw is None else e.raw.reshape(-1) for e in (n, b)]  # a copy only for a strided view
-    size = n.size
-    parts = min(_WORKERS, math.ceil(size / (4 * CHUNK)))
-    if size <= CHUNK:  # one chunk: BLAS's dot, as msprobe's on the whole tensor, to its last digit
-        return _range(n, b, flats, kind, 0, size, np.dot)
-    if parts <= 1:
-        return _range(n, b, flats, kind, 0, size)
-    bounds = [size * k // parts // CHUNK * CHUNK for k in range(parts)] + [size]
-    futures = [_POOL.submit(_range, n, b, flats, kind, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
-    total = Sums()
-    for future in futures:
-        total = total.merge(future.result())
-    return total
+    readers = [_Reader(n, flats[0], buffers.raw_n, size)]
+    try:
+        readers.append(_Reader(b, flats[1], buffers.raw_b, size))
+        for start in range(0, size, CHUNK):
+            stop = min(start + CHUNK, size)
+            n_values = readers[0].fill(buffers.n, start, stop)
+            _chunk(sums, buffers, n_values, readers[1].fill(buffers.b, start, stop))
+    finally:
+        for reader in readers:
+            reader.close()
+    return sums
 
 
 class _Buffers:
     """One chunk's temporaries: made once per thread and dtype (fresh pages cost a fault each, every time) and
-    reused by every range the thread runs, so the pass's memory is a few chunks per thread."""
+    reused by every pass the thread makes, so the pass's memory is a few chunks."""
 
     def __init__(self, kind: np.dtype) -> None:
         self.n, self.b, self.rel, self.zn = (np.empty(CHUNK, kind) for _ in range(4))
@@ -175,36 +167,19 @@ class _Buffers:
         return made[kind]
 
 
-def _range(
-    n: Elements, b: Elements, flats: list, kind: np.dtype, lo: int, hi: int, dot: Callable[..., Any] | None = None
-) -> Sums:
-    sums, buffers = Sums(), _Buffers.of_thread(kind)
-    readers = [_Reader(n, flats[0], buffers.raw_n, hi)]
-    try:
-        readers.append(_Reader(b, flats[1], buffers.raw_b, hi))
-        for start in range(lo, hi, CHUNK):
-            stop = min(start + CHUNK, hi)
-            n_values = readers[0].fill(buffers.n, start, stop)
-            _chunk(sums, buffers, dot or _dot, n_values, readers[1].fill(buffers.b, start, stop))
-    finally:
-        for reader in readers:
-            reader.close()
-    return sums
-
-
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
-def _chunk(s: Sums, buf: _Buffers, dot: Callable[..., Any], n: np.ndarray, b: np.ndarray) -> None:
+def _chunk(s: Sums, buf: _Buffers, n: np.ndarray, b: np.ndarray) -> None:
     """One chunk into the sums, by msprobe's formulas: float64 for the cosine, distance and max abs error
     (msprobe's ``astype(float)``), ``kind`` for the relative error (its ``result_type(n, b, float32)``)."""
     length = n.size
     n64, b64 = buf.n64[:length], buf.b64[:length]
     np.copyto(n64, n)
     np.copyto(b64, b)
-    s.nn += float(dot(n64, n64))
-    s.bb += float(dot(b64, b64))
-    s.nb += float(dot(n64, b64))
+    s.nn += _dot(n64, n64)
+    s.bb += _dot(b64, b64)
+    s.nb += _dot(n64, b64)
     d64 = np.subtract(n64, b64, out=b64)  # the bench's float64 copy is done with
-    s.dd += float(dot(d64, d64))
+    s.dd += _dot(d64, d64)
     s.max_abs = max(s.max_abs, float(d64.max()), -float(d64.min()))
     s.top = max(s.top, float(b.max()), -float(b.min()))
     rel, largest = _relative(n, b, buf, length)
@@ -233,10 +208,13 @@ def _relative(n: np.ndarray, b: np.ndarray, buf: _Buffers, length: int) -> tuple
 
 
 def _dot(x: np.ndarray, y: np.ndarray) -> float:
-    """A float64 dot product for the chunks of a tensor of several, by rows BLAS computes on the calling thread:
-    on a whole chunk it would start its own threads, which spin against the pass's (several times slower on two
-    busy cores). Summed by chunk and row, the last of a distance's 17 printed digits may differ from msprobe's
-    whole-tensor BLAS sum, whose own last digits change with the number of threads BLAS runs."""
+    """A float64 dot product that BLAS computes on the calling thread: numpy's OpenBLAS starts its own threads
+    for more than 10,000 elements, and they spin on after it, against the pass's (several times slower on two
+    busy cores). Up to that, BLAS's sum over the whole tensor, as msprobe's, to its last digit; beyond, summed
+    by rows and chunks, the last of a distance's 17 printed digits may differ from msprobe's, whose own last
+    digits change with the number of threads BLAS runs."""
+    if x.size <= _ROW:
+        return float(np.dot(x, y))
     whole = x.size - x.size % _ROW
     total = float(np.matmul(x[:whole].reshape(-1, 1, _ROW), y[:whole].reshape(-1, _ROW, 1)).sum())
-    return total + float(np.dot(x[whole:], y[whole:])) if whole < x.size else total
+    return total + float(np.dot(x[whole:], y[whole:]))
