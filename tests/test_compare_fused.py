@@ -9,6 +9,8 @@ import zipfile
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from test_hostile_data import EXAMPLES, odd_files, write_odd
 
 from precheck.compare import fused
 from precheck.compare.fused import Elements
@@ -142,3 +144,26 @@ def test_a_bad_crc_is_read_as_torch_load_reads_it(tmp_path):
     (tmp_path / "x.pt").write_bytes(raw)
     assert torch.equal(torch.load(tmp_path / "x.pt", weights_only=True), t)
     np.testing.assert_array_equal(load_elements(tmp_path, "x.pt").array(), t.numpy())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@settings(
+    max_examples=max(1, EXAMPLES // 3),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(case=odd_files())
+def test_any_odd_file_is_compared_or_one_reason(tmp_path, case):
+    """test_hostile_data's odd files (any declared storage, offset, size and stride, other layouts, views) through
+    compare's reader and pass: numbers, or one line naming the file; never another exception or a read past
+    what inspect checked."""
+    write_odd(tmp_path / "x.pt", dict(case))
+    try:
+        e = load_elements(tmp_path, "x.pt")
+        metrics = tensor_metrics(e, e)
+    except (ValueError, ptarchive.PtError) as error:
+        assert str(error).startswith("x.pt: ") and "\n" not in str(error)
+        return
+    assert set(metrics.values) == set(TENSOR_COLUMNS)

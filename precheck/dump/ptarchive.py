@@ -303,12 +303,6 @@ def read_into(fd: int, position: int, out: np.ndarray) -> None:
         raise PtError("the file ends inside its storage (it changed after it was checked)")
 
 
-def read_array(path: Path, stored: StoredTensor) -> np.ndarray:
-    """The tensor as a numpy array, bfloat16 widened to float32 (exactly); PtError for a dtype numpy lacks."""
-    raw = read_raw(path, stored)
-    return widened(raw) if stored.dtype == "bfloat16" else raw
-
-
 def widened(bits: np.ndarray) -> np.ndarray:
     """bfloat16's raw uint16 bits as the float32 values they are (the upper half of a float32, exact)."""
     return (bits.astype(np.uint32) << 16).view(np.float32)
