@@ -132,6 +132,11 @@ def test_a_file_cut_short_after_it_was_checked_is_one_reason(tmp_path):
         f.truncate(be.start + 1000)
     with pytest.raises(ptarchive.PtError, match=r"^b\.pt: the file ends inside its storage"):
         tensor_metrics(ne, be)
+    with pytest.raises(ptarchive.PtError, match=r"^b\.pt: the file ends inside its storage"):
+        be.in_memory()  # read whole, for a transpose
+    (tmp_path / "b.pt").unlink()
+    with pytest.raises(ptarchive.PtError, match=r"^b\.pt: .*No such file"):
+        tensor_metrics(ne, be)
 
 
 def test_a_bad_crc_is_read_as_torch_load_reads_it(tmp_path):

@@ -58,8 +58,11 @@ class Elements:
         if self.raw is not None:
             return self
         flat = np.empty(self.size, self.stored)
-        with open(self.path, "rb") as f:
-            ptarchive.read_into(f.fileno(), self.start, flat)
+        fd = _named(self.path, os.open, self.path, os.O_RDONLY)
+        try:
+            _named(self.path, ptarchive.read_into, fd, self.start, flat)
+        finally:
+            os.close(fd)
         return Elements.of(flat.reshape(self.shape), self.bf16)
 
     def array(self, dtype: np.dtype | None = None) -> np.ndarray:
@@ -75,7 +78,7 @@ class _Reader:
     def __init__(self, e: Elements, flat: np.ndarray | None, scratch: np.ndarray, size: int) -> None:
         self.e, self.flat, self.fd, self.size = e, flat, None, size
         if flat is None:
-            self.fd = self._reading(os.open, e.path, os.O_RDONLY)
+            self.fd = _named(e.path, os.open, e.path, os.O_RDONLY)
         self.scratch = scratch.view(e.stored)
         self.block = (0, 0)  # the elements the scratch holds
 
@@ -88,7 +91,7 @@ class _Reader:
             if not self.block[0] <= start < stop <= self.block[1]:
                 self.block = (start, min(start + self.scratch.size, self.size))
                 into = self.scratch[: self.block[1] - start]
-                self._reading(ptarchive.read_into, self.fd, self.e.start + start * self.e.stored.itemsize, into)
+                _named(self.e.path, ptarchive.read_into, self.fd, self.e.start + start * self.e.stored.itemsize, into)
             source = self.scratch[start - self.block[0] : stop - self.block[0]]
         if self.e.bf16 and view.dtype == np.float32:
             bits = view.view(np.uint32)
@@ -100,16 +103,18 @@ class _Reader:
             np.copyto(view, source, casting="unsafe")
         return view
 
-    def _reading(self, read: Callable[..., Any], *args: Any) -> Any:
-        """``read(*args)``; a file that cannot be read to the end is a PtError naming it."""
-        try:
-            return read(*args)
-        except (ptarchive.PtError, OSError) as e:
-            raise ptarchive.PtError(f"{self.e.path.name[:80]}: {e}") from None
-
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
+
+
+def _named(path: Path, read: Callable[..., Any], *args: Any) -> Any:
+    """``read(*args)``; a file that cannot be opened or read to the end (it changed after it was checked) is a
+    PtError naming it."""
+    try:
+        return read(*args)
+    except (ptarchive.PtError, OSError) as e:
+        raise ptarchive.PtError(f"{path.name[:80]}: {e}") from None
 
 
 @dataclass

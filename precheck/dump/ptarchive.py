@@ -299,7 +299,7 @@ def read_into(fd: int, position: int, out: np.ndarray) -> None:
     """``out`` (contiguous) filled with the file's bytes from ``position``, without moving a shared file offset
     (threads read ranges of one file side by side); PtError when the file ends first (it shrank since
     :func:`inspect` checked it)."""
-    if os.preadv(fd, [out.view(np.uint8)], position) != out.nbytes:
+    if os.preadv(fd, [memoryview(out.view(np.uint8))], position) != out.nbytes:
         raise PtError("the file ends inside its storage (it changed after it was checked)")
 
 
