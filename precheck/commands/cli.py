@@ -170,6 +170,11 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.backend in ("auto", "process") and args.workers != 1 and not args.scheduler:
+        from precheck.scheduling.forkserver import likely_pool, start_early
+
+        if args.backend == "process" or likely_pool(args.api_info):
+            start_early()  # a pool's workers come from it: its import of torch overlaps the run's own
     from precheck.dump.records import DumpError
     from precheck.dump.selection import ConfigError, load_api_lists
     from precheck.execution.sides import DeviceError

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import multiprocessing
 import os
 import signal
 import threading
@@ -20,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as connection_wait
 from pathlib import Path
@@ -34,6 +34,7 @@ from precheck.execution.options import CheckOptions
 from precheck.grader.status import ERROR
 from precheck.results import ApiResult, failed
 from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS, case_timeout
+from precheck.scheduling.forkserver import worker_context
 
 READY = "ready"
 
@@ -46,13 +47,39 @@ class WorkerStartError(RuntimeError):
 STICKY_ERRORS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "NPU error", "ACL error", "out of memory")
 
 
-def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> None:
+class _Stdio:
+    """This process's stdout and stderr as they are when a worker starts, handed to it: a worker forked from the
+    fork server would otherwise write its warnings where the server's were when it started (a run's stderr
+    redirected since, by a shell's 2> in library use or by pytest, would miss them). Pickled while the worker's
+    process object is, so the start method passes the descriptors along with it."""
+
+    def __init__(self, handed: tuple = ()) -> None:
+        self.handed = handed  # (descriptor, its duplicate as the start method passes it), in the worker
+
+    def __reduce__(self):
+        return _Stdio, (tuple((fd, reduction.DupFd(fd)) for fd in (1, 2) if _is_open(fd)),)
+
+    def install(self) -> None:
+        for fd, dup in self.handed:
+            os.dup2(dup.detach(), fd)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions, stdio: _Stdio) -> None:
     # Ctrl-C and SIGTERM are the run's to handle (it stops its workers): this process started with them ignored
     # and leaves the terminal's process group, so a Ctrl-C or a group's SIGTERM never reaches it; what it starts
     # (compiler workers) gets the usual signals.
     with contextlib.suppress(OSError):
         os.setsid()
     _die_with_parent()
+    stdio.install()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -74,16 +101,17 @@ def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions) -> Non
 
 
 def _die_with_parent() -> None:
-    """Linux: this worker gets SIGKILL when the run dies, however it dies (out of the run's process group, it
-    would otherwise outlive a killed run for as long as its case takes)."""
-    parent = multiprocessing.parent_process()
+    """Linux: this worker gets SIGKILL when its parent dies, however it dies (out of the run's process group, it
+    would otherwise outlive a killed run for as long as its case takes). The parent is the run, or the fork
+    server, which leaves as soon as the run is gone."""
+    parent = os.getppid()
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
-    if parent is not None and os.getppid() != parent.pid:  # the run died before the request took effect
+    if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(0)
 
 
@@ -100,11 +128,12 @@ class Supervisor:
 
     def __init__(self, data_dir: Path, options: CheckOptions, size: int) -> None:
         self.data_dir, self.options, self.size = data_dir, options, size
-        self.context = multiprocessing.get_context("spawn")  # never fork a process that runs torch threads
+        self.context = worker_context()  # never a fork of this process, which runs torch threads
 
     def _start(self, wait: bool = True) -> _Worker:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker_main, args=(child, self.data_dir, self.options), daemon=True)
+        args = (child, self.data_dir, self.options, _Stdio())
+        process = self.context.Process(target=_worker_main, args=args, daemon=True)
         with _signals_ignored_by_children():
             process.start()
         child.close()
