@@ -80,3 +80,17 @@ def test_ulp_just_below_a_power_of_two_uses_that_binade():
     spacing = torch.tensor([2.0 ** (1 - 7), 2.0 ** (-1 - 7)], dtype=torch.float64)
     m = float_metrics(target, golden, torch.bfloat16)
     assert m.ulp_max == pytest.approx(float(((target.double() - golden).abs() / spacing).max()), rel=1e-15)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1.0, 1e300])
+def test_cosine_of_huge_tiny_and_partly_zero_outputs_over_chunks(monkeypatch: pytest.MonkeyPatch, scale):
+    """Chunks taken on the values themselves and chunks scaled by their max-abs (values whose squares would
+    overflow or vanish) combine into the whole tensor's cosine; a chunk of zeros on one side counts as zeros."""
+    monkeypatch.setattr(metrics, "CHUNK", 100)
+    gen = torch.Generator().manual_seed(9)
+    golden = torch.randn(450, dtype=torch.float64, generator=gen) * scale
+    target = golden + 0.1 * scale * torch.randn(450, dtype=torch.float64, generator=gen)
+    target[100:200] = 0.0
+    expected = float(torch.dot(target / scale, golden / scale) / (target / scale).norm() / (golden / scale).norm())
+    assert float_metrics(target, golden, torch.float64).cosine == pytest.approx(expected, rel=1e-12)
+    assert float_metrics(torch.zeros(450, dtype=torch.float64), golden, torch.float64).cosine == 0.0

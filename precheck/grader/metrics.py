@@ -189,9 +189,8 @@ def _finite(
     abs_g = torch.abs(g, out=buf("abs_g", k))
     golden_max = float(abs_g.max())
     s.golden_max = max(s.golden_max, golden_max)
-    low, high = torch.aminmax(t)
-    s.cosine.append(_cosine_parts(t, g, max(-float(low), float(high)), golden_max, buf))
-    s.squares.append(float(torch.mul(d, d, out=buf("x", k)).sum()))
+    s.cosine.append(_cosine_parts(t, g, golden_max, largest, buf))
+    s.squares.append(float(torch.dot(d, d)))
     if s.scale is not None:
         s.error_sums.append(float(d.sum()))
         scaled = torch.div(a, torch.clamp(abs_g, min=s.scale, out=buf("x", k)), out=buf("x", k))
@@ -276,27 +275,38 @@ def _ulp(a: torch.Tensor, abs_g: torch.Tensor, largest: float, lim: DtypeLimits,
 
 
 def _cosine_parts(
-    t: torch.Tensor, g: torch.Tensor, t_max: float, g_max: float, buf: _Buffers
+    t: torch.Tensor, g: torch.Tensor, g_max: float, largest: float, buf: _Buffers
 ) -> tuple[float, float, float, float, float]:
-    """A chunk's dot product and norms after scaling each side by its own max-abs (so huge values cannot
-    overflow), with the two scales: (dot, |a|, |b|, t_max, g_max)."""
-    if t_max == 0 or g_max == 0:
-        return 0.0, 0.0, 0.0, t_max, g_max
-    k = t.numel()
-    a, b = torch.div(t, t_max, out=buf("x", k)), torch.div(g, g_max, out=buf("y", k))
+    """A chunk's dot product and norms with the scales they were taken at: (dot, |a|, |b|, a's scale, b's scale).
+    Where no square can overflow or vanish (|t| <= g_max + largest and g_max within 2^+-400, both norms non-zero)
+    they are taken on the values themselves; elsewhere after scaling each side by its own max-abs, two more passes
+    that only huge or tiny outputs need."""
+    if _SAFE_LOW < g_max and g_max + largest < _SAFE_HIGH:
+        parts = float(torch.dot(t, g)), float(torch.linalg.vector_norm(t)), float(torch.linalg.vector_norm(g))
+        if parts[1] and parts[2]:
+            return (*parts, 1.0, 1.0)
+    low, high = torch.aminmax(t)
+    t_max = max(-float(low), float(high))
+    k = t.numel()  # a side that is all zeros stays zeros (divided by 1) and its scale 0 adds nothing
+    a, b = torch.div(t, t_max or 1.0, out=buf("x", k)), torch.div(g, g_max or 1.0, out=buf("y", k))
     return float(torch.dot(a, b)), float(torch.linalg.vector_norm(a)), float(torch.linalg.vector_norm(b)), t_max, g_max
 
 
+_SAFE_LOW, _SAFE_HIGH = 2.0**-400, 2.0**400  # float64 squares of values in this range neither overflow nor vanish
+
+
 def _cosine(parts: list[tuple[float, float, float, float, float]], m: int) -> float | None:
-    """The chunks' parts rescaled to the whole tensor's max-abs and combined (one chunk: its own value)."""
+    """The chunks' parts brought to one scale per side (the largest any chunk used) and combined (one chunk: its
+    own value). A side whose every part is zero is the zero vector."""
     if m < 2:
         return None
-    t_max, g_max = max(p[3] for p in parts), max(p[4] for p in parts)
-    if t_max == 0 or g_max == 0:
-        return 1.0 if t_max == g_max else 0.0
+    a_zero, b_zero = all(p[1] == 0 for p in parts), all(p[2] == 0 for p in parts)
+    if a_zero or b_zero:
+        return 1.0 if a_zero and b_zero else 0.0
     if len(parts) == 1:
         dot, norm_a, norm_b = parts[0][:3]
     else:
+        t_max, g_max = max(p[3] for p in parts), max(p[4] for p in parts)
         dot = math.fsum(p[0] * (p[3] / t_max) * (p[4] / g_max) for p in parts)
         norm_a = math.sqrt(math.fsum((p[1] * (p[3] / t_max)) ** 2 for p in parts))
         norm_b = math.sqrt(math.fsum((p[2] * (p[4] / g_max)) ** 2 for p in parts))
