@@ -41,3 +41,20 @@ def test_an_unreadable_path_is_not_a_pool_and_not_an_error(tmp_path):
 def test_workers_are_forks_of_the_server_where_the_platform_has_one():
     expected = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     assert forkserver.worker_context().get_start_method() == expected
+
+
+def test_a_worker_takes_the_plugins_and_stderr_of_the_run_not_of_the_server(tmp_path, monkeypatch, capfd):
+    """The server started before PRECHECK_PLUGINS was set (a library user sets it between runs): a pool's workers
+    still check the plugin's API, as spawned workers did."""
+    from helpers import misbehaving_env
+    from test_survive import make_dump
+
+    from precheck.run_ut import run_ut
+
+    forkserver.start_early()
+    for key, value in misbehaving_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.syspath_prepend(str(DATA.parent))
+    dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_slow.1"])
+    summary = run_ut(dump, tmp_path / "out", device="cpu", workers=2, backend="process")
+    assert summary.counts == {"pass": 2}

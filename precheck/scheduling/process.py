@@ -14,6 +14,7 @@ import itertools
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -28,6 +29,8 @@ from typing import Any
 import torch
 
 from api_registry import lookup
+from api_registry.plugins import ENV as PLUGINS_ENV
+from api_registry.table import registry
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
@@ -47,21 +50,32 @@ class WorkerStartError(RuntimeError):
 STICKY_ERRORS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "NPU error", "ACL error", "out of memory")
 
 
-class _Stdio:
-    """This process's stdout and stderr as they are when a worker starts, handed to it: a worker forked from the
-    fork server would otherwise write its warnings where the server's were when it started (a run's stderr
-    redirected since, by a shell's 2> in library use or by pytest, would miss them). Pickled while the worker's
-    process object is, so the start method passes the descriptors along with it."""
+class _Inherited:
+    """What a worker takes from the run as it is when the worker starts: its stdout and stderr, its environment
+    and its import path. A spawned worker got them by being started; one forked from the fork server would get the
+    server's, as they were when it started: a run's stderr redirected since (a shell's 2> in library use,
+    pytest's capture) would miss the worker's warnings, and PRECHECK_PLUGINS or a device variable set since would
+    not reach it. Pickled while the worker's process object is, so the start method passes the descriptors."""
 
-    def __init__(self, handed: tuple = ()) -> None:
+    def __init__(self, handed: tuple = (), environ: dict | None = None, path: list | None = None) -> None:
         self.handed = handed  # (descriptor, its duplicate as the start method passes it), in the worker
+        self.environ, self.path = environ, path
 
     def __reduce__(self):
-        return _Stdio, (tuple((fd, reduction.DupFd(fd)) for fd in (1, 2) if _is_open(fd)),)
+        handed = tuple((fd, reduction.DupFd(fd)) for fd in (1, 2) if _is_open(fd))
+        return _Inherited, (handed, dict(os.environ), list(sys.path))
 
     def install(self) -> None:
         for fd, dup in self.handed:
             os.dup2(dup.detach(), fd)
+        plugins = os.environ.get(PLUGINS_ENV)
+        if self.environ is not None:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        if self.path is not None:
+            sys.path[:] = self.path
+        if os.environ.get(PLUGINS_ENV) != plugins:  # the server's API table was built with other plugins
+            registry.cache_clear()
 
 
 def _is_open(fd: int) -> bool:
@@ -72,14 +86,14 @@ def _is_open(fd: int) -> bool:
     return True
 
 
-def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions, stdio: _Stdio) -> None:
+def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions, inherited: _Inherited) -> None:
     # Ctrl-C and SIGTERM are the run's to handle (it stops its workers): this process started with them ignored
     # and leaves the terminal's process group, so a Ctrl-C or a group's SIGTERM never reaches it; what it starts
     # (compiler workers) gets the usual signals.
     with contextlib.suppress(OSError):
         os.setsid()
     _die_with_parent()
-    stdio.install()
+    inherited.install()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -132,7 +146,7 @@ class Supervisor:
 
     def _start(self, wait: bool = True) -> _Worker:
         parent, child = self.context.Pipe()
-        args = (child, self.data_dir, self.options, _Stdio())
+        args = (child, self.data_dir, self.options, _Inherited())
         process = self.context.Process(target=_worker_main, args=args, daemon=True)
         with _signals_ignored_by_children():
             process.start()
