@@ -9,8 +9,8 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from test_hostile_data import EXAMPLES, odd_files, write_odd
+from hypothesis import given
+from test_hostile_data import odd_file_examples, odd_files, write_odd
 
 from precheck.compare import fused
 from precheck.compare.fused import Elements
@@ -152,13 +152,7 @@ def test_a_bad_crc_is_read_as_torch_load_reads_it(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@settings(
-    max_examples=max(1, EXAMPLES // 3),
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@odd_file_examples
 @given(case=odd_files())
 def test_any_odd_file_is_compared_or_one_reason(tmp_path, case):
     """test_hostile_data's odd files (any declared storage, offset, size and stride, other layouts, views) through

@@ -203,14 +203,18 @@ def write_odd(path: Path, case: dict) -> None:
             z.writestr("archive/data/0", entry)
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
-@settings(
+# The odd files' examples, shared with test_compare_fused (the same files through compare's reader).
+odd_file_examples = settings(
     max_examples=max(1, EXAMPLES // 3),
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@odd_file_examples
 @given(case=odd_files())
 def test_any_odd_file_is_a_dense_tensor_or_one_reason(tmp_path, case):
     """Whatever the file declares: the recorded dense (4, 32) float32 tensor, or an InputError naming the file;
