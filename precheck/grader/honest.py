@@ -70,7 +70,7 @@ class Error:
 
 def unit(dtype: torch.dtype) -> float:
     """The dtype's unit roundoff: the largest relative error of rounding to nearest."""
-    return 2.0 ** -(limits_for(dtype).mantissa_bits + 1)
+    return limits_for(dtype).unit
 
 
 def short_name(dtype: torch.dtype) -> str:

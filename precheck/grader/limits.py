@@ -19,6 +19,12 @@ class DtypeLimits:
     accumulative_bound: float  # reductions: the error bound of the accumulative standard
     ratio_floor: float  # benchmark standard: a reference error below this counts as this
 
+    @property
+    def unit(self) -> float:
+        """The unit roundoff u (2^-8 bf16, 2^-11 fp16, 2^-24 fp32): the largest relative error of one rounding
+        to nearest, the unit the default standard and the expert advice count roundings in."""
+        return 2.0 ** -(self.mantissa_bits + 1)
+
 
 _LIMITS = {
     "torch.float16": DtypeLimits(2**-10, 2**-16, 2**-10, -14, 10, 1, 2**-8, 2**-11),

@@ -23,18 +23,13 @@ from precheck.grader.limits import limits_for
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["Growth", "accumulates", "growth_of", "inputs_finite", "read_records", "unit"]
+__all__ = ["Growth", "accumulates", "growth_of", "inputs_finite", "read_records"]
 
 # Observed error above this many roundings (normwise): beyond fp32 accumulation and one rounding (at most 1), and
 # beyond the two roundings of an honest kernel that rounds a partial result too (a broadcast matmul's gradient sums
 # its per-batch products in the dtype: 1.6-1.8 on the bundled GPT steps, graded pass or warning).
 BEYOND_ROUNDING = 2.0
 GROWTH_SHARE = 0.5  # ... and at least this share of what adding n terms in the dtype predicts
-
-
-def unit(dtype: str) -> float:
-    """The dtype's unit roundoff u (2^-8 bf16, 2^-11 fp16): one rounding's largest relative error."""
-    return 2.0 ** -(limits_for(dtype).mantissa_bits + 1)
 
 
 def read_records(dump_json: Path, keys: set[str]) -> dict | None:
@@ -136,7 +131,7 @@ def growth_of(row: pandas.Series, dump: dict) -> Growth | None:
     if n is None or not isinstance(norm, (int, float)) or not norm > 0 or not math.isfinite(rmse):
         return None
     elements = math.prod(int(d) for d in re.findall(r"\d+", str(row["shape"])))
-    return Growth(n, rmse * math.sqrt(elements) / norm / unit(row["dtype"]))
+    return Growth(n, rmse * math.sqrt(elements) / norm / limits_for(row["dtype"]).unit)
 
 
 def accumulates(growth: Growth | None) -> bool:
