@@ -274,17 +274,12 @@ def numpy_dtype(stored: StoredTensor) -> np.dtype:
 def read_raw(path: Path, stored: StoredTensor) -> np.ndarray:
     """The tensor as a numpy view of its storage, bfloat16 as its raw uint16 bits; PtError for a dtype numpy lacks.
 
-    A stored entry is read in one call straight into the array at the offset :func:`inspect` checked, with no
-    zip stream and no CRC: torch.load (so msprobe's compare) does not verify it either, a CRC guards against
+    A stored entry is read by :func:`read_bytes` in one call at the offset :func:`inspect` checked, with no zip
+    stream and no CRC: torch.load (so msprobe's compare) does not verify it either, a CRC guards against
     a damaged disk, not a hostile file, and every bound that keeps the read inside the file is still checked
     (a file that shrank since is refused, never read past)."""
     dtype = numpy_dtype(stored)
-    if stored.data_start is None:
-        flat = np.frombuffer(read_bytes(path, stored), dtype=dtype)
-    else:
-        flat = np.empty(stored.storage_bytes // dtype.itemsize, dtype=dtype)
-        with open(path, "rb") as f:
-            read_into(f.fileno(), stored.data_start, flat)
+    flat = np.frombuffer(read_bytes(path, stored), dtype=dtype)
     strides = tuple(s * dtype.itemsize for s in stored.stride)
     return np.lib.stride_tricks.as_strided(flat[stored.offset :], stored.shape, strides, writeable=False)
 
