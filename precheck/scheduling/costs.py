@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 
 from api_registry.classes import api_class
+from api_registry.reduced import reduced_length
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.options import CheckOptions
 from precheck.execution.targets import target_for
@@ -96,27 +97,24 @@ SIZE_ALL_UP_TO = 2000
 
 
 def flops(case: Case) -> float:
-    """A matmul-like call's or a convolution's work: 2 x output elements x the reduced length, three times with a
-    backward (two more products of the same size); 0 for any other call, whose time follows its elements."""
-    kind = api_class(case.api)
-    if kind not in _HEAVY_CLASSES:
+    """A matmul-like call's or a convolution's work: 2 x output elements x the length each sums
+    (api_registry.reduced), three times with a backward (two more products of the same size); 0 for any other
+    call, whose time follows its elements, and for one whose arguments do not say how long its sums are."""
+    if api_class(case.api) not in _HEAVY_CLASSES:
         return 0.0
-    inputs = [s for s in flatten((case.args, case.kwargs)) if isinstance(s, TensorSpec)]
     outputs = [s for s in flatten(case.outputs) if isinstance(s, TensorSpec)]
-    if not inputs or not outputs:
+    reduced = reduced_length(case.api, case.args, case.kwargs)
+    if not outputs or reduced is None:
         return 0.0
-    if kind == "conv" and len(inputs) > 1:
-        reduced = math.prod(inputs[1].shape[1:])  # the weight: in_channels / groups x the kernel
-    else:  # the first operand of two dimensions or more: linear's input, matmul's and addmm's left matrix
-        reduced = next((s.shape[-1] for s in inputs if len(s.shape) >= 2), 1)
     return 2.0 * outputs[0].numel * reduced * (3 if case.has_backward else 1)
 
 
 def work(case: Case) -> float:
-    """A case's work in matmul FLOPs: its products' for a matmul or a convolution, its elements' for the rest."""
-    kind = api_class(case.api)
-    if kind in _HEAVY_CLASSES:
-        return flops(case)
+    """A case's work in matmul FLOPs: its products' for a matmul or a convolution whose sums are known, its
+    elements' for the rest."""
+    products = flops(case)
+    if products:
+        return products
     specs = iter_specs((case.args, case.kwargs, case.outputs, case.grad_outputs))
     return FLOPS_PER_ELEMENT * sum(s.numel for s in specs)
 
