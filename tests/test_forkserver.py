@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
-
 from helpers import DATA
 
 from precheck.scheduling import forkserver
@@ -36,11 +34,6 @@ def test_the_bundled_dumps_run_in_process_without_a_server_started_for_them():
 
 def test_an_unreadable_path_is_not_a_pool_and_not_an_error(tmp_path):
     assert not forkserver.likely_pool(tmp_path / "missing" / "dump.json")
-
-
-def test_workers_are_forks_of_the_server_where_the_platform_has_one():
-    expected = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    assert forkserver.worker_context().get_start_method() == expected
 
 
 def test_a_worker_takes_the_plugins_and_stderr_of_the_run_not_of_the_server(tmp_path, monkeypatch, capfd):
