@@ -300,9 +300,15 @@ def contiguous_start(stored: StoredTensor) -> int | None:
 def read_into(fd: int, position: int, out: np.ndarray) -> None:
     """``out`` (contiguous) filled with the file's bytes from ``position``, without moving a shared file offset
     (threads read ranges of one file side by side); PtError when the file ends first (it shrank since
-    :func:`inspect` checked it)."""
-    if os.preadv(fd, [memoryview(out.view(np.uint8))], position) != out.nbytes:
-        raise PtError("the file ends inside its storage (it changed after it was checked)")
+    :func:`inspect` checked it). One ``preadv`` returns at most 0x7ffff000 bytes on Linux (a 2.2 GB storage
+    came back short and was refused), so it reads until ``out`` is full or the file ends."""
+    buffer = memoryview(out.view(np.uint8)).cast("B")
+    done = 0
+    while done < len(buffer):
+        got = os.preadv(fd, [buffer[done:]], position + done)
+        if got == 0:
+            raise PtError("the file ends inside its storage (it changed after it was checked)")
+        done += got
 
 
 def widened(bits: np.ndarray) -> np.ndarray:
