@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -337,3 +338,77 @@ def test_logits_of_different_lengths_say_what_was_compared(capsys, tmp_path):
     assert code == 0, err
     assert "the target has 3 tokens, the bench 5: the first 3 are compared" in out
     assert "3 tokens, all agree" in out
+
+
+def _huge_npy(path: Path) -> None:
+    """192 bytes whose header declares 10^12 float32 elements (numpy would allocate 3.6 TiB to read it)."""
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }".ljust(117) + "\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + bytes(64))
+
+
+def _structured_npy(path: Path) -> None:
+    import numpy as np
+
+    np.save(path, np.zeros((4, 16, 64), dtype=[("a", "<f4"), ("b", "<i4")]))
+
+
+def _deflated(path: Path, damage: str) -> None:
+    """``path`` (a torch.save archive) rewritten with deflated entries, then its storage's CRC or stream damaged."""
+    with zipfile.ZipFile(path) as z:
+        entries = [(i.filename, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in entries:
+            z.writestr(name, data)
+        storage = next(i for i in z.infolist() if "/data/" in i.filename)
+        if damage == "crc":
+            storage.CRC ^= 1  # the central directory's, which zipfile checks the stream against
+    if damage == "stream":  # 0xff starts a deflate block of the reserved type: an invalid stream
+        raw = bytearray(path.read_bytes())
+        start = storage.header_offset + 30 + len(storage.filename.encode())
+        raw[start : start + storage.compress_size] = b"\xff" * storage.compress_size
+        path.write_bytes(bytes(raw))
+
+
+HOSTILE_FILES = {
+    "npy of 10^12 elements": ("npy", _huge_npy, "header declares (1000000000000,) float32"),
+    "structured npy": ("npy", _structured_npy, "an array of dtype [('a', '<f4'), ('b', '<i4')], not numbers"),
+    "deflated pt, bad CRC": ("pt", lambda p: _deflated(p, "crc"), "zipfile.BadZipFile: Bad CRC-32"),
+    "deflated pt, corrupt stream": ("pt", lambda p: _deflated(p, "stream"), "zlib.error: Error -3"),
+}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_FILES)
+def test_a_hostile_tensor_file_is_its_rows_unreadable_and_the_compare_goes_on(capsys, tmp_path, hostile):
+    """One file numpy, zipfile or zlib fail on is that row's "unreadable" with the file named; every other row is
+    compared and the summary written (these ended the whole compare with a traceback)."""
+    suffix, write, reason = HOSTILE_FILES[hostile]
+    shutil.copytree(dump("fp32_tensor").parent, tmp_path / "t")
+    name = f"Functional.gelu.0.forward.input.0.{suffix}"
+    doc = json.loads((tmp_path / "t" / "dump.json").read_text())
+    doc["data"]["Functional.gelu.0.forward"]["input_args"][0]["data_name"] = name
+    (tmp_path / "t" / "dump.json").write_text(json.dumps(doc))
+    write(tmp_path / "t" / "dump_tensor_data" / name)
+    clean, _, _, _ = compare(capsys, tmp_path / "clean", "fp32_tensor", "fp32_tensor")
+    code, _, err = run(capsys, "compare", "-target", str(tmp_path / "t"), "-bench", str(dump("fp32_tensor")),
+                       "-o", str(tmp_path / "o"))  # fmt: skip
+    assert code == 0 and "Traceback" not in err, err
+    rows, _, summary = outputs(tmp_path / "o")
+    assert [r["NPU Name"] for r in rows] == [r["NPU Name"] for r in clean]
+    bad = next(r for r in rows if r["NPU Name"] == "Functional.gelu.0.forward.input.0")
+    assert f"not compared: {name}: unreadable: " in bad["Err_message"] and reason in bad["Err_message"]
+    assert bad["Cosine"] == "unsupported" and summary["rows"] == len(clean)
+
+
+def test_a_hostile_logits_file_is_its_tokens_unreadable_row(capsys, tmp_path):
+    """One per-token file that cannot be read is its token's row, "unreadable" with the file named; the other
+    tokens are compared (it ended logits with a traceback)."""
+    shutil.copytree(CMP / "logits" / "bf16", tmp_path / "t")
+    (tmp_path / "t" / "logits_3.npy").unlink()
+    _huge_npy(tmp_path / "t" / "logits_3.npy")
+    code, out, err = run(capsys, "logits", "-target", str(tmp_path / "t"), "-bench",
+                         str(CMP / "logits" / "fp32_logits.pt"), "-o", str(tmp_path / "o"))  # fmt: skip
+    assert code == 0 and "Traceback" not in err, err
+    rows = list(csv.DictReader(open(next((tmp_path / "o").glob("logits_compare_*.csv")), encoding="utf-8")))
+    assert len(rows) == 24 and [r["Result"] for r in rows[:4]] == ["pass", "pass", "error", "unreadable"]
+    assert rows[3]["Message"].startswith("logits_3.npy: unreadable: its header declares (1000000000000,)")
+    assert "the first failing token is 2" in out and "1 tokens not compared, the first 3: logits_3.npy" in out

@@ -85,7 +85,7 @@ def test_missing_odd_and_unreadable_items_become_rows_and_the_run_goes_on(capsys
     assert by[("log_prob", "1")]["Message"].startswith("statistics only")
     assert by[("loss", "1")]["Result"] == "differ" and "shapes differ: [2] and []" in by[("loss", "1")]["Message"]
     assert by[("kl_loss", "2")]["Result"] == "unreadable"
-    assert by[("kl_loss", "2")]["Message"] == "kl_loss.npy: dtype <U4 is not numeric"
+    assert by[("kl_loss", "2")]["Message"] == "kl_loss.npy: unreadable: an array of dtype <U4, not numbers"
     assert summary["first_part"]["name"] == "log_prob" and summary["first_part"]["Result"] == "unreadable"
 
 

@@ -202,8 +202,10 @@ def _logits(args: argparse.Namespace) -> int:
     if result.lengths[0] != result.lengths[1]:
         print(f"precheck logits: the target has {result.lengths[0]} tokens, the bench {result.lengths[1]}: "
               f"the first {result.tokens} are compared")  # fmt: skip
+    unreadable = [r for r in result.rows if r["Result"] == "unreadable"]
     if result.first_failing is None:
-        print(f"precheck logits: {result.tokens} tokens, all agree")
+        read = f"the {result.tokens - len(unreadable)} read agree" if unreadable else "all agree"
+        print(f"precheck logits: {result.tokens} tokens, {read}")
     else:
         row = result.rows[result.first_failing]
         print(
@@ -211,9 +213,12 @@ def _logits(args: argparse.Namespace) -> int:
             f"(cosine {row['Cosine']}, KL {row['KL divergence']:.3g}, top-1 "
             f"{'agrees' if row['Top-1 agrees'] else 'differs'}, top-5 overlap {row['Top-5 overlap']:.0%})"
         )
-        differs = next((r["Token"] for r in result.rows if not r["Top-1 agrees"]), None)
+        differs = next((r["Token"] for r in result.rows if r["Top-1 agrees"] is False), None)
         if differs is not None:
             print(f"  the generated text parts at token {differs} (top-1 differs)")
+    if unreadable:
+        print(escape(f"  {len(unreadable)} tokens not compared, the first {unreadable[0]['Token']}: "
+                     f"{unreadable[0]['Message']}"))  # fmt: skip
     print(escape(f"  csv: {result.csv_path}"))
     return 0
 

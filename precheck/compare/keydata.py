@@ -125,8 +125,8 @@ def _read(path: Path) -> tuple[np.ndarray | None, str | None]:
         return None, None
     try:
         return np.asarray(load_array(path.parent, path.name)), None
-    except (OSError, ValueError) as e:
-        return None, f"{path.name}: cannot read ({str(e)[:120]})"
+    except (OSError, ValueError) as e:  # load_array's reason names the file
+        return None, str(e)[:200]
 
 
 def _saved_stats(path: Path, key: ItemKey) -> list[float] | None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from precheck.compare import fused
 from precheck.compare.fused import Elements
-from precheck.dump import ptarchive
+from precheck.dump import ptarchive, safe_files
 
 TENSOR_COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
                   "Five Thousandths Err Ratio")  # fmt: skip
@@ -40,30 +40,44 @@ MMAP_FROM = 1 << 20
 
 def load_elements(data_dir: Path, data_name: str) -> Elements:
     """A recorded tensor as it was saved (.pt through precheck.dump.ptarchive, bfloat16 kept as its raw bits
-    until a chunk of it is compared; .npy without pickles); ValueError says why not."""
-    if "/" in data_name or "\\" in data_name or data_name in (".", "..") or "\0" in data_name:
-        raise ValueError(f"data file {data_name[:80]!r} is not a plain file name")
-    path = data_dir / data_name
-    if not path.is_file():
-        raise ValueError(f"{data_name[:80]}: no such file in {data_dir}")
+    until a chunk of it is compared; .npy without pickles), read only through the descriptor that
+    precheck.dump.safe_files opened and checked, as run_ut reads it (a name leaving the dump, a link out of it or
+    one swapped in after the check is refused); ValueError says why not. A tensor left in its file keeps it open
+    until the Elements are closed."""
+    data = safe_files.open_file(data_dir, data_name)  # Refused: a ValueError naming the file
+    kept = False
     try:
         if data_name.endswith(".npy"):  # mapped when large; a small file costs more to map than to read
-            mmap = "r" if path.stat().st_size > MMAP_FROM else None
-            return Elements.of(np.load(path, allow_pickle=False, mmap_mode=mmap))
-        stored = ptarchive.inspect(path, max_bytes=MAX_FILE)
+            return Elements.of(safe_files.load_npy(data, mapped=data.size > MMAP_FROM))
+        stored = ptarchive.inspect(data.file, max_bytes=MAX_FILE)
         bf16, start = stored.dtype == "bfloat16", ptarchive.contiguous_start(stored)
         if start is None:  # a strided view, or a compressed entry: read whole
-            return Elements.of(ptarchive.read_raw(path, stored), bf16)
-        return Elements(stored.shape, ptarchive.numpy_dtype(stored), bf16, path=path, start=start)
+            return Elements.of(ptarchive.read_raw(data.file, stored), bf16)
+        kept = True
+        return Elements(stored.shape, ptarchive.numpy_dtype(stored), bf16, file=data, start=start)
     except ptarchive.PtError as e:
         raise ValueError(f"{data_name[:80]}: {e}") from None
-    except (OSError, EOFError) as e:
-        raise ValueError(f"{data_name[:80]}: cannot read: {e}") from None
+    except Exception as e:  # any reader's own failure (zipfile on a bad CRC, zlib on a corrupt stream) is the
+        # file's problem: its row's one line, never the compare's end
+        raise ValueError(f"{data_name[:80]}: unreadable: {_problem(e)}") from None
+    finally:
+        if not kept:
+            data.close()
+
+
+def _problem(e: Exception) -> str:
+    """The first line of a reader's failure, named by its type unless it is a ValueError (whose text says it)."""
+    text = (str(e).strip().splitlines() or [""])[0][:200]
+    if isinstance(e, ValueError) and text:
+        return text
+    kind = type(e).__name__ if type(e).__module__ == "builtins" else f"{type(e).__module__}.{type(e).__name__}"
+    return f"{kind}: {text}" if text else kind
 
 
 def load_array(data_dir: Path, data_name: str) -> np.ndarray:
     """A recorded tensor as a numpy array, bfloat16 widened to float32 (exactly); ValueError says why not."""
-    return load_elements(data_dir, data_name).array()
+    with load_elements(data_dir, data_name) as elements:
+        return elements.array()
 
 
 def tensor_metrics(n: Elements, b: Elements) -> TensorMetrics:
