@@ -12,9 +12,11 @@ character), so ordinary names and Windows paths are written as they are. :func:`
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 
-__all__ = ["escape", "unescape", "formula_safe", "unformula", "markdown", "markdown_code"]
+__all__ = ["escape", "unescape", "formula_safe", "unformula", "markdown", "markdown_code", "shell_command"]
 
 # OWASP's CSV injection list (a spreadsheet starts a formula at =, +, -, @, tab or carriage return), and the
 # full-width forms that CJK spreadsheets also take as a formula.
@@ -91,3 +93,33 @@ def markdown_code(text: str) -> str:
     fence = "`" * (max(map(len, re.findall("`+", line)), default=0) + 1)
     pad = " " if line.startswith("`") or line.endswith("`") else ""
     return f"{fence}{pad}{line}{pad}{fence}"
+
+
+def shell_command(*words: str | os.PathLike) -> str:
+    """A command line that a POSIX shell splits back into exactly ``words``, for a user to paste: a record key or
+    a folder named ``x$(touch f)`` is one quoted word, never a command. Words are single-quoted (shlex.quote); one
+    holding a backslash or a character that is not printable is ANSI-C quoted (``$'...'``, bash, zsh, ksh) with
+    those characters as octal escapes of their UTF-8 bytes, so the line stays one printable line that
+    :func:`escape` leaves as it is (the console escapes what it prints)."""
+    return " ".join(_shell_word(os.fspath(word)) for word in words)
+
+
+def _shell_word(word: str) -> str:
+    if word.isprintable() and "\\" not in word:
+        return shlex.quote(word)
+    out = []
+    for char in word:
+        if char.isprintable() and char not in "\\'":
+            out.append(char)
+        else:
+            out.extend(f"\\{byte:03o}" for byte in _utf8(char))
+    return "$'" + "".join(out) + "'"
+
+
+def _utf8(char: str) -> bytes:
+    """A character's bytes as the system's argv holds them: a byte Python decoded to a surrogate is that byte
+    again; a lone surrogate read from JSON is written as its UTF-8 form, as near as bytes get."""
+    try:
+        return os.fsencode(char)
+    except UnicodeEncodeError:
+        return char.encode("utf-8", "surrogatepass")

@@ -4,8 +4,11 @@ start no formula, make no heading or tag, and two different names never become o
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+from pathlib import Path
 
 from helpers import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
 from hypothesis import given, settings
@@ -14,8 +17,9 @@ from hypothesis import strategies as st
 from precheck.commands.cli import main
 from precheck.commands.regress import read_result_csv, regress
 from precheck.dump.records import load_dump
-from precheck.escape import escape, formula_safe, markdown, markdown_code, unescape, unformula
+from precheck.escape import escape, formula_safe, markdown, markdown_code, shell_command, unescape, unformula
 from precheck.report.csv_files import read_csv_rows, text
+from precheck.report.html import write_report
 from precheck.run_ut import run_ut
 
 EXAMPLES = int(os.environ.get("PRECHECK_FUZZ_EXAMPLES", "300"))
@@ -88,3 +92,51 @@ def test_a_run_of_a_real_dump_writes_the_same_cells_as_before(tmp_path):
     for path in (summary.result_path, summary.details_path):
         for row in read_csv_rows(path)[1]:
             assert all(escape(v) == v and unformula(v) == v for v in row.values())
+
+
+def pasted(command: str, cwd: Path) -> list[str]:
+    """The words bash hands to ``precheck`` when a user pastes ``command`` (precheck stands in as a function
+    that prints them)."""
+    script = 'precheck() { printf "%s\\0" "$@"; }\n' + command
+    proc = subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, check=True, timeout=60)
+    return [w.decode("utf-8", "surrogateescape") for w in proc.stdout.split(b"\0")[:-1]]
+
+
+def in_argv(word: str) -> bool:
+    """Whether a program's argv can hold ``word`` (no NUL; a surrogate only as an undecodable byte)."""
+    try:
+        return b"\0" not in os.fsencode(word)
+    except UnicodeEncodeError:
+        return False
+
+
+@settings(max_examples=max(1, EXAMPLES // 6), deadline=None, derandomize=True, database=None)
+@given(words=st.lists(TEXT.filter(in_argv), min_size=1, max_size=4))
+def test_a_shell_command_is_one_printable_line_that_bash_splits_into_its_words(words, tmp_path_factory):
+    line = shell_command("precheck", *words)
+    assert line.isprintable() and escape(line) == line, "the console's escaping leaves it as it is"
+    cwd = tmp_path_factory.mktemp("shell")
+    assert pasted(line, cwd) == words and not any(cwd.iterdir())
+
+
+HOSTILE_DIR = "d$(touch f)'<b>&`touch g`"
+SHELL_KEY = "Torch.x$(touch f)'<b>;touch g.0.forward"  # malformed: a SKIP row, and a repro command in the page
+
+
+def test_commands_the_console_and_the_report_print_run_no_code_of_the_dump(write_dump, tmp_path, capsys):
+    """A record key and a dump folder holding shell code: the report command on the console and the repro
+    command in the HTML page, pasted into bash, are the key and the paths as they are, and run nothing."""
+    (tmp_path / HOSTILE_DIR).mkdir()
+    data = {SHELL_KEY: forward_rec(tensor_rec()), "Torch.add.0.forward": forward_rec(tensor_rec())}
+    dump = write_dump(data, task="statistics", name=f"{HOSTILE_DIR}/dump.json")
+    out = dump.parent / "out"
+    assert main(["run_ut", "-api_info", str(dump), "-o", str(out), "-q", "-d", "cpu", "-n", "1"]) == 0
+    details = next(out.glob("accuracy_checking_details_*.csv"))
+    [console] = [line.split("report:", 1)[1] for line in capsys.readouterr().out.splitlines() if "report:" in line]
+    assert pasted(console, tmp_path) == ["report", str(details)]
+    page = write_report(details).read_text(encoding="utf-8")
+    assert "<b>" not in page, "the command stays escaped in the page's markup and data"
+    rows = json.loads(re.search(r'<script type="application/json" id="rows">(.*?)</script>', page, re.S)[1])
+    repro = {row["call"]: row.get("repro") for row in rows}[SHELL_KEY]
+    assert pasted(repro, tmp_path) == ["repro", SHELL_KEY, "-api_info", str(dump.resolve())]
+    assert not (tmp_path / "f").exists() and not (tmp_path / "g").exists()

@@ -8,7 +8,6 @@ message names the command that continues the run).
 from __future__ import annotations
 
 import argparse
-import shlex
 import signal
 import sys
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from precheck.commands.compare_cli import handlers as compare_handlers
 from precheck.commands.parser import build_parser
-from precheck.escape import escape
+from precheck.escape import escape, shell_command
 from precheck.execution.options import CheckOptions
 from precheck.paths import OutputError, write_problem
 
@@ -90,7 +89,8 @@ def _generate(args: argparse.Namespace) -> int:
     except OSError as e:
         _error(write_problem(e))
         return 2
-    print(f"precheck generate: suite written to {test.parent} (run: pytest {test.parent})")
+    run = shell_command("pytest", test.parent)
+    print(f"precheck generate: suite written to {escape(str(test.parent))} (run: {run})")
     return 0
 
 
@@ -125,7 +125,7 @@ def _repro(args: argparse.Namespace) -> int:
     except OSError as e:
         _error(write_problem(e))
         return 2
-    print(f"precheck repro: {script} (run: python {script} [DEVICE])")
+    print(f"precheck repro: {escape(str(script))} (run: {shell_command('python', script)} [DEVICE])")
     return 0
 
 
@@ -212,7 +212,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         terminated = isinstance(e, _Terminated) or isinstance(e.__cause__, _Terminated)
         how = "terminated (SIGTERM)" if terminated else "interrupted"
         if isinstance(e, Interrupted):
-            again = shlex.join(["precheck", *_without_csv_path(argv), "-csv_path", str(e.result_path)])
+            again = shell_command("precheck", *_without_csv_path(argv), "-csv_path", e.result_path)
             print(
                 f"precheck: {how}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}",
                 file=sys.stderr,
@@ -240,7 +240,9 @@ def _report(args: argparse.Namespace) -> int:
     from precheck.report.html import write_report
 
     try:
-        page = write_report(args.path, args.out_path)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            page = write_report(args.path, args.out_path)
     except LoadError as e:
         _error(e)
         return 2
@@ -264,7 +266,7 @@ def _closing(details: Path, report: bool) -> str:
 
         lines.append(f"  report:  {write_report(details)}")
     else:
-        lines.append(f"  report:  precheck report {shlex.quote(str(details))}")
+        lines.append(f"  report:  {shell_command('precheck', 'report', details)}")
     return "\n".join(escape(line) for line in lines)
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy
 
+from precheck.escape import shell_command, unescape, unformula
 from precheck.report.advice import Finding, advise
 from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
@@ -244,7 +245,8 @@ def _apis(frame: pandas.DataFrame, dump: str | None) -> list[dict]:
     for call, row in zip(table.index, table.to_dict("records"), strict=True):
         entry = {"call": call, **{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}}
         if {entry["forward"], entry["backward"]} & {"warning", "error", "SKIP"} and dump:
-            entry["repro"] = f"precheck repro {call} -api_info {dump}"
+            record = unescape(unformula(call))  # the key in the dump, as the CSV cell escaped it
+            entry["repro"] = shell_command("precheck", "repro", record, "-api_info", dump)
         apis.append(entry)
     return apis
 
