@@ -8,7 +8,8 @@ says which precision-standard class grades each family and which names are never
 state, hooks).
 
 What an API is, without the table: ``catalogue`` (classes, denials), ``classes.api_class`` (a name's class),
-``dropouts``, ``calls``, ``plugins``: these import no torch, so the commands that only read CSVs can ask them.
+``dropouts``, ``calls``, ``plugins``, ``unchecked`` (calls that may crash a process): these import no torch, so
+the commands that only read CSVs can ask them.
 The table's names below load on first use (PEP 562).
 """
 

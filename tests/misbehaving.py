@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -21,6 +22,14 @@ def abort(x: torch.Tensor) -> torch.Tensor:
 
 def exit_hard(x: torch.Tensor) -> torch.Tensor:
     os._exit(3)
+
+
+def exit_politely(x: torch.Tensor) -> torch.Tensor:
+    sys.exit(0)
+
+
+def generator_exit(x: torch.Tensor) -> torch.Tensor:
+    raise GeneratorExit
 
 
 def hang(x: torch.Tensor) -> torch.Tensor:
@@ -55,6 +64,8 @@ ENTRIES = {
     "Torch.precheck_segfault": segfault,
     "Torch.precheck_abort": abort,
     "Torch.precheck_exit": exit_hard,
+    "Torch.precheck_sys_exit": exit_politely,
+    "Torch.precheck_generator_exit": generator_exit,
     "Torch.precheck_hang": hang,
     "Torch.precheck_slow": slow_identity,
     "Torch.precheck_sticky": sticky_device_error,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import misbehaving_env
+from helpers import forward_rec, link_tensor_data, misbehaving_env, real_dump_json, tensor_rec
 
 import api_registry
 from precheck.dump.records import load_dump
@@ -106,6 +106,74 @@ def test_crashing_and_hanging_apis_become_error_rows_and_the_run_goes_on(tmp_pat
             "Torch.sigmoid",
         )
     ]
+
+
+def segfaulting_dump(into: Path) -> Path:
+    """The MLP dump's gelu, softmax and layer_norm, with ``segment_reduce(x, "sum", lengths=[1e9, 1e9],
+    unsafe=True)`` second: torch reads where the lengths point and segfaults (its lengths are a real tensor file)."""
+    import torch
+
+    mlp = real_dump_json("mlp_fp32_tensor")
+    doc = json.loads(mlp.read_text())
+    recorded = doc["data"]
+    lengths = "Torch.segment_reduce.0.forward.input.lengths.pt"
+    data_ = recorded["Functional.gelu.0.forward"]["input_args"][0]
+    segment_reduce = forward_rec(
+        data_,
+        {"type": "str", "value": "sum"},
+        kwargs={
+            "lengths": tensor_rec("torch.int64", (2,), data_name=lengths, Max=1e9, Min=1e9, Mean=1e9, Norm=1.4e9),
+            "unsafe": {"type": "bool", "value": True},
+        },
+        output=[tensor_rec(shape=(2,))],
+    )
+    doc["data"] = {
+        "Functional.gelu.0.forward": recorded["Functional.gelu.0.forward"],
+        "Torch.segment_reduce.0.forward": segment_reduce,
+        "Torch.softmax.0.forward": recorded["Torch.softmax.0.forward"],
+        "Functional.layer_norm.0.forward": recorded["Functional.layer_norm.0.forward"],
+    }
+    into.mkdir()
+    (into / "dump.json").write_text(json.dumps(doc))
+    link_tensor_data(mlp.parent / "dump_tensor_data", into)
+    torch.save(torch.tensor([10**9, 10**9]), into / "dump_tensor_data" / lengths)
+    return into / "dump.json"
+
+
+def test_a_call_that_switches_off_torchs_checks_never_runs_in_the_runs_process(tmp_path):
+    """A default run of a small dump runs in-process; its unsafe=True segment_reduce segfaults torch, and ran
+    there: the run died with exit 139, nothing on stderr and 1 of 4 rows. It runs in a worker instead."""
+    dump = segfaulting_dump(tmp_path / "dump")
+    assert not costs.use_pool(load_dump(dump).cases, 2)  # the default backend runs this dump in-process
+    run = cli("-n", "2", "-api_info", str(dump), "-o", str(tmp_path / "out"))
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    result = next((tmp_path / "out").glob("accuracy_checking_result_*.csv"))
+    assert [r[:2] for r in rows(result)] == [
+        ["Functional.gelu.0", "pass"],
+        ["Torch.segment_reduce.0", "error"],
+        ["Torch.softmax.0", "pass"],
+        ["Functional.layer_norm.0", "pass"],
+    ]
+    assert rows(result)[1][3] == "worker crashed: signal 11 (SIGSEGV)"
+    assert "forward:  pass 3, warning 0, error 1, SKIP 0" in stdout
+
+
+def test_an_api_raising_system_exit_in_process_is_its_row_and_the_run_goes_on(tmp_path):
+    """SystemExit (or GeneratorExit) from an API in the run's own process ended the run with exit 0, nothing
+    printed, 3 of 4 rows missing and the journal left behind; it is that API's error row, as in a worker."""
+    names = ["Torch.tanh.0", "Torch.precheck_sys_exit.0", "Torch.precheck_generator_exit.0", "Torch.exp.0"]
+    dump = make_dump(tmp_path / "dump.json", names)
+    out = tmp_path / "out"
+    run = cli("--backend", "inprocess", "-api_info", str(dump), "-o", str(out))
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    assert "forward:  pass 2, warning 0, error 2, SKIP 0" in stdout
+    got = rows(next(out.glob("accuracy_checking_result_*.csv")))
+    assert [r[:2] for r in got] == [[names[0], "pass"], [names[1], "error"], [names[2], "error"], [names[3], "pass"]]
+    assert got[1][3] == "the call raised SystemExit: 0, which would have ended the run"
+    assert got[2][3] == "the call raised GeneratorExit, which would have ended the run"
+    assert not list(out.glob("*.journal"))
 
 
 def test_a_sticky_device_error_retires_its_worker(tmp_path, misbehaving, monkeypatch):

@@ -4,10 +4,17 @@ Each case is waited for at most its timeout: a case past it is an error row, its
 kernel cannot be interrupted) and the remaining cases run in worker processes. An API that crashes the process
 takes an in-process run down; the resume journal (report/runfiles.py) names the APIs that were running then, and
 a resume checks those in worker processes (``isolate``).
+
+A call known to crash a process instead of raising (one that switches off torch's checks of its arguments:
+api_registry/unchecked.py) never runs here: such calls are set aside and checked after the others, in a worker
+process whose death is that call's error row, so a hostile record costs its own row and no other. The rule is
+read per call from what the record asks for, not per dump: a dump holding such a call still runs its other calls
+here, without paying for a pool.
 """
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -15,9 +22,11 @@ from pathlib import Path
 
 import torch
 
+from api_registry.unchecked import unchecked
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
+from precheck.execution.runner import one_line
 from precheck.results import ApiResult, failed
 from precheck.scheduling.costs import MAX_TIMEOUT, case_timeout
 from precheck.scheduling.process import Supervisor
@@ -28,25 +37,33 @@ def in_process(
 ) -> Iterator[ApiResult]:
     """The cases on a helper thread of this process, each waited for at most its timeout. One past it is an
     error row; its thread is abandoned (it may be stuck in a C kernel that nothing can interrupt, a daemon
-    thread that dies with the process) and the cases after it run in worker processes."""
+    thread that dies with the process) and the cases after it run in worker processes. Calls that may crash the
+    process (api_registry/unchecked.py) run last, in one worker process."""
     # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
     # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     inline = _Inline(data_dir, options)
+    crashing: list[Case] = []  # set aside, never run in this process
     try:
         source = iter(cases)
         for i, case in enumerate(source):
+            if unchecked(case.kwargs):
+                crashing.append(case)
+                continue
             on_start(case)
             timeout = case_timeout(case, options)
             result = inline.check(case, timeout)
             if result is None:
                 yield failed(case, f"timed out after {timeout:g} s")
-                left = len(cases) - i - 1
+                left = len(cases) - i - 1 + len(crashing)
                 if left:
-                    yield from Supervisor(data_dir, options, min(workers, left)).run(source, on_start)
+                    rest = itertools.chain(crashing, source)
+                    yield from Supervisor(data_dir, options, min(workers, left)).run(rest, on_start)
                 return
             yield result
+        if crashing:
+            yield from Supervisor(data_dir, options, 1).run(crashing, on_start)
     finally:
         inline.close()
         torch.set_num_threads(threads)
@@ -68,8 +85,10 @@ class _Inline:
         while (case := self.requests.get()) is not None:
             try:
                 self.replies.put((check_case(case, data_dir, options), None))
-            except BaseException as e:  # SystemExit from an API ends the run, as it would in this thread
+            except KeyboardInterrupt as e:  # a stop the run is to act on (Ctrl-C reaches the waiting thread)
                 self.replies.put((None, e))
+            except BaseException as e:  # SystemExit, GeneratorExit from an API: its row, as a worker's exit is
+                self.replies.put((failed(case, f"the call raised {one_line(e)}, which would have ended the run"), None))
 
     def check(self, case: Case, timeout: float) -> ApiResult | None:
         """The case's result, or None when it took longer than ``timeout`` (this helper is then stuck)."""
