@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -252,7 +253,7 @@ def test_a_broken_record_is_one_row_and_the_compare_goes_on(capsys, tmp_path):
     assert {r["Record"]: r["Verdict"] for r in records}["Functional.gelu.0.forward"] == "unreadable"
     outside = next(r for r in rows if r["NPU Name"] == "Functional.linear.1.forward.output.0")
     assert outside["Cosine"] == "unsupported"
-    assert "not compared: data file '../../etc/passwd' is not a plain file name" in outside["Err_message"]
+    assert "not compared: ../../etc/passwd: refused, the path leaves the dump directory" in outside["Err_message"]
     assert rows[-1]["NPU Name"].startswith("Functional.linear.0.backward.")  # the run went on to the end
 
 
@@ -412,3 +413,44 @@ def test_a_hostile_logits_file_is_its_tokens_unreadable_row(capsys, tmp_path):
     assert len(rows) == 24 and [r["Result"] for r in rows[:4]] == ["pass", "pass", "error", "unreadable"]
     assert rows[3]["Message"].startswith("logits_3.npy: unreadable: its header declares (1000000000000,)")
     assert "the first failing token is 2" in out and "1 tokens not compared, the first 3: logits_3.npy" in out
+
+
+def _limited_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a regression reading /dev/zero stops at 4 GiB
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_stack_json_that_is_no_regular_file_is_one_line_and_the_compare_runs(tmp_path, kind):
+    """A FIFO as stack.json hung the compare, a link to /dev/zero grew it past 2.6 GB in seconds: either is one
+    line naming it, and the compare runs without the stacks. In a child with a timeout: a regression fails here,
+    it does not hang the suite."""
+    shutil.copytree(dump("fp32_tensor").parent, tmp_path / "t")
+    stack = tmp_path / "t" / "stack.json"
+    stack.unlink()
+    if kind == "fifo":
+        os.mkfifo(stack)
+    else:
+        stack.symlink_to("/dev/zero")
+    argv = ["compare", "-target", str(tmp_path / "t"), "-bench", str(dump("fp32_tensor")), "-o", str(tmp_path / "o")]
+    done = subprocess.run([sys.executable, "-m", "precheck", *argv], capture_output=True, text=True, timeout=60,
+                          preexec_fn=_limited_memory, cwd=Path(__file__).parent.parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == f"precheck: warning: {stack}: not a regular file; compared without the call stacks\n"
+    rows, _, summary = outputs(tmp_path / "o")
+    assert len(rows) == summary["rows"] > 0 and "NPU_Stack_Info" not in rows[0]
+
+
+def test_a_stack_json_over_the_size_limit_is_one_line(capsys, tmp_path, monkeypatch):
+    from precheck.compare import stacks
+
+    monkeypatch.setattr(stacks, "MAX_STACKS", 1 << 20)
+    shutil.copytree(dump("fp32_tensor").parent, tmp_path / "t")
+    (tmp_path / "t" / "stack.json").write_bytes(b" " * (1 << 20) + b"{}")
+    code, _, err = run(capsys, "compare", "-target", str(tmp_path / "t"), "-bench", str(dump("fp32_tensor")),
+                       "-o", str(tmp_path / "o"))  # fmt: skip
+    stack = tmp_path / "t" / "stack.json"
+    assert code == 0, err
+    assert err == f"precheck: warning: {stack}: over 1 MiB, larger than any stack.json; compared without the call " \
+        "stacks\n"  # fmt: skip

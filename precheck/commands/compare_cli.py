@@ -120,6 +120,10 @@ def _compare(args: argparse.Namespace) -> int:
         result = compare_dumps(
             pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix
         )
+        if result.stack_problem:
+            print(
+                escape(f"precheck: warning: {result.stack_problem}; compared without the call stacks"), file=sys.stderr
+            )
         if args.precheck:
             _precheck(result, out, args.device)
         print(describe(result))

@@ -54,6 +54,7 @@ class DumpComparison:
     wall_seconds: float = 0.0
     prechecked: dict[str, dict[str, str]] = field(default_factory=dict)  # record -> its run_ut verdict
     precheck_csv: Path | None = None  # run_ut's result CSV of the suspects
+    stack_problem: str | None = None  # why the target's stack.json was not used (precheck.compare.stacks)
 
     def frame(self) -> pandas.DataFrame:
         """The compare's rows as data, with each record's verdict: precheck.results.load of its CSV."""
@@ -113,7 +114,7 @@ def compare_dumps(
     result = DumpComparison(
         str(t.path), str(b.path), mode,
         folder / f"compare_result{suffix}_{stamp}.csv", folder / f"compare_summary{suffix}_{stamp}.json",
-        folder / f"compare_records{suffix}_{stamp}.csv",
+        folder / f"compare_records{suffix}_{stamp}.csv", stack_problem=stacks.problem,
     )  # fmt: skip
     with (
         open(t.path, "rb") as t_file,

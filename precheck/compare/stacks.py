@@ -7,24 +7,35 @@ per distinct stack).
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+MAX_STACKS = 256 << 20  # bytes: a large model's stack.json is tens of megabytes
 
 
 @dataclass
 class Stacks:
     by_record: dict[str, str] = field(default_factory=dict)
     present: bool = False
+    problem: str | None = None  # why a stack.json that is there was not used, in one line naming it
 
     @classmethod
     def load(cls, path: Path) -> Stacks:
-        """The stacks of ``path``; none (and no stack column) when the file is absent or unreadable."""
+        """The stacks of ``path``; none (and no stack column) when the file is absent, and ``problem`` says why
+        when it cannot be used. It comes with the dump: a FIFO (which would hang the compare) or a link to
+        /dev/zero (which would fill memory) is refused by its type, without waiting or reading."""
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            doc = json.loads(_read(path))
+        except FileNotFoundError:
             return cls()
+        except OSError as e:
+            return cls(problem=f"{path}: cannot read: {e.strerror or e}")
+        except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, refused
+            return cls(problem=f"{path}: {e if isinstance(e, _Refused) else 'not JSON'}")
         if not isinstance(doc, dict):
-            return cls()
+            return cls(problem=f"{path}: not a map of records to stacks")
         stacks = cls(present=True)
         for key, value in doc.items():
             if isinstance(value, list) and len(value) == 2 and all(isinstance(v, list) for v in value):
@@ -37,3 +48,19 @@ class Stacks:
 
     def of(self, record: str) -> str:
         return self.by_record.get(record, "N/A")
+
+
+class _Refused(ValueError):
+    """stack.json is no regular file of at most MAX_STACKS bytes."""
+
+
+def _read(path: Path) -> str:
+    """The text of ``path``, opened without blocking and checked on that descriptor: a regular file of at most
+    MAX_STACKS bytes."""
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise _Refused("not a regular file")
+        if info.st_size > MAX_STACKS:
+            raise _Refused(f"over {MAX_STACKS >> 20} MiB, larger than any stack.json")
+        return f.read(MAX_STACKS).decode("utf-8")  # bounded should it grow since
