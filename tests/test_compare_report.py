@@ -166,3 +166,26 @@ def test_a_records_csv_missing_a_column_is_one_line_exit_2(gelu, tmp_path, capsy
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"precheck: error: {records}: not a compare records CSV, missing columns: {drop}"
+
+
+def test_a_compare_killed_midway_renders_as_unfinished(gelu, tmp_path, monkeypatch):
+    """A compare stopped after 3 records (killed, out of memory) left CSVs that rendered as a finished compare
+    whose runs agree everywhere; the page says it did not finish and how far it got."""
+    from precheck.compare import dumps
+
+    compare_pair, done = dumps._compare_pair, []
+
+    def killed_after_three(*args):
+        if len(done) == 3:
+            raise KeyboardInterrupt
+        done.append(compare_pair(*args))
+
+    monkeypatch.setattr(dumps, "_compare_pair", killed_after_three)
+    with pytest.raises(KeyboardInterrupt):
+        dumps.compare_dumps(_dump("fp32_tensor"), _dump("fp32_tensor"), tmp_path)
+    page = write_compare_report(tmp_path).read_text(encoding="utf-8")
+    total = len(_records(gelu[0]))  # the same records as the complete compare of the gelu pair
+    assert f"<b>This compare did not finish</b>: 3 of {total} records compared" in page
+    assert "agree everywhere" not in page
+    complete = write_compare_report(gelu[0], tmp_path / "complete").read_text(encoding="utf-8")
+    assert "did not finish" not in complete

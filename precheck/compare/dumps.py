@@ -55,6 +55,8 @@ class DumpComparison:
     prechecked: dict[str, dict[str, str]] = field(default_factory=dict)  # record -> its run_ut verdict
     precheck_csv: Path | None = None  # run_ut's result CSV of the suspects
     stack_problem: str | None = None  # why the target's stack.json was not used (precheck.compare.stacks)
+    records_total: int = 0  # the aligned records to compare
+    complete: bool = False  # every record compared: until then the summary says how far it got
 
     def frame(self) -> pandas.DataFrame:
         """The compare's rows as data, with each record's verdict: precheck.results.load of its CSV."""
@@ -71,6 +73,8 @@ class DumpComparison:
             "compare_csv": str(self.csv_path),
             "records_csv": str(self.records_path),
             "rows": self.rows,
+            "complete": self.complete,
+            "records_total": self.records_total,
             "results": dict(self.results),
             "records": dict(d.verdicts),
             "first_divergent": d.first.as_dict() | self._verdict(d.first.name) if d.first else None,
@@ -125,11 +129,14 @@ def compare_dumps(
         sides = _Sides(t, b, t_file, b_file)
         pairs = _pairs(sides, names)
         out = _Out(CompareCsv(f, header(mode, stacks.present)), RecordLog(g))
+        result.records_total = len(pairs)
+        write_summary(result)  # a compare killed from here on is reported as unfinished, not as agreeing
         for i, j in pairs:
             _compare_pair(result, out, sides, names, stacks, i, j)
     result.rows = out.table.rows
     result.unmatched = _unmatched_runs(pairs, t, b)
     result.wall_seconds = time.perf_counter() - start
+    result.complete = True
     write_summary(result)
     return result
 

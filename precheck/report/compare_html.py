@@ -104,6 +104,7 @@ def _summary(frame: pandas.DataFrame, entries: list[dict], summary: dict, run_pa
         verdicts[e.get("verdict") or ""] = verdicts.get(e.get("verdict") or "", 0) + 1
     first = summary.get("first_divergent")
     lines = [
+        _unfinished(entries, summary),
         f"<p>{len(entries)} records, {len(frame)} compared tensors ({esc(frame.attrs.get('mode', ''))} mode): "
         f"{_badges(results, RESULT_COLOURS)}</p><p>verdicts: {_badges(verdicts, VERDICT_COLOURS)}</p>",
         f'<p id="first">{_first(first, summary)}</p>',
@@ -123,11 +124,24 @@ def _summary(frame: pandas.DataFrame, entries: list[dict], summary: dict, run_pa
     return f'<section id="summary"><h2>Summary</h2>{"".join(lines)}<table class="options">{rows}</table></section>'
 
 
+def _unfinished(entries: list[dict], summary: dict) -> str:
+    """A warning when the compare stopped before its end (killed, out of memory): its summary, written when the
+    records were aligned, still says it is not complete. A summary from before that field is a finished one."""
+    if summary.get("complete") is not False:
+        return ""
+    total = summary.get("records_total")
+    return (f'<p class="finding" id="unfinished"><b>This compare did not finish</b>: {len(entries)} of '
+            f"{esc(total)} records compared; the verdicts below are those of the records compared, and the first "
+            "divergent record may lie in the others.</p>")  # fmt: skip
+
+
 def _first(first: object, summary: dict) -> str:
     if isinstance(first, dict):
         return f"<b>First divergent record</b>: {esc(Finding.from_dict(first).why())}{_precheck(first)}"
     if not summary:
         return "No compare_summary beside this CSV (msprobe's own compare writes none), so no record has a verdict."
+    if summary.get("complete") is False:
+        return "No divergent record among those compared before the compare stopped."
     return "The two runs agree everywhere."
 
 
