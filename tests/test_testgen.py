@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -105,14 +106,33 @@ def test_regenerating_gives_the_same_bytes(tmp_path):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
 
+def copied_files(suite: Path) -> dict[str, str]:
+    """data_name -> the file generate copied it to (its names, not the dump's), asserting no other file lies there."""
+    listing = json.loads((suite / "data" / "files.json").read_text(encoding="utf-8"))
+    files = suite / "data" / "dump_tensor_data"
+    assert sorted(p.name for p in files.rglob("*")) == sorted(set(listing["copied"].values()))
+    assert all(re.fullmatch(r"[0-9]{6}\.(pt|npy)", name) for name in listing["copied"].values())
+    return listing["copied"]
+
+
 def test_copy_data_copies_only_what_the_tests_read_and_travels(tmp_path):
     generate(MLP, tmp_path / "suite", options=CheckOptions(device="cpu"), copy_data=True)
-    copied = {p.name for p in (tmp_path / "suite" / "data" / "dump_tensor_data").iterdir()}
+    copied = copied_files(tmp_path / "suite")
     assert copied and all(".forward.input." in n or ".backward.input." in n for n in copied)
     assert "Functional.linear.0.forward.input.0.pt" in copied
     assert not any(".output." in n for n in copied)  # outputs are not read with the device target
+    source = MLP.parent / "dump_tensor_data" / "Functional.linear.0.forward.input.0.pt"
+    copy = tmp_path / "suite" / "data" / "dump_tensor_data" / copied["Functional.linear.0.forward.input.0.pt"]
+    assert copy.read_bytes() == source.read_bytes()
     moved = shutil.move(str(tmp_path / "suite"), str(tmp_path / "elsewhere"))
     assert set(run_suite(Path(moved)).values()) == {"passed"}
+
+
+def absolute_name(tmp_path: Path) -> str:
+    """The JSON string naming one of renamed_mlp's files by its absolute path."""
+    return json.dumps(
+        str((tmp_path / "dump" / "dump_tensor_data").resolve() / "Functional.linear.0.forward.input.1.pt")
+    )
 
 
 def renamed_mlp(tmp_path: Path) -> Path:
@@ -126,8 +146,7 @@ def renamed_mlp(tmp_path: Path) -> Path:
     shutil.move(files / gelu, files / "sub" / gelu)
     text = text.replace(f'"{gelu}"', f'"sub/{gelu}"')
     text = text.replace('"Functional.linear.0.forward.input.0.pt"', '"sub/../Functional.linear.0.forward.input.0.pt"')
-    absolute = json.dumps(str(files.resolve() / "Functional.linear.0.forward.input.1.pt"))
-    text = text.replace('"Functional.linear.0.forward.input.1.pt"', absolute)
+    text = text.replace('"Functional.linear.0.forward.input.1.pt"', absolute_name(tmp_path))
     (folder / "dump.json").write_text(text, encoding="utf-8")
     return folder / "dump.json"
 
@@ -139,9 +158,10 @@ def test_copy_data_takes_every_legitimate_name_and_replaces_an_earlier_suite(tmp
     suite = tmp_path / "suite"
     generate(GPT2, suite, options=AUTO, copy_data=True)  # an earlier suite of another dump, in the same folder
     generate(dump, suite, options=CheckOptions(device="cpu"), copy_data=True)
-    copied = {p.relative_to(suite / "data" / "dump_tensor_data").as_posix() for p in suite.rglob("*.pt")}
+    copied = copied_files(suite)
     assert "sub/Functional.gelu.0.forward.input.0.pt" in copied
-    assert {"Functional.linear.0.forward.input.0.pt", "Functional.linear.0.forward.input.1.pt"} <= copied
+    linear = ["sub/../Functional.linear.0.forward.input.0.pt", json.loads(absolute_name(tmp_path))]
+    assert set(linear) <= set(copied)
     assert not any("dropout" in name or "Functional.embedding" in name for name in copied), "GPT-2 files left"
     assert not list(suite.glob(".data.*")) and not list(suite.glob("*.tmp"))
     shutil.rmtree(tmp_path / "dump")  # the suite travels without the dump
@@ -158,6 +178,66 @@ def test_copy_data_never_replaces_a_folder_it_did_not_write(tmp_path, capsys):
     assert main(args) == 2
     assert "is not the data of a generated suite; not replaced" in capsys.readouterr().err
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    shutil.rmtree(mine)
+    (tmp_path / "suite" / "conftest.py").write_text("# mine\n")  # nor a conftest.py
+    assert main(args) == 2
+    assert "conftest.py: exists and is not the conftest of a generated suite" in capsys.readouterr().err
+    assert (tmp_path / "suite" / "conftest.py").read_text() == "# mine\n" and not mine.exists()
+
+
+def hostile_mlp(tmp_path: Path, names: dict[str, str], records: str = "") -> Path:
+    """A copy of the MLP dump whose records name other files (``names``: its file name -> the name written
+    instead, a JSON string) and that holds ``records`` (raw JSON members) before its own."""
+    folder = tmp_path / "dump"
+    shutil.copytree(MLP.parent, folder)
+    text = (folder / "dump.json").read_text(encoding="utf-8")
+    for old, new in names.items():
+        text = text.replace(json.dumps(old), new)
+    (folder / "dump.json").write_text(text.replace('"data": {', '"data": {' + records, 1), encoding="utf-8")
+    return folder / "dump.json"
+
+
+def test_pytest_runs_no_file_a_record_names(tmp_path):
+    """Records naming the dump's own conftest.py and test_x.py as tensor files: generate --copy-data copies
+    neither (run_ut refuses both), pytest never looks into the suite's data/, and `pytest suite/` runs no code of
+    the dump: those two tests are SKIPs with run_ut's reason, the rest pass."""
+    ran = tmp_path / "payload_ran"
+    payload = f"import pathlib\npathlib.Path({str(ran)!r}).write_text('ran')\ndef test_x():\n    pass\n"
+    gelu, linear = "Functional.gelu.0.forward.input.0.pt", "Functional.linear.1.forward.input.0.pt"
+    dump = hostile_mlp(tmp_path, {gelu: '"conftest.py"', linear: '"test_x.py"'})
+    for name in ("conftest.py", "test_x.py"):
+        (dump.parent / "dump_tensor_data" / name).write_text(payload)
+    expected = expected_outcomes(dump, tmp_path / "run", CheckOptions(device="cpu"))
+    suite = tmp_path / "suite"
+    assert main(["generate", "-api_info", str(dump), "-o", str(suite), "-d", "cpu", "--copy-data"]) == 0
+    (suite / "data" / "test_dropped.py").write_text(payload)  # nothing that lands in data/ later is collected
+    outcomes = run_suite(suite)
+    assert not ran.exists(), "code of the dump ran under pytest"
+    assert outcomes == expected
+    assert not {"conftest.py", "test_x.py"} & set(copied_files(suite))
+    refused = json.loads((suite / "data" / "files.json").read_text())["refused"]
+    assert refused["test_x.py"] == "test_x.py: unknown file type '.py' (expected .pt or .npy)"
+    assert outcomes["Functional.gelu.0"] == outcomes["Functional.linear.1"] == "skipped"
+
+
+def test_records_run_ut_only_skips_are_skip_cases_of_the_suite(tmp_path, capsys):
+    """A name over 255 bytes, a record nested past the JSON parser and one holding a 5000-digit integer, beside a
+    respelled name (``sub/../``): generate writes the suite (exit 0, nothing on stderr) and the suite's tests are
+    SKIP exactly where run_ut's rows are, the rest graded as run_ut grades them."""
+    deep = '"Torch.deep.0.forward": ' + "[" * 100_000 + "]" * 100_000
+    digits = '"Torch.digits.0.forward": {"input_args": [{"type": "int", "value": ' + "9" * 5000 + "}]}"
+    names = {
+        "Functional.gelu.0.forward.input.0.pt": json.dumps("x" * 300 + ".pt"),
+        "Functional.linear.0.forward.input.0.pt": '"sub/../Functional.linear.0.forward.input.0.pt"',
+    }
+    dump = hostile_mlp(tmp_path, names, f"{deep}, {digits}, ")
+    expected = expected_outcomes(dump, tmp_path / "run", CheckOptions(device="cpu"))
+    assert expected["Functional.gelu.0"] == expected["Torch.deep.0"] == expected["Torch.digits.0"] == "skipped"
+    assert expected["Functional.linear.0"] == "passed"
+    capsys.readouterr()
+    assert main(["generate", "-api_info", str(dump), "-o", str(tmp_path / "suite"), "-d", "cpu", "--copy-data"]) == 0
+    assert capsys.readouterr().err == ""
+    assert run_suite(tmp_path / "suite") == expected
 
 
 def test_generate_cli_and_bad_dump(tmp_path, capsys):
