@@ -3,7 +3,10 @@ made to trigger each rule, and the command line around it."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -174,3 +177,66 @@ def test_a_large_run_plots_its_errors_first_and_at_most_max_points():
     assert total == 7100 and len(points) == MAX_POINTS
     assert points["status"].value_counts().to_dict() == {"warning": MAX_POINTS - 100, "error": 100}
     assert points.index.is_unique and points.index.is_monotonic_increasing
+
+
+ROW = ["Torch.add.0.forward.output.0", "torch.float32", "torch.float32", "(2,)", "1.0", "0.0"] + [" "] * 15
+HOSTILE_SIDECARS = {
+    "not an object": (b"[1, 2]", "not a run record (a JSON list, not an object)"),
+    "not UTF-8": (b'{"standard": "\xff\xfe"}', "not UTF-8 (byte 14)"),
+    "not JSON": (b'{"standard": ', "not JSON (Expecting value: line 1 column 14 (char 13))"),
+    "nested junk": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    "a wrong type": (b'{"max_abs": "1e-4; rm -rf /"}', "max_abs is not a finite number"),
+    "a huge number": (b'{"cosine": 1' + b"0" * 400 + b"}", "cosine is not a finite number"),
+    "an infinite number": (b'{"max_abs": 1e999}', "max_abs is not a finite number"),
+    "versions not texts": (b'{"versions": {"torch": {"a": [1]}}}', "versions is not an object of texts"),
+    "a huge file": (b'{"x": "' + b"x" * (2 << 20) + b'"}', "over 1048576 bytes, not a run record"),
+}
+
+
+@pytest.mark.parametrize("content, problem", HOSTILE_SIDECARS.values(), ids=HOSTILE_SIDECARS)
+def test_a_hostile_sidecar_is_one_warning_and_the_report_shows_the_csvs(tmp_path, capsys, content, problem):
+    _details_csv(tmp_path / "accuracy_checking_details_1.csv", [ROW + ["pass", " "]])
+    sidecar = tmp_path / "accuracy_checking_result_1.run.json"
+    sidecar.write_bytes(content)
+    assert main(["report", str(tmp_path)]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"precheck: warning: {sidecar}: {problem}; the report shows what the CSVs say without it"
+    ]
+    page = (tmp_path / "report_1.html").read_text(encoding="utf-8")
+    assert "1 compared outputs of 1 APIs" in page and "<th>torch (this report)</th>" in page
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "accuracy_checking_details_1.csv", "accuracy_checking_result_1.run.json", "report_1.html"
+    ]  # fmt: skip
+
+
+def test_text_no_encoding_can_write_is_written_as_its_escape(tmp_path, capsys):
+    """A lone surrogate in the sidecar (JSON allows one) once cost the page: a traceback and an empty file."""
+    _details_csv(tmp_path / "accuracy_checking_details_1.csv", [ROW + ["pass", " "]])
+    (tmp_path / "accuracy_checking_result_1.run.json").write_text('{"note": "a\\ud800b"}', encoding="utf-8")
+    assert main(["report", str(tmp_path)]) == 0
+    assert "<th>note</th><td>a\\ud800b</td>" in (tmp_path / "report_1.html").read_text(encoding="utf-8")
+
+
+# `precheck report` with files limited to 4 KiB (SIGXFSZ ignored: the write fails with EFBIG), as a disk that
+# fills up, or a kill, part-way through the page.
+WRITE_STOPS = """
+import resource, signal, sys
+from precheck.commands.cli import main
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+sys.exit(main(["report", sys.argv[1]]))
+"""
+
+
+def test_a_report_stopped_while_writing_leaves_the_page_it_replaces_and_no_part(tmp_path):
+    _details_csv(tmp_path / "accuracy_checking_details_1.csv", [ROW + ["error", "m"]])
+    page = tmp_path / "report_1.html"
+    page.write_text("the page of the last report", encoding="utf-8")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", WRITE_STOPS, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"precheck: error: cannot write {page}: File too large"]
+    assert page.read_text(encoding="utf-8") == "the page of the last report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy_checking_details_1.csv", "report_1.html"]

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from precheck.escape import shell_command, unescape, unformula
 from precheck.report.advice import Finding, advise
 from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
-from precheck.report.runfiles import installed_version
+from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
 
 if TYPE_CHECKING:
     import pandas
@@ -48,18 +49,27 @@ def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None)
     details_path, result_path = csv_pair(path)
     frame = load(details_path)
     stem = details_path.name.removeprefix("accuracy_checking_details_").removesuffix(".csv")
-    sidecar = details_path.with_name(f"accuracy_checking_result_{stem}.run.json")
-    try:
-        run = json.loads(sidecar.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        run = {}
-    run = run if isinstance(run, dict) else {}
+    run = _run_record(details_path.with_name(SIDECAR.format(stem)))
     text = render(frame, run, advise(frame, run.get("dump")), f"precheck report {stem}")
     out = Path(into) if into is not None else details_path.parent
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"report_{stem}.html"
-    target.write_text(text, encoding="utf-8")
+    # Whole or not at all (a killed report leaves the page it replaces); a lone surrogate, from a file name
+    # Python could not decode, is written as its escape.
+    replace_atomically(target, text.encode("utf-8", "backslashreplace"))
     return target
+
+
+def _run_record(sidecar: Path) -> dict:
+    """What the run's sidecar says, or nothing (a report from the CSVs alone) when there is none or it is not one
+    precheck wrote: that is one warning naming the file and what is wrong with it."""
+    try:
+        return read_sidecar(sidecar)
+    except FileNotFoundError:
+        return {}
+    except RunFileError as e:
+        warnings.warn(f"{e}; the report shows what the CSVs say without it", stacklevel=3)
+        return {}
 
 
 def esc(value: object) -> str:

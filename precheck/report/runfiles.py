@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from precheck.paths import create_new
 
@@ -27,6 +29,10 @@ DETAILS = "accuracy_checking_details_{}.csv"
 JOURNAL = "accuracy_checking_result_{}.journal"
 SIDECAR = "accuracy_checking_result_{}.run.json"
 MAX_SUFFIX = 10_000
+MAX_SIDECAR = 1 << 20  # bytes; a run record is a few hundred
+# The fields a report reads from a sidecar, and what each must be.
+_SIDECAR_FIELDS = {"dump": "text", "standard": "text", "max_abs": "a finite number", "cosine": "a finite number",
+                   "versions": "an object of texts"}  # fmt: skip
 
 
 class RunFileError(Exception):
@@ -151,6 +157,46 @@ def dump_identity(path: Path) -> dict[str, object]:
     return {"dump": str(path.resolve()), "dump_size": size, "dump_sha256_head_tail": digest.hexdigest()}
 
 
+def read_sidecar(path: Path) -> dict[str, Any]:
+    """The run record in a sidecar, which came with the CSVs and may come from anyone: FileNotFoundError when
+    there is none, else RunFileError naming the file and the first thing that makes it no record precheck wrote
+    (not a regular file, over MAX_SIDECAR bytes, not UTF-8, not JSON, nested too deeply, not an object, a field
+    the report reads of the wrong type or not finite). Opened without blocking: a FIFO never hangs a report."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise RunFileError(f"{path}: not a regular file")
+            data = f.read(MAX_SIDECAR + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise RunFileError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_SIDECAR:
+        raise RunFileError(f"{path}: over {MAX_SIDECAR} bytes, not a run record")
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RunFileError(f"{path}: not UTF-8 (byte {e.start})") from None
+    except RecursionError:
+        raise RunFileError(f"{path}: nested too deeply") from None
+    except ValueError as e:
+        raise RunFileError(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(record, dict):
+        raise RunFileError(f"{path}: not a run record (a JSON {type(record).__name__}, not an object)")
+    for key, wanted in _SIDECAR_FIELDS.items():
+        if key in record and not _is(record[key], wanted):
+            raise RunFileError(f"{path}: {key} is not {wanted}")
+    return record
+
+
+def _is(value: object, kind: str) -> bool:
+    if kind == "text":
+        return isinstance(value, str)
+    if kind == "a finite number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= sys.float_info.max
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
 def write_sidecar(path: Path, identity: dict[str, object]) -> None:
     replace_atomically(path, json.dumps(identity, indent=1, sort_keys=True).encode())
 
@@ -158,15 +204,13 @@ def write_sidecar(path: Path, identity: dict[str, object]) -> None:
 def check_sidecar(path: Path, identity: dict[str, object], csv: Path) -> None:
     """Refuse to continue ``csv`` with another dump or other options: the first difference, in one line."""
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
+        recorded = read_sidecar(path)
     except FileNotFoundError:
         raise RunFileError(
             f"{csv}: no {path.name} beside it, so nothing says which dump and options wrote it; start a new run"
         ) from None
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__}); start a new run") from None
-    if not isinstance(recorded, dict):
-        raise RunFileError(f"{path}: not a run record; start a new run")
+    except RunFileError as e:
+        raise RunFileError(f"{e}; start a new run") from None
     for key in sorted(set(recorded) | set(identity)):
         then, now = recorded.get(key), identity.get(key)
         if then != now:
@@ -177,13 +221,20 @@ def check_sidecar(path: Path, identity: dict[str, object], csv: Path) -> None:
 
 
 def replace_atomically(path: Path, data: bytes) -> None:
-    """``path`` holds ``data`` or what it held before, never a part: a synced temporary file renamed over it."""
+    """``path`` holds ``data`` or what it held before, never a part: a synced temporary file renamed over it
+    (removed if the write fails)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:  # a full disk, Ctrl-C: no part of a file is left behind either
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:  # a failed write names no file: say which
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
     sync_dir(path.parent)
 
 
