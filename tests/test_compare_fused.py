@@ -59,7 +59,7 @@ def test_the_pass_is_msprobes_formulas(tmp_path, dtype, size):
     torch.save(n, tmp_path / "n.pt")
     torch.save(b, tmp_path / "b.pt")
     ne, be = load_elements(tmp_path, "n.pt"), load_elements(tmp_path, "b.pt")
-    assert ne.path is not None and ne.raw is None, "a contiguous stored tensor is read from its file by ranges"
+    assert ne.file is not None and ne.raw is None, "a contiguous stored tensor is read from its file by ranges"
     got = tensor_metrics(ne, be).values
     wide = (lambda t: t.float().numpy()) if dtype == torch.bfloat16 else (lambda t: t.numpy())
     want = msprobe_metrics(wide(n), wide(b))
@@ -76,7 +76,7 @@ def test_views_and_in_memory_tensors_give_the_same_numbers(tmp_path):
     torch.save(n, tmp_path / "n.pt")
     torch.save(b.t().contiguous().t(), tmp_path / "b.pt")  # column-major: strided, read whole
     ne, be = load_elements(tmp_path, "n.pt"), load_elements(tmp_path, "b.pt")
-    assert ne.path is None and be.path is None
+    assert ne.file is None and be.file is None
     from_views = tensor_metrics(ne, be).values
     torch.save(n.contiguous(), tmp_path / "n.pt")
     torch.save(b.contiguous(), tmp_path / "b.pt")
@@ -107,8 +107,8 @@ def test_a_local_header_that_points_past_the_file_is_refused(tmp_path):
     raw = bytearray((tmp_path / "x.pt").read_bytes())
     struct.pack_into("<H", raw, entry.header_offset + 28, 0xFFFF)
     (tmp_path / "x.pt").write_bytes(raw)
-    with pytest.raises(ptarchive.PtError, match="reaches past the end of the file"):
-        ptarchive.inspect(tmp_path / "x.pt")
+    with open(tmp_path / "x.pt", "rb") as f, pytest.raises(ptarchive.PtError, match="reaches past the end of the file"):
+        ptarchive.inspect(f)
 
 
 def test_a_local_header_of_another_name_is_refused(tmp_path):
@@ -117,8 +117,11 @@ def test_a_local_header_of_another_name_is_refused(tmp_path):
     raw = bytearray((tmp_path / "x.pt").read_bytes())
     raw[entry.header_offset + zipfile.sizeFileHeader] ^= 1
     (tmp_path / "x.pt").write_bytes(raw)
-    with pytest.raises(ptarchive.PtError, match="named otherwise in its local header"):
-        ptarchive.inspect(tmp_path / "x.pt")
+    with (
+        open(tmp_path / "x.pt", "rb") as f,
+        pytest.raises(ptarchive.PtError, match="named otherwise in its local header"),
+    ):
+        ptarchive.inspect(f)
 
 
 def test_a_file_cut_short_after_it_was_checked_is_one_reason(tmp_path):
@@ -134,9 +137,6 @@ def test_a_file_cut_short_after_it_was_checked_is_one_reason(tmp_path):
         tensor_metrics(ne, be)
     with pytest.raises(ptarchive.PtError, match=r"^b\.pt: the file ends inside its storage"):
         be.in_memory()  # read whole, for a transpose
-    (tmp_path / "b.pt").unlink()
-    with pytest.raises(ptarchive.PtError, match=r"^b\.pt: .*No such file"):
-        tensor_metrics(ne, be)
 
 
 def test_a_bad_crc_is_read_as_torch_load_reads_it(tmp_path):

@@ -9,6 +9,9 @@ import json
 import os
 import pickle
 import re
+import shutil
+import struct
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -472,3 +475,96 @@ def test_resuming_does_not_repeat_a_quoted_name(good_files, tmp_path):
     again = run_ut(dump, tmp_path / "out", device="cpu", workers=1, csv_path=first.result_path)
     assert again.results == []
     assert [r[0] for r in read(first.result_path)[1:]] == ["Torch.add.0", "'=cmd().0.forward"]
+
+
+# --------------------------------------------------- 4. a dump's files, read once through the descriptor checked
+
+COMPARE = Path(__file__).parent / "data" / "compare"
+GELU_INPUT = "Functional.gelu.0.forward.input.0.pt"
+MARK = 1234.5  # what the file outside the dump holds: its float32 bytes must never be read, graded or saved
+
+
+def _outside(tmp_path: Path, like: torch.Tensor) -> Path:
+    outside = tmp_path / "outside" / "secret.pt"
+    outside.parent.mkdir()
+    torch.save(torch.full_like(like, MARK), outside)
+    return outside
+
+
+def _link_in_place(path: Path, to: Path) -> None:
+    path.unlink()
+    path.symlink_to(to)
+
+
+def _holds_mark(folder: Path) -> list[Path]:
+    mark = struct.pack("<f", MARK)
+    return [p for p in folder.rglob("*") if p.is_file() and mark in p.read_bytes()]
+
+
+def test_compare_and_its_precheck_never_read_a_tensor_file_linked_out_of_the_dump(tmp_path, capsys):
+    """compare followed a tensor file that links out of the dump (its values entered the metrics) and
+    --precheck copied it into its own dump, past run_ut's refusal: now the row says why it was not compared,
+    as run_ut says it, and the file is not copied."""
+    target = tmp_path / "target"
+    shutil.copytree(COMPARE / "fp32_tensor_gelu_bug" / "step0" / "rank0", target)
+    linked = target / "dump_tensor_data" / GELU_INPUT
+    _link_in_place(linked, _outside(tmp_path, torch.load(linked)))
+    bench = COMPARE / "fp32_tensor" / "step0" / "rank0"
+    out = tmp_path / "o"
+    assert main(["compare", "-target", str(target), "-bench", str(bench), "-o", str(out), "--precheck"]) == 0
+    rows = list(csv.DictReader(open(next(out.glob("compare_result_*.csv")), encoding="utf-8")))
+    row = next(r for r in rows if r["NPU Name"] == "Functional.gelu.0.forward.input.0")
+    assert f"not compared: {GELU_INPUT}: refused, the path leaves the dump directory" in row["Err_message"]
+    assert row["Cosine"] == "unsupported" and row["MaxAbsErr"] == "unsupported"
+    copied = out / "precheck_dump" / "dump_tensor_data"
+    assert (copied / "Functional.gelu.0.forward.output.0.pt").is_file(), "the suspect's own files are copied"
+    assert not os.path.lexists(copied / GELU_INPUT)
+    assert not _holds_mark(out)
+
+
+def _swapped_after_the_check(monkeypatch, swapped: Path, outside: Path) -> None:
+    """The file ``swapped`` becomes a link to ``outside`` right after its path is checked, before it is read: the
+    race that got outside bytes read 2 times in 3000, made certain."""
+    from precheck.dump import safe_files
+
+    checked = safe_files._located
+
+    def then_swapped(data_dir: Path, name: str) -> tuple[Path, Path]:
+        found = checked(data_dir, name)
+        if found[1] == swapped.resolve():
+            _link_in_place(swapped, outside)
+        return found
+
+    monkeypatch.setattr(safe_files, "_located", then_swapped)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_link_swapped_in_after_the_check_is_never_read_graded_or_saved(good_files, tmp_path, monkeypatch):
+    a, b = torch.load(good_files / "a.pt"), torch.load(good_files / "b.pt")
+    torch.save(a + b, good_files / "sum.pt")
+    data = {f"Torch.add.{i}.forward": {**good_add(), "output": [tensor("sum.pt")]} for i in range(2)}
+    dump = write(good_files.parent / "dump.json", data)
+    _swapped_after_the_check(monkeypatch, good_files / "a.pt", _outside(tmp_path, a))
+    errors = tmp_path / "errors"
+    options = replace(_recorded(), save_error_data=str(errors))
+    summary = run_ut(dump, tmp_path / "out", device="cpu", workers=1, options=options)
+    rows = rows_by_name(summary.result_path)
+    message = "a.pt: refused, a symbolic link on its path (it changed after it was checked)"
+    assert rows["Torch.add.0"][1] == "SKIP" and rows["Torch.add.0"][3] == message
+    assert rows["Torch.add.1"][3] == "a.pt: refused, the path leaves the dump directory", "then the check sees it"
+    assert not _holds_mark(errors) and not _holds_mark(tmp_path / "out")
+    assert str(MARK) not in summary.details_path.read_text(encoding="utf-8")
+
+
+def test_compare_never_reads_a_link_swapped_in_after_the_check(tmp_path, monkeypatch):
+    from precheck.compare.dumps import compare_dumps
+
+    target = tmp_path / "target"
+    shutil.copytree(COMPARE / "fp32_tensor_gelu_bug" / "step0" / "rank0", target)
+    swapped = target / "dump_tensor_data" / GELU_INPUT
+    _swapped_after_the_check(monkeypatch, swapped, _outside(tmp_path, torch.load(swapped)))
+    result = compare_dumps(target, COMPARE / "fp32_tensor" / "step0" / "rank0", tmp_path / "o")
+    rows = list(csv.DictReader(open(result.csv_path, encoding="utf-8")))
+    row = next(r for r in rows if r["NPU Name"] == "Functional.gelu.0.forward.input.0")
+    assert f"{GELU_INPUT}: refused, a symbolic link on its path (it changed after it was checked)" in row["Err_message"]
+    assert row["Cosine"] == "unsupported"

@@ -274,18 +274,17 @@ def _spelled(item: Item) -> Item:
 
 
 def _tensor_pair(t: DumpIndex, b: DumpIndex, item: Item, other: Item) -> TensorMetrics:
-    try:
-        n = load_elements(t.data_dir, item.data_name)
-        g = load_elements(b.data_dir, other.data_name)
-        if _rounded_to_bf16(item):
-            n = Elements.of(_bf16(n.raw))
-        if _rounded_to_bf16(other):
-            g = Elements.of(_bf16(g.raw))
-        if len(n.shape) == 2 and n.shape != g.shape and n.shape == g.shape[::-1]:
-            result = tensor_metrics(n, Elements.of(g.in_memory().raw.T, g.bf16))
-            result.notes.append("compared with the bench's transpose")
-            return result
-        return tensor_metrics(n, g)
+    try:  # a tensor left in its file is read through the descriptor that was checked, closed when done
+        with load_elements(t.data_dir, item.data_name) as n, load_elements(b.data_dir, other.data_name) as g:
+            if _rounded_to_bf16(item):
+                n = Elements.of(_bf16(n.raw))
+            if _rounded_to_bf16(other):
+                g = Elements.of(_bf16(g.raw))
+            if len(n.shape) == 2 and n.shape != g.shape and n.shape == g.shape[::-1]:
+                result = tensor_metrics(n, Elements.of(g.in_memory().raw.T, g.bf16))
+                result.notes.append("compared with the bench's transpose")
+                return result
+            return tensor_metrics(n, g)
     except (ValueError, PtError) as e:
         return TensorMetrics({}, notes=[f"not compared: {e}"])
 

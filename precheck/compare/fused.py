@@ -11,7 +11,6 @@ what is kept per chunk is a handful of numbers; the temporaries are a few chunks
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from precheck.dump import ptarchive
+from precheck.dump.safe_files import DataFile
 
 CHUNK = 1 << 16  # elements: the chunk's float64 and float32 temporaries stay within a core's L2 cache
 _LOCAL = threading.local()  # each thread's chunk buffers
@@ -31,13 +31,14 @@ _ROW = 10_000  # elements: OpenBLAS (numpy's) computes a dot product this short 
 @dataclass(frozen=True)
 class Elements:
     """A tensor's values as recorded: in memory (``raw``: the array, bfloat16 as its uint16 bits), or in its
-    file (``path``, from byte ``start`` in C order: read a chunk at a time, never whole)."""
+    open file (``file``, from byte ``start`` in C order: read a chunk at a time, never whole, and only through
+    the descriptor that was checked). Closing it (or leaving its ``with``) closes that file."""
 
     shape: tuple[int, ...]
     stored: np.dtype  # the dtype of ``raw`` or of the file's elements (uint16 for bfloat16)
     bf16: bool = False
     raw: np.ndarray | None = None
-    path: Path | None = None
+    file: DataFile | None = None
     start: int = 0
 
     @classmethod
@@ -58,11 +59,7 @@ class Elements:
         if self.raw is not None:
             return self
         flat = np.empty(self.size, self.stored)
-        fd = _named(self.path, os.open, self.path, os.O_RDONLY)
-        try:
-            _named(self.path, ptarchive.read_into, fd, self.start, flat)
-        finally:
-            os.close(fd)
+        _named(self.file.path, ptarchive.read_into, self.file.file.fileno(), self.start, flat)
         return Elements.of(flat.reshape(self.shape), self.bf16)
 
     def array(self, dtype: np.dtype | None = None) -> np.ndarray:
@@ -70,15 +67,24 @@ class Elements:
         raw = self.in_memory().raw
         return np.asarray(ptarchive.widened(raw) if self.bf16 else raw, dtype=dtype)
 
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+    def __enter__(self) -> Elements:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
 
 class _Reader:
     """One side's chunks (of its ``size`` elements): from memory, or read from the file a block of ``scratch``
     (bytes) at a time, several chunks per read (a read costs about as much as a megabyte's copy)."""
 
     def __init__(self, e: Elements, flat: np.ndarray | None, scratch: np.ndarray, size: int) -> None:
-        self.e, self.flat, self.fd, self.size = e, flat, None, size
-        if flat is None:
-            self.fd = _named(e.path, os.open, e.path, os.O_RDONLY)
+        self.e, self.flat, self.size = e, flat, size
+        self.fd = None if flat is not None else e.file.file.fileno()
         self.scratch = scratch.view(e.stored)
         self.block = (0, 0)  # the elements the scratch holds
 
@@ -91,7 +97,8 @@ class _Reader:
             if not self.block[0] <= start < stop <= self.block[1]:
                 self.block = (start, min(start + self.scratch.size, self.size))
                 into = self.scratch[: self.block[1] - start]
-                _named(self.e.path, ptarchive.read_into, self.fd, self.e.start + start * self.e.stored.itemsize, into)
+                position = self.e.start + start * self.e.stored.itemsize
+                _named(self.e.file.path, ptarchive.read_into, self.fd, position, into)
             source = self.scratch[start - self.block[0] : stop - self.block[0]]
         if self.e.bf16 and view.dtype == np.float32:
             bits = view.view(np.uint32)
@@ -103,14 +110,10 @@ class _Reader:
             np.copyto(view, source, casting="unsafe")
         return view
 
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-
 
 def _named(path: Path, read: Callable[..., Any], *args: Any) -> Any:
-    """``read(*args)``; a file that cannot be opened or read to the end (it changed after it was checked) is a
-    PtError naming it."""
+    """``read(*args)``; a file that cannot be read to the end (it changed after it was checked) is a PtError
+    naming it."""
     try:
         return read(*args)
     except (ptarchive.PtError, OSError) as e:
@@ -141,16 +144,11 @@ def passed(n: Elements, b: Elements, kind: np.dtype) -> Sums:
     time on the heavy pair than this (2.8 s)."""
     sums, buffers, size = Sums(), _Buffers.of_thread(kind), n.size
     flats = [None if e.raw is None else e.raw.reshape(-1) for e in (n, b)]  # a copy only for a strided view
-    readers = [_Reader(n, flats[0], buffers.raw_n, size)]
-    try:
-        readers.append(_Reader(b, flats[1], buffers.raw_b, size))
-        for start in range(0, size, CHUNK):
-            stop = min(start + CHUNK, size)
-            n_values = readers[0].fill(buffers.n, start, stop)
-            _chunk(sums, buffers, n_values, readers[1].fill(buffers.b, start, stop))
-    finally:
-        for reader in readers:
-            reader.close()
+    n_reader, b_reader = _Reader(n, flats[0], buffers.raw_n, size), _Reader(b, flats[1], buffers.raw_b, size)
+    for start in range(0, size, CHUNK):
+        stop = min(start + CHUNK, size)
+        n_values = n_reader.fill(buffers.n, start, stop)
+        _chunk(sums, buffers, n_values, b_reader.fill(buffers.b, start, stop))
     return sums
 
 

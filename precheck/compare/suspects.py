@@ -16,6 +16,7 @@ from pathlib import Path
 from precheck.compare.divergence import call_of
 from precheck.compare.dumps import DumpComparison
 from precheck.compare.entries import DumpIndex, open_dump
+from precheck.dump import safe_files
 
 MAX_PRECHECKED = 50  # calls replayed by one compare
 
@@ -45,13 +46,24 @@ def write_sub_dump(target: DumpIndex, calls: list[str], folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dump_tensor_data").mkdir(exist_ok=True)
     for name in files:
-        source = target.data_dir / name
-        if "/" not in name and "\\" not in name and name not in (".", "..") and source.is_file():
-            shutil.copyfile(source, folder / "dump_tensor_data" / name)
+        if "/" not in name and "\\" not in name and name not in (".", ".."):  # a name of its own in the copy
+            _copy(target.data_dir, name, folder / "dump_tensor_data" / name)
     doc = {"task": target.task, "level": target.level, "framework": target.framework, "dump_data_dir": None}
     path = folder / "dump.json"
     path.write_text(json.dumps(doc | {"data": data}), encoding="utf-8")
     return path
+
+
+def _copy(data_dir: Path, name: str, destination: Path) -> None:
+    """``name``'s file copied from the one descriptor precheck.dump.safe_files checked, as run_ut would read it:
+    a file run_ut refuses (a link out of the dump, not a regular file) is not copied, and run_ut then says the
+    record's file is missing rather than grading another file."""
+    try:
+        source = safe_files.open_file(data_dir, name)
+    except safe_files.Refused:
+        return
+    with source, open(destination, "wb") as copy:
+        shutil.copyfileobj(source.file, copy)
 
 
 def _data_names(value) -> list[str]:

@@ -22,7 +22,6 @@ import pickle
 import struct
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -186,32 +185,32 @@ class _DryUnpickler(pickle.Unpickler):
         return _Storage(dtype, key, numel)
 
 
-def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
-    """The tensor a ``torch.save`` file declares, checked without reading its storage; PtError says why not."""
+def inspect(f: BinaryIO, *, max_bytes: int | None = None) -> StoredTensor:
+    """The tensor the open ``torch.save`` file ``f`` declares, checked without reading its storage; PtError says
+    why not. ``f`` is the descriptor its storage is then read from (precheck.dump.safe_files opens it)."""
     try:
-        with open(path, "rb") as f:
-            _check_directory(f)
-            with zipfile.ZipFile(f) as archive:
-                entries = archive.infolist()
-                pickled = _pickle_entry(entries)
-                prefix = pickled.filename[: -len("data.pkl")]
-                with archive.open(pickled) as p:
-                    raw = p.read(MAX_PICKLE + 1)
-                rebuilt = _replayed(raw)
-                named = {e.filename: e for e in entries}
-                if f"{prefix}byteorder" in named:
-                    with archive.open(f"{prefix}byteorder") as order:
-                        if order.read(16) != b"little":
-                            raise PtError("a big-endian archive")
-                entry = named.get(f"{prefix}data/{rebuilt.storage.key}")
-                stored = _checked(rebuilt, f"{prefix}data/{rebuilt.storage.key}")
-                if entry is None:
-                    raise PtError(f"storage {_short(rebuilt.storage.key)!r} is missing from the archive")
-                if entry.file_size != stored.storage_bytes:
-                    raise PtError(f"storage declares {stored.storage_bytes} bytes, its entry holds {entry.file_size}")
-                if max_bytes is not None and stored.storage_bytes > max_bytes:
-                    raise PtError(f"storage of {_size(stored.storage_bytes)} above --max-memory {_size(max_bytes)}")
-                return dataclasses.replace(stored, data_start=_data_start(f, entry))
+        _check_directory(f)
+        with zipfile.ZipFile(f) as archive:
+            entries = archive.infolist()
+            pickled = _pickle_entry(entries)
+            prefix = pickled.filename[: -len("data.pkl")]
+            with archive.open(pickled) as p:
+                raw = p.read(MAX_PICKLE + 1)
+            rebuilt = _replayed(raw)
+            named = {e.filename: e for e in entries}
+            if f"{prefix}byteorder" in named:
+                with archive.open(f"{prefix}byteorder") as order:
+                    if order.read(16) != b"little":
+                        raise PtError("a big-endian archive")
+            entry = named.get(f"{prefix}data/{rebuilt.storage.key}")
+            stored = _checked(rebuilt, f"{prefix}data/{rebuilt.storage.key}")
+            if entry is None:
+                raise PtError(f"storage {_short(rebuilt.storage.key)!r} is missing from the archive")
+            if entry.file_size != stored.storage_bytes:
+                raise PtError(f"storage declares {stored.storage_bytes} bytes, its entry holds {entry.file_size}")
+            if max_bytes is not None and stored.storage_bytes > max_bytes:
+                raise PtError(f"storage of {_size(stored.storage_bytes)} above --max-memory {_size(max_bytes)}")
+            return dataclasses.replace(stored, data_start=_data_start(f, entry))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as e:
         raise NotAnArchive(f"not a torch.save archive ({_short(str(e) or type(e).__name__)})") from None
 
@@ -248,17 +247,16 @@ def _data_start(f: BinaryIO, entry: zipfile.ZipInfo) -> int | None:
     return start
 
 
-def read_bytes(path: Path, stored: StoredTensor) -> bytearray:
-    """The storage's bytes of a tensor :func:`inspect` accepted (run_ut's reader); nothing beyond the checked entry
-    is read. A stored entry is read in one call at the offset :func:`inspect` checked, with no zip stream and no
-    CRC, as :func:`read_raw` reads it (zipfile's CRC-checked stream took 1.0-1.25 s for the 1.1 GB of a heavy
+def read_bytes(f: BinaryIO, stored: StoredTensor) -> bytearray:
+    """The storage's bytes of the tensor :func:`inspect` accepted in ``f`` (run_ut's reader); nothing beyond the
+    checked entry is read. A stored entry is read at the offset :func:`inspect` checked, with no zip stream and
+    no CRC, as :func:`read_raw` reads it (zipfile's CRC-checked stream took 1.0-1.25 s for the 1.1 GB of a heavy
     bf16 step); a deflated one goes through zipfile, CRC-checked."""
     if stored.data_start is None:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(f) as archive:
             return bytearray(archive.read(stored.entry))
     raw = bytearray(stored.storage_bytes)
-    with open(path, "rb") as f:
-        read_into(f.fileno(), stored.data_start, np.frombuffer(raw, dtype=np.uint8))
+    read_into(f.fileno(), stored.data_start, np.frombuffer(raw, dtype=np.uint8))
     return raw
 
 
@@ -271,7 +269,7 @@ def numpy_dtype(stored: StoredTensor) -> np.dtype:
     return _NUMPY[stored.dtype]
 
 
-def read_raw(path: Path, stored: StoredTensor) -> np.ndarray:
+def read_raw(f: BinaryIO, stored: StoredTensor) -> np.ndarray:
     """The tensor as a numpy view of its storage, bfloat16 as its raw uint16 bits; PtError for a dtype numpy lacks.
 
     A stored entry is read by :func:`read_bytes` in one call at the offset :func:`inspect` checked, with no zip
@@ -279,7 +277,7 @@ def read_raw(path: Path, stored: StoredTensor) -> np.ndarray:
     a damaged disk, not a hostile file, and every bound that keeps the read inside the file is still checked
     (a file that shrank since is refused, never read past)."""
     dtype = numpy_dtype(stored)
-    flat = np.frombuffer(read_bytes(path, stored), dtype=dtype)
+    flat = np.frombuffer(read_bytes(f, stored), dtype=dtype)
     strides = tuple(s * dtype.itemsize for s in stored.stride)
     return np.lib.stride_tricks.as_strided(flat[stored.offset :], stored.shape, strides, writeable=False)
 

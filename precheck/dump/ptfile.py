@@ -4,7 +4,7 @@ what it accepted to torch, its dtype as torch's own."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import BinaryIO
 
 import torch
 
@@ -26,16 +26,17 @@ class StoredTensor:
         return self.archived.shape
 
 
-def inspect(path: Path, *, max_bytes: int | None = None) -> StoredTensor:
-    """The tensor a ``torch.save`` file declares (precheck.dump.ptarchive.inspect); PtError says why not."""
-    stored = ptarchive.inspect(path, max_bytes=max_bytes)
+def inspect(f: BinaryIO, *, max_bytes: int | None = None) -> StoredTensor:
+    """The tensor the open ``torch.save`` file ``f`` declares (precheck.dump.ptarchive.inspect); PtError says
+    why not."""
+    stored = ptarchive.inspect(f, max_bytes=max_bytes)
     return StoredTensor(getattr(torch, stored.dtype), stored)
 
 
-def read(path: Path, stored: StoredTensor) -> torch.Tensor:
-    """The tensor :func:`inspect` accepted, built from its storage's bytes alone: torch's loader never runs on
-    the file, and nothing beyond the checked storage is read."""
+def read(f: BinaryIO, stored: StoredTensor) -> torch.Tensor:
+    """The tensor :func:`inspect` accepted in ``f``, built from its storage's bytes alone: torch's loader never
+    runs on the file, and nothing beyond the checked storage is read."""
     a = stored.archived
-    raw = ptarchive.read_bytes(path, a)
+    raw = ptarchive.read_bytes(f, a)
     flat = torch.frombuffer(raw, dtype=stored.dtype) if raw else torch.empty(0, dtype=stored.dtype)
     return flat.as_strided(a.shape, a.stride, a.offset)

@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from api_registry import ApiEntry
+from precheck.dump import safe_files
 from precheck.dump.ptfile import NotAnArchive, PtError, inspect, read
 from precheck.dump.records import Case, TensorSpec
+from precheck.dump.safe_files import DataFile, Refused, load_npy, open_file, reason, shown
 from precheck.inputs.synth import rng_for, synthesize
 from precheck.walk import flatten, map_placed
 
@@ -42,40 +43,20 @@ def iter_specs(tree: Any) -> Iterator[TensorSpec]:
     return (leaf for leaf in flatten(tree) if isinstance(leaf, TensorSpec))
 
 
-def shown(data_name: str) -> str:
-    """``data_name`` as messages name it: cut after 200 characters (every output escapes control characters)."""
-    return data_name if len(data_name) <= 200 else f"{data_name[:200]}... ({len(data_name)} characters)"
-
-
 def resolve(data_dir: Path, data_name: str) -> Path:
-    """The file of ``data_name`` inside ``data_dir``; names that would leave the directory (``..``, absolute
-    paths, symbolic links pointing out, a ``data_dir`` that is itself a link out of the dump's directory) are
-    refused, and so are names no file can have (NUL bytes, too long)."""
+    """The file of ``data_name`` inside ``data_dir`` (precheck.dump.safe_files.resolve: the check run_ut and
+    compare share); InputError says why not."""
     try:
-        root = data_dir.resolve()
-        path = (data_dir / data_name).resolve()
-    except (OSError, ValueError, RuntimeError) as e:  # NUL byte, name too long, symlink loop
-        raise InputError(f"{shown(data_name)}: refused, not a usable file name ({_reason(e)})") from None
-    if data_dir.parent.resolve() not in root.parents:
-        # dump_tensor_data itself a link out of the dump: its files are not the dump's, like a linked file's.
-        raise InputError(f"{shown(data_name)}: refused, {data_dir.name} is a link out of the dump directory")
-    if path == root:
-        raise InputError(f"{shown(data_name)}: refused, names the dump directory itself, not a file in it")
-    if root not in path.parents:
-        raise InputError(f"{shown(data_name)}: refused, the path leaves the dump directory")
-    return path
-
-
-def _reason(e: BaseException) -> str:
-    text = str(e).strip()
-    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+        return safe_files.resolve(data_dir, data_name)
+    except Refused as e:
+        raise InputError(str(e)) from None
 
 
 def _load_problem(e: BaseException) -> str:
     """What is wrong with a file its reader failed on in a way of its own: numpy on a broken ``.npy``, zipfile on
     a ``.pt`` archive that changed or is corrupt past what precheck.dump.ptfile checks (an encrypted entry raises
     RuntimeError, whose first sentence is the reason)."""
-    first = _reason(e).split(". ")[0]  # the first sentence; the rest is advice
+    first = reason(e).split(". ")[0]  # the first sentence; the rest is advice
     return first if isinstance(e, RuntimeError) else f"not a .pt file torch can read ({type(e).__name__}: {first})"
 
 
@@ -88,35 +69,15 @@ def load_tensor(
     value (the file did not hold what the recorded dtype can)."""
     if spec.data_name is None:
         raise InputError(STATISTICS_ONLY)  # reached only by callers that load files and nothing else
-    path = resolve(data_dir, spec.data_name)
     name = shown(spec.data_name)
     try:
-        found = path.is_file()
-    except OSError as e:
-        raise InputError(f"{name}: cannot access: {_reason(e)}") from None
-    if not found:
-        raise InputError(f"{name}: file not found in {data_dir}")
-    suffix = path.suffix.lower()
+        data = open_file(data_dir, spec.data_name)
+    except Refused as e:
+        raise InputError(str(e)) from None
+    suffix = data.path.suffix.lower()
     try:
-        if suffix == ".npy":
-            # Mapped, not read: the header's shape and dtype are checked before a byte is copied, so a small
-            # file declaring a huge array never allocates it, and an object array (pickles) is never loaded.
-            try:
-                array = np.load(path, mmap_mode="r", allow_pickle=False)
-            except OSError:  # a file system without mmap: read it (np.load still refuses pickles)
-                array = np.load(path, allow_pickle=False)
-            if array.dtype.kind not in "biufc":
-                raise InputError(f"{name}: unsupported array dtype {array.dtype}")
-            if array.shape != spec.shape:
-                raise InputError(f"{name}: shape {array.shape} does not match the recorded {spec.shape}")
-            array = np.array(array)
-            # torch only takes native byte order; a big-endian file is still a valid file.
-            # (np.ascontiguousarray would make a 0-d array 1-d; np.array's copy is C-ordered already.)
-            tensor = torch.from_numpy(array.astype(array.dtype.newbyteorder("="), copy=False))
-        elif suffix == ".pt":
-            tensor = _load_pt(path, spec, max_bytes)
-        else:
-            raise InputError(f"{name}: unknown file type {suffix!r} (expected .pt or .npy)")
+        with data:
+            tensor = _read(data, spec, max_bytes)
     except InputError:
         raise
     except Exception as e:  # any loader failure is this file's problem, reported in one line
@@ -136,15 +97,33 @@ def load_tensor(
     return tensor.detach()
 
 
-def _load_pt(path: Path, spec: TensorSpec, max_bytes: int | None) -> torch.Tensor:
+def _read(data: DataFile, spec: TensorSpec, max_bytes: int | None) -> torch.Tensor:
+    """The tensor of the open file ``data``, by its suffix: only through its descriptor, never by name again."""
+    name = shown(spec.data_name or "")
+    suffix = data.path.suffix.lower()
+    if suffix == ".pt":
+        return _load_pt(data, spec, max_bytes)
+    if suffix != ".npy":
+        raise InputError(f"{name}: unknown file type {suffix!r} (expected .pt or .npy)")
+    try:
+        array = load_npy(data)  # its header checked first: a small file declaring a huge array never allocates it
+    except ValueError as e:
+        raise InputError(f"{name}: unreadable: {reason(e)}") from None
+    if array.shape != spec.shape:
+        raise InputError(f"{name}: shape {array.shape} does not match the recorded {spec.shape}")
+    # torch only takes native byte order; a big-endian file is still a valid file.
+    return torch.from_numpy(array.astype(array.dtype.newbyteorder("="), copy=False))
+
+
+def _load_pt(data: DataFile, spec: TensorSpec, max_bytes: int | None) -> torch.Tensor:
     """A ``.pt`` file read only once its archive declares one dense tensor of the recorded dtype and shape whose
     storage is about what the tensor reaches and within ``max_bytes`` (precheck.dump.ptfile says why); its bytes
     become the tensor without torch's loader."""
     try:
-        stored = inspect(path, max_bytes=max_bytes)
+        stored = inspect(data.file, max_bytes=max_bytes)
     except PtError as e:
         verdict = "unreadable:" if isinstance(e, NotAnArchive) else "refused,"
-        raise InputError(f"{shown(spec.data_name or path.name)}: {verdict} {e}") from None
+        raise InputError(f"{shown(spec.data_name or data.path.name)}: {verdict} {e}") from None
     if stored.dtype != spec.dtype:
         raise InputError(
             f"{shown(spec.data_name or '')}: dtype {stored.dtype} does not match the recorded {spec.dtype}"
@@ -153,7 +132,7 @@ def _load_pt(path: Path, spec: TensorSpec, max_bytes: int | None) -> torch.Tenso
         raise InputError(
             f"{shown(spec.data_name or '')}: shape {stored.shape} does not match the recorded {spec.shape}"
         )
-    return read(path, stored)
+    return read(data.file, stored)
 
 
 def load_tree(tree: Any, data_dir: Path) -> Any:
