@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import real_dump_json
+from helpers import link_tensor_data, real_dump_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from precheck.commands.cli import main
 from precheck.commands.repro import write_repro
 from precheck.commands.testgen import generate
 
@@ -160,3 +161,23 @@ def test_fuzzed_names_through_pytest_and_the_repro(tmp_path_factory, texts):
     scripts = [write_repro(API, dump, root / f"repro{i}") for i, dump in enumerate(dumps)]
     run([sys.executable, "-c", RUN_ALL, *map(str, scripts)], root)
     assert not list(root.rglob("PWNED"))
+
+
+def test_repro_of_a_248_character_name_writes_files_a_file_system_takes(tmp_path, capsys):
+    """Two 248-character names (256 with ``.forward``, the longest run_ut takes) that differ only at the end: each
+    gets its script and inputs, under names cut to fit 255 bytes, and the script runs."""
+    doc = json.loads(MLP.read_text(encoding="utf-8"))
+    names = [f"Functional.gelu.{'0' * 231}{n}" for n in (1, 2)]
+    doc["data"] = {f"{name}.{kind}": doc["data"][f"Functional.gelu.0.{kind}"] for name in names
+                   for kind in ("forward", "backward")}  # fmt: skip
+    dump = tmp_path / "dump" / "dump.json"
+    dump.parent.mkdir()
+    link_tensor_data(MLP.parent / "dump_tensor_data", dump.parent)
+    dump.write_text(json.dumps(doc), encoding="utf-8")
+    for name in names:
+        assert len(name) == 248 and main(["repro", name, "-api_info", str(dump), "-o", str(tmp_path / "out")]) == 0
+    scripts = sorted((tmp_path / "out").glob("repro_*.py"))
+    assert len(scripts) == 2 and len(list((tmp_path / "out").glob("*.inputs.pt"))) == 2
+    assert all(len(p.name.encode()) <= 255 for p in (tmp_path / "out").iterdir())
+    proc = subprocess.run([sys.executable, str(scripts[0])], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("forward.output.0: (4, 32) torch.float32"), proc.stderr

@@ -9,6 +9,7 @@ without precheck, msprobe or the dump.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -128,6 +129,23 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^\w.\-]", "_", name)
 
 
+# Bytes of a stem that leave room in a 255-byte file name for the longer of its two names (``<stem>.inputs.pt``;
+# ``repro_<stem>.py`` is one byte shorter).
+MAX_STEM = 255 - len(".inputs.pt")
+
+
+def file_stem(name: str) -> str:
+    """The stem of a record's two files: its safe name, or where that is too long for a file name (a key may be
+    256 characters, and a letter of \\w up to 4 bytes) a cut of it and a hash of the whole name, so two long
+    names that share their start stay two pairs of files."""
+    stem = safe_name(name)
+    if len(stem.encode()) <= MAX_STEM:
+        return stem
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    room = MAX_STEM - len(digest) - 1
+    return stem.encode()[:room].decode("utf-8", "ignore") + "_" + digest
+
+
 def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
     """Write the script and its inputs for one API of a dump; returns the script's path."""
     dump = load_dump(api_info)
@@ -153,7 +171,7 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
     if case.has_backward:
         builder.build(case.grad_outputs, "backward.input")
     out = output_folder(out_dir)
-    stem = safe_name(case.name)
+    stem = file_stem(case.name)
     data = f"{stem}.inputs.pt"
     with open(out / data, "wb") as f:  # an OSError names the file (torch's own open raises a RuntimeError)
         torch.save(builder.tensors, f)
