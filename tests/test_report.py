@@ -209,6 +209,15 @@ def test_a_hostile_sidecar_is_one_warning_and_the_report_shows_the_csvs(tmp_path
     ]  # fmt: skip
 
 
+def test_a_sidecar_that_is_a_fifo_never_hangs_the_report(tmp_path, capsys):
+    _details_csv(tmp_path / "accuracy_checking_details_1.csv", [ROW + ["pass", " "]])
+    sidecar = tmp_path / "accuracy_checking_result_1.run.json"
+    os.mkfifo(sidecar)
+    assert main(["report", str(tmp_path)]) == 0
+    assert f"{sidecar}: not a regular file" in capsys.readouterr().err
+    assert (tmp_path / "report_1.html").is_file()
+
+
 def test_text_no_encoding_can_write_is_written_as_its_escape(tmp_path, capsys):
     """A lone surrogate in the sidecar (JSON allows one) once cost the page: a traceback and an empty file."""
     _details_csv(tmp_path / "accuracy_checking_details_1.csv", [ROW + ["pass", " "]])
