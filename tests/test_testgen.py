@@ -247,6 +247,19 @@ def test_generate_cli_and_bad_dump(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+def test_the_printed_pytest_command_runs_nothing_of_the_folder_name(tmp_path, capsys):
+    """The `(run: pytest SUITE)` line is pasted into a shell: a suite folder named with ``$(...)`` and a quote is
+    one word there, and nothing runs."""
+    suite = tmp_path / "s $(touch pwned) 'x"
+    assert main(["generate", "-api_info", str(MLP), "-o", str(suite), "-d", "cpu"]) == 0
+    line = capsys.readouterr().out.rstrip("\n")
+    assert line.endswith(")") and line.count("\n") == 0
+    command = line.split(" (run: ", 1)[1][:-1]
+    words = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, cwd=tmp_path, check=True)
+    assert words.stdout.split(b"\0")[:-1] == [b"pytest", str(suite).encode()]
+    assert not (tmp_path / "pwned").exists()
+
+
 def test_repro_script_needs_only_torch_and_reproduces(tmp_path, capsys):
     assert main(["repro", "Functional.linear.0", "-api_info", str(MLP), "-o", str(tmp_path)]) == 0
     script = tmp_path / "repro_Functional.linear.0.py"
