@@ -5,6 +5,7 @@ with the reason, decided before the data is read; the real MLP dump's other reco
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 import pickle
@@ -18,6 +19,7 @@ from helpers import forward_rec, real_dump_json, tensor_rec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from precheck.commands.cli import main
 from precheck.commands.testgen import generate
 from precheck.dump.records import Stats, TensorSpec
 from precheck.execution.options import CheckOptions
@@ -310,3 +312,57 @@ def test_integer_arguments_that_make_a_huge_output_are_refused_before_the_call(
     [result] = run_ut(dump, tmp_path / "out", device="cpu", workers=1, options=options).results
     assert result.forward == "SKIP" and "GiB, above --max-memory 1 GiB" in result.message, result.message
     assert result.message.startswith("needs about ")
+
+
+def _n(value: float) -> dict:
+    return {"type": "int", "value": int(value)}
+
+
+# Calls whose output its arguments size, not its recorded (small, lying) output: numbers (a length, a count, bins,
+# classes, a scale), a statistic the generated input will hold (bincount's Max), or a product of input sizes.
+# Each would ask torch for 10^10 elements or more (tens of GB at least: an allocation that fails at once, were it
+# ever made) from inputs of a few MB.
+_VECTOR = tensor_rec(shape=(2 * 10**5,))
+HUGE_BY_ARGUMENTS = {
+    "Torch.bincount.0": ([tensor_rec("torch.int64", (10,), Max=5, Min=0, Mean=2, Norm=9)], {"minlength": _n(1e13)}),
+    "Tensor.bincount.0": ([tensor_rec("torch.int64", (10,), Max=1e13, Min=0, Mean=1e12, Norm=1e13)], {}),
+    "Torch.hann_window.0": ([_n(1e13)], {}),
+    "Torch.kaiser_window.0": ([], {"window_length": _n(1e13)}),
+    "Torch.histc.0": ([tensor_rec(), _n(1e13)], {}),
+    "Torch.linspace.0": ([0.0, 1.0, _n(1e13)], {}),
+    "Torch.eye.0": ([_n(10**7)], {}),
+    "Torch.randn.0": ([[_n(10**5), _n(10**5)]], {}),
+    "Torch.tril_indices.0": ([_n(10**7), _n(10**7)], {}),
+    "Functional.one_hot.0": ([tensor_rec("torch.int64", (10**4,), Max=10**9, Min=0, Mean=5, Norm=9)], {}),
+    "Functional.interpolate.0": ([tensor_rec(shape=(1, 1, 2, 2))], {"scale_factor": _n(10**6)}),
+    "Torch.outer.0": ([_VECTOR, _VECTOR], {}),
+    "Tensor.kron.0": ([_VECTOR, _VECTOR], {}),
+    "Torch.cartesian_prod.0": ([_VECTOR, _VECTOR], {}),
+    "Torch.combinations.0": ([tensor_rec(shape=(10**5,)), _n(3)], {}),
+    "Torch.diag.0": ([_VECTOR], {}),
+    "Torch.einsum.0": ([{"type": "str", "value": "i,j->ij"}, _VECTOR, _VECTOR], {}),
+    "Torch.matmul.0": ([tensor_rec(shape=(10**5, 1, 1, 1)), tensor_rec(shape=(10**5, 1, 1))], {}),
+    "Torch.mm.0": ([tensor_rec(shape=(2 * 10**5, 1)), tensor_rec(shape=(1, 2 * 10**5))], {}),
+    "Torch.cdist.0": ([tensor_rec(shape=(2 * 10**5, 1)), tensor_rec(shape=(2 * 10**5, 1))], {}),
+    "Torch.add.1": ([tensor_rec(shape=(2 * 10**5, 1)), tensor_rec(shape=(1, 2 * 10**5))], {}),
+}
+
+
+def test_statistics_records_whose_arguments_ask_for_a_huge_output_are_skip_rows_before_they_run(
+    write_dump, tmp_path, capfd
+):
+    """Statistics records save no file that could contradict them: their small recorded outputs never hide the
+    gigabytes their arguments ask for. Each is a SKIP row saying how much and why, the others are graded."""
+    records = {f"{k}.forward": forward_rec(*args, kwargs=kwargs) for k, (args, kwargs) in HUGE_BY_ARGUMENTS.items()}
+    records["Torch.add.0.forward"] = forward_rec(tensor_rec(shape=(3,)), tensor_rec(shape=(3,)))
+    dump = write_dump(records, task="statistics")
+    out = tmp_path / "out"
+    assert main(["run_ut", "-api_info", str(dump), "-o", str(out), "-q", "-d", "cpu", "--max-memory", "256M"]) == 0
+    assert "Traceback" not in capfd.readouterr().err
+    [result] = out.glob("accuracy_checking_result_*.csv")
+    rows = {r[0]: r for r in list(csv.reader(result.open()))[1:]}
+    assert rows["Torch.add.0"][1] == "pass", rows["Torch.add.0"]
+    for name in HUGE_BY_ARGUMENTS:
+        status, message = rows[name][1], rows[name][3]
+        assert status == "SKIP" and message.startswith("needs about "), (name, message)
+        assert "GiB, above --max-memory 0.25 GiB: its arguments ask for an output of " in message, (name, message)

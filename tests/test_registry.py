@@ -13,9 +13,12 @@ from helpers import misbehaving_env, tensor_rec
 import api_registry
 from api_registry import catalogue, lookup, why_unsupported
 from api_registry.canonical import canonical_for
+from api_registry.sizes import output_elements
 from precheck.commands.cli import main
+from precheck.dump.records import Stats, TensorSpec
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
+from precheck.walk import flatten
 
 
 class Saved:
@@ -453,3 +456,89 @@ def test_a_name_s_class_without_the_table_agrees_with_the_table():
     assert differ == {}
     assert api_class("Aten.mm.default") == lookup("Aten.mm.default").standard == catalogue.MATMUL
     assert api_class("NPU.npu_linear") == catalogue.MATMUL and api_class("Mystery.op") is None
+
+
+def _r(*shape: int) -> torch.Tensor:
+    return torch.rand(shape, generator=torch.Generator().manual_seed(len(shape)))
+
+
+# (api, args, kwargs) of calls whose output size their arguments set: what each really makes, small.
+SIZED_BY_ARGUMENTS = [
+    ("Torch.bincount", (torch.tensor([0, 7, 2]),), {"minlength": 20}),
+    ("Tensor.bincount", (torch.tensor([0, 7, 2]),), {}),
+    ("Torch.hann_window", (50,), {}),
+    ("Torch.kaiser_window", (), {"window_length": 33}),
+    ("Torch.histc", (_r(10), 30), {}),
+    ("Torch.histogram", (_r(10), 30), {}),
+    ("Torch.arange", (2, 50, 3), {}),
+    ("Torch.logspace", (0, 1), {"steps": 40}),
+    ("Torch.eye", (7, 9), {}),
+    ("Torch.full", ((3, 4), 1.0), {}),
+    ("Torch.randint", (0, 9, (5, 6)), {}),
+    ("Torch.outer", (_r(30), _r(40)), {}),
+    ("Tensor.ger", (_r(30), _r(40)), {}),
+    ("Torch.kron", (_r(3, 4), _r(5, 6)), {}),
+    ("Torch.addr", (_r(30, 40), _r(30), _r(40)), {}),
+    ("Torch.cartesian_prod", (_r(3), _r(4), _r(5)), {}),
+    ("Torch.combinations", (_r(12),), {"r": 3}),
+    ("Torch.combinations", (_r(12), 3, True), {}),
+    ("Torch.tril_indices", (30, 40), {}),
+    ("Tensor.repeat", (_r(2, 3), 4, 5), {}),
+    ("Torch.repeat_interleave", (_r(2, 3), 4), {}),
+    ("Torch.repeat_interleave", (torch.tensor([3, 1, 5]),), {}),
+    ("Tensor.expand", (_r(1, 3), 40, 3), {}),
+    ("Torch.tile", (_r(2, 3), (4, 5)), {}),
+    ("Functional.one_hot", (torch.tensor([0, 3, 9]),), {}),
+    ("Functional.one_hot", (torch.tensor([0, 3, 9]), 30), {}),
+    ("Torch.cdist", (_r(2, 30, 4), _r(1, 40, 4)), {}),
+    ("Torch.einsum", ("i,j->ij", _r(30), _r(40)), {}),
+    ("Torch.einsum", ("bij,bjk", _r(2, 3, 4), _r(2, 4, 5)), {}),
+    ("Torch.einsum", ("...ij,...jk->...ik", _r(2, 1, 3, 4), _r(5, 4, 6)), {}),
+    ("Torch.matmul", (_r(2, 1, 30, 4), _r(7, 4, 40)), {}),
+    ("Torch.matmul", (_r(30), _r(2, 30, 4)), {}),
+    ("Tensor.__matmul__", (_r(30, 1), _r(1, 40)), {}),
+    ("Torch.bmm", (_r(2, 30, 1), _r(2, 1, 40)), {}),
+    ("Torch.addmm", (_r(40), _r(30, 1), _r(1, 40)), {}),
+    ("Functional.linear", (_r(30, 1), _r(40, 1)), {}),
+    ("Torch.add", (_r(30, 1), _r(1, 40)), {}),
+    ("Tensor.__mul__", (_r(30, 1), _r(1, 40)), {}),
+    ("Torch.where", (_r(30, 1) > 0.5, _r(1, 40), _r(30, 1)), {}),
+    ("Torch.eq", (_r(30, 1), _r(1, 40)), {}),
+    ("Torch.tensordot", (_r(3, 4, 5), _r(4, 5, 6)), {}),
+    ("Torch.tensordot", (_r(3, 4, 5), _r(4, 5, 6)), {"dims": ([1], [0])}),
+    ("Torch.block_diag", (_r(3, 4), _r(5, 6), _r(2)), {}),
+    ("Torch.diag", (_r(30),), {}),
+    ("Torch.diagflat", (_r(3, 4),), {}),
+    ("Torch.diag_embed", (_r(2, 30),), {}),
+    ("Torch.vander", (_r(30),), {"N": 20}),
+    ("Functional.pdist", (_r(30, 4),), {}),
+    ("Functional.embedding", (torch.tensor([[1, 2], [3, 9]]), _r(10, 50)), {}),
+    ("Torch.embedding", (_r(10, 50), torch.tensor([[1, 2], [3, 9]])), {}),
+    ("Torch.multinomial", (_r(3, 10), 50, True), {}),
+    ("Functional.interpolate", (_r(1, 2, 4, 4),), {"scale_factor": 5}),
+    ("Functional.interpolate", (_r(1, 2, 4, 4),), {"size": (30, 40)}),
+    ("Functional.adaptive_avg_pool2d", (_r(1, 2, 4, 4), (30, 40)), {}),
+    ("Tensor.unfold", (_r(100), 0, 50, 1), {}),
+    ("Torch.quantile", (_r(30, 4), _r(50)), {"dim": 1}),
+    ("Torch.meshgrid", (_r(30), _r(40)), {"indexing": "ij"}),
+    ("Torch.broadcast_tensors", (_r(30, 1), _r(1, 40)), {}),
+    ("Functional.pad", (_r(3, 4), (10, 10, 20, 20)), {}),
+]
+
+
+@pytest.mark.parametrize("api, args, kwargs", SIZED_BY_ARGUMENTS, ids=lambda v: v if isinstance(v, str) else "")
+def test_output_sizes_read_from_arguments_are_what_the_call_makes_within_a_factor_of_two(api, args, kwargs):
+    """--max-memory holds a call to the size its arguments ask for, read from the record (tensors as their specs,
+    with the statistics a generated input will hold), so the estimate must neither miss what torch makes nor
+    refuse an honest call for twice its size."""
+
+    def spec(t: object) -> object:
+        if not isinstance(t, torch.Tensor):
+            return t
+        d = t.double()
+        return TensorSpec(t.dtype, tuple(t.shape), Stats(d.max().item(), d.min().item(), d.mean().item(), 1.0))
+
+    made = lookup(api).func(*args, **kwargs)
+    made = sum(t.numel() for t in flatten(made if isinstance(made, (tuple, list)) else [made]))
+    estimate = output_elements(api, tuple(map(spec, args)), {k: spec(v) for k, v in kwargs.items()})
+    assert estimate is not None and made <= estimate <= 2 * made + 2, (made, estimate)

@@ -21,7 +21,7 @@ from precheck.execution.options import CheckOptions
 from precheck.execution.recorded import gradient_shapes, placed, same_place
 from precheck.execution.runner import Call, SideRun, one_line, run_side
 from precheck.execution.sides import GOLDEN, reference_side
-from precheck.execution.sizes import estimated_bytes
+from precheck.execution.sizes import memory_problem
 from precheck.execution.targets import Ran, Target, target_for
 from precheck.grader import stochastic
 from precheck.grader.rows import RowGrader
@@ -117,11 +117,9 @@ def _preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult |
     reason = entry.random_reason(case.args, case.kwargs)
     if reason and not stochastic.checkable(entry):
         return skipped(case, reason)
-    need = estimated_bytes(case)
-    if options.max_memory is not None and need > options.max_memory:
-        return skipped(
-            case, f"needs about {need / 2**30:.3g} GiB, above --max-memory {options.max_memory / 2**30:.3g} GiB"
-        )
+    too_big = memory_problem(case, options.max_memory)
+    if too_big:
+        return skipped(case, too_big)
     return entry, reason
 
 
