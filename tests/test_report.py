@@ -3,6 +3,7 @@ made to trigger each rule, and the command line around it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -215,6 +216,15 @@ def test_a_sidecar_that_is_a_fifo_never_hangs_the_report(tmp_path, capsys):
     os.mkfifo(sidecar)
     assert main(["report", str(tmp_path)]) == 0
     assert f"{sidecar}: not a regular file" in capsys.readouterr().err
+    assert (tmp_path / "report_1.html").is_file()
+
+
+def test_a_sidecar_naming_a_fifo_as_its_dump_never_hangs_the_report(tmp_path, capsys):
+    """The advice reads the dump a sidecar names where a row says a NaN was born: a FIFO there is no dump."""
+    _details_csv(tmp_path / "accuracy_checking_details_1.csv", [ROW + ["error", "inf/nan mismatch at 1 of 2"]])
+    os.mkfifo(tmp_path / "dump.json")
+    (tmp_path / "accuracy_checking_result_1.run.json").write_text(json.dumps({"dump": str(tmp_path / "dump.json")}))
+    assert main(["report", str(tmp_path)]) == 0 and capsys.readouterr().err == ""
     assert (tmp_path / "report_1.html").is_file()
 
 

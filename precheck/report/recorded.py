@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,7 +39,9 @@ def read_records(dump_json: Path, keys: set[str]) -> dict | None:
     never held); None when the dump moved or cannot be read: the rules that need it stay silent."""
     spans, records = {}, {}
     try:
-        with open(dump_json, "rb") as f:
+        with open(os.open(dump_json, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:  # a FIFO named by a sidecar: no wait
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
             js = JsonStream(f)
             if js.sniff() != "{":
                 return None
