@@ -15,11 +15,11 @@ import functools
 import json
 import os
 import shutil
-import stat
 import tempfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from precheck.dump import safe_files
 from precheck.dump.records import Case, Dump, TensorSpec, load_dump
 from precheck.escape import escape
 from precheck.execution.check import check_case
@@ -171,7 +171,7 @@ def _copy_data(dump: Dump, data: Path, options: CheckOptions) -> None:
                 source = resolve(dump.data_dir, name)
                 if source not in chosen:
                     place = f"{len(chosen):06d}{source.suffix.lower()}"
-                    _copy_file(source, files / place)
+                    _copy_file(dump.data_dir, name, files / place)
                     chosen[source] = place
             except InputError as e:
                 refused[name] = str(e)
@@ -182,18 +182,17 @@ def _copy_data(dump: Dump, data: Path, options: CheckOptions) -> None:
     _write(data / FILES_NAME, json.dumps(listing, indent=1, sort_keys=True) + "\n")
 
 
-def _copy_file(source: Path, dest: Path) -> None:
-    """``source``'s bytes into ``dest``, from a regular file opened without following a link (one swapped in
-    since load_tensor checked it is not read); a file that cannot be copied is refused like an unreadable one."""
+def _copy_file(data_dir: Path, name: str, dest: Path) -> None:
+    """``name``'s bytes into ``dest``, read through the one descriptor precheck.dump.safe_files opens and checks
+    as run_ut's reads do (a link swapped in since load_tensor checked it is refused, never followed); a file that
+    cannot be copied is refused like an unreadable one."""
     try:
-        fd = os.open(source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with open(fd, "rb") as src:
-            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-                raise InputError(f"{shown(source.name)}: refused, not a regular file any more")
-            with open(dest, "wb") as out:
-                shutil.copyfileobj(src, out)
+        with safe_files.open_file(data_dir, name) as src, open(dest, "wb") as out:
+            shutil.copyfileobj(src.file, out)
+    except safe_files.Refused as e:
+        raise InputError(str(e)) from None
     except OSError as e:
-        raise InputError(f"{shown(source.name)}: cannot copy: {e.strerror or e}") from None
+        raise InputError(f"{shown(name)}: cannot copy: {e.strerror or e}") from None
 
 
 def load_suite(test_file: str | os.PathLike) -> Suite:
