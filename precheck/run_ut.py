@@ -20,7 +20,7 @@ from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import target_for
 from precheck.grader.status import SKIP, at_or_below
-from precheck.report.csv_files import CsvReport, text
+from precheck.report.csv_files import CsvReport, text, unfinished
 from precheck.report.runfiles import dump_identity, versions
 from precheck.results import ApiResult, skipped
 from precheck.scheduling.backends import Backend, backend_for
@@ -161,6 +161,8 @@ def run_ut(
     bar = _progress_bar(len(dump.cases)) if progress else None
     orders = {text(name): i for i, name in enumerate(dump.cases.names)}  # names as the CSVs hold them
     signatures = SignatureFilter() if filter_api else None
+    if csv_path is None and (left := unfinished(out_path, identity)) is not None:
+        warnings.warn(UnfinishedRun(left), stacklevel=2)
     with CsvReport(out_path, resume=csv_path, orders=orders, identity=identity) as report:
         try:
             suspects, todo = _plan(dump, report, signatures, api_lists, keep)
@@ -180,6 +182,8 @@ def run_ut(
                     bar.update(1)
         except KeyboardInterrupt as e:
             raise Interrupted(report.result_path, len(report.completed) + sum(statuses.values())) from e
+        except OSError as e:  # a full disk: the rows written so far are whole, and a resume continues them
+            raise WriteFailed(e, report.result_path, len(report.completed) + sum(statuses.values())) from e
         finally:
             if bar is not None:
                 bar.close()  # before any message: a line of its own
@@ -217,6 +221,26 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, result_path: Path, finished: int) -> None:
         super().__init__(f"interrupted; {finished} finished APIs are in {result_path}")
         self.result_path, self.finished = result_path, finished
+
+
+class WriteFailed(OSError):
+    """An OSError during a run (a full disk): every row before it is whole in ``result_path``, which a resume
+    continues once the cause is gone."""
+
+    def __init__(self, cause: OSError, result_path: Path, finished: int) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), cause.filename)
+        self.result_path, self.finished = result_path, finished
+
+
+class UnfinishedRun(UserWarning):
+    """A new run found the CSVs of a run of the same dump and options that stopped before it finished (killed,
+    crashed): rerunning it from the start would redo every finished API, and may die the same way, where a
+    resume checks only the missing APIs and isolates the one that was running."""
+
+    def __init__(self, result_path: Path) -> None:
+        self.what = f"{result_path} holds a run of this dump and options that did not finish"
+        super().__init__(f"{self.what}; run_ut(csv_path={str(result_path)!r}) continues it")
+        self.result_path = result_path
 
 
 def _for_framework(options: CheckOptions, dump: Dump) -> CheckOptions:

@@ -20,6 +20,11 @@ def abort(x: torch.Tensor) -> torch.Tensor:
     os.abort()
 
 
+def kill_own_process(x: torch.Tensor) -> torch.Tensor:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
 def exit_hard(x: torch.Tensor) -> torch.Tensor:
     os._exit(3)
 
@@ -64,6 +69,7 @@ ENTRIES = {
     "Torch.precheck_segfault": segfault,
     "Torch.precheck_abort": abort,
     "Torch.precheck_exit": exit_hard,
+    "Torch.precheck_kill": kill_own_process,
     "Torch.precheck_sys_exit": exit_politely,
     "Torch.precheck_generator_exit": generator_exit,
     "Torch.precheck_hang": hang,

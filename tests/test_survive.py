@@ -362,3 +362,87 @@ def test_ctrl_c_ends_an_in_process_run_whose_api_hangs(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "interrupted; 1 finished APIs are in " in err and "continue with: precheck run_ut" in err
+
+
+def test_the_next_start_after_a_run_died_names_the_command_that_resumes_it(tmp_path):
+    """A run killed with -9 (here by its own in-process API) leaves its journal; the next run into the same
+    folder says in one line how to resume it, and the command it prints does."""
+    dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0", "Torch.precheck_kill.0", "Torch.exp.0"])
+    out = tmp_path / "out dir"
+    first = cli("-api_info", str(dump), "-o", str(out))
+    first.communicate(timeout=120)
+    assert first.returncode == -signal.SIGKILL
+    result = next(out.glob("accuracy_checking_result_*.csv"))
+    again = cli("-api_info", str(dump), "-o", str(out))
+    _, err = again.communicate(timeout=120)  # it dies the same way: the hint came before that
+    hint = [line for line in err.splitlines() if "did not finish" in line]
+    assert hint == [
+        f"precheck: warning: {result} holds a run of this dump and options that did not finish; continue it with: "
+        + shlex.join(["precheck", "run_ut", "-q", "-d", "cpu", "-api_info", str(dump), "-o", str(out)])
+        + f" -csv_path {shlex.quote(str(result))}"
+    ]
+    command = shlex.split(hint[0].split("continue it with: ")[1])
+    env = dict(os.environ, **misbehaving_env())
+    resumed = subprocess.run([sys.executable, "-m", *command], env=env, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [r[:2] for r in rows(result)] == [["Torch.tanh.0", "pass"], ["Torch.precheck_kill.0", "error"],
+                                             ["Torch.exp.0", "pass"]]  # fmt: skip
+    assert rows(result)[1][3] == "worker crashed: signal 9 (SIGKILL)"
+
+
+# Sends itself SIGINT while the command line imports the run (start-up), as a Ctrl-C then does.
+SIGINT_AT_STARTUP = """
+import os, signal, sys
+
+def hook(event, args):
+    if event == "import" and args[0] == "precheck.run_ut":
+        os.kill(os.getpid(), signal.SIGINT)
+
+sys.addaudithook(hook)
+from precheck.commands.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path):
+    dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0"])
+    argv = ["run_ut", "-q", "-d", "cpu", "-api_info", str(dump), "-o", str(tmp_path / "out")]
+    done = subprocess.run([sys.executable, "-c", SIGINT_AT_STARTUP, *argv], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (130, "precheck: interrupted during start-up\n")
+
+
+def test_a_full_disk_stops_the_run_with_the_command_that_continues_it(tmp_path, monkeypatch, capsys):
+    """The disk fills after 2 rows (every later write and sync fails): exit 2, one line naming the cause and the
+    command that continues the run; run once space is back, it finishes the CSVs."""
+    import errno
+
+    from precheck.commands.cli import main
+    from precheck.report import csv_files
+
+    names = ["Torch.tanh.0", "Torch.exp.0", "Torch.sigmoid.0", "Torch.cos.0"]
+    dump = make_dump(tmp_path / "dump.json", names)
+    write, written = csv_files.CsvReport._write, []
+
+    def full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def filling(self, *args: object) -> None:
+        if len(written) == 2:
+            monkeypatch.setattr(csv_files, "_sync", full)
+            full()
+        written.append(args)
+        write(self, *args)
+
+    monkeypatch.setattr(csv_files.CsvReport, "_write", filling)
+    argv = ["run_ut", "-q", "-d", "cpu", "--backend", "inprocess", "-api_info", str(dump), "-o", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    result = next((tmp_path / "o").glob("accuracy_checking_result_*.csv"))
+    assert err.count("\n") == 1 and "cannot write results: [Errno 28] No space left on device" in err
+    assert f"; 2 finished APIs are in {result}; continue with: precheck run_ut " in err
+    monkeypatch.undo()
+    command = shlex.split(err.split("continue with: ")[1])
+    assert command[-2:] == ["-csv_path", str(result)]
+    assert main(command[1:]) == 0
+    assert [r[:2] for r in rows(result)] == [[n, "pass"] for n in names]
+    assert not list((tmp_path / "o").glob("*.tmp")) and not list((tmp_path / "o").glob("*.journal"))

@@ -2,7 +2,7 @@
 
 Exit codes: 0 the run completed (whatever the statuses), 1 ``--fail-on`` tripped, 2 unusable input (one line on
 stderr, no traceback), 130 interrupted by Ctrl-C, 143 by SIGTERM (every finished row is already on disk, and the
-message names the command that continues the run).
+message names the command that continues the run, as it does for a run stopped by a full disk, exit code 2).
 """
 
 from __future__ import annotations
@@ -14,12 +14,16 @@ import threading
 import warnings
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from precheck.commands.compare_cli import handlers as compare_handlers
 from precheck.commands.parser import build_parser
 from precheck.escape import escape, shell_command
 from precheck.execution.options import CheckOptions
 from precheck.paths import OutputError, write_problem
+
+if TYPE_CHECKING:
+    from precheck.run_ut import RunSummary
 
 # Each handler imports what it runs: `precheck --help`, an argument error and the commands that only read CSVs
 # (regress, api_precision_compare) never load torch.
@@ -143,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `precheck ... | head`: the reader left, nothing more to say
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:  # during start-up (its imports), before a command handles its own Ctrl-C
+        print("precheck: interrupted during start-up", file=sys.stderr)
+        return 130
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -176,50 +183,28 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         if args.backend == "process" or likely_pool(args.api_info):
             start_early()  # a pool's workers come from it: its import of torch overlaps the run's own
     from precheck.dump.records import DumpError
-    from precheck.dump.selection import ConfigError, load_api_lists
+    from precheck.dump.selection import ConfigError
     from precheck.execution.sides import DeviceError
     from precheck.report.runfiles import RunFileError
-    from precheck.run_ut import Interrupted, run_ut
+    from precheck.run_ut import WriteFailed
     from precheck.scheduling.process import WorkerStartError
 
     stop_on_term = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if stop_on_term else None
     try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _warning_line
-            summary = run_ut(
-                args.api_info,
-                args.out_path,
-                device=args.device,
-                workers=args.workers,
-                keep_results=False,
-                options=_check_options(args),
-                csv_path=args.csv_path,
-                filter_api=args.filter_api,
-                backend=args.backend,
-                scheduler=_scheduler(args),
-                api_lists=load_api_lists(args.config) if args.config else None,
-                progress=not args.quiet,
-                framework=args.framework,
-            )
+        summary = _run_ut(args, argv)
     except (DumpError, DeviceError, RunFileError, ConfigError, WorkerStartError, ValueError) as e:
         _error(e)
+        return 2
+    except WriteFailed as e:  # a full disk: the rows so far are whole, and the command that continues them
+        again = _resume_command(argv, e.result_path)
+        _error(f"cannot write results: {e}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}")
         return 2
     except OSError as e:
         _error(f"cannot write results: {e}")
         return 2
     except KeyboardInterrupt as e:
-        terminated = isinstance(e, _Terminated) or isinstance(e.__cause__, _Terminated)
-        how = "terminated (SIGTERM)" if terminated else "interrupted"
-        if isinstance(e, Interrupted):
-            again = shell_command("precheck", *_without_csv_path(argv), "-csv_path", e.result_path)
-            print(
-                f"precheck: {how}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}",
-                file=sys.stderr,
-            )
-        else:
-            print(f"precheck: {how} before the run started", file=sys.stderr)
-        return 143 if terminated else 130
+        return _stopped(e, argv)
     finally:
         if stop_on_term:
             signal.signal(signal.SIGTERM, previous)
@@ -233,6 +218,56 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"precheck: {why}", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
+    """The run the command line asks for; its warnings are one line each, and a run of the same dump that did
+    not finish is named with the command that continues it."""
+    from precheck.dump.selection import load_api_lists
+    from precheck.run_ut import UnfinishedRun, run_ut
+
+    def show(message: Warning | str, *rest: object, **kwargs: object) -> None:
+        if isinstance(message, UnfinishedRun):
+            message = f"{message.what}; continue it with: {_resume_command(argv, message.result_path)}"
+        _warning_line(message)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        return run_ut(
+            args.api_info,
+            args.out_path,
+            device=args.device,
+            workers=args.workers,
+            keep_results=False,
+            options=_check_options(args),
+            csv_path=args.csv_path,
+            filter_api=args.filter_api,
+            backend=args.backend,
+            scheduler=_scheduler(args),
+            api_lists=load_api_lists(args.config) if args.config else None,
+            progress=not args.quiet,
+            framework=args.framework,
+        )
+
+
+def _stopped(e: KeyboardInterrupt, argv: list[str]) -> int:
+    """Ctrl-C (130) or SIGTERM (143): one line, with the command that continues the run once it has files."""
+    from precheck.run_ut import Interrupted
+
+    terminated = isinstance(e, _Terminated) or isinstance(e.__cause__, _Terminated)
+    how = "terminated (SIGTERM)" if terminated else "interrupted"
+    if isinstance(e, Interrupted):
+        again = _resume_command(argv, e.result_path)
+        print(f"precheck: {how}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}",
+              file=sys.stderr)  # fmt: skip
+    else:
+        print(f"precheck: {how} before the run started", file=sys.stderr)
+    return 143 if terminated else 130
+
+
+def _resume_command(argv: list[str], result_path: Path) -> str:
+    """The command line as typed, continuing the run whose result CSV is ``result_path`` (shell-quoted)."""
+    return shell_command("precheck", *_without_csv_path(argv), "-csv_path", result_path)
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ scripts read them unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -265,7 +266,55 @@ class CsvReport:
         return self
 
     def __exit__(self, kind: type | None, *exc: object) -> None:
-        self.close(complete=kind is None, interrupted=kind is not None and issubclass(kind, KeyboardInterrupt))
+        try:
+            self.close(complete=kind is None, interrupted=kind is not None and issubclass(kind, KeyboardInterrupt))
+        except OSError:
+            if kind is None:
+                raise
+            # The run failed already (a full disk fails the reordering too): its error is the one to report. The
+            # rows stay in completion order, which a resume repairs; no temporary file is left behind.
+            for f in self._files.values():
+                with contextlib.suppress(OSError):
+                    f.close()  # a write that failed is still buffered: closing retries it, and fails again
+            for path in (self.details_path, self.result_path):
+                path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+            self._journal.close()
+
+
+def _held(journal: Path) -> bool:
+    """Whether a live run holds ``journal``'s lock (runfiles.lock; a run that died holds none, however it died).
+    A journal that cannot be opened counts as held: nothing can be said of its run."""
+    if runfiles.fcntl is None:
+        return False
+    try:
+        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK)  # never waits on a FIFO
+    except OSError:
+        return True
+    try:
+        runfiles.fcntl.flock(fd, runfiles.fcntl.LOCK_SH | runfiles.fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def unfinished(out_dir: str | os.PathLike, identity: dict[str, object]) -> Path | None:
+    """The result CSV of the latest run in ``out_dir`` of this dump and these options (``identity``) that stopped
+    before it finished (killed, crashed, stopped by Ctrl-C: its journal is left, and no live run holds it), which
+    a resume continues; None when there is none."""
+    folder = Path(out_dir)
+    for result in sorted(folder.glob(runfiles.RESULT.format("*")), reverse=True):
+        m = _RESULT_NAME.match(result.name)
+        journal = folder / runfiles.JOURNAL.format(m.group(1)) if m else None
+        if journal is None or not journal.exists() or _held(journal):
+            continue
+        try:
+            runfiles.check_sidecar(folder / runfiles.SIDECAR.format(m.group(1)), identity, result)
+        except RunFileError:
+            continue
+        return result
+    return None
 
 
 _BOM = "\ufeff".encode("utf-8")
