@@ -492,7 +492,7 @@ def _outside(tmp_path: Path, like: torch.Tensor) -> Path:
 
 
 def _link_in_place(path: Path, to: Path) -> None:
-    path.unlink()
+    path.rename(path.with_name(f"{path.name}.moved"))
     path.symlink_to(to)
 
 
@@ -522,17 +522,18 @@ def test_compare_and_its_precheck_never_read_a_tensor_file_linked_out_of_the_dum
     assert not _holds_mark(out)
 
 
-def _swapped_after_the_check(monkeypatch, swapped: Path, outside: Path) -> None:
-    """The file ``swapped`` becomes a link to ``outside`` right after its path is checked, before it is read: the
-    race that got outside bytes read 2 times in 3000, made certain."""
+def _swapped_after_the_check(monkeypatch, checked: Path, outside: Path, swapped: Path | None = None) -> None:
+    """The file ``checked`` (or ``swapped``, a folder on its path) becomes a link to ``outside`` right after the
+    file's path is checked, before it is read: the race that got outside bytes read 2 times in 3000, made
+    certain."""
     from precheck.dump import safe_files
 
-    checked = safe_files._located
+    located = safe_files._located
 
     def then_swapped(data_dir: Path, name: str) -> tuple[Path, Path]:
-        found = checked(data_dir, name)
-        if found[1] == swapped.resolve():
-            _link_in_place(swapped, outside)
+        found = located(data_dir, name)
+        if found[1] == checked.resolve():
+            _link_in_place(swapped or checked, outside)
         return found
 
     monkeypatch.setattr(safe_files, "_located", then_swapped)
@@ -568,3 +569,25 @@ def test_compare_never_reads_a_link_swapped_in_after_the_check(tmp_path, monkeyp
     row = next(r for r in rows if r["NPU Name"] == "Functional.gelu.0.forward.input.0")
     assert f"{GELU_INPUT}: refused, a symbolic link on its path (it changed after it was checked)" in row["Err_message"]
     assert row["Cosine"] == "unsupported"
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_folder_on_the_path_swapped_for_a_link_is_never_followed(good_files, tmp_path, monkeypatch):
+    """A record names ``sub/a.pt``, and ``sub`` becomes a link to a folder outside the dump after the check: each
+    folder is opened without following a link, so the outside ``a.pt`` is never read (an open that refused a
+    link only as its last component followed it)."""
+    (good_files / "sub").mkdir()
+    (good_files / "a.pt").rename(good_files / "sub" / "a.pt")
+    outside = _outside(tmp_path, torch.load(good_files / "sub" / "a.pt")).parent
+    (outside / "secret.pt").rename(outside / "a.pt")
+    dump = write(
+        good_files.parent / "dump.json",
+        {"Torch.add.0.forward": {**good_add(), "input_args": [tensor("sub/a.pt"), tensor("b.pt")]}},
+    )
+    _swapped_after_the_check(monkeypatch, good_files / "sub" / "a.pt", outside, swapped=good_files / "sub")
+    summary = run_ut(dump, tmp_path / "out", device="cpu", workers=1)
+    assert rows_by_name(summary.result_path)["Torch.add.0"][1:4:2] == [
+        "SKIP",
+        f"sub/a.pt: file not found in {good_files}",
+    ]
+    assert not _holds_mark(tmp_path / "out")
