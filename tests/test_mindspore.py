@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -207,15 +208,17 @@ def test_mindspore_target_on_a_tensor_dump_finds_a_wrong_kernel(tmp_path: Path, 
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shim} exec {MS_PYTHON} "$@"\n')
     wrapper.chmod(0o755)
-    rows = _run(_dump("fp32_tensor"), tmp_path / "out", monkeypatch, python=str(wrapper), options=_target("mindspore"))
+    rows = _run(
+        _dump("fp32_tensor"), tmp_path / "out", monkeypatch, python=str(wrapper), options=_options(target="mindspore")
+    )
     assert rows["Mint.exp.0"][0] == "error"
     assert not [n for n, r in rows.items() if r[0] == "error" and n != "Mint.exp.0"]
 
 
-def _target(name: str):
+def _options(**given):
     from precheck.execution.options import CheckOptions
 
-    return CheckOptions(target=name)
+    return CheckOptions(**given)
 
 
 def test_cli_refuses_targets_a_dump_cannot_have(tmp_path: Path) -> None:
@@ -280,3 +283,54 @@ def test_a_dtype_keyword_runs_in_mindspore(tmp_path: Path, monkeypatch) -> None:
     (dump / "dump.json").write_text(json.dumps(doc))
     rows = _run(dump / "dump.json", tmp_path / "out", monkeypatch, python=MS_PYTHON)
     assert rows["Mint.sum.0"][:2] == ["pass", "pass"], rows["Mint.sum.0"]
+
+
+_HANGING_MINDSPORE = """
+import os, subprocess, sys, time
+__version__ = "hanging"
+PYNATIVE_MODE = 1
+def set_context(**kwargs):
+    pass
+def set_device(device):  # the first call of every worker: it starts a helper, then both hang
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.environ["HANG_PIDS"], "a") as f:
+        f.write(f"{os.getpid()} {helper.pid} {os.getpgid(0)}\\n")
+    time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """A process that still runs (a zombie waiting for its reaper has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_hanging_mindspore_worker_leaves_no_process_behind(tmp_path: Path, monkeypatch) -> None:
+    """Every call past its timeout is an error row, and neither the MindSpore worker nor what it started outlives
+    it: in this process (the first call) and in the pool workers killed at their cases' timeouts."""
+    shim = tmp_path / "shim" / "mindspore"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(_HANGING_MINDSPORE, encoding="utf-8")
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shim.parent} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("HANG_PIDS", str(pids))
+    src = _dump("fp32_statistics")
+    doc = json.loads(src.read_text())
+    doc["data"] = {k: v for k, v in doc["data"].items() if k.startswith(("Mint.exp.0.", "Mint.abs.0."))}
+    (tmp_path / "dump.json").write_text(json.dumps(doc))
+    rows = _run(tmp_path / "dump.json", tmp_path / "out", monkeypatch, python=str(wrapper), options=_options(timeout=1))
+    assert sorted(rows) == ["Mint.abs.0", "Mint.exp.0"]
+    assert all(r[0] == "error" and "timed out after 1 s" in r[2] for r in rows.values()), rows
+    started = [[int(n) for n in line.split()] for line in pids.read_text().splitlines()]
+    assert len(started) == 2
+    assert all(worker == group for worker, _, group in started)  # each worker leads a group of its own
+    for _ in range(200):  # the groups are killed as their owners end: moments after the rows, at most
+        left = [pid for worker, helper, _ in started for pid in (worker, helper) if _alive(pid)]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert not left, f"processes left running: {left}"

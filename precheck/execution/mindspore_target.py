@@ -7,6 +7,12 @@ interpreter; without it, this interpreter is used where it can import MindSpore.
 SKIP row saying how to get MindSpore, never a crash. One worker serves every call of a precheck process and is
 started again if it dies.
 
+The worker and whatever it starts form a process group of their own, and the group is killed, never one process
+of it, wherever the worker's work ends: a call past its timeout, a worker that died, the process's end. A process
+that owns a worker and is killed itself (a pool worker past a case's timeout) cannot kill anything: the worker
+holds the read end of a pipe only its owner writes to (the lifeline), and its group dies when that pipe closes.
+Without that, each timed-out call of a hanging MindSpore left its worker running: 47 after one run.
+
 The worker runs the call as recorded (MindSpore's names and arguments) on the inputs precheck built, tensors in
 the recorded dtypes; the gradients fed into its outputs are the backward record's, and it returns one gradient
 per tensor input that needs one, as MindSpore's msprobe records them.
@@ -19,6 +25,8 @@ import importlib.util
 import itertools
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,43 +82,67 @@ class MindSporeWorker:
         self._process: subprocess.Popen | None = None
 
     def _start(self) -> subprocess.Popen:
+        lifeline, self._lifeline = os.pipe()  # the worker reads, this process holds the write end until it kills it
         try:
             process = subprocess.Popen(
-                [self.python, str(_WORKER)],
+                [self.python, str(_WORKER), str(lifeline)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 text=True,
+                pass_fds=(lifeline,),
+                start_new_session=True,  # its own process group: what MindSpore starts is killed with it
             )
         except OSError as e:
+            os.close(self._lifeline)
             raise MindSporeUnavailable(f"cannot start {self.python}: {e.strerror or e}") from None
+        finally:
+            os.close(lifeline)
         ready = process.stdout.readline() if process.stdout else ""
         if not ready.startswith('{"ready"'):
-            process.kill()
+            self._kill(process)
             raise MindSporeUnavailable(f"{self.python} cannot run MindSpore (import mindspore failed)")
         return process
 
-    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+    def ask(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """The worker's answer to ``request``; an error answer when it died or gave none within ``timeout``
+        seconds (its group is then killed: a hung kernel cannot be stopped otherwise)."""
         with self._lock:
-            if self._process is None or self._process.poll() is not None:
+            if self._process is not None and self._process.poll() is not None:
+                self._kill(self._process)  # died between calls: what it started goes with it
+                self._process = None
+            if self._process is None:
                 self._process = self._start()
             process = self._process
             assert process.stdin is not None and process.stdout is not None
             try:
                 process.stdin.write(json.dumps(request) + "\n")
                 process.stdin.flush()
-                line = process.stdout.readline()
+                answered = select.select([process.stdout], [], [], timeout)[0]
+                line = process.stdout.readline() if answered else None
             except OSError:
                 line = ""
-            if not line:
-                self._process = None
-                return {"error": f"MindSpore's worker died (exit code {process.wait()})"}
-            return json.loads(line)
+            if line:
+                return json.loads(line)
+            self._process = None
+            code = self._kill(process)
+            if line is None:
+                return {"error": f"MindSpore's worker timed out after {timeout:g} s (its processes were killed)"}
+            return {"error": f"MindSpore's worker died (exit code {code})"}
+
+    def _kill(self, process: subprocess.Popen) -> int:
+        """Kill the worker's process group and close its lifeline; the worker's exit code."""
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the worker and all it started are gone already
+            pass
+        os.close(self._lifeline)
+        return process.wait()
 
     def close(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
+        if self._process is not None:
+            self._kill(self._process)
+            self._process = None
         self.folder.cleanup()
 
 
@@ -129,10 +161,10 @@ def _shared_worker() -> MindSporeWorker:
     return _worker
 
 
-def run_in_mindspore(call: Call, case: Case, device: str) -> SideRun:
+def run_in_mindspore(call: Call, case: Case, device: str, timeout: float) -> SideRun:
     """The recorded MindSpore call run by MindSpore on ``device`` from the call's inputs; its outputs and its
-    gradients (tensor-input index -> gradient) in the recorded dtypes. Raises MindSporeUnavailable or
-    Unsupported where no run could be made."""
+    gradients (tensor-input index -> gradient) in the recorded dtypes, or an error when MindSpore took longer than
+    ``timeout`` seconds. Raises MindSporeUnavailable or Unsupported where no run could be made."""
     worker = _shared_worker()
     tensors = [t for t in flatten((call.loaded_args, call.loaded_kwargs)) if isinstance(t, torch.Tensor)]
     specs = [s for s in flatten((case.args, case.kwargs)) if isinstance(s, TensorSpec)]
@@ -160,7 +192,8 @@ def run_in_mindspore(call: Call, case: Case, device: str) -> SideRun:
             "inputs": str(inputs),
             "out": str(out),
             "device": _DEVICES.get(device.split(":")[0], device),
-        }
+        },
+        timeout,
     )
     if "unsupported" in answer:
         raise Unsupported(answer["unsupported"])

@@ -14,12 +14,17 @@ and scalars, keyword arguments a list of [name, value] pairs, and every dict one
 is tensor k, ``{"$dtype": "Float16"}`` a MindSpore dtype, ``{"$slice": [a, b, c]}`` a slice, ``{"$ellipsis":
 true}`` the ellipsis (a keyword argument named ``dtype`` is never taken for a dtype). The API
 is looked up among mint, mint.nn.functional and Tensor's methods; precheck only sends names it maps to PyTorch.
+
+The worker leads a process group of its own; its first argument is the read end of precheck's lifeline pipe. When
+the process that started it dies, however (a pool worker killed past a case's timeout), the pipe closes and a
+watchdog process kills the whole group: the worker, hung or not, and whatever MindSpore started.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 
 import numpy as np
@@ -144,7 +149,24 @@ def run(ms, request: dict) -> dict:
     return answer
 
 
+def _die_with_owner(lifeline: int) -> None:
+    """Fork the watchdog: it waits for the lifeline's end, then kills this process group. A process, not a thread:
+    a kernel that hangs holding the GIL cannot stop it. It keeps no other descriptor, so the worker's death still
+    closes the answers' pipe for precheck."""
+    if os.fork() == 0:
+        try:
+            os.closerange(0, lifeline)
+            os.closerange(lifeline + 1, os.sysconf("SC_OPEN_MAX"))
+            while os.read(lifeline, 1):
+                pass
+        finally:
+            os.killpg(0, signal.SIGKILL)
+    os.close(lifeline)
+
+
 def main() -> None:
+    if len(sys.argv) > 1:
+        _die_with_owner(int(sys.argv[1]))
     # Answers go to the stdout precheck reads; whatever MindSpore prints goes to stderr instead.
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

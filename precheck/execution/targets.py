@@ -51,8 +51,8 @@ class Target:
     hook_node: ClassVar[bool] = False  # gradients are graded where msprobe's backward hook recorded them
     takes_generated_inputs: ClassVar[bool] = True  # may run on inputs generated from statistics (--random)
 
-    def __init__(self, device: str) -> None:
-        self.device = device
+    def __init__(self, options: CheckOptions) -> None:
+        self.device, self.options = options.device, options
 
     def describe(self) -> str:
         """How the run's summary says where the APIs were checked."""
@@ -143,7 +143,10 @@ class MindSporeTarget(Target):
         return f"in MindSpore on {self.device}"
 
     def run(self, call: Call, case: Case) -> SideRun:
-        return run_in_mindspore(call, case, self.device)
+        # MindSpore's worker is stopped at the case's timeout by this process, which outlives an abandoned call
+        from precheck.scheduling.costs import case_timeout  # costs imports this module
+
+        return run_in_mindspore(call, case, self.device, case_timeout(case, self.options))
 
     def outcome(self, call: Call, case: Case, builder: InputBuilder, golden: SideRun) -> ApiResult | Ran:
         try:
@@ -172,7 +175,7 @@ def target_for(options: CheckOptions) -> Target:
     kind = _KINDS.get(options.target)
     if kind is None:
         raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
-    return kind(options.device)
+    return kind(options)
 
 
 @contextmanager
