@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import real_dump_json, tensor_rec
+from helpers import forward_rec, real_dump_json, tensor_rec
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -650,3 +650,44 @@ def test_one_api_alone_gets_the_inputs_it_gets_in_the_full_run(serial_seed0, tmp
     full_rows = [r for r in _rows(serial_seed0.details_path) if r.startswith(keep + ".")]
     alone_rows = [r for r in _rows(alone.details_path) if r.startswith(keep + ".")]
     assert full_rows and alone_rows == full_rows
+
+
+# Statistics no tensor holds, and recorded outputs the call cannot make: (input, output) of Torch.tanh on 4 values.
+_TANH = {"Max": 0.9, "Min": -0.5, "Mean": 0.2, "Norm": 1.1}
+ODD_RECORDS = {
+    "Torch.tanh.1": ({"Mean": math.inf}, {}, "input_args[0]: statistics no tensor holds (Mean inf beside a finite"),
+    "Torch.tanh.2": ({"Norm": math.inf}, {}, "input_args[0]: statistics no tensor holds (Norm inf beside a finite"),
+    "Torch.tanh.3": ({"Max": -0.5, "Min": 0.9}, {}, "(Max -0.5 below Min 0.9): Max and Min read swapped"),
+    "Torch.tanh.4": ({}, {"Mean": math.inf}, "recorded output 0: Mean inf beside a finite Max and Min"),
+    "Torch.tanh.5": ({}, {"Norm": math.inf}, "recorded output 0: Norm inf beside a finite Max and Min"),
+    "Torch.tanh.6": ({}, {"Max": -0.5, "Min": 0.9}, "recorded output 0: Max -0.5 below Min 0.9"),
+    "Torch.tanh.7": ({}, {"shape": [7]}, "recorded output 0: shape (7,), the call makes (4,)"),
+}
+# The call's own dtype is known where it runs (the golden's float64 and its casts of integers say nothing of it).
+ODD_DTYPE = ({}, {"dtype": "torch.int64"}, "recorded output 0: dtype torch.int64, the call makes torch.float32")
+
+
+@pytest.mark.parametrize("target", ["device", "recorded"])
+def test_statistics_no_tensor_holds_and_outputs_the_call_cannot_make_are_said(write_dump, tmp_path, target):
+    """An infinite Mean or Norm beside finite bounds, a Max below its Min, a recorded output of a shape (or, where
+    the call runs, a dtype) the call cannot make: each is named in the row's Message. --target recorded grades an
+    output on its recorded statistics, so one no tensor can have (Max below Min) is a SKIP row saying why; an odd
+    Mean or Norm is left ungraded; a shape is said, not refused (a generated input may change a data-dependent
+    shape such as argwhere's)."""
+
+    def record(odd: dict) -> dict:
+        fields = {**_TANH, **odd}
+        return tensor_rec(fields.pop("dtype", "torch.float32"), fields.pop("shape", [4]), **fields)
+
+    odd_records = {**ODD_RECORDS, "Torch.tanh.8": ODD_DTYPE} if target == "device" else ODD_RECORDS
+    data = {"Torch.tanh.0.forward": forward_rec(record({}), output=[record({})])}
+    for name, (inputs, outputs, _) in odd_records.items():
+        data[f"{name}.forward"] = forward_rec(record(inputs), output=[record(outputs)])
+    path = write_dump(data, task="statistics")
+    options = CheckOptions(target=target)
+    rows = {r.name: r for r in run_ut(path, tmp_path / "out", device="cpu", workers=1, options=options).results}
+    assert "statistics no tensor holds" not in rows["Torch.tanh.0"].message
+    assert "recorded output" not in rows["Torch.tanh.0"].message
+    for name, (_, outputs, said) in odd_records.items():
+        assert said in rows[name].message, (name, rows[name].message)
+        assert (rows[name].forward == "SKIP") == (target == "recorded" and "Max" in outputs), (name, rows[name])

@@ -25,6 +25,7 @@ from precheck.execution.sizes import memory_problem
 from precheck.execution.targets import Ran, Target, target_for
 from precheck.grader import stochastic
 from precheck.grader.rows import RowGrader
+from precheck.grader.statistics import recorded_output_notes
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING, worst
 from precheck.inputs.builder import InputBuilder, InputError, builder_for
 from precheck.results import ApiResult, Direction, failed, graded, skipped
@@ -186,6 +187,8 @@ def _graded(
     honest = HonestRun(call, case, ran.at, ran.target if target.is_honest(case) else None)
     grade = RowGrader(options.standard, options.cosine, options.max_abs, call.entry.standard, options.keep_tensors)
     reference_ok = reference is not None and not reference.error
+    # Before grading frees the outputs; a canonical form rewrites indices into values, so no dtype is compared.
+    odd = recorded_output_notes(case.outputs, ran.target.outputs, dtypes=call.entry.canonical is None)
     try:
         refs = reference.outputs if reference_ok else None
         forward = grade.outputs(case.name, ran.target.outputs, ran.golden.outputs, refs, honest.output)
@@ -206,7 +209,7 @@ def _graded(
         if r.status != PASS and r.comparison.message
     ]
     problems += [backward_problem] if backward_problem else []
-    problems += [*notes, *builder.roundings]
+    problems += [*notes, *builder.roundings, *odd]
     if builder.generated:
         problems.append(builder.describe())
     if call.entry.nondeterministic and {WARNING, ERROR} & {r.status for r in forward + backward}:

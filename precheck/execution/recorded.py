@@ -25,7 +25,7 @@ from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import target_side
-from precheck.grader.statistics import statistics_rows
+from precheck.grader.statistics import crossed, recorded_output_notes, statistics_rows
 from precheck.grader.status import PASS, SKIP
 from precheck.inputs.builder import InputBuilder, InputError
 from precheck.results import ApiResult, DetailRow, Direction, graded, skipped
@@ -205,10 +205,11 @@ def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder, no_no
     """A statistics-only record: each output's and each recorded gradient's statistics against the golden's (a
     gradient's where msprobe's hook recorded it), never worse than warning."""
     outputs = zip(flatten(case.outputs), golden.outputs, strict=False)
-    triples = [(i, spec, g) for i, (spec, g) in enumerate(outputs)]
+    triples = [(i, spec, g) for i, (spec, g) in enumerate(outputs) if not crossed(spec)]
     forward = statistics_rows(case.name, Direction.FORWARD, triples)
+    odd = recorded_output_notes(case.outputs, golden.outputs)  # an output no tensor can be is not graded: said why
     if not forward:
-        return skipped(case, "statistics only, and no tensor output to grade them on")
+        return skipped(case, "; ".join(odd) or "statistics only, and no tensor output to grade them on")
     messages = [r.comparison.message for r in forward if r.status != PASS] or [forward[0].comparison.message]
     backward, notes = [], ()
     if case.has_backward and golden.grads is not None:
@@ -218,6 +219,6 @@ def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder, no_no
         backward = placed(statistics_rows(case.name, Direction.BACKWARD, triples), at)
         messages += [f"{r.short_name}: {r.comparison.message}" for r in backward if r.status != PASS]
         notes = at.notes
-    message = "; ".join(filter(None, [*messages, *notes, builder.describe()]))
+    message = "; ".join(filter(None, [*messages, *odd, *notes, builder.describe()]))
     backward_status = SKIP if case.has_backward and not backward else None
     return graded(case, forward, backward, message, backward_status=backward_status)

@@ -15,9 +15,18 @@ from precheck.dump.records import TensorSpec
 from precheck.grader.comparison import Comparison
 from precheck.grader.limits import limits_for
 from precheck.grader.status import PASS, WARNING, Status
+from precheck.inputs.synth import max_below_min, odd_moments
 from precheck.results import DetailRow, Direction
+from precheck.walk import flatten
 
-__all__ = ["StatisticsVerdict", "grade_statistics", "statistics_rows"]
+__all__ = [
+    "StatisticsVerdict",
+    "contradiction",
+    "crossed",
+    "grade_statistics",
+    "recorded_output_notes",
+    "statistics_rows",
+]
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,44 @@ def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdic
     if off:
         return StatisticsVerdict(WARNING, f"{prefix}: " + "; ".join(off))
     return StatisticsVerdict(PASS, prefix)
+
+
+def _kind(dtype: torch.dtype) -> str:
+    """What a dtype holds, whatever its width (a bf16 record, a CPU run in float32): bool, integer, floating or
+    complex."""
+    if dtype == torch.bool:
+        return "bool"
+    return "complex" if dtype.is_complex else "floating" if dtype.is_floating_point else "integer"
+
+
+def contradiction(spec: Any, made: Any, dtypes: bool = False) -> str:
+    """Why a recorded output cannot be the output the call made: another shape, another kind of dtype (``dtypes``:
+    where ``made`` is the call's own run, not the float64 golden's), or a Max below its Min; empty when it can be."""
+    if not isinstance(spec, TensorSpec):
+        return ""
+    if isinstance(made, torch.Tensor) and tuple(made.shape) != tuple(spec.shape):
+        return f"shape {spec.shape}, the call makes {tuple(made.shape)}"
+    if dtypes and isinstance(made, torch.Tensor) and _kind(made.dtype) != _kind(spec.dtype):
+        return f"dtype {spec.dtype}, the call makes {made.dtype}"
+    return max_below_min(spec.stats)
+
+
+def crossed(spec: Any) -> bool:
+    """A recorded output whose Max is below its Min: no tensor has its statistics, so they are not graded."""
+    return isinstance(spec, TensorSpec) and bool(max_below_min(spec.stats))
+
+
+def recorded_output_notes(outputs: Any, made: list, dtypes: bool = False) -> list[str]:
+    """What the recorded outputs say that the call (``made``) contradicts, or that contradicts itself (an infinite
+    Mean or Norm beside finite bounds), one note per output, for the row's Message."""
+    notes = []
+    for i, (spec, value) in enumerate(zip(flatten(outputs), made, strict=False)):
+        if not isinstance(spec, TensorSpec):
+            continue
+        found = "; ".join(filter(None, [contradiction(spec, value, dtypes), *odd_moments(spec.stats)]))
+        if found:
+            notes.append(f"recorded output {i}: {found}")
+    return notes
 
 
 def statistics_rows(api: str, direction: Direction, triples: list[tuple[int, Any, Any]]) -> list[DetailRow]:

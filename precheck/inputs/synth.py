@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import replace
 
 import numpy as np
 import torch
 
-from precheck.dump.records import TensorSpec
+from precheck.dump.records import Stats, TensorSpec
 
 _CORRECTION_ROUNDS = 200
 _SMALL = 64  # up to this size, rounding's effect on the norm is repaired by a local search
@@ -38,6 +39,27 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
+def max_below_min(stats: Stats) -> str:
+    """``Max 1 below Min 2`` where a record's bounds are crossed (no tensor has them), else empty."""
+    if stats.max is not None and stats.min is not None and stats.max < stats.min:
+        return f"Max {stats.max:g} below Min {stats.min:g}"
+    return ""
+
+
+def odd_moments(stats: Stats) -> list[str]:
+    """A record's Mean or Norm that no tensor within its bounds has: infinite beside a finite Max and Min (a
+    recorder's overflowed sum, or a forged record). Said in the row's Message, so a verdict never rests on such a
+    record without a note. (A Norm below 0 is msprobe's for a 0-d tensor: its value, not an oddity.)"""
+    if not (_finite(stats.max) and _finite(stats.min)):
+        return []
+    moments = (("Mean", stats.mean), ("Norm", stats.norm))
+    return [f"{name} {value:g} beside a finite Max and Min" for name, value in moments if _infinite(value)]
+
+
+def _infinite(x: float | None) -> bool:
+    return x is not None and math.isinf(x)
+
+
 def synthesize(
     spec: TensorSpec, rng: np.random.Generator, int_floor: int | None = None, true_count: int | None = None
 ) -> tuple[torch.Tensor, str]:
@@ -45,18 +67,41 @@ def synthesize(
 
     ``int_floor``: for integer arguments whose negative Min is a sentinel (cross-entropy's ignore_index), values
     other than the sentinel are drawn from [int_floor, Max] so every class id stays valid. ``true_count``: for a
-    bool mask whose share of True was not recorded, the count the call's recorded output implies.
+    bool mask whose share of True was not recorded, the count the call's recorded output implies. Statistics no
+    tensor can hold are said first: Max below Min is read as the bounds swapped, an infinite Mean or Norm beside
+    finite bounds is left out.
     """
     n = spec.numel
     if n == 0:
         return torch.empty(spec.shape, dtype=spec.dtype), ""
+    said = ""
+    odd = list(filter(None, [max_below_min(spec.stats), *odd_moments(spec.stats)]))
+    if odd:
+        honoured = _honoured(spec.stats)
+        fixes = ["Max and Min read swapped"] if max_below_min(spec.stats) else []
+        fixes += [
+            f"{name} left out"
+            for name in ("Mean", "Norm")
+            if getattr(honoured, name.lower()) is None and getattr(spec.stats, name.lower()) is not None
+        ]
+        said = f"statistics no tensor holds ({', '.join(odd)}): {', '.join(fixes)}"
+        spec = replace(spec, stats=honoured)
     if spec.dtype == torch.bool:
         values, note = _bools(n, spec, rng, true_count)
     elif spec.dtype.is_floating_point or spec.dtype.is_complex:
         values, note = _floats(n, spec, rng)
     else:
         values, note = _integers(n, spec, rng, int_floor)
-    return values.reshape(spec.shape), note
+    return values.reshape(spec.shape), "; ".join(filter(None, [said, note]))
+
+
+def _honoured(stats: Stats) -> Stats:
+    """The statistics a tensor can hold: Max and Min in order, no infinite Mean or Norm beside finite bounds."""
+    hi, lo = (stats.min, stats.max) if max_below_min(stats) else (stats.max, stats.min)
+    bounded = _finite(hi) and _finite(lo)
+    mean = None if bounded and _infinite(stats.mean) else stats.mean
+    norm = None if bounded and _infinite(stats.norm) else stats.norm
+    return Stats(hi, lo, mean, norm)
 
 
 def _bools(n: int, spec: TensorSpec, rng: np.random.Generator, count: int | None) -> tuple[torch.Tensor, str]:
@@ -76,10 +121,8 @@ def _integers(n: int, spec: TensorSpec, rng: np.random.Generator, floor: int | N
     info = torch.iinfo(spec.dtype)
     hi = int(s.max) if _finite(s.max) else min(info.max, 100)
     lo = int(s.min) if _finite(s.min) else max(info.min, 0)
+    lo, hi = min(lo, hi), max(lo, hi)  # a default bound beyond the recorded one (a recorded Max < Min is swapped)
     note = "" if _finite(s.max) and _finite(s.min) else f"integer bounds missing: drawn in [{lo}, {hi}]"
-    if hi < lo:
-        lo, hi = hi, lo
-        note = "Max below Min: bounds swapped"
     body_lo = max(lo, floor) if floor is not None and floor <= hi else lo
     if _finite(s.mean) and _finite(s.norm) and body_lo == lo:
         values, moment_note = _moment_matched(n, float(hi), float(lo), s.mean, s.norm, rng)
