@@ -80,3 +80,29 @@ def test_a_task_past_its_timeout_is_an_error_row_and_its_worker_is_restarted(tmp
         "Torch.sigmoid.0",
         "Torch.exp.0",
     ]
+
+
+def test_a_killed_worker_and_a_system_exit_are_their_calls_rows_not_timeouts(tmp_path, monkeypatch):
+    """A call that kills its Dask worker is that call's "worker crashed" row (it was "timed out", or Dask's
+    KilledWorker after it had killed four workers); SystemExit is the call's raised SystemExit, as in-process."""
+    for key, value in misbehaving_env().items():
+        monkeypatch.setenv(key, value)
+    api_registry.registry.cache_clear()
+    names = ["Torch.tanh.0", "Torch.precheck_kill.0", "Torch.precheck_sys_exit.0", "Torch.exp.0"]
+    dump = make_dump(tmp_path / "dump.json", names)
+    try:
+        with distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        ) as c:
+            summary = run_ut(
+                dump, tmp_path / "out", device="cpu", options=CheckOptions(timeout=5), scheduler=c.scheduler_address
+            )
+    finally:
+        monkeypatch.delenv("PRECHECK_PLUGINS")
+        api_registry.registry.cache_clear()
+    got = {r.name: (r.forward, r.message) for r in summary.results}
+    assert got["Torch.precheck_kill.0"][0] == "error"
+    assert got["Torch.precheck_kill.0"][1].startswith("worker crashed: Dask's worker tcp://")
+    exited = ("error", "the call raised SystemExit: 0, which would have ended the run")
+    assert got["Torch.precheck_sys_exit.0"] == exited
+    assert got["Torch.tanh.0"][0] == got["Torch.exp.0"][0] == "pass"

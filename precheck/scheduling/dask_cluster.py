@@ -16,6 +16,7 @@ from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.results import ApiResult, failed
 from precheck.scheduling.costs import START_POLL_SECONDS, STARTUP_SECONDS, case_timeout
+from precheck.scheduling.process import ended_by
 
 
 def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str) -> ApiResult:
@@ -29,16 +30,20 @@ def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str)
     lookup("Torch.add")  # build the API table now, as a local worker does before it is ready
     worker = get_worker()
     worker.log_event(topic, worker.get_current_task())
-    return check_case(case, data_dir, options)
+    try:
+        return check_case(case, data_dir, options)
+    except BaseException as e:  # SystemExit from an API would end the task unanswered, later read as a timeout
+        return ended_by(case, e)
 
 
 def on_dask(
     cases: Sequence[Case], data_dir: Path, options: CheckOptions, scheduler: str, on_start: Callable[[Case], None]
 ) -> Iterator[ApiResult]:
     """Cases as tasks of a Dask cluster whose workers see the dump's path, as many at a time as the cluster has
-    threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task that
-    keeps killing its workers comes back as the case's error row (Dask retries it on other workers first); one
-    that runs past its timeout is an error row, and its worker is restarted, since a thread cannot be stopped."""
+    threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task whose
+    worker dies while running it alone is the case's "worker crashed" row, as in a pool, and is not run again
+    (Dask would retry it on three more workers, killing them too); one that runs past its timeout is an error row,
+    and its worker is restarted, since a thread cannot be stopped."""
     try:
         from distributed import Client, wait
     except ImportError:
@@ -50,37 +55,46 @@ def on_dask(
         topic = f"precheck-started-{client.id}"
         started: dict[Any, float] = {}  # task key -> when its check started, by this process's clock
         client.subscribe_topic(topic, lambda event: started.__setitem__(event[1], time.monotonic()))
+        crashed: dict[Any, str] = {}  # task key -> the worker that died running it alone
+        client.subscribe_topic("all", lambda event: _note_crash(event[1], started, crashed))
         running: dict[Any, tuple[Case, float]] = {}  # future -> (its case, when it was submitted)
 
         def deadline(future: Any) -> float:  # a task no worker starts (all lost) still ends, STARTUP_SECONDS later
             case, submitted = running[future]
             return started.get(future.key, submitted + STARTUP_SECONDS) + case_timeout(case, options)
 
-        while True:
-            for case in itertools.islice(todo, window - len(running)):
-                on_start(case)
-                future = client.submit(_check_remote, case, data_dir, options, topic, pure=False)
-                running[future] = (case, time.monotonic())
-            if not running:
-                return
-            # a task's start arrives as an event: look again at least every START_POLL_SECONDS to see it
-            wait_for = min(min(map(deadline, running)) - time.monotonic(), START_POLL_SECONDS)
-            try:
-                done, _ = wait(list(running), timeout=max(wait_for, 0.01), return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                done = set()
-            for future in done:
-                case, _ = running.pop(future)
+        try:
+            while True:
+                for case in itertools.islice(todo, window - len(running)):
+                    on_start(case)
+                    future = client.submit(_check_remote, case, data_dir, options, topic, pure=False)
+                    running[future] = (case, time.monotonic())
+                if not running:
+                    return
+                # a task's start arrives as an event: look again at least every START_POLL_SECONDS to see it
+                wait_for = min(min(map(deadline, running)) - time.monotonic(), START_POLL_SECONDS)
                 try:
-                    yield future.result()
-                except Exception as e:  # the cluster's failure is this case's row, never the run's end
-                    yield failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
-            now = time.monotonic()
-            for future in [f for f in running if deadline(f) <= now]:
-                case, _ = running.pop(future)
-                for key in _restart_worker_of(client, future):  # its other tasks start again elsewhere
-                    started.pop(key, None)
-                yield failed(case, f"timed out after {case_timeout(case, options):g} s")
+                    done, _ = wait(list(running), timeout=max(wait_for, 0.01), return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    done = set()
+                for future in done:
+                    case, _ = running.pop(future)
+                    try:
+                        yield future.result()
+                    except Exception as e:  # the cluster's failure is this case's row, never the run's end
+                        yield failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
+                for future in [f for f in running if f.key in crashed]:
+                    case, _ = running.pop(future)
+                    future.cancel()  # Dask would run it again on the next workers, to kill them too
+                    yield failed(case, f"worker crashed: Dask's worker {crashed.pop(future.key)} died running it")
+                now = time.monotonic()
+                for future in [f for f in running if deadline(f) <= now]:
+                    case, _ = running.pop(future)
+                    for key in _restart_worker_of(client, future):  # its other tasks start again elsewhere
+                        started.pop(key, None)
+                    yield failed(case, f"timed out after {case_timeout(case, options):g} s")
+        finally:  # else the scheduler's next event to it (this client leaving) is a CRITICAL log line
+            client.unsubscribe_topic("all")
 
 
 def _restart_worker_of(client: Any, future: Any) -> list[Any]:
@@ -95,3 +109,16 @@ def _restart_worker_of(client: Any, future: Any) -> list[Any]:
     except Exception:  # a worker without a nanny cannot be restarted: the cancelled task's thread stays busy
         return []
     return [key for address in workers for key in processing[address]]
+
+
+def _note_crash(event: Any, started: dict[Any, float], crashed: dict[Any, str]) -> None:
+    """A worker that left unasked (it crashed: Dask does not say how) while running one task: that task crashed it,
+    as a pool's worker that dies is its case's. Tasks that shared a dead worker are left to Dask's retries; their
+    timeouts count again from their next start, not from the start the crash ended."""
+    if not isinstance(event, dict) or event.get("action") != "remove-worker" or event.get("expected"):
+        return
+    processing = list(event.get("processing-tasks") or ())
+    for key in processing:
+        started.pop(key, None)
+    if len(processing) == 1:
+        crashed[processing[0]] = event.get("worker", "?")

@@ -26,10 +26,9 @@ from api_registry.unchecked import unchecked
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
-from precheck.execution.runner import one_line
 from precheck.results import ApiResult, failed
 from precheck.scheduling.costs import MAX_TIMEOUT, case_timeout
-from precheck.scheduling.process import Supervisor
+from precheck.scheduling.process import Supervisor, ended_by
 
 
 def in_process(
@@ -88,7 +87,7 @@ class _Inline:
             except KeyboardInterrupt as e:  # a stop the run is to act on (Ctrl-C reaches the waiting thread)
                 self.replies.put((None, e))
             except BaseException as e:  # SystemExit, GeneratorExit from an API: its row, as a worker's exit is
-                self.replies.put((failed(case, f"the call raised {one_line(e)}, which would have ended the run"), None))
+                self.replies.put((ended_by(case, e), None))
 
     def check(self, case: Case, timeout: float) -> ApiResult | None:
         """The case's result, or None when it took longer than ``timeout`` (this helper is then stuck)."""

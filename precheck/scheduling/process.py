@@ -34,6 +34,7 @@ from api_registry.table import registry
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
+from precheck.execution.runner import one_line
 from precheck.grader.status import ERROR
 from precheck.results import ApiResult, failed
 from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS, case_timeout
@@ -284,3 +285,9 @@ def _death(exitcode: int | None) -> str:
         except ValueError:
             return f"worker crashed: signal {-exitcode}"
     return f"worker crashed: exit code {exitcode}"
+
+
+def ended_by(case: Case, e: BaseException) -> ApiResult:
+    """The row of a call that raised what ends a process or thread (SystemExit, GeneratorExit): the run's helper
+    thread and a Dask worker catch it, so it costs that call's row, never the run's rows or a worker."""
+    return failed(case, f"the call raised {one_line(e)}, which would have ended the run")
