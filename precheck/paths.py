@@ -13,8 +13,11 @@ class OutputError(ValueError):
 
 def output_folder(path: str | os.PathLike) -> Path:
     """Make ``path`` a folder to write in, or say in one line why it cannot be one: it names a file, it lies under
-    a file (``/dev/null/x``), or the system refuses to make it."""
+    a file (``/dev/null/x``), it is a link to nothing, or the system refuses to make it. A dangling link is not
+    followed: its target may be a stale or mistyped place, and the system's "File exists" named neither."""
     folder = Path(path)
+    if folder.is_symlink() and not folder.exists():
+        raise OutputError(f"{folder}: a link to {os.readlink(folder)}, which does not exist (-o names a folder)")
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"{folder}: exists and is not a folder (-o names a folder to write in)")
     try:

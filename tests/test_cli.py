@@ -184,12 +184,16 @@ _WRITERS = {
         ("a file", "exists and is not a folder"),
         ("/dev/null/x", "/dev/null/x: cannot make this folder: Not a directory"),
         ("/proc/self", "cannot write /proc/self/"),  # a folder nobody may write in, even root
+        ("a dangling link", "a link to gone/out, which does not exist"),  # it said "File exists"
     ],
 )
 def test_an_output_folder_that_cannot_be_one_is_one_line(tmp_path, capsys, command, where, reason):
     if where == "a file":
         where = str(tmp_path / "taken")
         Path(where).write_text("not a folder")
+    if where == "a dangling link":
+        where = str(tmp_path / "out")
+        Path(where).symlink_to("gone/out")
     code, _, err = run(capsys, *_WRITERS[command], "-o", where)
     assert code == 2 and err.count("\n") == 1 and err.startswith("precheck: error: "), err
     assert reason in err and where in err, err
