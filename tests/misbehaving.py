@@ -42,6 +42,11 @@ def hang(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def change_directory(x: torch.Tensor) -> torch.Tensor:
+    os.chdir("/")
+    return x * 1
+
+
 def slow_identity(x: torch.Tensor, seconds: float = 0.3) -> torch.Tensor:
     time.sleep(seconds)
     return x * 1
@@ -73,6 +78,7 @@ ENTRIES = {
     "Torch.precheck_sys_exit": exit_politely,
     "Torch.precheck_generator_exit": generator_exit,
     "Torch.precheck_hang": hang,
+    "Torch.precheck_chdir": change_directory,
     "Torch.precheck_slow": slow_identity,
     "Torch.precheck_sticky": sticky_device_error,
     "Torch.precheck_clean": needs_clean_process,

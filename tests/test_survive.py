@@ -446,3 +446,27 @@ def test_a_full_disk_stops_the_run_with_the_command_that_continues_it(tmp_path, 
     assert main(command[1:]) == 0
     assert [r[:2] for r in rows(result)] == [[n, "pass"] for n in names]
     assert not list((tmp_path / "o").glob("*.tmp")) and not list((tmp_path / "o").glob("*.journal"))
+
+
+@pytest.mark.parametrize("backend, workers", [("inprocess", 1), ("process", 2)])
+def test_a_call_that_changes_directory_leaves_later_calls_as_they_were(
+    tmp_path, monkeypatch, misbehaving, backend, workers
+):
+    """An API that runs os.chdir('/') before the others of a dump named by a relative path: every later row is
+    graded as in a run without it (their files were looked for under /: in-process the run ended, unable to reread
+    its dump; in a pool the later rows differed)."""
+    source = real_dump_json("mlp_fp32_tensor")
+    doc = json.loads(source.read_text())
+    first = doc["data"]["Functional.linear.0.forward"]["input_args"][0]
+    chdir = {"Torch.precheck_chdir.0.forward": {"input_args": [first], "input_kwargs": {}, "output": [first]}}
+    clean = run_ut(source, tmp_path / "clean", device="cpu", workers=workers, keep_results=True)
+    doc["data"] = {**chdir, **doc["data"]}
+    link_tensor_data(source.parent / "dump_tensor_data", tmp_path / "dump")
+    (tmp_path / "dump" / "dump.json").write_text(json.dumps(doc))
+    monkeypatch.chdir(tmp_path)
+    summary = run_ut(
+        Path("dump/dump.json"), Path("out"), device="cpu", workers=workers, backend=backend, keep_results=True
+    )
+    got = {r.name: (r.forward, r.backward, r.message) for r in summary.results}
+    assert got.pop("Torch.precheck_chdir.0")[0] == "pass"
+    assert got == {r.name: (r.forward, r.backward, r.message) for r in clean.results}

@@ -8,6 +8,7 @@ grade, result.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +34,18 @@ from precheck.walk import flatten
 
 
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
+    """One case's result. The working directory is the process's, not the call's: an API that changes it (a
+    plugin's os.chdir) would leave the relative paths of every later case in this process looking elsewhere
+    (a dump named by a relative path: every later API a SKIP, and the run's end unable to reread its dump)."""
+    here = os.open(".", os.O_RDONLY)
+    try:
+        return _check_case(case, data_dir, options)
+    finally:
+        os.fchdir(here)
+        os.close(here)
+
+
+def _check_case(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
     target = target_for(options)
     if options.save_error_data and not options.keep_tensors:
         result = _guarded(case, data_dir, replace(options, keep_tensors=True), target)
