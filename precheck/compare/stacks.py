@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from precheck.dump.safe_files import Refused, open_regular
 
 MAX_STACKS = 256 << 20  # bytes: a large model's stack.json is tens of megabytes
 
@@ -33,7 +34,7 @@ class Stacks:
         except OSError as e:
             return cls(problem=f"{path}: cannot read: {e.strerror or e}")
         except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, refused
-            return cls(problem=f"{path}: {e if isinstance(e, _Refused) else 'not JSON'}")
+            return cls(problem=str(e) if isinstance(e, Refused) else f"{path}: not JSON")
         if not isinstance(doc, dict):
             return cls(problem=f"{path}: not a map of records to stacks")
         stacks = cls(present=True)
@@ -50,17 +51,9 @@ class Stacks:
         return self.by_record.get(record, "N/A")
 
 
-class _Refused(ValueError):
-    """stack.json is no regular file of at most MAX_STACKS bytes."""
-
-
 def _read(path: Path) -> str:
-    """The text of ``path``, opened without blocking and checked on that descriptor: a regular file of at most
-    MAX_STACKS bytes."""
-    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _Refused("not a regular file")
-        if info.st_size > MAX_STACKS:
-            raise _Refused(f"over {MAX_STACKS >> 20} MiB, larger than any stack.json")
+    """The text of ``path``: a regular file of at most MAX_STACKS bytes."""
+    with open_regular(path) as f:
+        if os.fstat(f.fileno()).st_size > MAX_STACKS:
+            raise Refused(f"{path}: over {MAX_STACKS >> 20} MiB, larger than any stack.json")
         return f.read(MAX_STACKS).decode("utf-8")  # bounded should it grow since

@@ -10,13 +10,13 @@ text is decoded from UTF-8 where a value is decoded.
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
+
+from precheck.dump.safe_files import Refused, open_regular
 
 T = TypeVar("T")
 
@@ -238,10 +238,10 @@ def read_file(path: Path, read: Callable[[JsonStream], T], error: type[Exception
     """``read`` over the JSON stream of ``path``; every reason the file cannot be read (missing, not a regular
     file, unreadable, not JSON, a value too long) becomes one line in ``error``, naming the file."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # /dev/zero, a FIFO: no end, no offsets to come back to
-            raise error(f"{path}: not a regular file")
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # /dev/zero, a FIFO: no end, no offsets to come back to
             return read(JsonStream(f))
+    except Refused as e:
+        raise error(str(e)) from None
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
     except OSError as e:

@@ -100,6 +100,19 @@ def open_file(data_dir: Path, data_name: str) -> DataFile:
     return DataFile(path, open(fd, "rb"), info.st_size)
 
 
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` open for reading if it is a regular file. A file beside a dump or a run (stack.json, dump.json, a
+    sidecar) comes from anyone: it is opened without blocking and checked on that descriptor, so a FIFO (which
+    would wait for a writer forever) or a device such as /dev/zero (which never ends) is Refused by its type
+    without a wait or a read. FileNotFoundError and other OSErrors are the caller's to word."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Refused(f"{path}: not a regular file")
+    os.set_blocking(fd, True)
+    return open(fd, "rb")
+
+
 def _open_beneath(root: Path, parts: tuple[str, ...]) -> int:
     """A descriptor of ``root/parts``, each folder opened from the one before and nothing followed: ``root`` and
     ``parts`` are resolved, so any link met on the way was swapped in after the check."""

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from api_registry.reduced import reduced_length
 from precheck.compare.entries import Item, record_items
 from precheck.dump.jsonstream import JsonStream, StreamError
+from precheck.dump.safe_files import open_regular
 from precheck.grader.limits import limits_for
 
 if TYPE_CHECKING:
@@ -39,9 +38,7 @@ def read_records(dump_json: Path, keys: set[str]) -> dict | None:
     never held); None when the dump moved or cannot be read: the rules that need it stay silent."""
     spans, records = {}, {}
     try:
-        with open(os.open(dump_json, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:  # a FIFO named by a sidecar: no wait
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None
+        with open_regular(dump_json) as f:  # a FIFO named by a sidecar: refused, never waited on
             js = JsonStream(f)
             if js.sniff() != "{":
                 return None

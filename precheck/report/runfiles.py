@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from precheck.dump.safe_files import Refused, open_regular
 from precheck.paths import create_new
 
 try:
@@ -163,12 +163,12 @@ def read_sidecar(path: Path) -> dict[str, Any]:
     (not a regular file, over MAX_SIDECAR bytes, not UTF-8, not JSON, nested too deeply, not an object, a field
     the report reads of the wrong type or not finite). Opened without blocking: a FIFO never hangs a report."""
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise RunFileError(f"{path}: not a regular file")
+        with open_regular(path) as f:
             data = f.read(MAX_SIDECAR + 1)
     except FileNotFoundError:
         raise
+    except Refused as e:
+        raise RunFileError(str(e)) from None
     except OSError as e:
         raise RunFileError(f"{path}: cannot read: {e.strerror or e}") from None
     if len(data) > MAX_SIDECAR:
