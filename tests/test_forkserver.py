@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from helpers import DATA
 
 from precheck.scheduling import forkserver
@@ -51,3 +56,28 @@ def test_a_worker_takes_the_plugins_and_stderr_of_the_run_not_of_the_server(tmp_
     dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_slow.1"])
     summary = run_ut(dump, tmp_path / "out", device="cpu", workers=2, backend="process")
     assert summary.counts == {"pass": 2}
+
+
+@pytest.mark.parametrize("package", ["precheck", "precheck/__init__.py"])
+def test_a_pool_runs_from_a_folder_holding_a_precheck_folder(tmp_path, package):
+    """The folder a user cloned precheck into (or any named ``precheck``) in the working directory: the fork
+    server imported it instead of the installed package, and every worker died at start ("cannot import name
+    '__version__' from 'precheck'"), ending the run after 9 s with exit code 2 and no rows."""
+    from test_survive import make_dump, rows
+
+    here = tmp_path / "here"
+    (here / package).parent.mkdir(parents=True)
+    if package.endswith(".py"):
+        (here / package).touch()
+    else:
+        (here / package).mkdir()
+    make_dump(here / "dump.json", ["Torch.tanh.0", "Torch.sigmoid.0", "Torch.exp.0", "Torch.abs.0"])
+    command = Path(sys.executable).with_name("precheck")  # the installed command, as a user runs it
+    argv = [command, "run_ut", "-q", "-d", "cpu", "--backend", "process", "-n", "2", "-api_info", "dump.json"]
+    run = subprocess.run([*argv, "-o", "out"], cwd=here, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert "ImportError" not in run.stderr
+    (result,) = (here / "out").glob("accuracy_checking_result_*.csv")
+    assert sorted((r[0], r[1]) for r in rows(result)) == [
+        ("Torch.abs.0", "pass"), ("Torch.exp.0", "pass"), ("Torch.sigmoid.0", "pass"), ("Torch.tanh.0", "pass")
+    ]  # fmt: skip

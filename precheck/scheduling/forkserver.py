@@ -19,15 +19,40 @@ from pathlib import Path
 
 # Imported by the fork server before it forks any worker: the worker's own module and the API table.
 PRELOAD = ["precheck.scheduling.preload"]
+SAFE_PATH = "PYTHONSAFEPATH"
 
 
 def worker_context() -> BaseContext:
-    """The fork server's context where there is one (Linux, macOS), else spawn's (Windows)."""
+    """The fork server's context where there is one (Linux, macOS), started if it is not running, else spawn's
+    (Windows)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
+    _ensure_server()
     return context
+
+
+def _ensure_server() -> None:
+    """Start the fork server, unless it runs, with the working directory left off its import path.
+
+    The server is a ``python -c`` whose import path starts with the working directory (Python 3.11 does not give
+    it the run's path). A folder there named ``precheck``, such as the clone a user runs from beside, shadowed the
+    installed package in the server; every worker forked from it inherited that empty package, died at start
+    ("cannot import name '__version__' from 'precheck'") and the run ended. PYTHONSAFEPATH (Python 3.11+) keeps
+    the directory off, as it is off for the ``precheck`` command itself; the server's children take the run's
+    environment and path (process._Inherited), so nothing else sees the variable."""
+    from multiprocessing import forkserver
+
+    saved = os.environ.get(SAFE_PATH)
+    os.environ[SAFE_PATH] = "1"
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ[SAFE_PATH]
+        else:
+            os.environ[SAFE_PATH] = saved
 
 
 # Sizes past which the cost model (scheduling/costs.py) chooses a pool: about 4 s of serial work, at 2e-8 s an
@@ -55,7 +80,4 @@ def likely_pool(dump_json: str | Path) -> bool:
 
 def start_early() -> None:
     """Start the fork server now, in the background, so it imports torch while this process does the same."""
-    if worker_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
+    worker_context()
