@@ -36,10 +36,14 @@ from precheck.walk import flatten
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
     """One case's result. The working directory is the process's, not the call's: an API that changes it (a
     plugin's os.chdir) would leave the relative paths of every later case in this process looking elsewhere
-    (a dump named by a relative path: every later API a SKIP, and the run's end unable to reread its dump)."""
+    (a dump named by a relative path: every later API a SKIP, and the run's end unable to reread its dump).
+    What an API raises to end a process or thread (SystemExit, GeneratorExit) is that call's row in every
+    scheduler: it would end the run in-process, a pool's worker, or a Dask task unanswered (read as a timeout)."""
     here = os.open(".", os.O_RDONLY)
     try:
         return _check_case(case, data_dir, options)
+    except (SystemExit, GeneratorExit) as e:
+        return failed(case, f"the call raised {one_line(e)}, which would have ended the run")
     finally:
         os.fchdir(here)
         os.close(here)

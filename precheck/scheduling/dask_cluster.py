@@ -14,9 +14,8 @@ from api_registry import lookup
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
-from precheck.results import ApiResult, failed
+from precheck.results import ApiResult, failed, timed_out
 from precheck.scheduling.costs import START_POLL_SECONDS, STARTUP_SECONDS, case_timeout
-from precheck.scheduling.process import ended_by
 
 
 def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str) -> ApiResult:
@@ -30,10 +29,7 @@ def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str)
     lookup("Torch.add")  # build the API table now, as a local worker does before it is ready
     worker = get_worker()
     worker.log_event(topic, worker.get_current_task())
-    try:
-        return check_case(case, data_dir, options)
-    except BaseException as e:  # SystemExit from an API would end the task unanswered, later read as a timeout
-        return ended_by(case, e)
+    return check_case(case, data_dir, options)
 
 
 def on_dask(
@@ -42,7 +38,7 @@ def on_dask(
     """Cases as tasks of a Dask cluster whose workers see the dump's path, as many at a time as the cluster has
     threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task whose
     worker dies while running it alone is the case's "worker crashed" row, as in a pool, and is not run again
-    (Dask would retry it on three more workers, killing them too); one that runs past its timeout is an error row,
+    (Dask would retry it on three more workers, killing them too); one that runs past its timeout is a SKIP row,
     and its worker is restarted, since a thread cannot be stopped."""
     try:
         from distributed import Client, wait
@@ -92,7 +88,7 @@ def on_dask(
                     case, _ = running.pop(future)
                     for key in _restart_worker_of(client, future):  # its other tasks start again elsewhere
                         started.pop(key, None)
-                    yield failed(case, f"timed out after {case_timeout(case, options):g} s")
+                    yield timed_out(case, case_timeout(case, options))
         finally:  # else the scheduler's next event to it (this client leaving) is a CRITICAL log line
             client.unsubscribe_topic("all")
 

@@ -1,6 +1,6 @@
 """The in-process backend: cases on a helper thread of this process, for dumps too small to pay for a pool.
 
-Each case is waited for at most its timeout: a case past it is an error row, its thread is left behind (a hung C
+Each case is waited for at most its timeout: a case past it is a SKIP row (not graded), its thread is left behind (a hung C
 kernel cannot be interrupted) and the remaining cases run in worker processes. An API that crashes the process
 takes an in-process run down; the resume journal (report/runfiles.py) names the APIs that were running then, and
 a resume checks those in worker processes (``isolate``).
@@ -26,16 +26,16 @@ from api_registry.unchecked import unchecked
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
-from precheck.results import ApiResult, failed
+from precheck.results import ApiResult, timed_out
 from precheck.scheduling.costs import MAX_TIMEOUT, case_timeout
-from precheck.scheduling.process import Supervisor, ended_by
+from precheck.scheduling.process import Supervisor
 
 
 def in_process(
     cases: Sequence[Case], data_dir: Path, options: CheckOptions, workers: int, on_start: Callable[[Case], None]
 ) -> Iterator[ApiResult]:
-    """The cases on a helper thread of this process, each waited for at most its timeout. One past it is an
-    error row; its thread is abandoned (it may be stuck in a C kernel that nothing can interrupt, a daemon
+    """The cases on a helper thread of this process, each waited for at most its timeout. One past it is a
+    SKIP row (results.timed_out); its thread is abandoned (it may be stuck in a C kernel that nothing can interrupt, a daemon
     thread that dies with the process) and the cases after it run in worker processes. Calls that may crash the
     process (api_registry/unchecked.py) run last, in one worker process."""
     # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
@@ -54,7 +54,7 @@ def in_process(
             timeout = case_timeout(case, options)
             result = inline.check(case, timeout)
             if result is None:
-                yield failed(case, f"timed out after {timeout:g} s")
+                yield timed_out(case, timeout)
                 left = len(cases) - i - 1 + len(crashing)
                 if left:
                     rest = itertools.chain(crashing, source)
@@ -84,10 +84,8 @@ class _Inline:
         while (case := self.requests.get()) is not None:
             try:
                 self.replies.put((check_case(case, data_dir, options), None))
-            except KeyboardInterrupt as e:  # a stop the run is to act on (Ctrl-C reaches the waiting thread)
+            except BaseException as e:  # Ctrl-C, a stop the run is to act on (it reaches the waiting thread)
                 self.replies.put((None, e))
-            except BaseException as e:  # SystemExit, GeneratorExit from an API: its row, as a worker's exit is
-                self.replies.put((ended_by(case, e), None))
 
     def check(self, case: Case, timeout: float) -> ApiResult | None:
         """The case's result, or None when it took longer than ``timeout`` (this helper is then stuck)."""

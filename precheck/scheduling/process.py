@@ -2,9 +2,10 @@
 
 A task carries the case (argument specs and file names, never tensors); the worker loads its own inputs. Each
 worker checks one case at a time under supervision: a worker that dies (segfault, abort, ``os._exit``, out of
-memory) or runs past the case's timeout is replaced, and that case becomes an error row saying so, while the
-run goes on. (joblib's loky pool cannot do this: one dead worker breaks every task in flight. pebble's
-ProcessPool can, but not all the rest: see the README's Architecture section.)
+memory) or runs past the case's timeout is replaced, and that case becomes a row saying so (an error row; a
+SKIP for a timeout, which grades nothing: results.timed_out), while the run goes on. (joblib's loky pool
+cannot do this: one dead worker breaks every task in flight. pebble's ProcessPool can, but not all the rest:
+see the README's Architecture section.)
 """
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ from api_registry.table import registry
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
-from precheck.execution.runner import one_line
 from precheck.grader.status import ERROR
-from precheck.results import ApiResult, failed
+from precheck.results import ApiResult, failed, timed_out
 from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS, case_timeout
 from precheck.scheduling.forkserver import worker_context
 
@@ -213,7 +213,7 @@ class Supervisor:
                     yield result
 
     def _outcome(self, i: int, workers: list[_Worker], ready: set) -> ApiResult | None:
-        """The busy worker ``i``'s result, its case's error row when it died or ran out of time (it is then
+        """The busy worker ``i``'s result, its case's error row when it died or its SKIP row when it ran out of time (it is then
         replaced in ``workers``), or None while it works."""
         w = workers[i]
         result, retire = None, False
@@ -230,7 +230,7 @@ class Supervisor:
                 result = failed(w.case, _death(w.process.exitcode))
                 workers[i] = self._replace(w)
         elif time.monotonic() >= w.deadline:
-            result = failed(w.case, f"timed out after {case_timeout(w.case, self.options):g} s")
+            result = timed_out(w.case, case_timeout(w.case, self.options))
             workers[i] = self._replace(w)
         return result
 
@@ -285,9 +285,3 @@ def _death(exitcode: int | None) -> str:
         except ValueError:
             return f"worker crashed: signal {-exitcode}"
     return f"worker crashed: exit code {exitcode}"
-
-
-def ended_by(case: Case, e: BaseException) -> ApiResult:
-    """The row of a call that raised what ends a process or thread (SystemExit, GeneratorExit): the run's helper
-    thread and a Dask worker catch it, so it costs that call's row, never the run's rows or a worker."""
-    return failed(case, f"the call raised {one_line(e)}, which would have ended the run")
