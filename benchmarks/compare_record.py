@@ -1,10 +1,10 @@
 """Record the pairs of real msprobe dumps that `precheck compare` is tested and measured on.
 
 One small training step (linear, layer_norm, gelu, linear, residual add, softmax, mse loss) recorded with msprobe's
-own dumper in several variants: fp32 and bf16, tensor, statistics and md5, API level (L1) and module level (L0),
-clean and with a deliberately wrong GELU patched in before the debugger wraps it (msprobe records what the patched
-function computes), with layer_norm written out by hand on one side (more calls than the other side), and with the
-modules renamed on one side (for a layer mapping).
+own dumper in several variants: fp32 and bf16, tensor, statistics and md5, API level (L1), module level (L0) and
+both (mix), clean and with a deliberately wrong GELU patched in before the debugger wraps it (msprobe records what
+the patched function computes), with layer_norm written out by hand on one side (more calls than the other side),
+and with the modules renamed on one side (for a layer mapping).
 
 Run it in a throwaway venv (pip install torch==2.13.0 mindstudio-probe):
     /tmp/msprobe/bin/python benchmarks/compare_record.py OUT_DIR [VARIANT ...]
@@ -36,6 +36,8 @@ VARIANTS = {
     "fp32_md5_gelu_bug": ("fp32", "statistics", "md5", "L1", True, False, False),
     "fp32_l0": ("fp32", "tensor", None, "L0", False, False, False),
     "fp32_l0_renamed_gelu_bug": ("fp32", "tensor", None, "L0", True, False, True),
+    "fp32_mix": ("fp32", "tensor", None, "mix", False, False, False),
+    "fp32_mix_gelu_bug": ("fp32", "tensor", None, "mix", True, False, False),
 }
 
 

@@ -93,6 +93,8 @@ def test_headers_are_msprobes(mode, stack):
         ("bf16_statistics_gelu_bug", "fp32_statistics", "statistics_bf16_gelu_bug.csv", {"Result": 45,
                                                                                           "Err_message": 45}),
         ("fp32_md5_gelu_bug", "fp32_md5", "md5_fp32_gelu_bug.csv", {"Result": 1, "Err_message": 1}),
+        # a mix dump: module records among the API records, a module's parameters before its outputs
+        ("fp32_mix_gelu_bug", "fp32_mix", "tensor_fp32_mix_gelu_bug.csv", {"Err_message": 3, "Result": 1}),
     ],
 )  # fmt: skip
 def test_cells_match_msprobes_compare(capsys, tmp_path, target, bench, reference, departures):

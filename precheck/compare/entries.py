@@ -22,12 +22,12 @@ from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
 
 DIRECTIONS = ("forward", "backward", "parameters_grad")
 MAX_DEPTH = 32  # nesting of an argument (msprobe's own limit is lower)
-_FIELDS = (  # (record field, name suffix, state) in msprobe's order
+_FIELDS = (  # (record field, name suffix, state) in msprobe's order: a module's parameters before its outputs
     ("input_args", ".input", "input"),
     ("input_kwargs", ".input", "input"),
     ("input", ".input", "input"),
-    ("output", ".output", "output"),
     ("parameters", ".parameters", "parameters"),
+    ("output", ".output", "output"),
 )
 _HEADER = ("task", "level", "framework", "dump_data_dir")
 
