@@ -6,6 +6,7 @@ import functools
 import gc
 import importlib
 import importlib.util
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,27 @@ class ApiEntry:
 
     def random_reason(self, args: tuple, kwargs: dict) -> str | None:
         return self.randomness(args, kwargs) if self.randomness else None
+
+    def writes_input(self, args: tuple, kwargs: dict) -> bool:
+        """Whether this call modifies its input: an in-place method (``add_``, ``__iadd__``) or a functional
+        called with ``inplace=True`` by keyword or by position (``F.relu(x, True)``, every torchvision ResNet). Such
+        a call is replayed on a copy of its recorded input, since autograd refuses to modify a leaf that needs a
+        gradient."""
+        if self.inplace or kwargs.get("inplace") is True:
+            return True
+        place = _inplace_position(self.func)
+        return place is not None and place < len(args) and args[place] is True
+
+
+@functools.cache
+def _inplace_position(func: Callable[..., Any]) -> int | None:
+    """The position of a function's ``inplace`` parameter (``F.dropout``'s is 3); None where it has none or
+    its signature cannot be read (a C builtin)."""
+    try:
+        names = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names.index("inplace") if "inplace" in names else None
 
 
 def _raise_to_double(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:

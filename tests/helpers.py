@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+
+from api_registry import lookup
 
 DATA = Path(__file__).parent / "data"
 REAL_DUMPS = {
@@ -65,6 +68,62 @@ def forward_rec(*args: Any, kwargs: dict | None = None, output: list | None = No
         "input_kwargs": kwargs or {},
         "output": output if output is not None else [tensor_rec()],
     }
+
+
+def _rec(t: torch.Tensor, data: Path | None, name: str, requires_grad: bool = False) -> dict:
+    """One tensor as msprobe records it: its statistics, and its file where ``data`` (tensor mode) is given."""
+    if data is not None:
+        torch.save(t, data / name)
+    s = t.double()
+    stats = {"Max": s.max().item(), "Min": s.min().item(), "Mean": s.mean().item(), "Norm": s.norm().item()}
+    shape = tuple(t.shape)
+    return tensor_rec(str(t.dtype), shape, data_name=name if data else None, requires_grad=requires_grad, **stats)
+
+
+def _inplace_call(data: Path | None, api: str, args: list, kwargs: dict, noise: float) -> dict[str, dict]:
+    """The forward and backward records of one in-place call, made by running it as training ran it: on a non-leaf
+    input (a layer's output), whose value before the call is the recorded input and after it the recorded output;
+    the backward record holds the gradients at the in-place op's node (``noise``: a bugged device's outputs)."""
+    func = lookup(api.rsplit(".", 1)[0]).func
+    leaves = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) else a for a in args]
+    inputs = [a * 1 if isinstance(a, torch.Tensor) else a for a in leaves]
+    encoded = [
+        _rec(a, data, f"{api}.forward.input.{i}.pt", True) if isinstance(a, torch.Tensor) else a
+        for i, a in enumerate(args)
+    ]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        out = func(*[a if isinstance(a, torch.Tensor) else a["value"] for a in inputs], **kwargs)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    grads = torch.autograd.grad(out, [a for a in leaves if isinstance(a, torch.Tensor)], grad_out)
+    out = out.detach() * (1 + noise)
+    kwargs_rec = {k: {"type": "bool", "value": v} for k, v in kwargs.items()}
+    return {
+        f"{api}.forward": forward_rec(*encoded, kwargs=kwargs_rec, output=[_rec(out, data, f"{api}.out.pt")]),
+        f"{api}.backward": {
+            "input": [_rec(grad_out, data, f"{api}.backward.input.0.pt")],
+            "output": [_rec(g, data, f"{api}.backward.output.{i}.pt") for i, g in enumerate(grads)],
+        },
+    }
+
+
+def inplace_dump(root: Path, task: str, noise: float = 0.0) -> Path:
+    """A dump of in-place calls from real tensors: ``F.relu(x, inplace=True)`` (keyword), ``F.dropout(x, 0.5,
+    True, True)`` (positional), ``x.add_(y)`` and ``x += y``."""
+    data = root / "dump_tensor_data" if task == "tensor" else None
+    (data or root).mkdir(parents=True)
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(32, 32, generator=gen), torch.randn(32, 32, generator=gen)
+    flags = [{"type": "float", "value": 0.5}, {"type": "bool", "value": True}, {"type": "bool", "value": True}]
+    records = {
+        **_inplace_call(data, "Functional.relu.0", [x], {"inplace": True}, noise),
+        **_inplace_call(data, "Functional.dropout.0", [x, *flags], {}, 0.0),
+        **_inplace_call(data, "Tensor.add_.0", [x, y], {}, noise),
+        **_inplace_call(data, "Tensor.__iadd__.0", [x, y], {}, noise),
+    }
+    doc = {"task": task, "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": records}
+    (root / "dump.json").write_text(json.dumps(doc), encoding="utf-8")
+    return root / "dump.json"
 
 
 def link_tensor_data(source: Path, into: Path) -> None:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import link_tensor_data, real_dump_json
+from helpers import inplace_dump, link_tensor_data, real_dump_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +181,14 @@ def test_repro_of_a_248_character_name_writes_files_a_file_system_takes(tmp_path
     assert all(len(p.name.encode()) <= 255 for p in (tmp_path / "out").iterdir())
     proc = subprocess.run([sys.executable, str(scripts[0])], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.startswith("forward.output.0: (4, 32) torch.float32"), proc.stderr
+
+
+@pytest.mark.parametrize("api", ["Functional.relu.0", "Tensor.__iadd__.0"])
+def test_repro_of_an_inplace_call_runs_forward_and_backward(api, tmp_path):
+    """``F.relu(x, inplace=True)`` on an input that needs a gradient: the script modifies a copy of the input, as
+    run_ut does (it stopped at 'a leaf Variable that requires grad is being used in an in-place operation')."""
+    script = write_repro(api, inplace_dump(tmp_path / "dump", "tensor"), tmp_path / "repro")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("forward.output.0: (32, 32) torch.float32: max abs error ")
+    assert "gradient of input_args[0]: (32, 32) torch.float32: max abs error 0 " in proc.stdout

@@ -12,8 +12,9 @@ import shutil
 
 import pytest
 import torch
-from helpers import one_api_dump, real_dump_json
+from helpers import inplace_dump, one_api_dump, real_dump_json
 
+from precheck.commands.apis import would_skip
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
 
@@ -154,3 +155,46 @@ def test_incoming_gradients_of_a_node_with_more_outputs_than_the_call(target, tm
     [result] = run_ut(dump, tmp_path / "out", options=CheckOptions(target=target), workers=1).results
     assert result.backward == "pass", result.message
     assert list(backward_rows(result)) == ["output.0"]
+
+
+@pytest.mark.parametrize(
+    "task, target",
+    [("tensor", "device"), ("tensor", "recorded"), ("statistics", "device"), ("statistics", "recorded")],
+)
+def test_inplace_calls_are_graded_forward_and_backward(task, target, tmp_path):
+    """In-place calls on an input that needs a gradient are replayed on a copy of it, forward and backward (they
+    were SKIP rows: 'a leaf Variable that requires grad is being used in an in-place operation'; dropout's an
+    error row), and ``apis --check`` predicts no SKIP for them."""
+    dump = inplace_dump(tmp_path / "dump", task)
+    summary = run_ut(dump, tmp_path / "out", options=CheckOptions(target=target), workers=1)
+    rows = rows_of(summary)
+    graded = ("pass",) if task == "tensor" else ("pass", "warning")  # statistics: generated inputs, recorded stats
+    for api in ("Functional.relu.0", "Tensor.add_.0", "Tensor.__iadd__.0"):
+        assert rows[api][:2] in [(f, b) for f in graded for b in graded], rows
+    # dropout's law is checked on its outputs (recorded ones need their data), its gradients on a device only
+    dropout = {"device": ("pass", "pass"), "recorded": ("pass", "SKIP")}[target]
+    if (task, target) == ("statistics", "recorded"):
+        dropout = ("SKIP", "SKIP")
+        assert rows["Functional.dropout.0"][2] == "random op: its recorded outputs are statistics only"
+    assert rows["Functional.dropout.0"][:2] == dropout, rows
+    assert not any("leaf" in message for _, _, message in rows.values())
+    if target == "device":  # the target `apis --check` predicts for
+        assert would_skip(dump) == (4, {})
+
+
+def test_inplace_call_graded_at_its_own_node(tmp_path):
+    """The recorded gradients of ``x.add_(y)`` are AddBackward0's at x and y, the call's own inputs: no row names
+    precheck's copy of x as where the gradient was taken."""
+    dump = inplace_dump(tmp_path / "dump", "tensor")
+    summary = run_ut(dump, tmp_path / "out", options=RECORDED, workers=1)
+    add = next(r for r in summary.results if r.name == "Tensor.add_.0")
+    assert sorted(backward_rows(add)) == ["output.0", "output.1"]
+    assert not any("Clone" in d.comparison.message for d in add.details), add.message
+
+
+def test_a_bugged_inplace_output_is_an_error(tmp_path):
+    """1% noise on the recorded outputs of the in-place calls is an error of each, as on any other call."""
+    dump = inplace_dump(tmp_path / "dump", "tensor", noise=0.01)
+    rows = rows_of(run_ut(dump, tmp_path / "out", options=RECORDED, workers=1))
+    for api in ("Functional.relu.0", "Tensor.add_.0", "Tensor.__iadd__.0"):
+        assert rows[api][:2] == ("error", "pass"), rows[api]

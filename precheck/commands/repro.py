@@ -192,7 +192,7 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
             dump=f"{dump.path.parent.name}/{dump.path.name}",
             data=data,
             needs_grad=set(needs_grad),
-            inplace=entry.inplace,
+            inplace=entry.writes_input(case.args, case.kwargs),
             args=_literal(case.args, "input_args"),
             kwargs=_literal(case.kwargs, "input_kwargs"),
             grad_outputs=grad_outputs,

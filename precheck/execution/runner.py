@@ -66,6 +66,8 @@ class _Leaves:
         self.count = 0
         self.grad = grad  # False for an out= call: autograd refuses those, and msprobe saw no backward
         self.needing_grad: dict[int, torch.Tensor] = {}
+        # The copies an in-place call modifies: id of each copy's node -> (that node, kept alive; its argument)
+        self.copies: dict[int, tuple[Any, int]] = {}
 
 
 def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -> Any:
@@ -77,8 +79,10 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -
         if leaves.grad and tree.requires_grad and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
             leaves.needing_grad[index] = t
-            # An in-place API may not modify a leaf that requires grad; it modifies a copy the graph tracks.
-            return t.clone() if inplace else t
+            if inplace:  # autograd refuses to modify a leaf that requires grad: the call modifies a tracked copy
+                copy = t.clone()
+                leaves.copies[id(copy.grad_fn)] = (copy.grad_fn, index)
+                return copy
         return t
     if isinstance(tree, tuple):
         return tuple(_build(v, value, side, leaves, inplace) for v, value in zip(tree, loaded, strict=False))
@@ -112,19 +116,20 @@ def run_side(call: Call, side: Side, func: Callable[..., Any] | None = None, hoo
     entry, args, kwargs, grad_outputs = call.entry, call.args, call.kwargs, call.grad_outputs
     leaves = _Leaves(grad=kwargs.get("out") is None)
     try:
-        call_args = _build(args, call.loaded_args, side, leaves, entry.inplace)
-        call_kwargs = _build(kwargs, call.loaded_kwargs, side, leaves, entry.inplace)
+        inplace = entry.writes_input(args, kwargs)
+        call_args = _build(args, call.loaded_args, side, leaves, inplace)
+        call_kwargs = _build(kwargs, call.loaded_kwargs, side, leaves, inplace)
         # The golden side runs the API's float64 reference where it has one; the honest side only where the API
         # itself cannot run on the CPU (NPU fused ops), since a down-cast's own rounding is what it must measure.
         reference = entry.golden if side.golden or side.honest and entry.needs_device else None
         func = func or reference or entry.func
         with torch.set_grad_enabled(bool(leaves.needing_grad)):
             result = func(*call_args, **call_kwargs)
-        if result is None and entry.inplace and call_args:
+        if result is None and inplace and call_args:
             result = call_args[0]  # __setitem__ and friends return None; the mutated tensor is the output
         outputs = flatten(result)
         hooked = hooked_tensor(result)
-        probe = _NodeProbe(hooked, leaves.needing_grad) if hook_node else None
+        probe = _NodeProbe(hooked, leaves) if hook_node else None
         grads = (
             _backward(outputs, leaves.needing_grad, grad_outputs, side, hooked)
             if grad_outputs is not None and leaves.needing_grad
@@ -157,12 +162,13 @@ def hooked_tensor(result: Any) -> torch.Tensor | None:
 class _NodeProbe:
     """A hook on the node msprobe hooks in this side's graph, keeping the gradients at that node's inputs."""
 
-    def __init__(self, out: torch.Tensor | None, leaves: dict[int, torch.Tensor]) -> None:
+    def __init__(self, out: torch.Tensor | None, leaves: _Leaves) -> None:
         self.grads: tuple | None = None
         self.fn = out.grad_fn if out is not None and out.requires_grad else None
         self.leaf = out is not None and out.requires_grad and out.grad_fn is None
         if self.fn is not None:
-            index_of = {id(t): i for i, t in leaves.items()}
+            index_of = {id(t): i for i, t in leaves.needing_grad.items()}
+            index_of.update({node_id: i for node_id, (_, i) in leaves.copies.items()})
             self.sources = tuple(_source(fn, index_of) for fn, _ in self.fn.next_functions)
             try:
                 self.fn.register_hook(self._keep)
@@ -183,6 +189,8 @@ def _source(fn: Any, index_of: dict[int, int]) -> str:
     """What feeds one input of the hooked node, in words: an argument, a node on one argument, or a node's output."""
     if fn is None:
         return "no gradient"
+    if id(fn) in index_of:  # the copy an in-place call modified: the argument itself, as msprobe saw it
+        return f"input {index_of[id(fn)]}"
     if hasattr(fn, "variable"):  # AccumulateGrad: the argument itself
         return f"input {index_of.get(id(fn.variable), '?')}"
     below = [f for f, _ in fn.next_functions if f is not None]
