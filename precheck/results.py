@@ -21,7 +21,19 @@ if TYPE_CHECKING:
 
     import pandas
 
-__all__ = ["ApiResult", "DetailRow", "Direction", "Status", "failed", "graded", "load", "skipped", "split_row_name"]
+__all__ = [
+    "ApiResult",
+    "DetailRow",
+    "Direction",
+    "Status",
+    "failed",
+    "graded",
+    "is_timed_out",
+    "load",
+    "skipped",
+    "split_row_name",
+    "timed_out",
+]
 
 
 class Direction(StrEnum):
@@ -104,8 +116,23 @@ def skipped(record: Recorded, reason: str) -> ApiResult:
     return _one_row(record, SKIP, SKIP if record.has_backward else None, reason)
 
 
+TIMED_OUT = "timed out after"
+
+
+def timed_out(record: Recorded, seconds: float) -> ApiResult:
+    """A record whose check ran past its time limit: SKIP, not an error. How long a call takes says nothing of its
+    precision, and on a busy machine a call that passes with more time ran past the limit: as an error it failed a
+    nightly ``--fail-on error`` gate for the machine's load. The same row from every scheduler."""
+    return skipped(record, f"{TIMED_OUT} {seconds:g} s; not graded")
+
+
+def is_timed_out(status: Status | str, message: str) -> bool:
+    """Whether a row (its forward status and message) is ``timed_out``'s, so summaries count it apart."""
+    return status == SKIP and message.startswith(TIMED_OUT)
+
+
 def failed(record: Recorded, reason: str) -> ApiResult:
-    """A record whose check failed in a way that blames the API (it crashed, hung, or its target run failed):
+    """A record whose check failed in a way that blames the API (it crashed, or its target run failed):
     one error row, its backward not compared."""
     return _one_row(record, ERROR, None, reason)
 

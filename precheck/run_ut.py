@@ -20,9 +20,9 @@ from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import target_for
 from precheck.grader.status import SKIP, at_or_below
-from precheck.report.csv_files import CsvReport, text, unfinished
-from precheck.report.runfiles import dump_identity, versions
-from precheck.results import ApiResult, skipped
+from precheck.report.csv_files import CsvReport, text
+from precheck.report.runfiles import dump_identity, unfinished, versions
+from precheck.results import ApiResult, is_timed_out, skipped
 from precheck.scheduling.backends import Backend, backend_for
 from precheck.scheduling.costs import worker_count
 
@@ -43,6 +43,7 @@ class RunSummary:
     statuses: Counter = field(default_factory=Counter)  # (forward, backward) -> APIs checked by this call
     previous: Counter = field(default_factory=Counter)  # (forward, backward) -> APIs kept from a resumed run
     standard: str = "default"
+    timed_out: int = 0  # APIs of this call past their time limit: SKIP rows, counted apart (results.timed_out)
 
     @property
     def checked(self) -> int:
@@ -103,6 +104,11 @@ class RunSummary:
         again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
         if self.filtered:
             again += f" ({self.filtered} calls with an already checked signature skipped by --filter_api)"
+        late = (
+            f"  timed out: {self.timed_out} APIs (SKIP, not graded; raise --timeout to grade them)\n"
+            if self.timed_out
+            else ""
+        )
         legend = (
             "  warning: the rule failed by no more than the dtype explains; "
             "error: worse than an honest kernel in the target dtype\n"
@@ -112,7 +118,7 @@ class RunSummary:
         return (
             f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
             f"({self.apis_per_second:.1f} APIs/s)\n"
-            f"  forward:  {counts}\n  backward: {bw}\n{legend}"
+            f"  forward:  {counts}\n  backward: {bw}\n{late}{legend}"
             f"  result:  {self.result_path}\n  details: {self.details_path}"
         )
 
@@ -152,9 +158,11 @@ def run_ut(
     options = _usable_error_folder(options)
     results: list[ApiResult] = []
     statuses: Counter = Counter()
+    late = Counter()
 
     def keep(result: ApiResult) -> None:
         statuses[result.forward, result.backward] += 1
+        late[is_timed_out(result.forward, result.message)] += 1
         if keep_results:
             results.append(result)
 
@@ -200,6 +208,7 @@ def run_ut(
         statuses,
         report.previous,
         options.standard,
+        late[True],
     )
 
 

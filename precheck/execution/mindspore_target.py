@@ -58,6 +58,15 @@ class Unsupported(Exception):
     """MindSpore has no kernel for this call on this device (a SKIP row: no precision was measured)."""
 
 
+class TimedOut(Exception):
+    """MindSpore's worker gave no answer within the case's time limit (its processes were killed): the case's
+    timed-out SKIP row (results.timed_out), as a call past its time in a pool is."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"MindSpore's worker timed out after {seconds:g} s")
+        self.seconds = seconds
+
+
 def mindspore_python() -> str:
     """The interpreter that runs MindSpore; MindSporeUnavailable says how to provide one."""
     named = os.environ.get(ENV)
@@ -105,8 +114,8 @@ class MindSporeWorker:
         return process
 
     def ask(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """The worker's answer to ``request``; an error answer when it died or gave none within ``timeout``
-        seconds (its group is then killed: a hung kernel cannot be stopped otherwise)."""
+        """The worker's answer to ``request``; an error answer when it died; TimedOut when it gave none within
+        ``timeout`` seconds (its group is then killed: a hung kernel cannot be stopped otherwise)."""
         with self._lock:
             if self._process is not None and self._process.poll() is not None:
                 self._kill(self._process)  # died between calls: what it started goes with it
@@ -127,7 +136,7 @@ class MindSporeWorker:
             self._process = None
             code = self._kill(process)
             if line is None:
-                return {"error": f"MindSpore's worker timed out after {timeout:g} s (its processes were killed)"}
+                raise TimedOut(timeout)
             return {"error": f"MindSpore's worker died (exit code {code})"}
 
     def _kill(self, process: subprocess.Popen) -> int:
@@ -163,8 +172,8 @@ def _shared_worker() -> MindSporeWorker:
 
 def run_in_mindspore(call: Call, case: Case, device: str, timeout: float) -> SideRun:
     """The recorded MindSpore call run by MindSpore on ``device`` from the call's inputs; its outputs and its
-    gradients (tensor-input index -> gradient) in the recorded dtypes, or an error when MindSpore took longer than
-    ``timeout`` seconds. Raises MindSporeUnavailable or Unsupported where no run could be made."""
+    gradients (tensor-input index -> gradient) in the recorded dtypes. Raises MindSporeUnavailable or Unsupported
+    where no run could be made, TimedOut where MindSpore took longer than ``timeout`` seconds."""
     worker = _shared_worker()
     tensors = [t for t in flatten((call.loaded_args, call.loaded_kwargs)) if isinstance(t, torch.Tensor)]
     specs = [s for s in flatten((case.args, case.kwargs)) if isinstance(s, TensorSpec)]

@@ -18,14 +18,14 @@ import torch
 
 from precheck.dump.records import Case
 from precheck.execution.honest_run import repeats_honest
-from precheck.execution.mindspore_target import MindSporeUnavailable, Unsupported, run_in_mindspore
+from precheck.execution.mindspore_target import MindSporeUnavailable, TimedOut, Unsupported, run_in_mindspore
 from precheck.execution.options import TARGETS, CheckOptions
 from precheck.execution.recorded import AtHook, recorded_draw, recorded_outcome
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import compiled, target_side
 from precheck.inputs.builder import InputBuilder
 from precheck.inputs.synth import rng_for
-from precheck.results import ApiResult, failed, skipped
+from precheck.results import ApiResult, failed, skipped, timed_out
 
 __all__ = ["CompiledTarget", "DeviceTarget", "MindSporeTarget", "Ran", "RecordedTarget", "Target", "target_for"]
 
@@ -155,6 +155,8 @@ class MindSporeTarget(Target):
             return skipped(case, str(e))
         except Unsupported as e:
             return skipped(case, f"MindSpore cannot run this call on {self.device}: {e}")
+        except TimedOut as e:
+            return timed_out(case, e.seconds)
 
     def draw(self, call: Call, case: Case, builder: InputBuilder, seed: int) -> SideRun | ApiResult:
         ran = self.outcome(call, case, builder, SideRun(outputs=[]))

@@ -2,7 +2,7 @@
 processes, or on a Dask cluster, chosen by ``--backend auto|inprocess|process|dask``; ``auto`` asks the cost
 model (scheduling/costs.py) whether a pool pays off. Every backend yields one result per case in completion
 order, tells ``on_start`` before a case starts (the resume journal), and turns a case that crashes or runs past
-its timeout into that case's error row.
+its timeout into that case's row (an error row; a SKIP for a timeout: results.timed_out).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The in-process backend: cases on a helper thread of this process, for dumps too small to pay for a pool.
 
-Each case is waited for at most its timeout: a case past it is a SKIP row (not graded), its thread is left behind (a hung C
-kernel cannot be interrupted) and the remaining cases run in worker processes. An API that crashes the process
+Each case is waited for at most its timeout: a case past it is a SKIP row (not graded), its thread is left behind
+(a hung C kernel cannot be interrupted) and the remaining cases run in worker processes. An API that crashes the process
 takes an in-process run down; the resume journal (report/runfiles.py) names the APIs that were running then, and
 a resume checks those in worker processes (``isolate``).
 
@@ -35,9 +35,9 @@ def in_process(
     cases: Sequence[Case], data_dir: Path, options: CheckOptions, workers: int, on_start: Callable[[Case], None]
 ) -> Iterator[ApiResult]:
     """The cases on a helper thread of this process, each waited for at most its timeout. One past it is a
-    SKIP row (results.timed_out); its thread is abandoned (it may be stuck in a C kernel that nothing can interrupt, a daemon
-    thread that dies with the process) and the cases after it run in worker processes. Calls that may crash the
-    process (api_registry/unchecked.py) run last, in one worker process."""
+    SKIP row (results.timed_out); its thread is abandoned (it may be stuck in a C kernel that nothing can
+    interrupt, a daemon thread that dies with the process) and the cases after it run in worker processes. Calls
+    that may crash the process (api_registry/unchecked.py) run last, in one worker process."""
     # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
     # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
     threads = torch.get_num_threads()

@@ -213,8 +213,8 @@ class Supervisor:
                     yield result
 
     def _outcome(self, i: int, workers: list[_Worker], ready: set) -> ApiResult | None:
-        """The busy worker ``i``'s result, its case's error row when it died or its SKIP row when it ran out of time (it is then
-        replaced in ``workers``), or None while it works."""
+        """The busy worker ``i``'s result, its case's error row when it died or its SKIP row when it ran out of
+        time (it is then replaced in ``workers``), or None while it works."""
         w = workers[i]
         result, retire = None, False
         # Looked at again, not only as the wait saw it: replacing another worker may have taken a while since.
