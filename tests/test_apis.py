@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import link_tensor_data
+from helpers import DATA, link_tensor_data
 
 from precheck.commands.apis import supported, would_skip
 from precheck.commands.cli import main
@@ -57,3 +57,15 @@ def test_check_sees_a_dump_copied_without_its_tensor_files(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "47 forward records, 47 would be SKIP rows, 0 checked" in out
     assert f"tensor file not found in {tmp_path / 'dump_tensor_data'}" in out
+
+
+def test_check_says_how_many_module_records_a_mix_dump_holds(capsys):
+    """A level mix dump (msprobe 26.2): 14 of its 30 records are Module ones, which no run replays; the check says
+    so, and a dump without them gets no such line."""
+    mix = DATA / "compare/fp32_mix/step0/rank0/dump.json"
+    assert main(["apis", "--check", str(mix)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "8 forward records, 0 would be SKIP rows, 8 checked" in lines[0]
+    assert lines[1] == "  14 module (L0) records are not replayed (precheck compare compares them)"
+    assert main(["apis", "--check", str(GPT2)]) == 0
+    assert "module (L0)" not in capsys.readouterr().out

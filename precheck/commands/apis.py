@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from api_registry import aten_names, catalogue, lookup, registry, why_unsupported
-from precheck.dump.records import Case, load_dump
+from precheck.dump.records import Case, Dump, load_dump, not_replayed
 from precheck.escape import escape
 from precheck.grader import stochastic
 from precheck.inputs.builder import InputError, iter_specs, resolve
@@ -33,6 +33,12 @@ def supported() -> dict[str, Counter]:
 def would_skip(api_info: str | os.PathLike) -> tuple[int, dict[str, list[str]]]:
     """The number of forward records, and each reason to skip with the calls it applies to, in dump order."""
     dump = load_dump(api_info)
+    return len(dump.cases), skips_of(dump)
+
+
+def skips_of(dump: Dump) -> dict[str, list[str]]:
+    """Each reason a run of ``dump`` would skip, with the calls it applies to, in dump order (the dump indexed
+    once, so the check's other lines read the same index)."""
     reasons: dict[str, list[str]] = defaultdict(list)
     for case in dump.cases:
         if case.problem:
@@ -49,7 +55,7 @@ def would_skip(api_info: str | os.PathLike) -> tuple[int, dict[str, list[str]]]:
         why = _unreadable_file(case, dump.data_dir)
         if why:
             reasons[why].append(case.name)
-    return len(dump.cases), dict(reasons)
+    return dict(reasons)
 
 
 def _unreadable_file(case: Case, data_dir: Path) -> str | None:
@@ -81,9 +87,12 @@ def describe_supported() -> str:
 
 
 def describe_skips(api_info: str | os.PathLike) -> str:
-    total, reasons = would_skip(api_info)
+    dump = load_dump(api_info)
+    total, reasons = len(dump.cases), skips_of(dump)
     skipped = sum(len(v) for v in reasons.values())
     lines = [f"{api_info}: {total} forward records, {skipped} would be SKIP rows, {total - skipped} checked"]
+    if dump.cases.module_records:
+        lines.append(f"  {not_replayed(dump.cases.module_records)}")
     for reason, names in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         shown = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
         lines.append(f"  {len(names):5d}  {escape(reason)}: {escape(shown)}")  # names and reasons from the dump

@@ -45,6 +45,7 @@ __all__ = [
     "TensorSpec",
     "decode_value",
     "load_dump",
+    "not_replayed",
     "pair_records",
     "parse_dtype",
     "shown_name",
@@ -144,8 +145,9 @@ class _Spans:
 
 
 class _Pairing:
-    """Pairs forward and backward records by their stem as keys stream in, in forward dump order; ignores
-    Module.* records. A record is held as a handle (its byte span's index, or its place in a list), never
+    """Pairs forward and backward records by their stem as keys stream in, in forward dump order; counts the
+    Module.* / Cell.* records of an L0 or mix dump (a module is no API to replay) so a run can say it left them
+    out. A record is held as a handle (its byte span's index, or its place in a list), never
     decoded here."""
 
     def __init__(self) -> None:
@@ -155,9 +157,11 @@ class _Pairing:
         self._slots: dict[str, int] = {}
         self._early: dict[str, int] = {}  # backward records that came before their forward
         self.odd: list[str] = []  # malformed keys, kept as SKIP rows at the end
+        self.modules = 0  # Module.* / Cell.* records, not replayed
 
     def add(self, key: str, handle: int) -> None:
         if key.startswith("Module.") or key.startswith("Cell."):
+            self.modules += 1
             return
         # fullmatch: `$` would also match before a trailing newline, and "X.0.forward\n" would replace X.0.
         m = _RECORD_KEY.fullmatch(key) if len(key) <= MAX_NAME else None
@@ -217,6 +221,11 @@ class Cases(Sequence):
     def names(self) -> list[str]:
         """Every case's row name, without decoding a record."""
         return self._pairing.stems + [shown_name(key) for key in self._pairing.odd]
+
+    @property
+    def module_records(self) -> int:
+        """How many module (L0) records the dump holds: they are not cases, and a run says how many it left out."""
+        return self._pairing.modules
 
     def __len__(self) -> int:
         return len(self._pairing.stems) + len(self._pairing.odd)
@@ -280,6 +289,15 @@ def pair_records(data: dict[str, Any] | Iterable[tuple[str, Any]], framework: st
         records.append(record)
         pairing.add(key, len(records) - 1)
     return Cases(pairing, records.__getitem__, translate if framework == MINDSPORE else None)
+
+
+def not_replayed(modules: int) -> str:
+    """The line a run and ``apis --check`` print for a dump's module (L0) records: a ``level: mix`` dump can hold
+    as many as its API records, and leaving half a dump out without a word reads as a clean run of all of it."""
+    return (
+        f"{modules} module (L0) record{'s are' if modules != 1 else ' is'} not replayed "
+        "(precheck compare compares them)"
+    )
 
 
 def shown_name(key: str) -> str:
