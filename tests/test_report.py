@@ -259,3 +259,17 @@ def test_a_report_stopped_while_writing_leaves_the_page_it_replaces_and_no_part(
     assert proc.stderr.splitlines() == [f"precheck: error: cannot write {page}: File too large"]
     assert page.read_text(encoding="utf-8") == "the page of the last report"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy_checking_details_1.csv", "report_1.html"]
+
+
+def test_the_report_counts_timed_out_apis_apart(tmp_path):
+    """A call past its time limit is a SKIP row (results.timed_out): the summary says how many, apart from the
+    SKIPs that no more time would grade, and what to do about them."""
+    graded = ["Torch.tanh.0.forward.output.0", "torch.float64", "torch.float32", "(2,)", "1.0", "0.0"]
+    timed_out = ["Torch.precheck_hang.0.forward.output.0", " ", " ", " ", " ", " "]
+    cells = [
+        graded + [" "] * 15 + ["pass", " "],
+        timed_out + [" "] * 15 + ["SKIP", "timed out after 0.3 s; not graded"],
+        ["Torch.nope.0.forward.output.0", " ", " ", " ", " ", " "] + [" "] * 15 + ["SKIP", "not supported"],
+    ]
+    page = write_report(_details_csv(tmp_path / "accuracy_checking_details_1.csv", cells)).read_text("utf-8")
+    assert "; 1 APIs timed out (SKIP, not graded; raise --timeout to grade them)</p>" in page

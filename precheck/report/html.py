@@ -24,6 +24,7 @@ from precheck.report.advice import Finding, advise
 from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
+from precheck.results import is_timed_out
 
 if TYPE_CHECKING:
     import pandas
@@ -133,9 +134,11 @@ def _summary(frame: pandas.DataFrame, run: dict) -> str:
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in options.items())
     grids = "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
     standard = esc(run.get("standard", "not recorded"))
+    late = frame["call"][[is_timed_out(s, m) for s, m in zip(frame["status"], frame["message"], strict=True)]]
+    late_apis = f"; {late.nunique()} APIs timed out (SKIP, not graded; raise --timeout to grade them)"
     return (
         f'<section id="summary"><h2>Summary</h2><p>{len(frame)} compared outputs of '
-        f"{frame['call'].nunique()} APIs, standard {standard}: {badges}</p>"
+        f"{frame['call'].nunique()} APIs, standard {standard}: {badges}{late_apis if len(late) else ''}</p>"
         f'<div class="grids">{grids}</div><details><summary>Run options and versions</summary>'
         f'<table class="options">{rows or "<tr><td>no run record beside the CSVs</td></tr>"}</table>'
         "</details></section>"
