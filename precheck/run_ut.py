@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.dump.mindspore import MINDSPORE
-from precheck.dump.records import Case, Dump, load_dump
+from precheck.dump.records import Case, Dump, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
@@ -44,6 +44,7 @@ class RunSummary:
     previous: Counter = field(default_factory=Counter)  # (forward, backward) -> APIs kept from a resumed run
     standard: str = "default"
     timed_out: int = 0  # APIs of this call past their time limit: SKIP rows, counted apart (results.timed_out)
+    module_records: int = 0  # Module.* / Cell.* records of the dump (level L0 or mix), which no run replays
 
     @property
     def checked(self) -> int:
@@ -109,6 +110,7 @@ class RunSummary:
             if self.timed_out
             else ""
         )
+        modules = f"  {not_replayed(self.module_records)}\n" if self.module_records else ""
         legend = (
             "  warning: the rule failed by no more than the dtype explains; "
             "error: worse than an honest kernel in the target dtype\n"
@@ -118,7 +120,7 @@ class RunSummary:
         return (
             f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
             f"({self.apis_per_second:.1f} APIs/s)\n"
-            f"  forward:  {counts}\n  backward: {bw}\n{late}{legend}"
+            f"  forward:  {counts}\n  backward: {bw}\n{late}{modules}{legend}"
             f"  result:  {self.result_path}\n  details: {self.details_path}"
         )
 
@@ -209,6 +211,7 @@ def run_ut(
         report.previous,
         options.standard,
         late[True],
+        dump.cases.module_records,
     )
 
 

@@ -37,6 +37,30 @@ def test_summary_names_counts_rate_and_both_csvs(tmp_path, capsys):
     assert len(result.stem.rsplit("_", 1)[1]) == 14  # YYYYmmddHHMMSS
 
 
+def test_summary_says_how_many_module_records_it_did_not_replay(tmp_path, capsys):
+    """A level mix dump (msprobe 26.2) holds 14 Module records among its 16 API ones: the summary says they were
+    not replayed, and the rows are those of the same dump without them, cell for cell."""
+    mix = DATA / "compare/fp32_mix/step0/rank0/dump.json"
+    doc = json.loads(mix.read_text())
+    doc["data"] = {k: v for k, v in doc["data"].items() if not k.startswith("Module.")}
+    apis_only = tmp_path / "apis_only" / "dump.json"
+    apis_only.parent.mkdir()
+    apis_only.write_text(json.dumps(doc))
+    link_tensor_data(mix.parent / "dump_tensor_data", apis_only.parent)
+    tables = []
+    for dump, line in (
+        (mix, "  14 module (L0) records are not replayed (precheck compare compares them)"),
+        (apis_only, None),
+    ):
+        out_dir = tmp_path / f"out_{dump.parent.name}"
+        code, out, _ = run(capsys, "run_ut", "-api_info", str(dump), "-o", str(out_dir), "-d", "cpu", "-q")
+        assert code == 0
+        assert "8 APIs on cpu" in out and "forward:  pass 8, warning 0, error 0, SKIP 0" in out
+        assert (line in out.splitlines()) if line else "module (L0)" not in out
+        tables.append([f.read_text() for f in sorted(out_dir.glob("accuracy_checking_*.csv"))])
+    assert tables[0] == tables[1]
+
+
 def test_progress_bar_goes_to_stderr(tmp_path, capsys):
     code, out, err = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", "cpu")
     assert code == 0 and "6/6" in err and "API/s" in err and "6/6" not in out
