@@ -419,7 +419,7 @@ def test_same_api_different_call_numbers_are_separate_cases():
     assert cases[1].args[0].shape == (2,)
 
 
-def test_module_records_ignored():
+def test_module_records_are_counted_not_replayed():
     data = {
         "Module.model.Linear.forward.0": {"input_args": [], "output": []},
         "Module.fc1.Linear.backward.0": {"input": [], "output": []},
@@ -429,6 +429,7 @@ def test_module_records_ignored():
     cases = pair_records(data)
     assert [c.name for c in cases] == ["Torch.relu.0"]
     assert cases[0].problem is None
+    assert cases.module_records == 3  # Module and Cell (MindSpore) records, forward and backward
 
 
 @pytest.mark.parametrize(
