@@ -11,7 +11,6 @@ import contextlib
 import csv
 import io
 import os
-import re
 import time
 from array import array
 from collections import Counter
@@ -107,8 +106,6 @@ def _line(row: list[str]) -> str:
 
 ResumeError = RunFileError  # the name callers catch: a run's files cannot be created or continued
 
-_RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14}(?:_\d+)?)\.csv$")
-
 
 class CsvReport:
     """The pair of CSV files of one run. Every finished API is on disk (flushed) before the next starts: its
@@ -139,7 +136,7 @@ class CsvReport:
         self.suspects: set[str] = set()
         if resume is not None:
             path = Path(resume)
-            m = _RESULT_NAME.match(path.name)
+            m = runfiles.RESULT_NAME.match(path.name)
             if m is None or not path.is_file():
                 raise ResumeError(f"{path}: not an accuracy_checking_result_<YYYYmmddHHMMSS>.csv file")
             self.out_dir, stem = path.parent, m.group(1)
@@ -279,42 +276,6 @@ class CsvReport:
             for path in (self.details_path, self.result_path):
                 path.with_name(path.name + ".tmp").unlink(missing_ok=True)
             self._journal.close()
-
-
-def _held(journal: Path) -> bool:
-    """Whether a live run holds ``journal``'s lock (runfiles.lock; a run that died holds none, however it died).
-    A journal that cannot be opened counts as held: nothing can be said of its run."""
-    if runfiles.fcntl is None:
-        return False
-    try:
-        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK)  # never waits on a FIFO
-    except OSError:
-        return True
-    try:
-        runfiles.fcntl.flock(fd, runfiles.fcntl.LOCK_SH | runfiles.fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def unfinished(out_dir: str | os.PathLike, identity: dict[str, object]) -> Path | None:
-    """The result CSV of the latest run in ``out_dir`` of this dump and these options (``identity``) that stopped
-    before it finished (killed, crashed, stopped by Ctrl-C: its journal is left, and no live run holds it), which
-    a resume continues; None when there is none."""
-    folder = Path(out_dir)
-    for result in sorted(folder.glob(runfiles.RESULT.format("*")), reverse=True):
-        m = _RESULT_NAME.match(result.name)
-        journal = folder / runfiles.JOURNAL.format(m.group(1)) if m else None
-        if journal is None or not journal.exists() or _held(journal):
-            continue
-        try:
-            runfiles.check_sidecar(folder / runfiles.SIDECAR.format(m.group(1)), identity, result)
-        except RunFileError:
-            continue
-        return result
-    return None
 
 
 _BOM = "\ufeff".encode("utf-8")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -28,6 +29,7 @@ RESULT = "accuracy_checking_result_{}.csv"
 DETAILS = "accuracy_checking_details_{}.csv"
 JOURNAL = "accuracy_checking_result_{}.journal"
 SIDECAR = "accuracy_checking_result_{}.run.json"
+RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14}(?:_\d+)?)\.csv$")  # a run's stem in group 1
 MAX_SUFFIX = 10_000
 MAX_SIDECAR = 1 << 20  # bytes; a run record is a few hundred
 # The fields a report reads from a sidecar, and what each must be.
@@ -250,3 +252,39 @@ def sync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _held(journal: Path) -> bool:
+    """Whether a live run holds ``journal``'s lock (lock; a run that died holds none, however it died).
+    A journal that cannot be opened counts as held: nothing can be said of its run."""
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(journal, os.O_RDONLY | os.O_NONBLOCK)  # never waits on a FIFO
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def unfinished(out_dir: str | os.PathLike, identity: dict[str, object]) -> Path | None:
+    """The result CSV of the latest run in ``out_dir`` of this dump and these options (``identity``) that stopped
+    before it finished (killed, crashed, stopped by Ctrl-C: its journal is left, and no live run holds it), which
+    a resume continues; None when there is none."""
+    folder = Path(out_dir)
+    for result in sorted(folder.glob(RESULT.format("*")), reverse=True):
+        m = RESULT_NAME.match(result.name)
+        journal = folder / JOURNAL.format(m.group(1)) if m else None
+        if journal is None or not journal.exists() or _held(journal):
+            continue
+        try:
+            check_sidecar(folder / SIDECAR.format(m.group(1)), identity, result)
+        except RunFileError:
+            continue
+        return result
+    return None
