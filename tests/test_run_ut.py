@@ -153,6 +153,21 @@ def test_a_pool_starts_the_heaviest_matmul_first_and_the_rest_in_dump_order(tmp_
     assert [case.name for case in costs.largest_first(picked)] == ["Functional.linear.0", "Functional.relu.0"]
 
 
+def test_the_default_time_limit_follows_a_calls_predicted_cost(tmp_path):
+    """The LLaMA-sized LM head took 72 s alone on a CPU without bf16 instructions; the limit of 120 s plus 1 s
+    per million input elements gave it 170 s, which a busy machine ran past. Its limit now follows its FLOPs; a
+    small call keeps the floor, and --timeout overrides both."""
+    from precheck.dump.records import load_dump
+    from precheck.execution.options import CheckOptions
+
+    cases = load_dump(_heavy_tail_dump(tmp_path / "dump.json")).cases
+    options = CheckOptions()
+    assert costs.case_timeout(cases[2], options) >= costs.TIMEOUT_SAFETY * 72
+    for small in (cases[0], cases[1]):
+        assert costs.TIMEOUT_FLOOR <= costs.case_timeout(small, options) < costs.TIMEOUT_FLOOR + 1
+    assert costs.case_timeout(cases[2], CheckOptions(timeout=0.5)) == 0.5
+
+
 def test_a_pool_starts_a_large_loss_at_the_end_of_the_step_before_the_light_calls(tmp_path):
     # The LLaMA step's cross_entropy over 512 x 32,000 logits is its last call and ran alone at the end of -n 2.
     from helpers import forward_rec, tensor_rec

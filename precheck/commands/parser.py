@@ -186,8 +186,8 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
         type=_positive_float,
         default=None,
         metavar="SECONDS",
-        help="seconds one API may take in a worker before it is an error row (default: 120 s plus "
-        "1 s per million input elements, plus 300 s with --target compile)",
+        help="seconds one API may take before it is a SKIP row, 'timed out; not graded' (default: 60 s plus "
+        "20 times its predicted cost from its FLOPs and inputs, plus 300 s with --target compile)",
     )
     run.add_argument(
         "--backend",

@@ -27,7 +27,14 @@ SECONDS_PER_ELEMENT = 2e-8  # loaded from a file
 SECONDS_PER_GENERATED_ELEMENT = 2.5e-7  # rebuilt from statistics (precheck/inputs/synth.py)
 SECONDS_PER_COMPILE = 4.0  # torch.compile (inductor, CPU) of one signature, forward and backward
 POOL_START_SECONDS = 2.0
-DEFAULT_TIMEOUT = 120.0  # seconds per API before the scaling by size
+# A case's default time limit: TIMEOUT_FLOOR plus TIMEOUT_SAFETY times the seconds the model predicts for it, its
+# work at the slowest rate measured, one core without bf16 instructions (a LLaMA-sized LM head: 100 GFLOP, 72 s).
+# On a busy machine a case takes several times its prediction; the floor covers what size does not (an API's first
+# call, a stall). Measured on the 2,340 calls of the 47 bundled dumps, two runs at once on 2 cores under a load of 5
+# to 7: the slowest took 8% of its limit (max_unpool1d, 4.9 s of 60 s), every other one under 1.2%.
+TIMEOUT_FLOOR = 60.0
+TIMEOUT_SAFETY = 20.0
+SLOWEST_FLOPS_PER_SECOND = 1.0e9
 MAX_TIMEOUT = 86400.0  # a day: the most any wait is told (the OS refuses larger timestamps)
 START_POLL_SECONDS = 0.5  # how late a Dask task's start may be seen (its timeout runs from then)
 STARTUP_SECONDS = 300.0  # how long a worker may take to start (import torch) before the run gives up on it
@@ -58,9 +65,16 @@ def estimated_serial_seconds(cases: Sequence[Case], options: CheckOptions, enoug
         if compiles and not case.problem and case.signature() not in signatures:
             signatures.add(case.signature())
             seconds += SECONDS_PER_COMPILE
-        for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)):
-            generated = options.force_random or spec.data_name is None
-            seconds += spec.numel * (SECONDS_PER_GENERATED_ELEMENT if generated else SECONDS_PER_ELEMENT)
+        seconds += _input_seconds(case, options)
+    return seconds
+
+
+def _input_seconds(case: Case, options: CheckOptions) -> float:
+    """Seconds to load a case's input tensors from their files, or rebuild them from their statistics."""
+    seconds = 0.0
+    for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)):
+        generated = options.force_random or spec.data_name is None
+        seconds += spec.numel * (SECONDS_PER_GENERATED_ELEMENT if generated else SECONDS_PER_ELEMENT)
     return seconds
 
 
@@ -73,11 +87,13 @@ def use_pool(cases: Sequence[Case], workers: int, options: CheckOptions = CheckO
 
 
 def case_timeout(case: Case, options: CheckOptions) -> float:
-    """``--timeout`` as given, or a generous default scaled by the case's size (and compilation)."""
+    """``--timeout`` as given, or a generous default derived from the case's predicted cost (its FLOPs, its
+    elements to load or rebuild) and compilation. A fixed allowance per input element ignored what a call
+    computes: a matmul's time follows its FLOPs, not the size of its inputs."""
     if options.timeout is not None:
         return min(options.timeout, MAX_TIMEOUT)
-    elements = sum(spec.numel for spec in iter_specs((case.args, case.kwargs, case.grad_outputs)))
-    return min(DEFAULT_TIMEOUT + elements / 1e6 + target_for(options).extra_timeout, MAX_TIMEOUT)
+    predicted = SECONDS_PER_CASE + work(case) / SLOWEST_FLOPS_PER_SECOND + _input_seconds(case, options)
+    return min(TIMEOUT_FLOOR + TIMEOUT_SAFETY * predicted + target_for(options).extra_timeout, MAX_TIMEOUT)
 
 
 # A case past this much work (multiply-adds x 2, forward and backward, or its elements' equivalent) is started
