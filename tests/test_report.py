@@ -190,7 +190,7 @@ HOSTILE_SIDECARS = {
     "a huge number": (b'{"cosine": 1' + b"0" * 400 + b"}", "cosine is not a finite number"),
     "an infinite number": (b'{"max_abs": 1e999}', "max_abs is not a finite number"),
     "versions not texts": (b'{"versions": {"torch": {"a": [1]}}}', "versions is not an object of texts"),
-    "a huge file": (b'{"x": "' + b"x" * (2 << 20) + b'"}', "over 1048576 bytes, not a run record"),
+    "a huge file": (b'{"x": "' + b"x" * (2 << 20) + b'"}', "over 1 MiB, larger than any run record"),
 }
 
 

@@ -6,12 +6,10 @@ per distinct stack).
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from precheck.dump.safe_files import Refused, open_regular
+from precheck.dump.jsonstream import read_json
 
 MAX_STACKS = 256 << 20  # bytes: a large model's stack.json is tens of megabytes
 
@@ -28,13 +26,11 @@ class Stacks:
         when it cannot be used. It comes with the dump: a FIFO (which would hang the compare) or a link to
         /dev/zero (which would fill memory) is refused by its type, without waiting or reading."""
         try:
-            doc = json.loads(_read(path))
+            doc = read_json(path, ValueError, MAX_STACKS, "stack.json")
         except FileNotFoundError:
             return cls()
-        except OSError as e:
-            return cls(problem=f"{path}: cannot read: {e.strerror or e}")
-        except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, refused
-            return cls(problem=str(e) if isinstance(e, Refused) else f"{path}: not JSON")
+        except ValueError as e:
+            return cls(problem=str(e))
         if not isinstance(doc, dict):
             return cls(problem=f"{path}: not a map of records to stacks")
         stacks = cls(present=True)
@@ -49,11 +45,3 @@ class Stacks:
 
     def of(self, record: str) -> str:
         return self.by_record.get(record, "N/A")
-
-
-def _read(path: Path) -> str:
-    """The text of ``path``: a regular file of at most MAX_STACKS bytes."""
-    with open_regular(path) as f:
-        if os.fstat(f.fileno()).st_size > MAX_STACKS:
-            raise Refused(f"{path}: over {MAX_STACKS >> 20} MiB, larger than any stack.json")
-        return f.read(MAX_STACKS).decode("utf-8")  # bounded should it grow since

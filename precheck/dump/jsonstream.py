@@ -234,6 +234,34 @@ def digits_problem(e: ValueError) -> str:
     return f"an integer{count} (more than the {sys.get_int_max_str_digits()} digits Python reads)"
 
 
+def read_json(path: Path, error: type[Exception], limit: int, what: str) -> Any:
+    """The JSON document in ``path``, a small file that came from anyone (a config, a sidecar, stack.json), read
+    whole. FileNotFoundError passes through (absent is the caller's case); every other reason it is no document
+    becomes one line in ``error`` naming the file: not a regular file (a FIFO is never waited on), unreadable,
+    over ``limit`` bytes (larger than any ``what``), not UTF-8, not JSON, nested too deeply, an integer too long."""
+    try:
+        with open_regular(path) as f:
+            data = f.read(limit + 1)
+    except Refused as e:
+        raise error(str(e)) from None
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise error(f"{path}: over {limit >> 20} MiB, larger than any {what}")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 (byte {e.start})") from None
+    except RecursionError:
+        raise error(f"{path}: nested too deeply") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: not JSON ({e})") from None
+    except ValueError as e:
+        raise error(f"{path}: {digits_problem(e)}") from None
+
+
 def read_file(path: Path, read: Callable[[JsonStream], T], error: type[Exception]) -> T:
     """``read`` over the JSON stream of ``path``; every reason the file cannot be read (missing, not a regular
     file, unreadable, not JSON, a value too long) becomes one line in ``error``, naming the file."""

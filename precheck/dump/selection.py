@@ -8,13 +8,14 @@ differ only in their data.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from precheck.dump.jsonstream import digits_problem
+from precheck.dump.jsonstream import read_json
 from precheck.dump.records import Case
+
+MAX_CONFIG = 16 << 20  # bytes: a config lists API names, a few kilobytes
 
 
 class ConfigError(Exception):
@@ -39,15 +40,9 @@ def load_api_lists(path: str | os.PathLike) -> ApiLists:
     """``white_list`` / ``black_list`` at the top of the file, or under ``run_ut`` / ``acc_check`` as in an
     msprobe config."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = read_json(Path(path), ConfigError, MAX_CONFIG, "msprobe config")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: cannot read: JSON nested too deeply") from None
-    except ValueError as e:
-        raise ConfigError(f"{path}: cannot read: {digits_problem(e)}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: expected a JSON object with white_list / black_list")
     section = next((doc[k] for k in ("run_ut", "acc_check") if isinstance(doc.get(k), dict)), doc)

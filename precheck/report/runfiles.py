@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from precheck.dump.safe_files import Refused, open_regular
+from precheck.dump.jsonstream import read_json
 from precheck.paths import create_new
 
 try:
@@ -164,25 +164,7 @@ def read_sidecar(path: Path) -> dict[str, Any]:
     there is none, else RunFileError naming the file and the first thing that makes it no record precheck wrote
     (not a regular file, over MAX_SIDECAR bytes, not UTF-8, not JSON, nested too deeply, not an object, a field
     the report reads of the wrong type or not finite). Opened without blocking: a FIFO never hangs a report."""
-    try:
-        with open_regular(path) as f:
-            data = f.read(MAX_SIDECAR + 1)
-    except FileNotFoundError:
-        raise
-    except Refused as e:
-        raise RunFileError(str(e)) from None
-    except OSError as e:
-        raise RunFileError(f"{path}: cannot read: {e.strerror or e}") from None
-    if len(data) > MAX_SIDECAR:
-        raise RunFileError(f"{path}: over {MAX_SIDECAR} bytes, not a run record")
-    try:
-        record = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise RunFileError(f"{path}: not UTF-8 (byte {e.start})") from None
-    except RecursionError:
-        raise RunFileError(f"{path}: nested too deeply") from None
-    except ValueError as e:
-        raise RunFileError(f"{path}: not JSON ({str(e).splitlines()[0]})") from None
+    record = read_json(path, RunFileError, MAX_SIDECAR, "run record")
     if not isinstance(record, dict):
         raise RunFileError(f"{path}: not a run record (a JSON {type(record).__name__}, not an object)")
     for key, wanted in _SIDECAR_FIELDS.items():
