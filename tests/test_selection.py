@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,13 @@ def test_filter_api_checks_one_call_per_signature_and_says_how_many_it_left_out(
     assert (
         f"{summary.filtered} calls with an already checked signature skipped by --filter_api" in capsys.readouterr().out
     )
+
+
+def test_a_config_that_is_a_fifo_is_one_line_not_a_wait(tmp_path):
+    """The config was read by name: a FIFO there waited for a writer forever (a child process with a time limit,
+    so a regression fails instead of hanging the suite)."""
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    argv = ["run_ut", "-api_info", str(GPT2), "-o", str(tmp_path / "out"), "-q", "-config", str(fifo)]
+    run = subprocess.run([sys.executable, "-m", "precheck", *argv], capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stderr) == (2, f"precheck: error: {fifo}: not a regular file\n")
