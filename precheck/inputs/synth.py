@@ -24,6 +24,8 @@ import numpy as np
 import torch
 
 from precheck.dump.records import Stats, TensorSpec
+from precheck.inputs import synth_large
+from precheck.inputs.synth_large import LARGE
 
 _CORRECTION_ROUNDS = 200
 _SMALL = 64  # up to this size, rounding's effect on the norm is repaired by a local search
@@ -167,16 +169,21 @@ def _floats(n: int, spec: TensorSpec, rng: np.random.Generator) -> tuple[torch.T
         out = torch.from_numpy(full).to(real_dtype)
     elif not (_finite(s.max) and _finite(s.min)):
         hi, lo = _finite_bounds(s.max, s.min, s.mean, s.norm, n)
-        values, _ = _moment_matched(n, hi, lo, s.mean, s.norm, rng)
+        values, _ = _moment_matched(n, hi, lo, s.mean, s.norm, rng, _work_dtype(real_dtype))
         out = torch.from_numpy(values).to(real_dtype)
         note = f"Max/Min not recorded: drawn in [{lo:g}, {hi:g}] (Mean -/+ 3 standard deviations from Mean/Norm)"
     else:
-        values, note = _moment_matched(n, s.max, s.min, s.mean, s.norm, rng)
+        values, note = _moment_matched(n, s.max, s.min, s.mean, s.norm, rng, _work_dtype(real_dtype))
         target_sum = n * s.mean if _finite(s.mean) else float(values.sum())
         out = _round_keeping_sum(torch.from_numpy(values), real_dtype, target_sum)
         if _finite(s.mean) and _finite(s.norm) and n <= _SMALL:
             out = _polish_small(out, n * s.mean, s.norm * s.norm)
     return out.to(spec.dtype), note
+
+
+def _work_dtype(dtype: torch.dtype) -> type:
+    """What a large tensor's values are computed in: float32 unless the dtype holds more."""
+    return np.float64 if dtype.itemsize > 4 else np.float32
 
 
 def _finite_bounds(
@@ -198,9 +205,16 @@ def _finite_bounds(
 
 
 def _moment_matched(
-    n: int, mx: float, mn: float, mean: float | None, norm: float | None, rng: np.random.Generator
+    n: int,
+    mx: float,
+    mn: float,
+    mean: float | None,
+    norm: float | None,
+    rng: np.random.Generator,
+    work: type = np.float64,
 ) -> tuple[np.ndarray, str]:
-    """``n`` float64 values in random order: Max and Min once each, the rest matching the moments."""
+    """``n`` values in random order: Max and Min once each, the rest matching the moments. Float64, or ``work``
+    above ``LARGE`` elements, where the body is drawn and fitted at a linear cost (``synth_large``)."""
     if n == 1:
         value = mx if mx == mn else (mean if _finite(mean) and mn <= mean <= mx else mx)
         note = "" if mx == mn else "one element cannot hold different Max and Min: used Max"
@@ -231,11 +245,38 @@ def _moment_matched(
         if abs(a_clamped - a) > 1e-9 * scale or abs(v_clamped - v) > 1e-6 * max(v_max, abs(v), a * a, 1e-300):
             note = "infeasible statistics (Mean/Norm cannot be met inside [Min, Max]): closest feasible tensor built"
         a, v = a_clamped, v_clamped
-    body = _bounded_sample(r, mx, mn, a, v, rng)
-    if r and not note and not _moments_met(body, a, v, mx, mn):
+    if n > LARGE:
+        body, met = _large_body(r, mx, mn, a, v, rng, work)
+        values = synth_large.place_bounds(body, mx, mn, rng)
+    else:
+        body = _bounded_sample(r, mx, mn, a, v, rng)
+        met = not r or bool(note) or _moments_met(body, a, v, mx, mn)
+        values = np.concatenate([[mx, mn], body])[rng.permutation(n)]
+    if r and not note and not met:
         note = "Mean/Norm met only approximately (the values crowd the bounds)"
-    values = np.concatenate([[mx, mn], body])
-    return values[rng.permutation(n)], note
+    return values, note
+
+
+def _body_kind(r: int, mx: float, mn: float, a: float, v: float) -> str:
+    """How ``r`` values in [mn, mx] with mean ``a`` and variance ``v`` are drawn: ``constant`` where no spread is
+    left (up to float64 noise), ``two-valued`` where the variance is the most the bounds allow, else ``beta``."""
+    width = mx - mn
+    p = (a - mn) / width
+    if r == 1 or v <= 1e-12 * width * width or p <= 0 or p >= 1:
+        return "constant"
+    return "two-valued" if v >= (mx - a) * (a - mn) * (1 - 1e-9) else "beta"
+
+
+def _large_body(
+    r: int, mx: float, mn: float, a: float, v: float, rng: np.random.Generator, work: type
+) -> tuple[np.ndarray, bool]:
+    """``_bounded_sample`` above ``LARGE`` elements, in ``work``, and whether the moments were met."""
+    kind = _body_kind(r, mx, mn, a, v)
+    if kind == "constant":
+        return np.full(r, a, dtype=work), True
+    if kind == "two-valued":
+        return synth_large.two_valued(r, mx, mn, (a - mn) / (mx - mn), rng, work), True
+    return synth_large.beta_body(r, mx, mn, a, v, rng, work)
 
 
 def _moments_met(y: np.ndarray, a: float, v: float, mx: float, mn: float) -> bool:
@@ -249,10 +290,10 @@ def _bounded_sample(r: int, mx: float, mn: float, a: float, v: float, rng: np.ra
         return np.empty(0)
     width = mx - mn
     p = (a - mn) / width
-    if r == 1 or v <= 1e-12 * width * width or p <= 0 or p >= 1:  # no spread left (up to float64 noise)
+    kind = _body_kind(r, mx, mn, a, v)
+    if kind == "constant":
         return np.full(r, a)
-    v_max = (mx - a) * (a - mn)
-    if v >= v_max * (1 - 1e-9):
+    if kind == "two-valued":
         # Two-valued (a mask, a clamp at both ends): exactly the counts the mean asks for, then the pair fix.
         k = int(round(p * r))
         y = np.where(np.arange(r) < k, mx, mn).astype(float)[rng.permutation(r)]
@@ -325,7 +366,10 @@ def _exact_pair(y: np.ndarray, total: float, squares: float, mx: float, mn: floa
 
 def _round_keeping_sum(values: torch.Tensor, dtype: torch.dtype, target_sum: float) -> torch.Tensor:
     """Round float64 ``values`` to ``dtype``, then move some elements to their other neighbour so that the sum
-    (hence the mean) is kept. Elements at the placed Max and Min never move, nor does anything cross them."""
+    (hence the mean) is kept. Elements at the placed Max and Min never move, nor does anything cross them. Above
+    ``LARGE`` elements, in one partial pass (``synth_large``)."""
+    if values.numel() > LARGE:
+        return synth_large.round_keeping_sum(values, dtype, target_sum)
     out = values.to(dtype)
     hi, lo = values.max(), values.min()
     residual = target_sum - float(out.double().sum())
