@@ -158,16 +158,7 @@ def run_ut(
     workers = worker_count(workers)
     identity = _identity(dump, options, filter_api, api_lists)
     options = _usable_error_folder(options)
-    results: list[ApiResult] = []
-    statuses: Counter = Counter()
-    late = Counter()
-
-    def keep(result: ApiResult) -> None:
-        statuses[result.forward, result.backward] += 1
-        late[is_timed_out(result.forward, result.message)] += 1
-        if keep_results:
-            results.append(result)
-
+    keep = _Tally(keep_results)
     bar = _progress_bar(len(dump.cases)) if progress else None
     orders = {text(name): i for i, name in enumerate(dump.cases.names)}  # names as the CSVs hold them
     signatures = SignatureFilter() if filter_api else None
@@ -191,28 +182,49 @@ def run_ut(
                 if bar is not None:
                     bar.update(1)
         except KeyboardInterrupt as e:
-            raise Interrupted(report.result_path, len(report.completed) + sum(statuses.values())) from e
+            raise Interrupted(report.result_path, len(report.completed) + keep.total) from e
         except OSError as e:  # a full disk: the rows written so far are whole, and a resume continues them
-            raise WriteFailed(e, report.result_path, len(report.completed) + sum(statuses.values())) from e
+            raise WriteFailed(e, report.result_path, len(report.completed) + keep.total) from e
         finally:
             if bar is not None:
                 bar.close()  # before any message: a line of its own
-    results.sort(key=lambda r: r.order)
+    keep.results.sort(key=lambda r: r.order)
     return RunSummary(
         report.result_path,
         report.details_path,
         options.device,
         options.target,
         time.perf_counter() - start,
-        results,
+        keep.results,
         len(report.completed),
         signatures.left_out if signatures else 0,
-        statuses,
+        keep.statuses,
         report.previous,
         options.standard,
-        late[True],
+        keep.timed_out,
         dump.cases.module_records,
     )
+
+
+@dataclass
+class _Tally:
+    """What a run keeps of its results as they come: the counts always, the results themselves unless told not
+    to (``keep_results`` False: memory that does not grow with the number of records)."""
+
+    keep_results: bool
+    results: list[ApiResult] = field(default_factory=list)
+    statuses: Counter = field(default_factory=Counter)  # (forward, backward) -> APIs
+    timed_out: int = 0
+
+    def __call__(self, result: ApiResult) -> None:
+        self.statuses[result.forward, result.backward] += 1
+        self.timed_out += is_timed_out(result.forward, result.message)
+        if self.keep_results:
+            self.results.append(result)
+
+    @property
+    def total(self) -> int:
+        return sum(self.statuses.values())
 
 
 def _checked(

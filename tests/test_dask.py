@@ -53,23 +53,27 @@ def test_dask_cli_options(tmp_path, cluster, capsys):
     assert "--backend dask needs --scheduler ADDRESS" in capsys.readouterr().err
 
 
-def test_a_task_past_its_timeout_is_a_skip_row_and_its_worker_is_restarted(tmp_path, monkeypatch):
+def _misbehaving_on_one_worker(tmp_path, monkeypatch, names: list[str]):
+    """A run of the misbehaving test APIs ``names`` on a one-worker local cluster, each call given 5 s."""
     for key, value in misbehaving_env().items():
-        monkeypatch.setenv(key, value)  # the hanging test API, in the cluster's workers too
+        monkeypatch.setenv(key, value)  # the test APIs, in the cluster's workers too
     api_registry.registry.cache_clear()
-    dump = make_dump(
-        tmp_path / "dump.json", ["Torch.tanh.0", "Torch.precheck_hang.0", "Torch.sigmoid.0", "Torch.exp.0"]
-    )
+    dump = make_dump(tmp_path / "dump.json", names)
     try:
         with distributed.LocalCluster(
             n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
         ) as c:
-            summary = run_ut(
+            return run_ut(
                 dump, tmp_path / "out", device="cpu", options=CheckOptions(timeout=5), scheduler=c.scheduler_address
             )
     finally:
         monkeypatch.delenv("PRECHECK_PLUGINS")
         api_registry.registry.cache_clear()
+
+
+def test_a_task_past_its_timeout_is_a_skip_row_and_its_worker_is_restarted(tmp_path, monkeypatch):
+    names = ["Torch.tanh.0", "Torch.precheck_hang.0", "Torch.sigmoid.0", "Torch.exp.0"]
+    summary = _misbehaving_on_one_worker(tmp_path, monkeypatch, names)
     got = {r.name: (r.forward, r.message) for r in summary.results}
     assert got["Torch.precheck_hang.0"] == ("SKIP", "timed out after 5 s; not graded")
     # one worker: the APIs after the hang ran on the worker that replaced it
@@ -85,21 +89,8 @@ def test_a_task_past_its_timeout_is_a_skip_row_and_its_worker_is_restarted(tmp_p
 def test_a_killed_worker_and_a_system_exit_are_their_calls_rows_not_timeouts(tmp_path, monkeypatch):
     """A call that kills its Dask worker is that call's "worker crashed" row (it was "timed out", or Dask's
     KilledWorker after it had killed four workers); SystemExit is the call's raised SystemExit, as in-process."""
-    for key, value in misbehaving_env().items():
-        monkeypatch.setenv(key, value)
-    api_registry.registry.cache_clear()
     names = ["Torch.tanh.0", "Torch.precheck_kill.0", "Torch.precheck_sys_exit.0", "Torch.exp.0"]
-    dump = make_dump(tmp_path / "dump.json", names)
-    try:
-        with distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-        ) as c:
-            summary = run_ut(
-                dump, tmp_path / "out", device="cpu", options=CheckOptions(timeout=5), scheduler=c.scheduler_address
-            )
-    finally:
-        monkeypatch.delenv("PRECHECK_PLUGINS")
-        api_registry.registry.cache_clear()
+    summary = _misbehaving_on_one_worker(tmp_path, monkeypatch, names)
     got = {r.name: (r.forward, r.message) for r in summary.results}
     assert got["Torch.precheck_kill.0"][0] == "error"
     assert got["Torch.precheck_kill.0"][1].startswith("worker crashed: Dask's worker tcp://")
