@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,22 @@ def dom_of(tmp_path: Path, page: Path, query: str = "") -> str:
     assert not errors, errors
     assert 'data-ready="' in done.stdout, "the page's script did not finish"
     return done.stdout
+
+
+# `precheck report` with files limited to 4 KiB (SIGXFSZ ignored: the write fails with EFBIG), as a disk that
+# fills up, or a kill, part-way through the page.
+_WRITE_STOPS = """
+import resource, signal, sys
+from precheck.commands.cli import main
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+sys.exit(main(["report", sys.argv[1]]))
+"""
+
+
+def report_with_a_full_disk(folder: Path) -> subprocess.CompletedProcess:
+    """``precheck report FOLDER`` in a child process whose files cannot grow past 4 KiB."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", _WRITE_STOPS, str(folder)], capture_output=True, text=True, env=env, timeout=120
+    )

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import DATA, browser, chromium, dom_of
+from helpers import DATA, browser, chromium, dom_of, report_with_a_full_disk
 
 from precheck.commands.cli import main
 from precheck.report.compare_html import write_compare_report
@@ -189,3 +189,19 @@ def test_a_compare_killed_midway_renders_as_unfinished(gelu, tmp_path, monkeypat
     assert "agree everywhere" not in page
     complete = write_compare_report(gelu[0], tmp_path / "complete").read_text(encoding="utf-8")
     assert "did not finish" not in complete
+
+
+def test_a_compare_report_that_cannot_be_written_leaves_the_page_it_replaces(tmp_path):
+    """The compare's page was written in place: a full disk or a kill mid-write left a part of a page where the
+    last report was. It is written whole or not at all, as a run's page is."""
+    argv = ["compare", "-target", _dump("fp32_tensor_gelu_bug"), "-bench", _dump("fp32_tensor"), "-o", str(tmp_path)]
+    assert main(argv) == 0
+    page = tmp_path / next(tmp_path.glob("compare_result*.csv")).name.replace("compare_result", "compare_report")
+    page = page.with_suffix(".html")
+    page.write_text("the page of the last report", encoding="utf-8")
+    files = sorted(p.name for p in tmp_path.iterdir())
+    proc = report_with_a_full_disk(tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"precheck: error: cannot write {page}: File too large"]
+    assert page.read_text(encoding="utf-8") == "the page of the last report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == files

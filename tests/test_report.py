@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import DATA, browser, chromium, dom_of, real_dump_json
+from helpers import DATA, browser, chromium, dom_of, real_dump_json, report_with_a_full_disk
 
 from precheck.commands.cli import main
 from precheck.execution.options import CheckOptions
@@ -236,25 +234,11 @@ def test_text_no_encoding_can_write_is_written_as_its_escape(tmp_path, capsys):
     assert "<th>note</th><td>a\\ud800b</td>" in (tmp_path / "report_1.html").read_text(encoding="utf-8")
 
 
-# `precheck report` with files limited to 4 KiB (SIGXFSZ ignored: the write fails with EFBIG), as a disk that
-# fills up, or a kill, part-way through the page.
-WRITE_STOPS = """
-import resource, signal, sys
-from precheck.commands.cli import main
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
-sys.exit(main(["report", sys.argv[1]]))
-"""
-
-
 def test_a_report_stopped_while_writing_leaves_the_page_it_replaces_and_no_part(tmp_path):
     _details_csv(tmp_path / "accuracy_checking_details_1.csv", [ROW + ["error", "m"]])
     page = tmp_path / "report_1.html"
     page.write_text("the page of the last report", encoding="utf-8")
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", WRITE_STOPS, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
-    )
+    proc = report_with_a_full_disk(tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [f"precheck: error: cannot write {page}: File too large"]
     assert page.read_text(encoding="utf-8") == "the page of the last report"

@@ -19,6 +19,7 @@ import numpy
 from precheck.compare.divergence import Finding
 from precheck.report.compare_frame import compare_files, load_compare, load_records, read_summary
 from precheck.report.html import MAX_POINTS, PAD, esc, log_scale, page, table_shell
+from precheck.report.runfiles import replace_atomically
 
 if TYPE_CHECKING:
     import pandas
@@ -52,7 +53,7 @@ def write_compare_report(path: str | os.PathLike, into: str | os.PathLike | None
     title = f"precheck compare report {tail.strip('_').replace('_', ' ')}"
     text = render_compare(frame, records, summary, title, run_page)
     target = out / f"compare_report{tail}.html"
-    target.write_text(text, encoding="utf-8")
+    replace_atomically(target, text.encode("utf-8", "backslashreplace"))  # whole or not at all, as a run's page
     return target
 
 
