@@ -501,3 +501,22 @@ def test_a_call_that_changes_directory_leaves_later_calls_as_they_were(
     got = {r.name: (r.forward, r.backward, r.message) for r in summary.results}
     assert got.pop("Torch.precheck_chdir.0")[0] == "pass"
     assert got == {r.name: (r.forward, r.backward, r.message) for r in clean.results}
+
+
+def test_a_working_directory_that_cannot_be_opened_costs_no_row(tmp_path, monkeypatch):
+    """Each case returns to the working directory through a handle on it; where that cannot be opened (a user in a
+    folder they may enter but not read: O_RDONLY needs read permission) every case raised PermissionError, where
+    before the handle every case ran. Simulated: root reads any folder."""
+    source = real_dump_json("mlp_fp32_tensor")
+    clean = run_ut(source, tmp_path / "clean", device="cpu", workers=1, backend="inprocess", keep_results=True)
+    real_open = os.open
+
+    def refused_here(path, flags, *args, **kwargs):
+        if path == ".":
+            raise PermissionError(13, "Permission denied", ".")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refused_here)
+    summary = run_ut(source, tmp_path / "out", device="cpu", workers=1, backend="inprocess", keep_results=True)
+    got = {r.name: (r.forward, r.backward, r.message) for r in summary.results}
+    assert got == {r.name: (r.forward, r.backward, r.message) for r in clean.results}

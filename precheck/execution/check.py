@@ -32,6 +32,10 @@ from precheck.inputs.builder import InputBuilder, InputError, builder_for
 from precheck.results import ApiResult, Direction, failed, graded, skipped
 from precheck.walk import flatten
 
+# The working directory as a handle to return to: O_PATH (Linux) needs no read permission on it, so a run started
+# in a folder it may only enter still restores it; elsewhere a plain read-only open.
+_HERE = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY
+
 
 def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions()) -> ApiResult:
     """One case's result. The working directory is the process's, not the call's: an API that changes it (a
@@ -39,14 +43,18 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
     (a dump named by a relative path: every later API a SKIP, and the run's end unable to reread its dump).
     What an API raises to end a process or thread (SystemExit, GeneratorExit) is that call's row in every
     scheduler: it would end the run in-process, a pool's worker, or a Dask task unanswered (read as a timeout)."""
-    here = os.open(".", os.O_RDONLY)
+    try:
+        here = os.open(".", _HERE)
+    except OSError:  # a working directory this process cannot open: nothing to return to, the case still runs
+        here = None
     try:
         return _check_case(case, data_dir, options)
     except (SystemExit, GeneratorExit) as e:
         return failed(case, f"the call raised {one_line(e)}, which would have ended the run")
     finally:
-        os.fchdir(here)
-        os.close(here)
+        if here is not None:
+            os.fchdir(here)
+            os.close(here)
 
 
 def _check_case(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
