@@ -692,3 +692,18 @@ def test_property_metrics_invariant_to_permutation(data, dtype):
     assert b.ulp_max == a.ulp_max or math.isnan(a.ulp_max) and math.isnan(b.ulp_max)
     assert b.max_rel_err == a.max_rel_err
     assert judge(a, dtype)[0] == judge(b, dtype)[0]
+
+
+def test_statistics_of_a_complex_output_are_graded_on_its_modulus():
+    """msprobe records a complex tensor's Max/Min/Mean of its modulus; the imaginary part must count."""
+    from precheck.dump.decode import Stats, TensorSpec
+    from precheck.grader.statistics import grade_statistics
+
+    golden = torch.tensor([3 + 4j, 6 + 8j, 0 + 1j], dtype=torch.complex128)
+    modulus = golden.abs()
+    recorded = Stats(float(modulus.max()), float(modulus.min()), float(modulus.mean()), None)
+    spec = TensorSpec(torch.complex64, (3,), recorded)
+    assert grade_statistics(spec, golden).status == PASS
+    real_only = Stats(6.0, 0.0, 3.0, None)
+    verdict = grade_statistics(TensorSpec(torch.complex64, (3,), real_only), golden)
+    assert verdict.status == WARNING and "Max 6 vs golden 10" in verdict.message

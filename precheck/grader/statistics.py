@@ -37,10 +37,11 @@ class StatisticsVerdict:
 
 def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdict:
     """A statistics-only record: its recorded Max/Min/Mean/Norm against the golden's. Four numbers can raise a
-    suspicion but not prove an error, so the status is capped at warning."""
-    g = golden.detach().to(torch.float64)
-    if g.is_complex():
-        g = torch.view_as_real(g)
+    suspicion but not prove an error, so the status is capped at warning. A complex output is graded on its
+    modulus: msprobe records a complex tensor's Max/Min/Mean of ``abs`` (pytorch_processor), and casting it to a
+    real dtype would silently drop the imaginary part."""
+    g = golden.detach()
+    g = (g.abs() if g.is_complex() else g).to(torch.float64)
     finite = g[torch.isfinite(g)]
     if finite.numel() == 0:
         return StatisticsVerdict(WARNING, "statistics only: the golden has no finite value to compare")
