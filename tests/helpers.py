@@ -161,7 +161,7 @@ def misbehaving_env() -> dict[str, str]:
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
-browser = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (.ci/setup installs Debian's package)")
+browser = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here (.ci/setup --test installs Debian's package)")
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:

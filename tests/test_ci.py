@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import shutil
 import subprocess
 import sys
 import threading
@@ -45,3 +46,91 @@ def test_an_unreachable_cpu_index_falls_back_to_pips_configured_index():
 def test_setup_asks_torch_index_for_torchs_options():
     setup = (ROOT / ".ci" / "setup").read_text()
     assert "$(.ci/torch-index .venv/bin/python) torch==" in setup
+
+
+# .ci/setup and .ci/chromium run in a copy of .ci/ with stand-ins for python, pip, apt-get and id on a PATH that
+# holds nothing else: what they install is read from the stand-ins' log.
+_FAKE_PYTHON = """#!/bin/bash
+echo "$0 $*" >> "$LOG"
+if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi
+[ "$1" != -c ]
+"""
+
+
+def _stand_ins(tmp_path: Path, apt_installs: bool) -> tuple[Path, dict[str, str]]:
+    repo, bin_ = tmp_path / "repo", tmp_path / "bin"
+    (repo / ".ci").mkdir(parents=True)
+    bin_.mkdir()
+    for name in ("setup", "chromium", "torch-index"):
+        (repo / ".ci" / name).write_bytes((ROOT / ".ci" / name).read_bytes())
+        (repo / ".ci" / name).chmod(0o755)
+    for tool in ("bash", "dirname", "rm", "mkdir", "cp", "chmod", "timeout"):
+        (bin_ / tool).symlink_to(shutil.which(tool))
+    chromium = f"printf '#!/bin/bash\\necho Chromium 1\\n' > {bin_}/chromium; chmod +x {bin_}/chromium; " * apt_installs
+    scripts = {
+        "python3": _FAKE_PYTHON,
+        "id": "#!/bin/bash\necho 0\n",
+        # apt-get that unpacks the package (when told to) and then fails, as a refused post-install step does
+        "apt-get": f'#!/bin/bash\necho "apt-get $*" >> "$LOG"\n[ "$1" = install ] && {{ {chromium}:; }}\nexit 100\n',
+    }
+    for name, text in scripts.items():
+        (bin_ / name).write_text(text)
+        (bin_ / name).chmod(0o755)
+    env = {"PATH": str(bin_), "LOG": str(tmp_path / "log"), "PYTHON": "python3", "PRECHECK_TORCH_INDEX": "x"}
+    return repo, env
+
+
+def _setup(tmp_path: Path, *args: str, apt_installs: bool = True) -> tuple[subprocess.CompletedProcess, str]:
+    repo, env = _stand_ins(tmp_path, apt_installs)
+    proc = subprocess.run(
+        ["bash", str(repo / ".ci" / "setup"), *args], capture_output=True, text=True, env=env, timeout=60
+    )
+    log = (tmp_path / "log").read_text() if (tmp_path / "log").exists() else ""
+    return proc, log
+
+
+def test_the_main_jobs_setup_installs_torch_and_precheck_only(tmp_path):
+    proc, log = _setup(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    installs = [line for line in log.splitlines() if " pip install " in line]
+    assert (
+        len(installs) == 2
+        and installs[0].endswith("torch==2.13.0")
+        and installs[1].endswith("install -q --disable-pip-version-check -e .")
+    )
+    assert "apt-get" not in log and ".venv-mindspore" not in log
+    assert not (tmp_path / "repo" / ".venv-mindspore").exists()
+
+
+def test_the_test_setup_adds_the_test_extras_chromium_and_the_mindspore_venv(tmp_path):
+    proc, log = _setup(tmp_path, "--test")
+    assert proc.returncode == 0, proc.stderr
+    assert "-e .[test]" in log and "apt-get install -y -q chromium" in log
+    assert "-m venv .venv-mindspore" in log and "mindspore==2.10.*" in log
+
+
+def test_a_chromium_that_works_after_a_failing_apt_get_is_not_reported_missing(tmp_path):
+    proc, _ = _setup(tmp_path, "--test")
+    assert "chromium" not in proc.stderr
+
+
+def test_no_working_chromium_is_reported_in_one_line(tmp_path):
+    proc, _ = _setup(tmp_path, "--test", apt_installs=False)
+    assert proc.returncode == 0
+    assert [line for line in proc.stderr.splitlines() if "chromium" in line] == [
+        "setup: no working chromium (chromium --version failed); the report's browser tests will be skipped"
+    ]
+
+
+def test_an_unknown_setup_option_is_refused(tmp_path):
+    proc, log = _setup(tmp_path, "--tests")
+    assert proc.returncode == 2 and proc.stderr == "usage: .ci/setup [--test]\n" and log == ""
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line for line in readme.splitlines() if line.startswith("bash .ci/setup")]
+    # The main job's set-up is the bare one; the tests' adds what they need.
+    assert len(commands) == 2 and commands[0].startswith("bash .ci/setup && .venv/bin/precheck run_ut ")
+    assert commands[1] == "bash .ci/setup --test && .venv/bin/python -m pytest -q"
+    assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == commands[1]

@@ -32,7 +32,7 @@ def _mindspore_python() -> str | None:
 
 MS_PYTHON = _mindspore_python()
 needs_mindspore = pytest.mark.skipif(
-    MS_PYTHON is None, reason=f"no MindSpore interpreter: bash .ci/setup makes .venv-mindspore, or set {ENV}"
+    MS_PYTHON is None, reason=f"no MindSpore interpreter: bash .ci/setup --test makes .venv-mindspore, or set {ENV}"
 )
 
 
