@@ -47,6 +47,15 @@ def test_the_opinfo_report_plots_every_graded_output_and_lists_every_api(opinfo,
     assert shot.stat().st_size > 10_000
 
 
+def test_dtypes_are_named_as_torch_names_them(opinfo):
+    """msprobe's CSV cell for a Python bool output is "<class 'bool'>"; the page's dtype table says torch.bool."""
+    summary, page = opinfo
+    assert "<class 'bool'>" in summary.details_path.read_text(encoding="utf-8-sig")
+    text = page.read_text(encoding="utf-8")
+    assert "class &#x27;" not in text and "<class" not in text
+    assert "<tr><th>torch.bool</th>" in text
+
+
 def test_the_page_shows_the_versions_the_run_recorded(opinfo):
     import torch
 
@@ -117,6 +126,34 @@ def test_the_run_names_its_worst_apis_and_writes_the_report(tmp_path, capsys):
     assert f"report:  {page}" in text
     assert main(["report", str(out), "-o", str(tmp_path / "again")]) == 0
     assert "precheck report: " in capsys.readouterr().out and list((tmp_path / "again").glob("report_*.html"))
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    """The GPT-2 bf16 step on the CPU: layer_norm backward errors, dropout attention's backward SKIP."""
+    out = tmp_path_factory.mktemp("gpt2")
+    summary = run_ut(real_dump_json("gpt2_bf16_tensor"), out, device="cpu", workers=1)
+    return summary, write_report(summary.details_path)
+
+
+def _page_rows(page: Path) -> list[dict]:
+    text = page.read_text(encoding="utf-8")
+    return json.loads(re.search(r'<script type="application/json" id="rows">(.*?)</script>', text, re.S)[1])
+
+
+def test_the_page_offers_repro_only_where_repro_works(gpt2, tmp_path):
+    """The dropout attention's backward SKIP is not all pass, but repro refuses a random call: not offered."""
+    from precheck.commands.repro import ReproError, write_repro
+
+    rows = {r["call"]: r for r in _page_rows(gpt2[1])}
+    attention = rows["Functional.scaled_dot_product_attention.0"]
+    assert attention["backward"] == "SKIP" and "repro" not in attention
+    with pytest.raises(ReproError, match="random"):
+        write_repro(attention["call"], real_dump_json("gpt2_bf16_tensor"), tmp_path)
+    offered = [r for r in rows.values() if "repro" in r]
+    assert any(r["call"].startswith("Functional.layer_norm.") for r in offered)
+    for r in offered:
+        assert write_repro(r["call"], real_dump_json("gpt2_bf16_tensor"), tmp_path / "repro").is_file()
 
 
 def test_report_of_a_folder_without_a_run_is_one_line_exit_2(tmp_path, capsys):

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from api_registry import lookup
-from precheck.dump.records import DeviceArg, TensorSpec, load_dump
+from precheck.dump.records import DeviceArg, Dump, DumpError, TensorSpec, load_dump
 from precheck.inputs.builder import builder_for
 from precheck.paths import output_folder
 from precheck.walk import placed
@@ -146,13 +146,31 @@ def file_stem(name: str) -> str:
     return stem.encode()[:room].decode("utf-8", "ignore") + "_" + digest
 
 
-def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
-    """Write the script and its inputs for one API of a dump; returns the script's path."""
-    dump = load_dump(api_info)
-    names = dump.cases.names
-    if api_name not in names:
+def reproducible(api_info: str | os.PathLike, api_names: list[str]) -> set[str]:
+    """Those of ``api_names`` that ``precheck repro`` accepts, by its own checks: the report offers a repro
+    command only where it works (not for a random call, an unsupported API or a record it cannot decode).
+    Nothing where the dump cannot be read, since repro would refuse every one."""
+    try:
+        dump = load_dump(api_info)
+    except (DumpError, OSError):
+        return set()
+    places = {name: i for i, name in enumerate(dump.cases.names)}
+    accepted = set()
+    for name in api_names:
+        try:
+            _checked(dump, name, places.get(name))
+        except ReproError:
+            continue
+        accepted.add(name)
+    return accepted
+
+
+def _checked(dump: Dump, api_name: str, place: int | None) -> tuple[Any, Any]:
+    """The record ``api_name`` (at ``place`` among the dump's forward records) and its registry entry, or
+    ReproError saying why no repro can be written for it."""
+    if place is None:
         raise ReproError(f"{api_name}: no such forward record in {dump.path}")
-    case = dump.cases[names.index(api_name)]  # only this record is decoded
+    case = dump.cases[place]  # only this record is decoded
     if case.problem:
         raise ReproError(f"{api_name}: {case.problem}")
     entry = lookup(case.api)
@@ -165,6 +183,15 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
             f"{api_name}: {random}; a repro compares a device run with a float64 run number by number, "
             f"which two random draws never match (run_ut checks it by the law of its draws)"
         )
+    return case, entry
+
+
+def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
+    """Write the script and its inputs for one API of a dump; returns the script's path."""
+    dump = load_dump(api_info)
+    names = dump.cases.names
+    case, entry = _checked(dump, api_name, names.index(api_name) if api_name in names else None)
+    prefix, _, rest = case.api.partition(".")
     builder = builder_for(entry, case, dump.data_dir, seed=seed)
     builder.build(case.args, "input_args")
     builder.build(case.kwargs, "input_kwargs")

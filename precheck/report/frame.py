@@ -20,11 +20,25 @@ from precheck.results import split_row_name
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["ENGLISH", "LoadError", "load", "csv_pair", "read_table", "worst_errors"]
+__all__ = ["ENGLISH", "LoadError", "dtype_name", "load", "csv_pair", "read_table", "worst_errors"]
 
 # The 17 metric columns of the details CSV and their English names (Metrics' fields).
 ENGLISH = dict(zip(DETAILS_HEADER[4:21], [f for f in Metrics.__dataclass_fields__][:17], strict=True))
 _FIRST = ["call", "api", "prefix", "direction", "output", "dtype", "bench_dtype", "shape", "status", "message"]
+
+
+# The dtype torch gives a Python scalar (torch.tensor(True).dtype ...): msprobe's CSV cell for a non-tensor output
+# is str(type(value)), which the page names as torch would.
+_PYTHON_SCALARS = {"bool": "torch.bool", "int": "torch.int64", "float": "torch.float64", "complex": "torch.complex128"}
+
+
+def dtype_name(cell: str) -> str:
+    """A dtype cell as torch names it: ``<class 'bool'>`` is ``torch.bool``, another Python type its bare name
+    (``<class 'NoneType'>`` is ``NoneType``); a torch dtype, or anything else, as it is."""
+    if cell.startswith("<class '") and cell.endswith("'>"):
+        name = cell[len("<class '") : -2]
+        return _PYTHON_SCALARS.get(name, name)
+    return cell
 
 
 class LoadError(ValueError):
@@ -77,8 +91,8 @@ def load(path: str | os.PathLike) -> pandas.DataFrame:
     )
     frame["api"] = frame["call"].str.replace(r"\.\d+$", "", regex=True)
     frame["prefix"] = frame["call"].str.split(".", n=1).str[0]
-    frame["dtype"] = details["DEVICE Dtype"].str.strip()
-    frame["bench_dtype"] = details["Bench Dtype"].str.strip()
+    frame["dtype"] = details["DEVICE Dtype"].str.strip().map(dtype_name)
+    frame["bench_dtype"] = details["Bench Dtype"].str.strip().map(dtype_name)
     frame["shape"] = details["Shape"].str.strip()
     frame["status"] = details["Status"].str.strip()
     frame["message"] = details.get("Message", pd.Series([""] * len(details))).str.strip()

@@ -254,14 +254,32 @@ def _apis(frame: pandas.DataFrame, dump: str | None) -> list[dict]:
         said = calls["api_message"].first().fillna("").str.strip()
         table["message"] = said.where(said != "", table["message"])
     table["message"] = table["message"].str.slice(0, 2000)
-    apis = []
-    for call, row in zip(table.index, table.to_dict("records"), strict=True):
-        entry = {"call": call, **{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}}
-        if {entry["forward"], entry["backward"]} & {"warning", "error", "SKIP"} and dump:
-            record = unescape(unformula(call))  # the key in the dump, as the CSV cell escaped it
-            entry["repro"] = shell_command("precheck", "repro", record, "-api_info", dump)
-        apis.append(entry)
+    apis = [
+        {"call": call, **{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}}
+        for call, row in zip(table.index, table.to_dict("records"), strict=True)
+    ]
+    _offer_repro(apis, dump)
     return apis
+
+
+def _offer_repro(apis: list[dict], dump: str | None) -> None:
+    """The repro command of each API that is not all pass, where repro accepts it (its own checks: a random
+    call or an unsupported API is refused, so it is not offered). Reading the dump needs torch, so only a page
+    with such an API and a dump to read pays for it."""
+    records = {
+        a["call"]: unescape(unformula(a["call"]))  # the key in the dump, as the CSV cell escaped it
+        for a in apis
+        if {a["forward"], a["backward"]} & {"warning", "error", "SKIP"}
+    }
+    if not records or not dump:
+        return
+    from precheck.commands.repro import reproducible
+
+    accepted = reproducible(dump, list(records.values()))
+    for a in apis:
+        record = records.get(a["call"])
+        if record in accepted:
+            a["repro"] = shell_command("precheck", "repro", record, "-api_info", dump)
 
 
 _RANK = {"error": 0, "warning": 1, "SKIP": 2, "pass": 3}
