@@ -18,6 +18,7 @@ import pytest
 from helpers import real_dump_json
 
 from api_registry.mindspore import NoEquivalent, torch_call
+from precheck.execution import mindspore_target
 from precheck.execution.mindspore_target import ENV
 from precheck.run_ut import run_ut
 
@@ -167,15 +168,46 @@ def test_perturbed_output_is_an_error_on_exactly_its_api(dtype: str, how: str, t
         assert "are not torch.bfloat16, rounded" in rows[api][2]
 
 
+def _nowhere(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """No MindSpore in this interpreter, and none of the places searched for a .venv-mindspore has one."""
+    monkeypatch.setitem(sys.modules, "mindspore", None)  # even if this interpreter had it
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setattr(sys, "prefix", str(folder / "env" / ".venv"))
+    monkeypatch.setattr(mindspore_target, "_REPOSITORY", folder / "repository")
+    (folder / "cwd").mkdir()
+    monkeypatch.chdir(folder / "cwd")
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_statistics_dump_without_mindspore_skips(dtype: str, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "mindspore", None)  # even if this interpreter had it
-    rows = _run(_dump(f"{dtype}_statistics"), tmp_path, monkeypatch)
+    _nowhere(monkeypatch, tmp_path)
+    rows = _run(_dump(f"{dtype}_statistics"), tmp_path / "out", monkeypatch)
     assert len(rows) == 48
     assert {tuple(r[:2]) for r in rows.values()} == {("SKIP", "SKIP")}
     assert {r[2] for r in rows.values()} == {
-        f"MindSpore is not installed: pip install 'precheck[mindspore]', or set {ENV} to a Python that has it"
+        "MindSpore is not installed: no .venv-mindspore beside this venv, in precheck's repository or in the current "
+        f"folder (bash .ci/setup --test makes one); set {ENV} to a Python that has MindSpore, or pip install "
+        "'precheck[mindspore]'"
     }
+
+
+@pytest.mark.parametrize("found", [("env", "repository", "cwd"), ("repository", "cwd"), ("cwd",)])
+def test_a_venv_mindspore_is_found_without_the_variable(found: tuple, tmp_path: Path, monkeypatch) -> None:
+    # Beside this interpreter's venv first, then in precheck's repository, then in the current folder.
+    _nowhere(monkeypatch, tmp_path)
+    for where in found:
+        python = tmp_path / where / ".venv-mindspore" / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        python.write_text("#!/bin/sh\n")
+        python.chmod(0o755)
+    assert mindspore_target.mindspore_python() == str(tmp_path / found[0] / ".venv-mindspore" / "bin" / "python")
+
+
+@pytest.mark.skipif(not (REPO / ".venv-mindspore").is_dir(), reason="no .venv-mindspore (bash .ci/setup --test)")
+def test_the_setups_venv_mindspore_is_found(monkeypatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "mindspore", None)
+    assert mindspore_target.mindspore_python() == str(REPO / ".venv-mindspore" / "bin" / "python")
 
 
 def test_missing_interpreter_is_named(tmp_path: Path, monkeypatch) -> None:

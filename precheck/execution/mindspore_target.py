@@ -2,9 +2,11 @@
 float64 golden of its equivalent (api_registry.mindspore).
 
 MindSpore runs in a worker process of its own interpreter (precheck/execution/mindspore_worker.py): it pins
-numpy<2 and pandas<3, which precheck's environment need not share. ``PRECHECK_MINDSPORE_PYTHON`` names that
-interpreter; without it, this interpreter is used where it can import MindSpore. Without either, a call is a
-SKIP row saying how to get MindSpore, never a crash. One worker serves every call of a precheck process and is
+numpy<2 and pandas<3, which precheck's environment need not share. The interpreter is the first of:
+``PRECHECK_MINDSPORE_PYTHON``; this interpreter, where it can import MindSpore; ``.venv-mindspore/bin/python``
+beside this interpreter's venv, then in the repository precheck is installed from (an editable install), then
+in the current folder (``.ci/setup --test`` makes it at the repository root, beside ``.venv``). Without any, a
+call is a SKIP row saying where to point, never a crash. One worker serves every call of a precheck process and is
 started again if it dies.
 
 The worker and whatever it starts form a process group of their own, and the group is killed, never one process
@@ -45,6 +47,8 @@ from precheck.walk import flatten, map_placed
 __all__ = ["MindSporeUnavailable", "MindSporeWorker", "mindspore_python", "run_in_mindspore"]
 
 ENV = "PRECHECK_MINDSPORE_PYTHON"
+VENV = ".venv-mindspore"
+_REPOSITORY = Path(__file__).resolve().parents[2]  # the repository root for an editable install
 _WORKER = Path(__file__).with_name("mindspore_worker.py")
 _NAMES = {getattr(torch, torch_name.removeprefix("torch.")): ms for ms, torch_name in MINDSPORE.items()}
 _DEVICES = {"cpu": "CPU", "npu": "Ascend", "cuda": "GPU"}
@@ -76,8 +80,14 @@ def mindspore_python() -> str:
         return named
     if importlib.util.find_spec("mindspore") is not None:
         return sys.executable
+    for folder in (Path(sys.prefix).parent, _REPOSITORY, Path.cwd()):
+        python = folder / VENV / "bin" / "python"
+        if python.is_file() and os.access(python, os.X_OK):
+            return str(python)
     raise MindSporeUnavailable(
-        f"MindSpore is not installed: pip install 'precheck[mindspore]', or set {ENV} to a Python that has it"
+        f"MindSpore is not installed: no {VENV} beside this venv, in precheck's repository or in the current "
+        f"folder (bash .ci/setup --test makes one); set {ENV} to a Python that has MindSpore, or pip install "
+        "'precheck[mindspore]'"
     )
 
 
