@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import real_dump_json
+from helpers import link_tensor_data, real_dump_json
 
 from api_registry.mindspore import NoEquivalent, torch_call
 from precheck.execution import mindspore_target
@@ -74,6 +74,18 @@ def test_tensor_dump_graded_against_recorded_outputs(dtype: str, tmp_path: Path,
     errors = sorted(n for n, r in rows.items() if r[1] == "error")
     # MindSpore's CPU fp16 kernels of these two backwards compute in fp16: 2.5x and 2.8x an honest kernel's error.
     assert errors == (["Mint.rsqrt.0", "Mint.softmax.0"] if dtype == "fp16" else [])
+
+
+def test_a_dump_without_its_framework_field_is_recognised_from_its_records(tmp_path: Path, monkeypatch) -> None:
+    # msprobe's own MindSpore fixtures have no "framework": read as PyTorch, every record was "not supported".
+    source = _dump("fp32_tensor")
+    doc = json.loads(source.read_text())
+    del doc["framework"]
+    (tmp_path / "dump").mkdir()
+    (tmp_path / "dump" / "dump.json").write_text(json.dumps(doc))
+    link_tensor_data(source.parent / "dump_tensor_data", tmp_path / "dump")
+    rows = _run(tmp_path / "dump" / "dump.json", tmp_path / "out", monkeypatch)
+    assert rows == _run(source, tmp_path / "with_the_field", monkeypatch)
 
 
 def test_mindspore_semantics_mapped(tmp_path: Path, monkeypatch) -> None:
@@ -368,3 +380,23 @@ def test_a_hanging_mindspore_worker_leaves_no_process_behind(tmp_path: Path, mon
             break
         time.sleep(0.05)
     assert not left, f"processes left running: {left}"
+
+
+def test_a_gradient_without_a_golden_counterpart_leaves_the_others_graded(tmp_path: Path, monkeypatch) -> None:
+    """MindSpore records the call's own input gradients: a second gradient recorded for tanh (one input) has no
+    counterpart and is named; the first is still graded."""
+    source = _dump("fp32_tensor")
+    doc = json.loads(source.read_text())
+    record = doc["data"]["Mint.tanh.0.backward"]
+    record["output"].append(dict(record["output"][0]))
+    (tmp_path / "dump").mkdir()
+    (tmp_path / "dump" / "dump.json").write_text(json.dumps(doc))
+    link_tensor_data(source.parent / "dump_tensor_data", tmp_path / "dump")
+    out = tmp_path / "out"
+    forward, backward, message = _run(tmp_path / "dump" / "dump.json", out, monkeypatch)["Mint.tanh.0"]
+    assert (forward, backward) == ("pass", "pass"), message
+    assert "recorded gradient 1 of shape (8, 32) has no golden counterpart (input 1 has no gradient)" in message
+    assert "recorded gradient 0" not in message
+    (details,) = out.glob("accuracy_checking_details_*.csv")
+    names = [r[0] for r in csv.reader(details.open(encoding="utf-8-sig"))]
+    assert "Mint.tanh.0.backward.output.0" in names and "Mint.tanh.0.backward.output.1" not in names

@@ -10,6 +10,7 @@ precheck.dump.decode turns one record's arguments into specs and values.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -95,7 +96,7 @@ def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
         )
     if framework not in (None, *FRAMEWORKS):
         raise DumpError(f"{path}: framework {clip(repr(framework), 80)} is not one of {', '.join(FRAMEWORKS)}")
-    framework = framework or (MINDSPORE if doc.get("framework") == MINDSPORE else "pytorch")
+    framework = framework or _recorded_framework(doc, path, pairing.spans)
     dialect = translate if framework == MINDSPORE else None
     return Dump(
         path=path,
@@ -104,6 +105,22 @@ def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
         framework=framework,
         cases=Cases(pairing, _FileRecords(path, pairing.spans), dialect),
     )
+
+
+def _recorded_framework(doc: dict, path: Path, spans: _Spans, looked_at: int = 8) -> str:
+    """The dump's ``framework`` field; without one (msprobe's own MindSpore fixtures have none), what its first
+    records' tensors are: a MindSpore call read as PyTorch's is a SKIP "not supported" for every record."""
+    if "framework" in doc:
+        return MINDSPORE if doc["framework"] == MINDSPORE else "pytorch"
+    with open(path, "rb") as f:
+        for start, end in itertools.islice(zip(spans.starts, spans.ends, strict=True), looked_at):
+            f.seek(start)
+            raw = f.read(min(end - start, 2**20))
+            if b'"mindspore.Tensor"' in raw:
+                return MINDSPORE
+            if b'"torch.Tensor"' in raw:
+                break
+    return "pytorch"
 
 
 def _stream(js: JsonStream) -> tuple[dict | None, _Pairing | None]:
