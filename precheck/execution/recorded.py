@@ -76,7 +76,9 @@ def golden_at_hook(
         if not at.notes or _by_position("inputs", shapes, by_input, []).notes:
             return at  # the node, unless only the call's own inputs line up with every recorded gradient
     at = _by_position("inputs", shapes, by_input, [])
-    if not at.notes:
+    if not at.notes or not by_node:
+        # MindSpore's recorder saved the call's own input gradients, in their order: each pairs by its place or
+        # not at all, and one without a counterpart says nothing against the others.
         return at
     seen = f"{node.name} has {len(node.grads)} inputs, " if node is not None and node.name else ""
     inputs = ", ".join(str(tuple(g.shape)) if g is not None else "-" for g in by_input) or "none"
