@@ -418,6 +418,28 @@ def test_auto_standard_judges_by_api_class(mlp_csv, tmp_path):
     assert o.detail["Functional.gelu.0.forward.output.0"]["比对算法"] == "绝对阈值法"
 
 
+def test_auto_standard_writes_the_numbers_it_judged(mlp_csv, tmp_path):
+    """As msprobe: each single-side standard fills its own metric and verdict columns, never all blank."""
+    o = run_compare(tmp_path, mlp_csv, standard="auto")
+    npu = {r["API Name"]: r for r in load(mlp_csv)[1]}
+    judged = {
+        "Functional.linear.0.forward.output.0": ("ULP误差平均值", "ULP误差大于阈值占比", "ULP误差大于阈值占比比值"),
+        "Tensor.sum.0.forward.output.0": ("相对误差错误率", "绝对误差错误率"),
+        "Functional.gelu.0.forward.output.0": ("相对误差错误率", "绝对误差错误率"),
+    }
+    for name, columns in judged.items():
+        row = o.detail[name]
+        for column in columns:
+            assert row[column].strip(), f"{name}: {column} is blank"
+        if "ULP误差平均值" in columns:
+            assert float(row["ULP误差平均值"]) == pytest.approx(float(npu[name]["ULP误差平均值"]))
+            assert row["ULP误差判定结果"] == row["比对结果"]
+        else:
+            assert float(row["相对误差错误率"]) == pytest.approx(float(npu[name]["相对误差错误率"]))
+            verdicts = {row["相对误差判定结果"], row["绝对误差判定结果"]}
+            assert verdicts <= {"pass", "error"} and ("error" in verdicts) == (row["比对结果"] == "error")
+
+
 def test_a_share_rule_needs_more_than_one_element_of_the_rows_shape(gpt2_csv, tmp_path):
     """The default standard's 99%-within-1e-2 rule on a bf16 gradient of 64 elements: one element is no evidence
     of a rate (the row's Shape gives the count), two are; without a Shape the share alone decides."""

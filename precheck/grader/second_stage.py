@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from precheck.grader.choices import RANDOM_VERDICT
 from precheck.grader.comparison import Metrics
 from precheck.grader.dtypes import canonical, is_complex, is_floating
-from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, resolve
+from precheck.grader.limits import limits_for
+from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, ratio_of, resolve
 from precheck.grader.status import ERROR, PASS, SKIP, worst
 
 __all__ = ["RATIO_COLUMNS", "SecondStage", "second_stage"]
@@ -74,8 +75,34 @@ def second_stage(
     name = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
     if name == "benchmark":
         return _benchmark(target, reference, dtype, api_class)
-    verdict = STANDARDS[name](_filled(target), Context(dtype=dtype, reference=_filled(reference), api_class=api_class))
-    return SecondStage(verdict[0], name, verdict[1])
+    judged, ref = _filled(target), _filled(reference)
+    status, why = STANDARDS[name](judged, Context(dtype=dtype, reference=ref, api_class=api_class))
+    return SecondStage(status, name, why, _judged_columns(name, judged, ref, dtype, status))
+
+
+def _judged_columns(name: str, m: Metrics, ref: Metrics, dtype: str, status: str) -> dict[str, float | str | None]:
+    """The numbers a single-side standard judged and their verdicts, in the columns msprobe fills for it
+    (record_absolute_threshold_result, UlpPrecisionCompare ...), so a details row says why it passed or failed."""
+    if name in ("absolute", "accumulative"):
+        return {
+            "相对误差错误率": m.rel_err_ratio,
+            "相对误差判定结果": ERROR if m.rel_err_ratio > 0 else PASS,
+            "绝对误差错误率": m.abs_err_ratio,
+            "绝对误差判定结果": ERROR if m.abs_err_ratio > 0 else PASS,
+        }
+    if name == "ulp":
+        floor = limits_for(dtype).ratio_floor
+        return {
+            "ULP误差平均值": m.ulp_mean,
+            "ULP误差大于阈值占比": m.ulp_above_ratio,
+            "ULP误差大于阈值占比比值": ratio_of(m.ulp_above_ratio, ref.ulp_above_ratio, floor),
+            "ULP误差判定结果": status,
+        }
+    if name == "thousandth":
+        return {"双千指标": m.rel_within_1e3, "双千指标判定结果": status}
+    if name == "binary":
+        return {"二进制一致错误率": m.binary_mismatch, "二进制一致错误率判定结果": status}
+    return {}  # precheck's own standards (default, msprobe) judge no column of msprobe's second stage
 
 
 def _filled(m: Metrics) -> Metrics:
