@@ -7,6 +7,7 @@ at a time, rows are written as they are made, and what the summary keeps is boun
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
-from precheck.compare.align import align
+from precheck.compare.align import align, rejoin
 from precheck.compare.divergence import UNMATCHED, UNREADABLE, Divergence, tolerance
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump, split_key
 from precheck.compare.fused import Elements
@@ -111,7 +112,7 @@ def compare_dumps(
     t, b = open_dump(target), open_dump(bench)
     mode = compare_mode(t, b)
     names = NameMap(layers=layer_mapping or {}, cross_framework=t.framework == "mindspore" != b.framework)
-    names.learn(t.keys)
+    names.learn(t.keys, t.path.parent / "construct.json")
     stacks = Stacks.load(Path(stack_path) if stack_path else t.path.parent / "stack.json")
     folder = output_folder(out_path)
     stamp = claim_stamp(folder, f"compare_result{suffix}_{{}}.csv")
@@ -164,18 +165,51 @@ class _Sides:
 
 
 def _pairs(sides: _Sides, names: NameMap) -> list[tuple[int | None, int | None]]:
-    def token(key: str, mapped: bool) -> str:
-        api, _, direction = split_key(key) or (key, "", "forward")
-        return f"{direction}:{names.api(api) if mapped else api}"
+    """Which bench record each target record is compared with (precheck.compare.align), by the records' names
+    in the bench's spelling and, where names agree, by whether their tensors can stand for each other."""
+    t_tokens = [names.token(k) for k in sides.t.keys]
+    b_tokens = [names.token(k, mapped=False) for k in sides.b.keys]
 
-    t_tokens = [token(k, True) for k in sides.t.keys]
-    b_tokens = [token(k, False) for k in sides.b.keys]
+    @functools.lru_cache(maxsize=4096)  # a record is weighed against several candidates; memory stays bounded
+    def detail(side: str, i: int) -> Record:
+        return sides.target(i) if side == "target" else sides.bench(i)
 
-    def detail(side: str, i: int) -> tuple:
-        record = sides.target(i) if side == "target" else sides.bench(i)
-        return tuple(item.shape for item in record.items if item.tensor)
+    pairs = align(t_tokens, b_tokens, detail, _weigh)
+    t_names = [f"{token}.{(split_key(k) or ('', '', ''))[1]}" for token, k in zip(t_tokens, sides.t.keys, strict=True)]
+    b_names = [f"{token}.{(split_key(k) or ('', '', ''))[1]}" for token, k in zip(b_tokens, sides.b.keys, strict=True)]
+    return rejoin(pairs, t_names, b_names, lambda i, j: _weigh(detail("target", i), detail("bench", j)) is not None)
 
-    return align(t_tokens, b_tokens, detail)
+
+def _weigh(t_rec: Record, b_rec: Record) -> int | None:
+    """What pairing two records of the same name costs the alignment: 0 when their tensors have the same shapes,
+    1 when they differ, None when they cannot be the same call: an item paired by its place is a tensor on one
+    side only, or its tensors differ in dtype kind or in rank (msprobe leaves a row whose dtypes cannot match
+    unpaired; a different batch or length keeps the rank, and the pair). An unreadable record pairs: its row
+    says why."""
+    if t_rec.problem or b_rec.problem:
+        return 1
+    for item, other in _item_pairs(t_rec, b_rec):
+        if other is None or item.dtype is None or other.dtype is None:  # a None argument stands for anything
+            continue
+        if item.tensor != other.tensor:
+            return None
+        if item.tensor and not _same_kind(item, other):
+            return None
+    shapes = [tuple(i.shape for i in r.items if i.tensor) for r in (t_rec, b_rec)]
+    return 0 if shapes[0] == shapes[1] else 1
+
+
+def _same_kind(a: Item, b: Item) -> bool:
+    ka, kb = _kind(a.dtype), _kind(b.dtype)
+    if ka and kb and ka != kb:
+        return False
+    return a.dims is None or b.dims is None or len(a.dims) == len(b.dims)
+
+
+def _kind(dtype: str) -> str | None:
+    """float, complex, bool or int of a dtype in either framework's spelling (torch.bfloat16, BFloat16, UInt8)."""
+    low = dtype.lower()
+    return next((k for k in ("complex", "float", "bool", "int") if k in low), None)
 
 
 @dataclass

@@ -9,17 +9,30 @@ the target side are which on the bench side; a name may span levels (``a.b: c``)
     Block:
       fc_in: up
       norm: ln
+    Attention:
+      flash_attention_score: core.npu_fusion_attention
+
+A name may also be an API called inside the class (``flash_attention_score``, ``norm.RmsNorm`` as ``RmsNorm``,
+``sub.all_reduce`` for one called in a child): as msprobe applies it, an API record whose module (from the
+construct.json beside the dump) is of that class, or lies under one by that path, reads as the bench's API of
+the last name, whatever its prefix (``Mint.logical_or`` -> ``Tensor.__or__``). msprobe needs construct.json for
+a layer mapping; without it only module paths are renamed.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from precheck.compare.entries import CompareInputError, split_key
+from precheck.dump.jsonstream import read_json
 
 TOP_LAYER = "TopLayer"
+MAX_CONSTRUCT = 256 << 20  # bytes: construct.json holds one short line per record
+_MODULES = ("Module", "Cell")
 _MS_PREFIXES = {"Mint": "Torch", "MintFunctional": "Functional", "Tensor": "Tensor", "Functional": "Functional",
                 "Primitive": "Torch", "Cell": "Module"}  # fmt: skip
 _DTYPES = {"Float32": "torch.float32", "Float16": "torch.float16", "BFloat16": "torch.bfloat16",
@@ -64,15 +77,51 @@ class NameMap:
     layers: dict[str, dict[str, str]] = field(default_factory=dict)
     cross_framework: bool = False  # the target is MindSpore, the bench PyTorch
     classes: dict[str, str] = field(default_factory=dict)  # module path -> class, from the target's keys
+    parents: dict[str, str] = field(default_factory=dict)  # record -> its module's record (construct.json)
 
-    def learn(self, keys: Iterable[str]) -> None:
-        """Module classes by path, from the target's own module records (Module.<path>.<Class>.forward.N)."""
+    def learn(self, keys: Iterable[str], construct: Path | None = None) -> None:
+        """Module classes by path, from the target's own module records (Module.<path>.<Class>.forward.N), and
+        each record's module from ``construct`` when the layer mapping may name APIs and the file is there."""
         if not self.layers:
             return
-        for key in keys:
+        if construct is not None:
+            self.parents = _parents(construct)
+        for key in (*keys, *self.parents.values()):
             parts = key.split(".")
-            if parts[0] in ("Module", "Cell") and split_key(key) and len(parts) >= 5:
+            if parts[0] in _MODULES and split_key(key) and len(parts) >= 5:
                 self.classes.setdefault(".".join(parts[1:-3]), parts[-3])
+
+    def token(self, key: str, mapped: bool = True) -> str:
+        """What the alignment matches a record by: its direction and its API or module as the bench names it
+        (``mapped``: the target's key; otherwise the bench's own). An API that a layer mapping names is matched
+        by its name alone: frameworks file one API under different prefixes."""
+        api, _, direction = split_key(key) or (key, "", "forward")
+        head, _, name = api.rpartition(".")
+        if head.split(".", 1)[0] in _MODULES:
+            return f"{direction}:{self.api(api) if mapped else api}"
+        renamed = self._renamed(key, name) if mapped else None
+        if renamed is not None or name in self._named_apis:
+            return f"{direction}:{renamed or name}"
+        return f"{direction}:{self.api(api) if mapped else api}"
+
+    @functools.cached_property
+    def _named_apis(self) -> frozenset[str]:
+        return frozenset(bench.rsplit(".", 1)[-1] for children in self.layers.values() for bench in children.values())
+
+    def _renamed(self, key: str, name: str) -> str | None:
+        """The bench's API name for an API record that the layer mapping names, from the root down as msprobe
+        walks: under the class of each module above it, the path from there to the API."""
+        parent = self.parents.get(key)
+        parts = split_key(parent) if parent else None
+        if parts is None or not self.layers:
+            return None
+        steps = parts[0].split(".")[1:-1]  # the module path, without the prefix and the class
+        for k in range(len(steps) + 1):
+            cls = self.classes.get(".".join(steps[:k]), steps[k - 1]) if k else TOP_LAYER
+            bench = self.layers.get(cls, {}).get(".".join([*steps[k:], name]))
+            if bench is not None:
+                return bench.rsplit(".", 1)[-1]
+        return None
 
     def api(self, api: str) -> str:
         """An API or module name (no counter) as the bench would record it."""
@@ -112,3 +161,14 @@ class NameMap:
             i += taken
             parent = self.classes.get(".".join(steps[:i]), steps[i - 1])
         return ".".join(out)
+
+
+def _parents(path: Path) -> dict[str, str]:
+    """construct.json's {record: its module's record}; absent, the mapping applies to module paths only."""
+    try:
+        doc = read_json(path, CompareInputError, MAX_CONSTRUCT, "construct.json")
+    except FileNotFoundError:
+        return {}
+    if not isinstance(doc, dict):
+        raise CompareInputError(f"{path}: not a map of records to their modules")
+    return {k: v for k, v in doc.items() if isinstance(k, str) and isinstance(v, str) and v}

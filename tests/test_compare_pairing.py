@@ -1,0 +1,37 @@
+"""Which record and item of the bench precheck compare pairs with each of the target's, against msprobe's own
+MindSpore-vs-PyTorch layer-mapping fixture (tests/data/compare/msprobe_layer_mapping, from msprobe's unit tests)
+and small made-up dumps: exact names pair wherever they stand, same names pair only where the tensors can,
+API names a layer mapping gives are applied."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from precheck.commands.cli import main
+from tests.helpers import DATA
+
+FIXTURE = DATA / "compare" / "msprobe_layer_mapping"
+
+
+def _compare(capsys, out: Path, target: Path, bench: Path, *extra: str) -> tuple[list[dict], dict, str]:
+    code = main(["compare", "-target", str(target), "-bench", str(bench), "-o", str(out), *extra])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    rows = list(csv.DictReader(open(next(out.glob("compare_result_*.csv")), encoding="utf-8")))
+    return rows, json.loads(next(out.glob("compare_summary_*.json")).read_text()), stdout
+
+
+def test_pairs_equal_msprobes_expected_data_mapping_on_its_own_fixture(capsys, tmp_path):
+    rows, summary, _ = _compare(capsys, tmp_path, FIXTURE / "mindspore_data", FIXTURE / "pytorch_data",
+                                "-lm", str(FIXTURE / "layer_mapping.yaml"))  # fmt: skip
+    paired = {r["NPU Name"]: r["Bench Name"] for r in rows if r["NPU Name"] != "N/A"}
+    expected = json.loads((FIXTURE / "expected_data_mapping.json").read_text())
+    assert len(expected) == 44
+    assert {k: paired.get(k) for k in expected} == expected
+    assert set(paired) == set(expected)
+    # the [5, 2] int32 add has no counterpart: it is no longer paired with the bench's scalar add and blamed
+    assert summary["first_divergent"]["name"] != "Tensor.__add__.0.forward"
+    assert {"side": "target", "first": "Tensor.__add__.0.forward", "last": "Tensor.__bool__.1.forward",
+            "count": 2} in summary["unmatched"]  # fmt: skip
