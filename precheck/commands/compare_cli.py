@@ -1,7 +1,8 @@
 """`precheck compare` and `precheck overflow`: their grammar and handlers, a thin skin over precheck.compare.
 
 Exit codes as for run_ut: 0 the compare completed, 2 an input that cannot be used (one line, no traceback).
-Neither command imports torch unless ``--precheck`` runs the suspects.
+Neither command imports torch unless ``--precheck`` runs the suspects or the honest-kernel rule grades records
+of a tensor dump (precheck.compare.localize).
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "compare_result_{ts}.csv (tensor, statistics or md5, by what both dumps hold) and "
         "compare_summary_{ts}.json: the first divergent record in execution order and why (its inputs agree and "
         "its outputs do not, or its inputs already differ, and which record produced them), the suspects, the "
-        "runs of records only one side has. Folders of step*/rank* are compared rank by rank.",
+        "runs of records only one side has. In a tensor dump, records that deviate within rounding before it are "
+        "graded each side against the float64 golden of its own inputs: the first where the target is worse than "
+        "an honest kernel and the bench is not is named instead (the summary says which rule named it). Folders "
+        "of step*/rank* are compared rank by rank.",
     )
     cmp.add_argument("-target", "--target", "-tp", "--target_path", dest="target", metavar="DUMP")
     cmp.add_argument("-bench", "--bench", "-gp", "--golden_path", dest="bench", metavar="DUMP")
@@ -162,6 +166,7 @@ def describe(result: DumpComparison) -> str:
     ]
     first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
     lines.append(first or "  the two runs agree everywhere")
+    lines += _rule(d.localization) if d.first else []
     for f in d.suspects[:10]:
         if f is not d.first:
             lines.append(
@@ -176,6 +181,15 @@ def describe(result: DumpComparison) -> str:
     if result.precheck_csv:
         lines.append(f"  precheck: {result.precheck_csv}")
     return "\n".join(escape(line) for line in lines)
+
+
+def _rule(localization: dict) -> list[str]:
+    """Which rule named the first divergent record: the honest kernel's (a replay of each side) or the tolerance."""
+    if not localization:
+        return []
+    graded = localization.get("replayed_calls") or 0
+    cost = f"; {graded} calls graded in {localization.get('replay_seconds', 0):.2f} s" if graded else ""
+    return [f"  named by the {localization.get('rule')} rule: {localization.get('why', '')}{cost}"]
 
 
 def _v(result: DumpComparison, name: str) -> str:

@@ -13,6 +13,12 @@ record whose outputs disagree is
   earlier record whose output has exactly that input's statistics).
 
 A backward record's inputs are its incoming gradients and the inputs of its forward call.
+
+A tolerance cannot see a kernel that loses a few roundings (a bf16 softmax that sums in bf16 reads "agree" against a
+bf16 bench), so a tensor dump's records before the tolerance's first divergent record whose outputs deviate within
+rounding are kept as *candidates*: precheck.compare.localize grades each side of them against the float64 golden
+of its own inputs, and the first where the target is worse than an honest kernel and the bench is not becomes the
+first divergent record (rule HONEST_RULE); failing that the tolerance's record stands (rule TOLERANCE_RULE).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ AMPLIFY = 10.0
 TOLERANCE = {"bfloat16": 2.0**-6, "float16": 2.0**-9, "float32": 2.0**-16, "float64": 2.0**-40}
 MAX_PRODUCERS = 200_000  # output fingerprints remembered to name the producer of a differing input
 MAX_SUSPECTS = 200
+MAX_CANDIDATES = 2_000  # records kept for the honest-kernel rule (precheck.compare.localize replays fewer)
+TOLERANCE_RULE, HONEST_RULE = "tolerance", "honest kernel"  # which rule named the first divergent record
 
 
 def _canonical(dtype: str | None) -> str:
@@ -65,6 +73,8 @@ class Finding:
     worst_input: str | None = None
     worst_output: str | None = None
     producer: str | None = None
+    rule: str = TOLERANCE_RULE
+    honest: str | None = None  # HONEST_RULE: how the target is worse than an honest kernel and the bench is not
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +87,8 @@ class Finding:
             "worst_input": self.worst_input,
             "worst_output": self.worst_output,
             "produced_by": self.producer,
+            "rule": self.rule,
+            "honest_kernel": self.honest,
         }
 
     @classmethod
@@ -91,10 +103,17 @@ class Finding:
 
         return cls(str(d.get("name", "")), str(d.get("direction", "")), str(d.get("verdict", "")),
                    bool(d.get("inputs_agree")), number(d.get("input_deviation")), number(d.get("output_deviation")),
-                   d.get("worst_input"), d.get("worst_output"), d.get("produced_by"))  # fmt: skip
+                   d.get("worst_input"), d.get("worst_output"), d.get("produced_by"),
+                   str(d.get("rule") or TOLERANCE_RULE), d.get("honest_kernel"))  # fmt: skip
 
     def why(self) -> str:
         """Why the runs part at this record, in one sentence: the console and the report say the same."""
+        if self.rule == HONEST_RULE:
+            return (
+                f"{self.name}: each side graded against the float64 golden of its own inputs, {self.honest} "
+                f"(rule: {HONEST_RULE}; its output deviation {self.output_deviation:.3g} is within what the "
+                "tolerance takes for rounding): the API is suspect"
+            )
         if self.verdict == SUSPECT:
             return (
                 f"{self.name}: its inputs agree (deviation {self.input_deviation:.3g}, within rounding) and its "
@@ -128,6 +147,9 @@ class Divergence:
     first: Finding | None = None
     suspects: list[Finding] = field(default_factory=list)
     verdicts: Counter = field(default_factory=Counter)
+    candidates: list[Finding] = field(default_factory=list)  # for the honest-kernel rule, in execution order
+    candidates_seen: int = 0  # how many there were (at most MAX_CANDIDATES are kept)
+    localization: dict[str, Any] = field(default_factory=dict)  # which rule named the first record, at what cost
     _forward_inputs: dict[str, float] = field(default_factory=dict)
     _producers: OrderedDict = field(default_factory=OrderedDict)
 
@@ -161,6 +183,10 @@ class Divergence:
             finding.producer = self._producer(record, worst_in)
         self._remember(record, deviations)
         self.verdicts[verdict] += 1
+        if verdict == AGREE and out_dev > 0.0 and self.first is None and record.direction in ("forward", "backward"):
+            self.candidates_seen += 1
+            if len(self.candidates) < MAX_CANDIDATES:
+                self.candidates.append(finding)
         if verdict != AGREE and self.first is None:
             self.first = finding
         if verdict in (SUSPECT, AMPLIFIED) and len(self.suspects) < MAX_SUSPECTS:

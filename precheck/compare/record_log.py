@@ -8,10 +8,11 @@ from __future__ import annotations
 import csv
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from precheck.compare.divergence import Finding
+from precheck.compare.divergence import SUSPECT, Finding
 from precheck.compare.table import cell
 
 COLUMNS = ["Record", "Direction", "Verdict", "Inputs agree", "Input deviation", "Output deviation", "Worst input",
@@ -46,12 +47,33 @@ def verdict_text(v: dict[str, str]) -> str:
 
 def add_verdicts(path: Path, verdicts: dict[str, dict[str, str]]) -> None:
     """Fill the Precheck column of the records ``verdicts`` names (after run_ut checked them)."""
+
+    def fill(row: list[str]) -> None:
+        v = verdicts.get(row[0])
+        if v:
+            row[-1] = cell(verdict_text(v))
+
+    _rewrite(path, fill)
+
+
+def mark_suspect(path: Path, record: str) -> None:
+    """The record the honest-kernel rule named (precheck.compare.localize) is a suspect, not agreeing."""
+
+    def mark(row: list[str]) -> None:
+        if row[0] == cell(record):
+            row[2] = SUSPECT
+
+    _rewrite(path, mark)
+
+
+def _rewrite(path: Path, change: Callable[[list[str]], None]) -> None:
+    """The records CSV with ``change`` applied to each record's row, replaced whole."""
     tmp = path.with_suffix(".tmp")
     with open(path, newline="", encoding="utf-8") as src, open(tmp, "w", newline="", encoding="utf-8") as dst:
         reader, writer = csv.reader(src), csv.writer(dst, lineterminator="\n")
+        writer.writerow(next(reader, COLUMNS))
         for row in reader:
-            v = verdicts.get(row[0]) if len(row) == len(COLUMNS) else None
-            if v:
-                row[-1] = cell(verdict_text(v))
+            if len(row) == len(COLUMNS):
+                change(row)
             writer.writerow(row)
     os.replace(tmp, path)

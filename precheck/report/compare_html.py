@@ -109,6 +109,7 @@ def _summary(frame: pandas.DataFrame, entries: list[dict], summary: dict, run_pa
         f"<p>{len(entries)} records, {len(frame)} compared tensors ({esc(frame.attrs.get('mode', ''))} mode): "
         f"{_badges(results, RESULT_COLOURS)}</p><p>verdicts: {_badges(verdicts, VERDICT_COLOURS)}</p>",
         f'<p id="first">{_first(first, summary)}</p>',
+        _rule(summary.get("localization") if first else None),
     ]
     if summary.get("first_overflow"):
         lines.append(f"<p>First overflow on the target only: {esc(summary['first_overflow'])}</p>")
@@ -144,6 +145,17 @@ def _first(first: object, summary: dict) -> str:
     if summary.get("complete") is False:
         return "No divergent record among those compared before the compare stopped."
     return "The two runs agree everywhere."
+
+
+def _rule(localization: object) -> str:
+    """Which rule named the first divergent record (precheck.compare.localize): the honest kernel's or the
+    tolerance's, why, and what grading the records cost."""
+    if not isinstance(localization, dict) or not localization.get("rule"):
+        return ""
+    graded = localization.get("replayed_calls") or 0
+    cost = f" ({esc(graded)} calls graded in {esc(localization.get('replay_seconds'))} s)" if graded else ""
+    return (f'<p id="rule">Named by the <b>{esc(localization["rule"])}</b> rule: {esc(localization.get("why", ""))}'
+            f"{cost}</p>")  # fmt: skip
 
 
 def _precheck(finding: dict) -> str:

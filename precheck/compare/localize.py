@@ -1,0 +1,175 @@
+"""Which record a tensor dump's compare names first divergent: the honest-kernel rule before the tolerance's.
+
+A fixed tolerance (precheck.compare.divergence) cannot see a kernel that loses two or three roundings: a bf16
+softmax that sums in bf16 reads "agree" against a bf16 bench, and a later record is blamed for what it passed on.
+In a tensor dump each side's record holds its own inputs and outputs, so each side's output can be graded against
+the float64 golden of its own inputs, with an honest kernel's error as the yardstick, as run_ut grades ``--target
+recorded`` (precheck.execution.check, grader/honest.py). The first record, in execution order, where the target is
+worse than an honest kernel (run_ut's error) and the bench is not is the first divergent record.
+
+What is graded is kept in proportion: only the records the divergence search kept as candidates (before the
+tolerance's first divergent record, outputs that deviate but within rounding: runs that are identical up to a
+record cost nothing), at most MAX_REPLAYED calls, the target side first (the bench only where the target is worse),
+stopping at the first record named. torch is imported only then, so a compare with nothing to grade stays
+torch-free. Statistics and md5 dumps hold no tensors to grade: the tolerance rule alone names their record, and the
+summary says so.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from precheck.compare.divergence import AGREE, HONEST_RULE, MAX_SUSPECTS, SUSPECT, TOLERANCE_RULE, Finding
+from precheck.compare.entries import DumpIndex, split_key
+from precheck.compare.record_log import mark_suspect
+
+if TYPE_CHECKING:
+    from precheck.compare.dumps import DumpComparison
+
+__all__ = ["MAX_REPLAYED", "localize"]
+
+MAX_REPLAYED = 50  # calls graded on the target side by one compare
+MAX_REASON = 300  # characters of run_ut's message kept in the summary
+
+
+def localize(
+    result: DumpComparison, target: DumpIndex, bench: DumpIndex, pairs: list[tuple[int | None, int | None]]
+) -> None:
+    """Apply the honest-kernel rule to ``result``'s candidates; ``result.divergence.localization`` says which rule
+    named the first divergent record, and what grading cost."""
+    d = result.divergence
+    info: dict[str, Any] = {
+        "rule": TOLERANCE_RULE,
+        "tolerance_first": d.first.name if d.first else None,
+        "candidates": d.candidates_seen,
+        "replayed_calls": 0,
+        "replay_seconds": 0.0,
+    }
+    if result.mode != "tensor":
+        info["why"] = f"a {result.mode} dump holds no tensors to grade against a golden: the tolerance rule alone"
+    elif not d.candidates:
+        info["why"] = "no record before it deviates within rounding: nothing for the honest-kernel rule to grade"
+    else:
+        start = time.perf_counter()
+        replay = _Replay(target, bench, pairs)
+        hit = replay.search(d.candidates)
+        info.update(replayed_calls=replay.calls, replay_seconds=round(time.perf_counter() - start, 3))
+        info["why"] = replay.summary(hit)
+        if hit is not None:
+            _name(result, hit)
+            info["rule"] = HONEST_RULE
+    d.localization = info
+
+
+def _name(result: DumpComparison, found: Finding) -> None:
+    """``found`` becomes the first divergent record and the first suspect, in the summary and the records CSV."""
+    d = result.divergence
+    d.first = found
+    d.verdicts[AGREE] -= 1
+    d.verdicts[SUSPECT] += 1
+    d.suspects = [found, *d.suspects][:MAX_SUSPECTS]
+    mark_suspect(result.records_path, found.name)
+
+
+class _Replay:
+    """Grades records of either side as run_ut's ``--target recorded`` does, each call once per side."""
+
+    def __init__(self, target: DumpIndex, bench: DumpIndex, pairs: list[tuple[int | None, int | None]]) -> None:
+        self.target, self.bench = target, bench
+        self.bench_of = {i: j for i, j in pairs if i is not None and j is not None}
+        self.at = {id(target): _positions(target), id(bench): _positions(bench)}
+        self.graded: dict[tuple[int, str], Any] = {}
+        self.calls = 0
+        self.stopped = False
+
+    def search(self, candidates: list[Finding]) -> Finding | None:
+        """The first candidate the target's side fails and the bench's passes, or None."""
+        for found in candidates:
+            i = self.at[id(self.target)].get(found.name)
+            j = self.bench_of.get(i) if i is not None else None
+            if j is None:
+                continue
+            mine = self._status(self.target, found.name)
+            if self.stopped:
+                return None
+            if mine is None or mine[0] != "error":
+                continue
+            theirs = self._status(self.bench, self.bench.keys[j])
+            if theirs is not None and theirs[0] != "error":
+                why = (
+                    f"the target's {found.direction} is worse than an honest kernel ({mine[1][:MAX_REASON]}) and "
+                    f"the bench's is not ({theirs[0]})"
+                )
+                return replace(found, verdict=SUSPECT, rule=HONEST_RULE, honest=why)
+        return None
+
+    def summary(self, hit: Finding | None) -> str:
+        if hit is not None:
+            return f"the target is worse than an honest kernel at {hit.name} and the bench is not"
+        limit = f" (stopped at {MAX_REPLAYED} calls: the rest were not graded)" if self.stopped else ""
+        return (
+            f"no record graded worse than an honest kernel on the target only, of {self.calls} calls graded"
+            f"{limit}: the tolerance rule's record stands"
+        )
+
+    def _status(self, index: DumpIndex, key: str) -> tuple[str, str] | None:
+        """(run_ut's status of the record's direction, its error message), or None where it has none."""
+        parts = split_key(key)
+        if parts is None or key.startswith(("Module.", "Cell.")):
+            return None  # a module is no API to replay
+        api, number, direction = parts
+        stem = f"{api}.{number}"
+        if (id(index), stem) not in self.graded:
+            if index is self.target and self.calls >= MAX_REPLAYED:
+                self.stopped = True
+                return None
+            self.calls += index is self.target
+            self.graded[(id(index), stem)] = _grade(index, self.at[id(index)], stem, api)
+        return _direction(self.graded[(id(index), stem)], direction)
+
+
+def _positions(index: DumpIndex) -> dict[str, int]:
+    return {key: i for i, key in enumerate(index.keys)}
+
+
+def _grade(index: DumpIndex, at: dict[str, int], stem: str, api: str) -> Any:
+    """run_ut's result of one call of ``index`` graded as recorded (its outputs against the float64 golden of its
+    own inputs, an honest kernel the yardstick), or None when its records cannot be read."""
+    from precheck.dump.decode import decode_case
+    from precheck.dump.mindspore import MINDSPORE, translate
+    from precheck.execution.check import check_case
+    from precheck.execution.options import CheckOptions
+
+    try:
+        with open(index.path, "rb") as f:
+            forward = index.raw(at[f"{stem}.forward"], f) if f"{stem}.forward" in at else None
+            backward = index.raw(at[f"{stem}.backward"], f) if f"{stem}.backward" in at else None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if forward is None:
+        return None
+    case = decode_case(stem, api, 0, forward, backward)
+    if index.framework == MINDSPORE:
+        case = translate(case)
+    return check_case(case, index.data_dir, CheckOptions(target="recorded"))
+
+
+def _direction(result: Any, direction: str) -> tuple[str, str] | None:
+    if result is None:
+        return None
+    from precheck.results import Direction
+
+    status = result.forward if direction == "forward" else result.backward
+    if status is None:
+        return None
+    rows = result.rows(Direction.FORWARD if direction == "forward" else Direction.BACKWARD)
+    errors = [f"{r.short_name}: {_why(r.comparison.message)}" for r in rows if r.status == status]
+    return str(status.value), "; ".join(errors) or result.message
+
+
+def _why(message: str) -> str:
+    """The honest verdict's part of a row's message (from "worse than an honest ..." on), else all of it."""
+    at = message.find("worse than an honest")
+    return message[at:] if at >= 0 else message
