@@ -23,6 +23,7 @@ from precheck.compare.align import align, rejoin
 from precheck.compare.divergence import UNMATCHED, UNREADABLE, Divergence, tolerance
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump, split_key
 from precheck.compare.fused import Elements
+from precheck.compare.localize import localize
 from precheck.compare.mapping import NameMap, torch_dtype
 from precheck.compare.metrics import TensorMetrics, load_elements, stats_deviation, tensor_metrics
 from precheck.compare.overflow import non_finite
@@ -80,6 +81,7 @@ class DumpComparison:
             "records": dict(d.verdicts),
             "first_divergent": d.first.as_dict() | self._verdict(d.first.name) if d.first else None,
             "suspects": [f.as_dict() | self._verdict(f.name) for f in d.suspects],
+            "localization": d.localization,
             "unmatched": self.unmatched,
             "first_overflow": self.first_overflow,
             "precheck_csv": str(self.precheck_csv) if self.precheck_csv else None,
@@ -135,6 +137,7 @@ def compare_dumps(
         for i, j in pairs:
             _compare_pair(result, out, sides, names, stacks, i, j)
     result.rows = out.table.rows
+    localize(result, t, b, pairs)
     result.unmatched = _unmatched_runs(pairs, t, b)
     result.wall_seconds = time.perf_counter() - start
     result.complete = True
