@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 from precheck.commands.cli import main
@@ -35,3 +36,18 @@ def test_pairs_equal_msprobes_expected_data_mapping_on_its_own_fixture(capsys, t
     assert summary["first_divergent"]["name"] != "Tensor.__add__.0.forward"
     assert {"side": "target", "first": "Tensor.__add__.0.forward", "last": "Tensor.__bool__.1.forward",
             "count": 2} in summary["unmatched"]  # fmt: skip
+
+
+def test_a_step_folder_of_one_rank_or_proc_folder_is_compared_as_msprobe_takes_it(capsys, tmp_path):
+    for side, variant, folder in (("t", "fp32_tensor_gelu_bug", "rank0"), ("b", "fp32_tensor", "proc0")):
+        shutil.copytree(DATA / "compare" / variant / "step0" / "rank0", tmp_path / side / "step1" / folder)
+    _, summary, out = _compare(capsys, tmp_path / "out", tmp_path / "t" / "step1", tmp_path / "b" / "step1")
+    assert "first divergent: Functional.gelu.0.forward" in out
+    assert summary["first_divergent"]["name"] == "Functional.gelu.0.forward"
+    assert [p.name.rsplit("_", 1)[0] for p in (tmp_path / "out").glob("compare_result_*.csv")] == [
+        "compare_result_rank0"
+    ]
+    shutil.copytree(tmp_path / "t" / "step1" / "rank0", tmp_path / "t" / "step1" / "rank1")
+    code = main(["compare", "-target", str(tmp_path / "t" / "step1"), "-bench", str(tmp_path / "b" / "step1")])
+    _, err = capsys.readouterr()
+    assert code == 2 and "holds 1 rank or proc folders with a dump.json, the target 2" in err

@@ -1,6 +1,7 @@
 """What `precheck compare` is given, resolved to pairs of dumps: two dump.json files, two folders of one dump
-each, or two cluster folders (``step*/rank*``) compared rank by rank; msprobe's ``-i compare.json``
-(``npu_path``, ``bench_path``, ``stack_path``) as well.
+each, two cluster folders (``step*/rank*``) compared rank by rank, or two step folders (``dump/step1``, of
+``rank*`` or ``proc*`` folders) whose ranks pair in order, as msprobe's compare takes them; msprobe's
+``-i compare.json`` (``npu_path``, ``bench_path``, ``stack_path``) as well.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from precheck.compare.entries import CompareInputError
 
 _RANK = re.compile(r"rank(\d+)$")
+_PROCESS = re.compile(r"(rank|proc)(\d*)$")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,28 @@ def _dump_folders(root: Path) -> dict[tuple[str, str], Path]:
     return found
 
 
+def _ranks(step: Path) -> list[Path]:
+    """The rank (or proc) folders holding a dump.json in a step folder, by rank number as msprobe sorts them."""
+    found = [p for p in step.iterdir() if p.is_dir() and _PROCESS.match(p.name) and (p / "dump.json").is_file()]
+    return sorted(found, key=lambda p: (p.name[:4], int(_PROCESS.match(p.name).group(2) or -1)))
+
+
+def _step_pairs(t: Path, b: Path) -> list[DumpPair]:
+    """Two step folders: their ranks pair in order (msprobe's compare of a step folder); none when ``t`` is
+    no step folder."""
+    tr, br = _ranks(t), _ranks(b)
+    if not tr:
+        return []
+    if len(tr) != len(br):
+        raise CompareInputError(f"{b}: holds {len(br)} rank or proc folders with a dump.json, the target {len(tr)}")
+    pairs = []
+    for folder, other in zip(tr, br, strict=True):
+        m = _RANK.search(folder.name)
+        suffix = f"_rank{m.group(1)}" if m else f"_{folder.name}"
+        pairs.append(DumpPair(folder / "dump.json", other / "dump.json", suffix, ""))
+    return pairs
+
+
 def resolve(target: str | os.PathLike, bench: str | os.PathLike) -> list[DumpPair]:
     """The pairs of dumps to compare; CompareInputError when the two sides do not line up."""
     t, b = Path(target), Path(bench)
@@ -57,9 +81,14 @@ def resolve(target: str | os.PathLike, bench: str | os.PathLike) -> list[DumpPai
         if b.is_dir() and not (b / "dump.json").is_file():
             raise CompareInputError(f"{b}: a folder of ranks, while the target {t} is one dump")
         return [DumpPair(t, b, "", "")]
+    if not b.is_dir():
+        raise CompareInputError(f"{b}: one dump, while the target {t} is a folder of ranks")
     ts, bs = _dump_folders(t), _dump_folders(b)
     if not ts:
-        raise CompareInputError(f"{t}: no dump.json in it, nor step*/rank*/dump.json below it")
+        pairs = _step_pairs(t, b)
+        if not pairs:
+            raise CompareInputError(f"{t}: no dump.json in it, nor rank*/dump.json or step*/rank*/dump.json below it")
+        return pairs
     steps = sorted({s for s, _ in ts})
     pairs = []
     for (step, rank), folder in ts.items():
