@@ -170,7 +170,7 @@ def describe(result: DumpComparison) -> str:
     for f in d.suspects[:10]:
         if f is not d.first:
             lines.append(
-                f"  suspect: {f.name} ({f.verdict}, output deviation {f.output_deviation:.3g})" + _v(result, f.name)
+                f"  {f.verdict}: {f.name} (output deviation {f.output_deviation:.3g})" + _v(result, f.name)
             )
     for run in result.unmatched[:5]:
         span = run["first"] if run["count"] == 1 else f"{run['first']} .. {run['last']}"
@@ -188,7 +188,7 @@ def _rule(localization: dict) -> list[str]:
     if not localization:
         return []
     graded = localization.get("replayed_calls") or 0
-    cost = f"; {graded} calls graded in {localization.get('replay_seconds', 0):.2f} s" if graded else ""
+    cost = f"; {graded} call(s) graded in {localization.get('replay_seconds', 0):.2f} s" if graded else ""
     return [f"  named by the {localization.get('rule')} rule: {localization.get('why', '')}{cost}"]
 
 

@@ -153,7 +153,7 @@ def _rule(localization: object) -> str:
     if not isinstance(localization, dict) or not localization.get("rule"):
         return ""
     graded = localization.get("replayed_calls") or 0
-    cost = f" ({esc(graded)} calls graded in {esc(localization.get('replay_seconds'))} s)" if graded else ""
+    cost = f" ({esc(graded)} call(s) graded in {esc(localization.get('replay_seconds'))} s)" if graded else ""
     return (f'<p id="rule">Named by the <b>{esc(localization["rule"])}</b> rule: {esc(localization.get("why", ""))}'
             f"{cost}</p>")  # fmt: skip
 
