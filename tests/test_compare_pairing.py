@@ -51,3 +51,16 @@ def test_a_step_folder_of_one_rank_or_proc_folder_is_compared_as_msprobe_takes_i
     code = main(["compare", "-target", str(tmp_path / "t" / "step1"), "-bench", str(tmp_path / "b" / "step1")])
     _, err = capsys.readouterr()
     assert code == 2 and "holds 1 rank or proc folders with a dump.json, the target 2" in err
+
+
+def test_an_amplified_record_reads_amplified_in_the_console_and_the_reports_suspects(capsys, tmp_path):
+    cmp = DATA / "compare"
+    _, summary, out = _compare(capsys, tmp_path, cmp / "fp32_tensor_gelu_bug" / "step0" / "rank0",
+                               cmp / "fp32_tensor" / "step0" / "rank0", "--report")  # fmt: skip
+    assert {s["name"]: s["verdict"] for s in summary["suspects"]}["Functional.gelu.0.backward"] == "amplified"
+    assert "  amplified: Functional.gelu.0.backward (output deviation" in out
+    assert "suspect: Functional.gelu.0.backward" not in out
+    page = next(tmp_path.glob("compare_report_*.html")).read_text(encoding="utf-8")
+    suspects = page[page.index('<section id="suspects">') :]
+    item = next(li for li in suspects.split("<li>")[1:] if li.startswith("Functional.gelu.0.backward"))
+    assert "times more: amplified" in item and "suspect" not in item.split("</li>")[0]

@@ -169,9 +169,7 @@ def describe(result: DumpComparison) -> str:
     lines += _rule(d.localization) if d.first else []
     for f in d.suspects[:10]:
         if f is not d.first:
-            lines.append(
-                f"  {f.verdict}: {f.name} (output deviation {f.output_deviation:.3g})" + _v(result, f.name)
-            )
+            lines.append(f"  {f.verdict}: {f.name} (output deviation {f.output_deviation:.3g})" + _v(result, f.name))
     for run in result.unmatched[:5]:
         span = run["first"] if run["count"] == 1 else f"{run['first']} .. {run['last']}"
         lines.append(f"  only in the {run['side']}: {span} ({run['count']} records)")

@@ -122,7 +122,7 @@ class Finding:
         if self.verdict == AMPLIFIED:
             return (
                 f"{self.name}: its inputs already differ ({self.input_deviation:.3g}, {self.worst_input}) and its "
-                f"outputs differ {self.output_deviation / max(self.input_deviation, 1e-300):.3g} times more: suspect"
+                f"outputs differ {self.output_deviation / max(self.input_deviation, 1e-300):.3g} times more: amplified"
             )
         source = (
             f"produced by {self.producer}"
