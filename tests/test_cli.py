@@ -195,6 +195,7 @@ def test_save_error_data_into_a_place_that_cannot_be_written_is_one_warning(tmp_
 
 MSPROBE_DETAILS = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
 _WRITERS = {
+    "run_ut": ["run_ut", "-api_info", str(MLP), "-q"],  # it failed after the run, with "[Errno 17] File exists"
     "generate": ["generate", "-api_info", str(MLP)],
     "repro": ["repro", "Functional.linear.0", "-api_info", str(MLP)],
     "api_precision_compare": ["api_precision_compare", "-npu", str(MSPROBE_DETAILS), "-gpu", str(MSPROBE_DETAILS)],
@@ -335,3 +336,31 @@ def test_report_end_to_end_loads_no_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert len(list(tmp_path.glob("report_*.html"))) == 1
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["run_ut", "--api-info", "x"], "precheck run_ut: error: unknown option --api-info; did you mean --api_info?"),
+        (["run_ut", "-apiinfo", "x"], "precheck run_ut: error: unknown option -apiinfo; did you mean -api_info?"),
+        (["run_ut", "-api_info", "x", "--fail_on", "error"], "unknown option --fail_on; did you mean --fail-on?"),
+        (["regress", "--baseline", "a", "--curent", "b"], "unknown option --curent; did you mean --current?"),
+        (["run_ut", "-api_info", "x", "--zzz"], "precheck run_ut: error: unknown option --zzz"),
+        (["run_ut", "-api_info", "x", "y"], "precheck run_ut: error: unexpected argument 'y'"),
+        (["run_ut"], "precheck run_ut: error: the following arguments are required: -api_info/--api_info"),
+    ],
+)
+def test_a_misspelt_option_is_named_with_the_nearest_one_in_one_line(capsys, argv, expected):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    first, hint, *rest = capsys.readouterr().err.split("\n")
+    assert e.value.code == 2 and first.endswith(expected) and rest == [""]
+    assert hint == f"  (see: precheck {argv[0]} --help)"
+
+
+def test_msprobes_top_level_framework_option_is_taken(tmp_path, capsys):
+    # msprobe -f mindspore run_ut -api_info ...: the MLP's PyTorch calls read as MindSpore's have no equivalent.
+    code, out, _ = run(capsys, "-f", "mindspore", "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-q")
+    assert code == 0 and "forward:  pass 1, warning 0, error 0, SKIP 5" in out
+    code, _, err = run(capsys, "-f", "mindspore", "run_ut", "-api_info", str(MLP), "--framework", "pytorch")
+    assert (code, err) == (2, "precheck: error: -f mindspore before run_ut contradicts its --framework pytorch\n")

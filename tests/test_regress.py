@@ -290,6 +290,25 @@ def test_cli_exit_codes(tmp_path, capsys, current_rows, strict, expected) -> Non
         assert "--strict" in err
 
 
+def test_cli_takes_run_folders_and_reads_their_newest_runs(tmp_path, capsys) -> None:
+    folders = []
+    for side, newest in (("base", BASELINE_ROWS), ("cur", CURRENT_ROWS)):
+        folder = tmp_path / side
+        folder.mkdir()
+        for stamp, rows in (("20260101000000", [("Torch.old.0", "error", "error")]), ("20260102000000", newest)):
+            write_result(folder / f"accuracy_checking_result_{stamp}.csv", rows)
+            (folder / f"accuracy_checking_details_{stamp}.csv").write_bytes(b"")
+        folders.append(str(folder))
+    code, out, _ = cli(capsys, "--baseline", folders[0], "--current", folders[1], "-o", str(tmp_path / "rep"))
+    assert code == 1 and "FAIL 2, MISSING 1, IMPROVED 1, STILL_FAILING 1, NEW 1, PASS 2" in out
+    report = json.loads((tmp_path / "rep" / "regress_report.json").read_text())
+    assert report["current"] == str(tmp_path / "cur" / "accuracy_checking_result_20260102000000.csv")
+    code, _, err = cli(capsys, "--baseline", str(tmp_path / "rep"), "--current", folders[1])
+    assert (
+        code == 2 and err == f"precheck: error: {tmp_path / 'rep'}: no accuracy_checking_details_*.csv in this folder\n"
+    )
+
+
 def test_cli_default_report_dir_is_the_current_folder(pair, tmp_path, capsys, monkeypatch) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -311,7 +330,7 @@ def put(path: Path, data: bytes) -> Path:
     "make,needle",
     [
         (lambda d: d / "nope.csv", "no such file"),
-        (lambda d: d, "not a file"),
+        (lambda d: d, "no accuracy_checking_details_*.csv in this folder"),  # a folder that holds no run
         (_details_csv, "no 'Forward Test Success', 'Backward Test Success' column"),
         (lambda d: put(d / "x.json", b'{"a": 1}'), "not a result CSV"),
         (lambda d: put(d / "e.csv", b""), "not a result CSV"),

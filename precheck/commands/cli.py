@@ -20,7 +20,7 @@ from precheck.commands.compare_cli import handlers as compare_handlers
 from precheck.commands.parser import build_parser
 from precheck.escape import escape, shell_command
 from precheck.execution.options import CheckOptions
-from precheck.paths import OutputError, write_problem
+from precheck.paths import OutputError, output_folder, write_problem
 
 if TYPE_CHECKING:
     from precheck.run_ut import RunSummary
@@ -142,14 +142,37 @@ def _scheduler(args: argparse.Namespace) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line ``argv`` (None: this program's own, ``sys.argv``); returns the exit code."""
     try:
-        return _main(argv)
+        code = _main(argv)
     except BrokenPipeError:  # `precheck ... | head`: the reader left, nothing more to say
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:  # during start-up (its imports), before a command handles its own Ctrl-C
         print("precheck: interrupted during start-up", file=sys.stderr)
         return 130
+    if argv is None:
+        _leave_if_a_case_runs(code)
+    return code
+
+
+def _leave_if_a_case_runs(code: int) -> None:
+    """The program's end when a case is still running on an in-process helper (a Ctrl-C or SIGTERM mid-case, or
+    a case past its timeout): the exit handlers run, then the process ends at once with ``code``. The
+    interpreter's own shutdown would meet that thread in torch's C++ and end in std::terminate (exit -6)."""
+    inprocess = sys.modules.get("precheck.scheduling.inprocess")  # not imported: no helper was ever started
+    if inprocess is None or not inprocess.in_flight():
+        return
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()  # what the shutdown would have run first (a MindSpore worker's close ...)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or a reader that left
+            pass
+    os._exit(code)
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -177,6 +200,13 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    try:  # before the dump is read: a run that cannot write its rows must not start
+        _framework(args)
+        if args.csv_path is None:
+            output_folder(args.out_path)
+    except ValueError as e:
+        _error(e)
+        return 2
     if args.backend in ("auto", "process") and args.workers != 1 and not args.scheduler:
         from precheck.scheduling.forkserver import likely_pool, start_early
 
@@ -201,7 +231,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         _error(f"cannot write results: {e}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}")
         return 2
     except OSError as e:
-        _error(f"cannot write results: {e}")
+        _error(write_problem(e))
         return 2
     except KeyboardInterrupt as e:
         return _stopped(e, argv)
@@ -246,8 +276,15 @@ def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
             scheduler=_scheduler(args),
             api_lists=load_api_lists(args.config) if args.config else None,
             progress=not args.quiet,
-            framework=args.framework,
+            framework=_framework(args),
         )
+
+
+def _framework(args: argparse.Namespace) -> str | None:
+    """run_ut's --framework, or msprobe's top-level -f (``precheck -f mindspore run_ut ...``)."""
+    if args.framework and args.dump_framework and args.framework != args.dump_framework:
+        raise ValueError(f"-f {args.dump_framework} before run_ut contradicts its --framework {args.framework}")
+    return args.framework or args.dump_framework
 
 
 def _stopped(e: KeyboardInterrupt, argv: list[str]) -> int:

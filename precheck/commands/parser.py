@@ -4,8 +4,10 @@ bad value into argparse's one-line usage error (exit code 2) instead of a traceb
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn
 
 from precheck import __version__
 from precheck.commands.compare_cli import add_parsers as add_compare_parsers
@@ -45,6 +47,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
+FRAMEWORKS = ("pytorch", "mindspore")  # precheck.dump.records.FRAMEWORKS, whose module loads torch
 MIN_MEMORY = 2**20  # below a megabyte no record's inputs fit: every row would be SKIP
 
 
@@ -59,11 +62,71 @@ def _size(text: str) -> int:
     return int(value)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with errors in one line and a pointer to --help: its usage of run_ut alone is 12 lines, and an
+    unknown option was named only among "unrecognized arguments", never with the option it was meant to be."""
+
+    _given: list[str] = []
+
+    def error(self, message: str) -> NoReturn:
+        unknown = [a for a in self._given if a.startswith("-") and not self._takes(a)]
+        if unknown and message.startswith("the following arguments are required"):  # --api-info for -api_info
+            message = _unknown(unknown, self)
+        self.exit(2, f"{self.prog}: error: {message}\n  (see: {self.prog} --help)\n")
+
+    def _takes(self, word: str) -> bool:
+        """Whether ``word`` is one of this parser's options (or an abbreviation argparse takes, ``-n4``, ``-1``)."""
+        name = word.split("=", 1)[0]
+        known = self._option_string_actions
+        return (
+            any(option.startswith(name) for option in known if len(name) > 2)
+            or word[:2] in known
+            or word.lstrip("-").replace(".", "", 1).isdigit()
+        )
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: object = None) -> tuple:  # type: ignore[override]
+        self._given = list(args or [])  # a subcommand's parser is given the words after its name
+        return super().parse_known_args(args, namespace)  # type: ignore[arg-type]
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: object = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command(parsed)
+            (command or self).error(_unknown(extras, command, self))
+        return parsed
+
+    def _command(self, parsed: argparse.Namespace) -> argparse.ArgumentParser | None:
+        """The subcommand's parser, if one was named."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(parsed, action.dest, None))
+        return None
+
+
+def _unknown(extras: list[str], *parsers: argparse.ArgumentParser | None) -> str:
+    """The first argument no parser took, with the nearest option where it looks like a misspelt one."""
+    option = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+    if option is None:
+        return f"unexpected argument {extras[0]!r}"
+    known = [name for p in parsers if p is not None for name in p._option_string_actions]
+    near = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+    return f"unknown option {option}" + (f"; did you mean {near[0]}?" if near else "")
+
+
 def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | None = None) -> argparse.ArgumentParser:
     """The grammar; ``handlers`` (command name -> function of the parsed arguments) become each subcommand's
     ``func`` default, so the caller dispatches with ``args.func(args)``."""
-    parser = argparse.ArgumentParser(prog="precheck", description="API precision pre-check for PyTorch dumps")
+    parser = _Parser(prog="precheck", description="API precision pre-check for PyTorch dumps")
     parser.add_argument("--version", action="version", version=f"precheck {__version__}")
+    parser.add_argument(
+        "-f",
+        "--framework",
+        dest="dump_framework",
+        choices=FRAMEWORKS,
+        default=None,
+        help="msprobe's top-level -f (precheck -f mindspore run_ut ...): the dump's framework for run_ut, as its "
+        "--framework (the other commands read it from the dump)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     grading = _grading_options()
     for add in (_add_run_ut, _add_generate):
@@ -200,7 +263,7 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
     run.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")
     run.add_argument(
         "--framework",
-        choices=("pytorch", "mindspore"),
+        choices=FRAMEWORKS,
         default=None,
         help="the dump's framework (default: its 'framework' field). A MindSpore dump's mint and Tensor calls "
         "are graded against their PyTorch equivalents in float64 (msprobe's -f is --filter_api here)",
@@ -302,13 +365,18 @@ def _add_regress(commands: argparse._SubParsersAction) -> None:
     reg = commands.add_parser(
         "regress",
         help="regression gate: compare a result CSV with a baseline result CSV",
-        description="Compare two result CSVs (precheck's or msprobe's) API by API on their "
+        description="Compare two result CSVs (precheck's or msprobe's; a run's output folder stands for its newest "
+        "run's) API by API on their "
         "Forward and Backward statuses; writes regress_report.md and "
         "regress_report.json. Exit 1 when an API got worse (FAIL) or went "
         "MISSING (with --strict also when one IMPROVED), 0 otherwise.",
     )
-    reg.add_argument("--baseline", required=True, metavar="OLD_RESULT_CSV", help="the accepted result CSV")
-    reg.add_argument("--current", required=True, metavar="NEW_RESULT_CSV", help="the result CSV to judge")
+    reg.add_argument(
+        "--baseline", required=True, metavar="OLD_RESULT_CSV", help="the accepted result CSV, or its run's folder"
+    )
+    reg.add_argument(
+        "--current", required=True, metavar="NEW_RESULT_CSV", help="the result CSV to judge, or its run's folder"
+    )
     reg.add_argument(
         "-o",
         "--out_path",

@@ -53,6 +53,7 @@ from pathlib import Path
 from precheck.escape import markdown, markdown_code, unescape, unformula
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING
 from precheck.report.csv_files import read_csv_rows
+from precheck.report.frame import LoadError, csv_pair
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
     "PASS",
@@ -277,15 +278,30 @@ def api_outcome(baseline: Statuses | None, current: Statuses | None) -> str:
 
 
 def regress(baseline: str | os.PathLike, current: str | os.PathLike) -> RegressReport:
-    """Compare two result CSVs API by API; RegressError when either cannot be used.
+    """Compare two result CSVs (or run folders: their newest run's) API by API; RegressError when either cannot
+    be used.
 
     APIs are listed in baseline order, then the current file's new ones in its order, so the report reads like
     the dump and is identical from run to run."""
+    baseline, current = _result_csv(baseline), _result_csv(current)
     old = read_result_csv(baseline)
     new = read_result_csv(current)
     apis = [ApiOutcome(api, api_outcome(s, new.get(api)), s, new.get(api)) for api, s in old.items()]
     apis += [ApiOutcome(api, NEW, None, s) for api, s in new.items() if api not in old]
     return RegressReport(os.fspath(baseline), os.fspath(current), apis)
+
+
+def _result_csv(path: str | os.PathLike) -> str | os.PathLike:
+    """A run's output folder stands for its newest run's result CSV (as ``precheck report`` reads a folder)."""
+    if not Path(path).is_dir():
+        return path
+    try:
+        _, result = csv_pair(path)
+    except LoadError as e:
+        raise RegressError(str(e)) from None
+    if result is None:
+        raise RegressError(f"{path}: its newest run has no accuracy_checking_result_*.csv")
+    return result
 
 
 def write_report(report: RegressReport, out_dir: str | os.PathLike = ".") -> tuple[Path, Path]:
