@@ -52,6 +52,15 @@ def slow_identity(x: torch.Tensor, seconds: float = 0.3) -> torch.Tensor:
     return x * 1
 
 
+def busy_in_torch(x: torch.Tensor) -> torch.Tensor:
+    """A minute of matrix products: torch releases the GIL for each, so a stopped run meets this thread in C++."""
+    y = torch.randn(300, 300)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        y = torch.tanh(y @ y)
+    return x * 1
+
+
 _POISONED = []
 
 
@@ -80,6 +89,7 @@ ENTRIES = {
     "Torch.precheck_hang": hang,
     "Torch.precheck_chdir": change_directory,
     "Torch.precheck_slow": slow_identity,
+    "Torch.precheck_busy": busy_in_torch,
     "Torch.precheck_sticky": sticky_device_error,
     "Torch.precheck_clean": needs_clean_process,
 }

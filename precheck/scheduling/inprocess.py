@@ -68,6 +68,17 @@ def in_process(
         torch.set_num_threads(threads)
 
 
+# Helpers left in a case (past its timeout, or a run stopped by a signal): they may still be running torch.
+_LEFT: list[threading.Thread] = []
+
+
+def in_flight() -> bool:
+    """Whether a helper left in a case still runs. The interpreter's shutdown must not meet it: a daemon thread
+    that takes the GIL back from a torch kernel during finalization is unwound through torch's noexcept C++
+    frames, and the process ends in std::terminate (exit -6) whatever code it was exiting with."""
+    return any(t.is_alive() for t in _LEFT)
+
+
 class _Inline:
     """A helper thread that checks one case at a time for the thread that waits on it."""
 
@@ -103,7 +114,10 @@ class _Inline:
     def close(self) -> None:
         """Ends the helper and waits for it when it is idle, so a run does not shut the interpreter down under a
         live thread (a heavy -n 1 run once ended in std::terminate, exit code -6, after writing its CSVs). A case
-        still in flight (past its timeout, or a Ctrl-C) is not waited for: the run ends now, as before."""
+        still in flight (past its timeout, or a Ctrl-C) is not waited for: the run ends now, and the program
+        leaves without the interpreter's shutdown (in_flight, commands/cli.main)."""
         self.requests.put(None)
         if not self.busy:
             self.thread.join()
+        else:
+            _LEFT.append(self.thread)
