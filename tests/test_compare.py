@@ -235,6 +235,13 @@ def test_overflow_names_where_inf_is_born(capsys, tmp_path):
     code, out, _ = run(capsys, "compare", "-target", str(next(bugged.iterdir())), "-bench",
                        str(next(clean.iterdir())), "-o", str(tmp_path))  # fmt: skip
     assert "first overflow on the target only: Functional.cross_entropy.0.forward" in out
+    # the dump's own folder, as the README names it, holds one step0/proc*/dump.json: it is that dump
+    assert run(capsys, "overflow", str(bugged.parent))[1] == run(capsys, "overflow", str(next(bugged.iterdir())))[1]
+    two = tmp_path / "two"
+    for rank in ("rank0", "rank1"):
+        shutil.copytree(next(bugged.iterdir()), two / "step0" / rank)
+    code, _, err = run(capsys, "overflow", str(two))
+    assert (code, err) == (2, f"precheck: error: {two}: holds 2 dumps (step0/rank0, step0/rank1); name one\n")
     # a causal mask filled with -inf is not an overflow: the -inf was an argument
     gpt = DATA / "detection" / "dev" / "clean_gpt_fp32" / "step0"
     assert "no record turns finite inputs into inf or nan" in run(capsys, "overflow", str(next(gpt.iterdir())))[1]

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 
 from precheck.compare.entries import Item, open_dump
+from precheck.compare.session import one_dump
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,9 @@ def non_finite(item: Item) -> set[str]:
 
 
 def first_overflows(dump: str | os.PathLike, limit: int = 20) -> list[Overflow]:
-    """Up to ``limit`` records, in execution order, whose outputs are the first to hold inf or nan."""
-    index = open_dump(dump)
+    """Up to ``limit`` records, in execution order, whose outputs are the first to hold inf or nan; ``dump`` is a
+    dump.json, its folder, or the dump's own folder above ``step*/rank*`` (see :func:`one_dump`)."""
+    index = open_dump(one_dump(dump))
     found: list[Overflow] = []
     for record in index.records():
         if len(found) >= limit:

@@ -6,6 +6,7 @@ each, two cluster folders (``step*/rank*``) compared rank by rank, or two step f
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -69,6 +70,21 @@ def _step_pairs(t: Path, b: Path) -> list[DumpPair]:
         suffix = f"_rank{m.group(1)}" if m else f"_{folder.name}"
         pairs.append(DumpPair(folder / "dump.json", other / "dump.json", suffix, ""))
     return pairs
+
+
+def one_dump(path: str | os.PathLike) -> Path:
+    """A dump.json, the folder holding it, or a dump's own folder (msprobe's ``step*/rank*/dump.json`` below it,
+    as the README names its dumps) that holds exactly one; CompareInputError when it holds none or several."""
+    p = Path(path)
+    if not p.is_dir() or (p / "dump.json").is_file():
+        return p
+    found = _dump_folders(p)
+    if not found:
+        raise CompareInputError(f"{p}: no dump.json in it, nor step*/rank*/dump.json below it")
+    if len(found) > 1:
+        names = ", ".join(f"{step}/{rank}" for step, rank in itertools.islice(found, 3)) + ", ..." * (len(found) > 3)
+        raise CompareInputError(f"{p}: holds {len(found)} dumps ({names}); name one")
+    return next(iter(found.values())) / "dump.json"
 
 
 def resolve(target: str | os.PathLike, bench: str | os.PathLike) -> list[DumpPair]:
