@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -183,6 +185,21 @@ def test_copy_data_never_replaces_a_folder_it_did_not_write(tmp_path, capsys):
     assert main(args) == 2
     assert "conftest.py: exists and is not the conftest of a generated suite" in capsys.readouterr().err
     assert (tmp_path / "suite" / "conftest.py").read_text() == "# mine\n" and not mine.exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_copied_data_honours_the_umask(tmp_path, capsys, umask):
+    # data/ came from mkdtemp, 0700 whatever the umask: a suite shared with a group could not read its data.
+    previous = os.umask(umask)
+    try:
+        assert main(["generate", "-api_info", str(MLP), "-o", str(tmp_path / "suite"), "--copy-data"]) == 0
+    finally:
+        os.umask(previous)
+    data = tmp_path / "suite" / "data"
+    for path in (data, data / "dump_tensor_data"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~umask, path
+    assert stat.S_IMODE((data / "dump.json").stat().st_mode) == 0o666 & ~umask
+    assert [p.name for p in (tmp_path / "suite").iterdir() if p.name.startswith(".data.")] == []
 
 
 def hostile_mlp(tmp_path: Path, names: dict[str, str], records: str = "") -> Path:

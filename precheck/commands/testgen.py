@@ -98,14 +98,17 @@ def generate(
     if copy_data and conftest.exists() and _read(conftest) != _CONFTEST:
         raise SuiteError(f"{conftest}: exists and is not the conftest of a generated suite; not replaced")
     if copy_data:
-        staging = Path(tempfile.mkdtemp(prefix=".data.", dir=root))
+        # A private name to build in; the data folder itself is made inside it under the umask (mkdtemp's 0700
+        # would leave data/ unreadable to the others who may read the suite).
+        holder = Path(tempfile.mkdtemp(prefix=".data.", dir=root))
+        staging = holder / "data"
         try:
             _copy_data(dump, staging, options)
             if stale is not None:
                 shutil.rmtree(stale)
             os.replace(staging, data)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(holder, ignore_errors=True)
         dump_ref = Path("data") / "dump.json"
     else:
         if stale is not None:
