@@ -156,6 +156,34 @@ def test_the_page_offers_repro_only_where_repro_works(gpt2, tmp_path):
         assert write_repro(r["call"], real_dump_json("gpt2_bf16_tensor"), tmp_path / "repro").is_file()
 
 
+def test_the_worst_apis_say_the_reason_that_decided(gpt2):
+    """Each error's cosine and max abs error pass the card's rule: the line says the honest-kernel multiple."""
+    from precheck.report.frame import worst_errors
+
+    lines = worst_errors(gpt2[0].details_path)
+    assert lines[0] == (
+        "    Functional.layer_norm.2 backward.output.2: worse than an honest bf16 kernel: error 4.76x the honest "
+        "kernel's (normwise, 2x allowed)"
+    )
+    assert len(lines) == 5 and all("x the honest kernel's" in line and "cosine" not in line for line in lines)
+
+
+def test_a_backward_error_is_named_by_its_backward_reason(tmp_path):
+    from precheck.report.frame import worst_errors
+
+    blank = [" "] * 17
+    forward = ["Torch.mm.0.forward.output.0", "torch.float64", "torch.bfloat16", "(4, 4)", "0.5", "0.3", *blank[2:]]
+    forward += ["warning", "cosine 0.5 <= 0.99; what bf16 explains: within its rounding"]
+    backward = ["Torch.mm.0.backward.output.1", "torch.float64", "torch.bfloat16", "(4, 4)", "0.99999", "6e-05"]
+    backward += [*blank[2:], "error", "worse than an honest bf16 kernel: error 3x the honest kernel's (normwise, "
+                 "2x allowed) (worst at index (0, 1): target 1.0, golden 1.01)"]  # fmt: skip
+    details = _details_csv(tmp_path / "accuracy_checking_details_1.csv", [forward, backward])
+    assert worst_errors(details) == [
+        "    Torch.mm.0 backward.output.1: worse than an honest bf16 kernel: error 3x the honest kernel's "
+        "(normwise, 2x allowed)"
+    ]
+
+
 def test_report_of_a_folder_without_a_run_is_one_line_exit_2(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from precheck.results import split_row_name
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["ENGLISH", "LoadError", "dtype_name", "load", "csv_pair", "read_table", "worst_errors"]
+__all__ = ["ENGLISH", "LoadError", "dtype_name", "load", "csv_pair", "read_table", "decisive_reason", "worst_errors"]
 
 # The 17 metric columns of the details CSV and their English names (Metrics' fields).
 ENGLISH = dict(zip(DETAILS_HEADER[4:21], [f for f in Metrics.__dataclass_fields__][:17], strict=True))
@@ -129,12 +130,15 @@ def _api_statuses(path: Path) -> pandas.DataFrame:
 
 
 def worst_errors(details: Path, limit: int = 10) -> list[str]:
-    """One line per API graded error in a details CSV, worst first (lowest cosine, then largest max abs error), at
-    most ``limit``, each naming its worst output and metric. Read with the csv module, not pandas: every run
-    prints these, and importing pandas would cost a small run a fifth of its time."""
+    """One line per API graded error in a details CSV, worst first, at most ``limit``, each naming its worst
+    output and the reason that decided it ("error 4.76x the honest kernel's ..."): an error of the default
+    standard can have a cosine and a max abs error that pass the card's rule, so those numbers explain nothing.
+    Worst: the largest multiple of an honest kernel's error, then the lowest cosine, the largest max abs error.
+    Read with the csv module, not pandas: every run prints these, and importing pandas would cost a small run a
+    fifth of its time."""
     import csv
 
-    worst: dict[str, tuple[float, float, str, str]] = {}
+    worst: dict[str, tuple[tuple[float, float, float], str, str]] = {}
     with open(details, encoding="utf-8-sig", newline="") as f:
         for row in csv.DictReader(f):
             if row.get("Status", "").strip() != "error":
@@ -142,13 +146,33 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
             parts = split_row_name(row.get("API Name", ""))
             call, where = (parts[0], f"{parts[1]}.output.{parts[2]}") if parts else (row.get("API Name", ""), "")
             cosine, max_abs = _number(row.get("余弦相似度")), _number(row.get("最大绝对误差"))
-            key = (cosine if cosine == cosine else 2.0, -(max_abs if max_abs == max_abs else 0.0))
-            if call not in worst or key < worst[call][:2]:
-                pairs = (("cosine", cosine), ("max abs error", max_abs))
-                figures = [f"{label} {v:.6g}" for label, v in pairs if v == v]  # NaN: not measured
-                worst[call] = (*key, where, ", ".join(figures) or row.get("Message", "")[:120])
-    ranked = sorted(worst.items(), key=lambda item: item[1][:2])[:limit]
-    return [f"    {call} {where}: {figures}" for call, (_, _, where, figures) in ranked]
+            reason = decisive_reason(row.get("Message", ""))
+            ratio = _HONEST_RATIO.search(reason)
+            key = (
+                -float(ratio[1]) if ratio else 0.0,
+                cosine if cosine == cosine else 2.0,
+                -(max_abs if max_abs == max_abs else 0.0),
+            )
+            if call not in worst or key < worst[call][0]:
+                figures = [
+                    f"{label} {v:.6g}" for label, v in (("cosine", cosine), ("max abs error", max_abs)) if v == v
+                ]
+                worst[call] = (key, where, reason or ", ".join(figures))
+    ranked = sorted(worst.items(), key=lambda item: item[1][0])[:limit]
+    return [f"    {call} {where}: {reason}" for call, (_, where, reason) in ranked]
+
+
+_HONEST_RATIO = re.compile(r"error ([0-9.]+(?:e[-+]?[0-9]+)?)x (?:the|an) honest")
+
+
+def decisive_reason(message: str, width: int = 160) -> str:
+    """What decided an error, from its details Message: the honest-kernel clause of the default standard where
+    there is one (what came before it is the card's rule, which only makes a warning), without the worst
+    element's place and values; else the message's first reason."""
+    text = message.strip().split(" (worst at index ")[0]
+    start = text.find("worse than an honest ")
+    text = text[start:] if start >= 0 else text.split("; ")[0]
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _number(text: str | None) -> float:
