@@ -10,13 +10,17 @@ against itself. Record them with msprobe's venv (PYTHONPATH=benchmarks, from the
     VENV/bin/python ../shared/tools/make_dump.py heavy_model:llama_silu_bug bf16 tensor $TMPDIR/precheck-heavy-b
 Each pair is timed in one window, msprobe and precheck interleaved run by run (whole processes, wall clock,
 best of N); both tools write their CSVs to a fresh folder each time; the ratio is msprobe's time over
-precheck's. msprobe also gets to read precheck's CSV back: its
-merge_result's get_dump_mode must recognise the header (its own tooling identifies a compare CSV by it).
+precheck's (whole process, the honest-kernel rule's replay included). The replay's own cost is printed apart, from
+the summary JSON of one more precheck run: the seconds its grading took (torch's import included, when it needed
+torch), the calls it graded and which rule named the first divergent record (precheck.compare.localize). msprobe
+also gets to read precheck's CSV back: its merge_result's get_dump_mode must recognise the header (its own tooling
+identifies a compare CSV by it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -29,6 +33,8 @@ BUNDLED = [
     ("bf16_statistics_gelu_bug", "fp32_statistics"),
     ("fp32_md5_gelu_bug", "fp32_md5"),
     ("fp32_tensor_unfused_ln", "fp32_tensor"),
+    ("acc_bf16_softmax_bf16", "acc_bf16_clean"),
+    ("acc_fp16_linear_fp16", "acc_fp16_clean"),
 ]
 CHECK = """
 import sys, pandas as pd
@@ -87,7 +93,8 @@ def main() -> None:
         (str(data / t / "step0/rank0/dump.json"), str(data / b / "step0/rank0/dump.json")) for t, b in BUNDLED
     ]
     msprobe_python = str(Path(args.msprobe).parent / "python")
-    print(f"{'pair':58} {'msprobe s':>10} {'precheck s':>10} {'ratio':>7}  msprobe reads it as")
+    print(f"{'pair':58} {'msprobe s':>10} {'precheck s':>10} {'ratio':>7} {'replay s':>9} {'calls':>5} "
+          f"{'rule':>13}  msprobe reads it as")  # fmt: skip
     for target, bench in pairs:
         ms, pc = interleaved(
             [args.msprobe, "compare", "-tp", target, "-gp", bench],
@@ -99,9 +106,11 @@ def main() -> None:
                            check=True, capture_output=True)  # fmt: skip
             csv_path = next(Path(out).glob("compare_result_*.csv"))
             mode = subprocess.run([msprobe_python, "-c", CHECK, str(csv_path)], capture_output=True, text=True)
+            replay = json.loads(next(Path(out).glob("compare_summary_*.json")).read_text())["localization"]
         name = f"{Path(target).parts[-4]} vs {Path(bench).parts[-4]}"[:58]  # the variant (or dump) folders
         read_as = (mode.stdout.strip().splitlines() or [mode.stderr[-80:]])[-1]
-        print(f"{name:58} {ms:10.2f} {pc:10.2f} {ms / pc:6.1f}x  {read_as}")
+        print(f"{name:58} {ms:10.2f} {pc:10.2f} {ms / pc:6.1f}x {replay['replay_seconds']:9.2f} "
+              f"{replay['replayed_calls']:5} {replay['rule']:>13}  {read_as}")  # fmt: skip
 
 
 if __name__ == "__main__":

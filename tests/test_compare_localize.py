@@ -77,3 +77,13 @@ def test_identical_runs_replay_nothing(capsys, tmp_path):
     assert summary["first_divergent"] is None and summary["localization"]["candidates"] == 0
     assert "the two runs agree everywhere" in out and "named by" not in out
     assert outputs(tmp_path)[2]["localization"]["replayed_calls"] == 0
+
+
+def test_what_the_rule_graded_is_said_where_it_named_nothing(capsys, tmp_path):
+    """Layer norm written out by hand against the fused one: records deviate within rounding, each is graded, none
+    is worse on the target only; the console and the summary say what was graded rather than nothing."""
+    _, _, summary, out = compare(capsys, tmp_path, "fp32_tensor_unfused_ln", "fp32_tensor")
+    where = summary["localization"]
+    assert summary["first_divergent"] is None and where["rule"] == "tolerance" and where["replayed_calls"] > 0
+    assert where["why"].endswith(": no record parts the runs")
+    assert "  the honest-kernel rule: no record graded worse than an honest kernel on the target only" in out

@@ -166,7 +166,7 @@ def describe(result: DumpComparison) -> str:
     ]
     first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
     lines.append(first or "  the two runs agree everywhere")
-    lines += _rule(d.localization) if d.first else []
+    lines += _rule(d.localization, named=d.first is not None)
     for f in d.suspects[:10]:
         if f is not d.first:
             lines.append(f"  {f.verdict}: {f.name} (output deviation {f.output_deviation:.3g})" + _v(result, f.name))
@@ -181,13 +181,15 @@ def describe(result: DumpComparison) -> str:
     return "\n".join(escape(line) for line in lines)
 
 
-def _rule(localization: dict) -> list[str]:
-    """Which rule named the first divergent record: the honest kernel's (a replay of each side) or the tolerance."""
-    if not localization:
-        return []
+def _rule(localization: dict, named: bool) -> list[str]:
+    """Which rule named the first divergent record, the honest kernel's (each side graded) or the tolerance's; where
+    none was named, what the honest-kernel rule graded, if anything."""
     graded = localization.get("replayed_calls") or 0
+    if not named and not graded:
+        return []
     cost = f"; {graded} call(s) graded in {localization.get('replay_seconds', 0):.2f} s" if graded else ""
-    return [f"  named by the {localization.get('rule')} rule: {localization.get('why', '')}{cost}"]
+    head = f"named by the {localization.get('rule')} rule" if named else "the honest-kernel rule"
+    return [f"  {head}: {localization.get('why', '')}{cost}"]
 
 
 def _v(result: DumpComparison, name: str) -> str:

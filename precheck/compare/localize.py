@@ -56,7 +56,7 @@ def localize(
         replay = _Replay(target, bench, pairs)
         hit = replay.search(d.candidates)
         info.update(replayed_calls=replay.calls, replay_seconds=round(time.perf_counter() - start, 3))
-        info["why"] = replay.summary(hit)
+        info["why"] = replay.summary(hit, d.first is not None)
         if hit is not None:
             _name(result, hit)
             info["rule"] = HONEST_RULE
@@ -105,14 +105,13 @@ class _Replay:
                 return replace(found, verdict=SUSPECT, rule=HONEST_RULE, honest=why)
         return None
 
-    def summary(self, hit: Finding | None) -> str:
+    def summary(self, hit: Finding | None, tolerance_named: bool) -> str:
         if hit is not None:
             return f"the target is worse than an honest kernel at {hit.name} and the bench is not"
         limit = f" (stopped at {MAX_REPLAYED} calls: the rest were not graded)" if self.stopped else ""
-        return (
-            f"no record graded worse than an honest kernel on the target only, of {self.calls} calls graded"
-            f"{limit}: the tolerance rule's record stands"
-        )
+        stands = "the tolerance rule's record stands" if tolerance_named else "no record parts the runs"
+        graded = f"of {self.calls} calls graded{limit}"
+        return f"no record graded worse than an honest kernel on the target only, {graded}: {stands}"
 
     def _status(self, index: DumpIndex, key: str) -> tuple[str, str] | None:
         """(run_ut's status of the record's direction, its error message), or None where it has none."""

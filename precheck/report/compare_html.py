@@ -109,7 +109,7 @@ def _summary(frame: pandas.DataFrame, entries: list[dict], summary: dict, run_pa
         f"<p>{len(entries)} records, {len(frame)} compared tensors ({esc(frame.attrs.get('mode', ''))} mode): "
         f"{_badges(results, RESULT_COLOURS)}</p><p>verdicts: {_badges(verdicts, VERDICT_COLOURS)}</p>",
         f'<p id="first">{_first(first, summary)}</p>',
-        _rule(summary.get("localization") if first else None),
+        _rule(summary.get("localization"), named=bool(first)),
     ]
     if summary.get("first_overflow"):
         lines.append(f"<p>First overflow on the target only: {esc(summary['first_overflow'])}</p>")
@@ -147,15 +147,17 @@ def _first(first: object, summary: dict) -> str:
     return "The two runs agree everywhere."
 
 
-def _rule(localization: object) -> str:
-    """Which rule named the first divergent record (precheck.compare.localize): the honest kernel's or the
-    tolerance's, why, and what grading the records cost."""
+def _rule(localization: object, named: bool) -> str:
+    """Which rule named the first divergent record (precheck.compare.localize), the honest kernel's or the
+    tolerance's, why, and what grading the records cost; where none was named, what the honest-kernel rule graded."""
     if not isinstance(localization, dict) or not localization.get("rule"):
         return ""
     graded = localization.get("replayed_calls") or 0
+    if not named and not graded:
+        return ""
     cost = f" ({esc(graded)} call(s) graded in {esc(localization.get('replay_seconds'))} s)" if graded else ""
-    return (f'<p id="rule">Named by the <b>{esc(localization["rule"])}</b> rule: {esc(localization.get("why", ""))}'
-            f"{cost}</p>")  # fmt: skip
+    head = f"Named by the <b>{esc(localization['rule'])}</b> rule" if named else "The honest-kernel rule"
+    return f'<p id="rule">{head}: {esc(localization.get("why", ""))}{cost}</p>'
 
 
 def _precheck(finding: dict) -> str:
