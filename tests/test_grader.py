@@ -494,6 +494,15 @@ def test_error_balance_counts_direction():
     assert float_metrics(g + 0.1, g, F64).error_balance == 1.0
 
 
+def test_error_balance_divides_by_every_position_as_msprobe():
+    """msprobe's get_error_balance: |#(device > bench) - #(device < bench)| / size over the whole arrays, so
+    nan and inf positions dilute it and an inf above a finite golden counts as above."""
+    golden = t64([1.0, 2.0, 3.0, math.inf, math.nan])
+    assert float_metrics(t64([1.1, 2.1, 3.1, math.inf, math.nan]), golden, F64).error_balance == pytest.approx(0.6)
+    assert float_metrics(t64([1.0, math.inf]), t64([1.0, 2.0]), F64).error_balance == 0.5
+    assert float_metrics(t64([0.9, -math.inf, 2.1]), t64([1.0, 2.0, 2.0]), F64).error_balance == pytest.approx(1 / 3)
+
+
 def test_cosine_values():
     assert float_metrics(t64([1.0, 1.0]), t64([1.0, 0.0]), F64).cosine == pytest.approx(1 / math.sqrt(2))
     assert float_metrics(t64([-1.0, -2.0, -3.0]), t64([1.0, 2.0, 3.0]), F64).cosine == pytest.approx(-1.0)

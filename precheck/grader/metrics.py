@@ -161,6 +161,10 @@ def _nonfinite_chunk(s: _Totals, t: torch.Tensor, g: torch.Tensor, offset: int, 
     s.bad += n_bad
     rounded = g if s.rounding is None else g.to(s.rounding).to(torch.float64)
     s.mismatched += _count(~((t == rounded) | both_nan))
+    # Error balance counts every position whose difference has a sign (inf against a finite value does; nan and
+    # inf - inf do not), as msprobe's get_error_balance does on the whole arrays.
+    d_rest = t[~finite] - g[~finite]
+    s.balance += _count(d_rest > 0) - _count(d_rest < 0)
     index = finite.nonzero().reshape(-1)
     s.finite += index.numel()
     if index.numel():
@@ -331,7 +335,7 @@ def _metrics(s: _Totals, n: int) -> Metrics:
         rel_within_1e2=s.within[0] / m,
         rel_within_1e3=s.within[1] / m,
         rel_within_1e4=s.within[2] / m,
-        error_balance=abs(s.balance) / m,
+        error_balance=abs(s.balance) / n,  # over every position, as msprobe (not over the finite ones)
         rmse=math.sqrt(math.fsum(s.squares) / m),
         small_value_err_ratio=_share(s.small_bad, s.small),
         max_rel_err=s.rel_max if normal else 0.0,
