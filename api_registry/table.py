@@ -7,6 +7,7 @@ import gc
 import importlib
 import importlib.util
 import inspect
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,12 +16,15 @@ import torch
 import torch.nn.functional as F
 
 from api_registry import catalogue, npu
+from api_registry.calls import arg
 from api_registry.canonical import Canonical, canonical_for
 from api_registry.plugins import plugin_entries
 from api_registry.randomness import RandomCheck, randomness_of
 
 # (recorded args, recorded outputs) -> {argument place: count of True}
 MaskCounts = Callable[[Any, Any], dict[str, int]]
+# (recorded args, recorded kwargs, recorded outputs) -> {argument place: the values the outputs imply}
+ImpliedValues = Callable[[tuple, dict, Any], dict[str, torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class ApiEntry:
     # Bool masks whose count of True sets the output's length, read from the recorded outputs (argument place ->
     # count): msprobe records no share of True for a bool tensor, so a generated mask gets the recorded count.
     mask_counts: MaskCounts | None = None
+    # Integer arguments whose values the recorded outputs' shapes fix (tensor_split's split points): generated from
+    # statistics they would split elsewhere, so a statistics dump's call gets the values its outputs imply.
+    implied_values: ImpliedValues | None = None
     # Rewrites each side's outputs where two correct runs may differ (tied sort indices, eigenvector signs).
     canonical: Canonical | None = None
     # The result may differ from run to run on an accelerator (atomic accumulation): said in the message.
@@ -117,6 +124,26 @@ _MASK_COUNTS = {
     "Torch.masked_select": _rows_selected(True),
     "Tensor.masked_select": _rows_selected(True),
 }
+
+
+def _split_points(args: tuple, kwargs: dict, outputs: Any) -> dict[str, torch.Tensor]:
+    """``tensor_split`` by a 1-D tensor of indices: the indices are where the recorded outputs start along dim,
+    their cumulative lengths, whenever the outputs cover the input once (any indices that split so, unsorted or
+    past the end included, give these outputs). A draw with the recorded Max/Min puts them in another order."""
+    where = "input_args[1]" if len(args) > 1 else "input_kwargs.tensor_indices_or_sections"
+    source, points = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "tensor_indices_or_sections")
+    dim = arg(args, kwargs, 2, "dim", 0)
+    if not (isinstance(dim, int) and all(hasattr(t, "shape") for t in (source, points)) and len(points.shape) == 1):
+        return {}
+    rank = len(source.shape)
+    pieces = [o for o in outputs if hasattr(o, "shape") and len(o.shape) == rank] if rank else []
+    if not -rank <= dim < rank or len(pieces) != points.shape[0] + 1:
+        return {}
+    ends = list(itertools.accumulate(o.shape[dim] for o in pieces))
+    return {where: torch.tensor(ends[:-1], dtype=torch.int64)} if ends[-1] == source.shape[dim] else {}
+
+
+_IMPLIED_VALUES = {"Torch.tensor_split": _split_points, "Tensor.tensor_split": _split_points}
 _GOLDEN = {f"Tensor.{n}": _raise_to_double for n in ("float", "half", "bfloat16", "double")}
 
 
@@ -175,6 +202,7 @@ def _entry(key: str, prefix: str, base: str, func: Callable[..., Any]) -> ApiEnt
         int_floors=_INT_FLOORS.get(key, {}),
         long_args=_LONG_ARGS.get(key, frozenset()),
         mask_counts=_MASK_COUNTS.get(key),
+        implied_values=_IMPLIED_VALUES.get(key),
         canonical=canonical_for(base),
         nondeterministic=base.rstrip("_") in catalogue.NONDETERMINISTIC,
     )

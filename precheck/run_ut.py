@@ -13,12 +13,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, Dump, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
-from precheck.execution.targets import target_for
+from precheck.execution.targets import for_framework, target_for
 from precheck.grader.status import SKIP, at_or_below
 from precheck.report.csv_files import CsvReport, text
 from precheck.report.runfiles import dump_identity, unfinished, versions
@@ -150,11 +149,11 @@ def run_ut(
     ``backend`` says where cases run (auto, inprocess, process, dask: scheduling/backends.py), ``scheduler`` is
     the Dask scheduler's address; ``keep_results`` False keeps only
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
-    ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: _for_framework).
+    ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: for_framework).
     """
     start = time.perf_counter()
     dump = load_dump(api_info, framework)
-    options = _resolved(_for_framework(options or CheckOptions(), dump), device)
+    options = resolved(for_framework(options or CheckOptions(), dump), device)
     workers = worker_count(workers)
     identity = _identity(dump, options, filter_api, api_lists)
     options = _usable_error_folder(options)
@@ -267,21 +266,7 @@ class UnfinishedRun(UserWarning):
         self.result_path = result_path
 
 
-def _for_framework(options: CheckOptions, dump: Dump) -> CheckOptions:
-    """A MindSpore dump's target where the options leave the default: what msprobe grades (the recorded outputs
-    of a tensor dump, MindSpore's run of a statistics dump); ValueError for a target the dump cannot have."""
-    if dump.framework != MINDSPORE:
-        if options.target == "mindspore":
-            raise ValueError(f"--target mindspore re-runs MindSpore dumps; {dump.path} is a PyTorch dump")
-        return options
-    if options.target == "compile":
-        raise ValueError("--target compile runs torch.compile; a MindSpore dump is graded as recorded or mindspore")
-    if options.target == "device":
-        return replace(options, target="recorded" if dump.task == "tensor" else "mindspore")
-    return options
-
-
-def _resolved(options: CheckOptions, device: str) -> CheckOptions:
+def resolved(options: CheckOptions, device: str) -> CheckOptions:
     """The options with the device resolved and checked (DeviceError / ValueError for unusable ones); MindSpore
     places its own runs (auto: the CPU)."""
     if options.target == "mindspore":

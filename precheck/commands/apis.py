@@ -10,11 +10,17 @@ import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from api_registry import aten_names, catalogue, lookup, registry, why_unsupported
+from api_registry import aten_names, catalogue, registry
 from precheck.dump.records import Case, Dump, load_dump, not_replayed
 from precheck.escape import escape
+from precheck.execution.check import preflight
+from precheck.execution.mindspore_target import MindSporeUnavailable, mindspore_python
+from precheck.execution.options import CheckOptions
+from precheck.execution.targets import for_framework, target_for
 from precheck.grader import stochastic
 from precheck.inputs.builder import InputError, iter_specs, resolve
+from precheck.results import ApiResult
+from precheck.run_ut import resolved
 
 
 def supported() -> dict[str, Counter]:
@@ -38,24 +44,36 @@ def would_skip(api_info: str | os.PathLike) -> tuple[int, dict[str, list[str]]]:
 
 def skips_of(dump: Dump) -> dict[str, list[str]]:
     """Each reason a run of ``dump`` would skip, with the calls it applies to, in dump order (the dump indexed
-    once, so the check's other lines read the same index)."""
+    once, so the check's other lines read the same index). A plain run's own preflight decides, on the recorded
+    calls: what a call's records, API, device and randomness say before anything is built; then a random call's
+    law on the recorded shapes, the tensor files, and whether its target can be found."""
+    options = resolved(for_framework(CheckOptions(), dump), "auto")
+    target = target_for(options)
+    no_target = _missing_mindspore(options)
     reasons: dict[str, list[str]] = defaultdict(list)
     for case in dump.cases:
-        if case.problem:
-            reasons[case.problem].append(case.name)
+        checked = preflight(case, options, target)
+        if isinstance(checked, ApiResult):
+            reasons[checked.message].append(case.name)
             continue
-        entry = lookup(case.api)
-        if entry is None:
-            reasons[why_unsupported(case.api)].append(case.name)
-            continue
-        why = entry.random_reason(case.args, case.kwargs)
-        if why and not stochastic.checkable(entry):
-            reasons[why].append(case.name)
-            continue
-        why = _unreadable_file(case, dump.data_dir)
+        entry, random = checked
+        why = random and stochastic.unfit(entry, case.args, case.kwargs, case.outputs)
+        why = why or _unreadable_file(case, dump.data_dir) or no_target
         if why:
             reasons[why].append(case.name)
     return dict(reasons)
+
+
+def _missing_mindspore(options: CheckOptions) -> str | None:
+    """Why a run cannot find MindSpore, where its target needs it (a MindSpore statistics dump is re-run in
+    MindSpore), asked of the function the run asks: without it every call is that SKIP row."""
+    if options.target != "mindspore":
+        return None
+    try:
+        mindspore_python()
+    except MindSporeUnavailable as e:
+        return str(e)
+    return None
 
 
 def _unreadable_file(case: Case, data_dir: Path) -> str | None:

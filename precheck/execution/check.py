@@ -97,7 +97,7 @@ def _guarded(case: Case, data_dir: Path, options: CheckOptions, target: Target) 
 
 def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) -> ApiResult:
     """One case: preflight, build its inputs, run the golden and the target, grade them."""
-    checked = _preflight(case, options, target)
+    checked = preflight(case, options, target)
     if isinstance(checked, ApiResult):
         return checked
     entry, reason = checked
@@ -123,7 +123,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) ->
     return _graded(case, call, builder, options, target, backward_problem, ran, reference)
 
 
-def _preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | tuple[ApiEntry, str | None]:
+def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | tuple[ApiEntry, str | None]:
     """The case's SKIP row when it cannot be checked here (a bad record, an unsupported API, another device's
     fused op, an uncheckable random call, too much memory); else its registry entry and why it is random."""
     if case.problem:

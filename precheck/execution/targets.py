@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import torch
 
-from precheck.dump.records import Case
+from precheck.dump.mindspore import MINDSPORE
+from precheck.dump.records import Case, Dump
 from precheck.execution.honest_run import repeats_honest
 from precheck.execution.mindspore_target import MindSporeUnavailable, TimedOut, Unsupported, run_in_mindspore
 from precheck.execution.options import TARGETS, CheckOptions
@@ -27,7 +28,16 @@ from precheck.inputs.builder import InputBuilder
 from precheck.inputs.synth import rng_for
 from precheck.results import ApiResult, failed, skipped, timed_out
 
-__all__ = ["CompiledTarget", "DeviceTarget", "MindSporeTarget", "Ran", "RecordedTarget", "Target", "target_for"]
+__all__ = [
+    "CompiledTarget",
+    "DeviceTarget",
+    "MindSporeTarget",
+    "Ran",
+    "RecordedTarget",
+    "Target",
+    "for_framework",
+    "target_for",
+]
 
 
 @dataclass(frozen=True)
@@ -178,6 +188,20 @@ def target_for(options: CheckOptions) -> Target:
     if kind is None:
         raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
     return kind(options)
+
+
+def for_framework(options: CheckOptions, dump: Dump) -> CheckOptions:
+    """A MindSpore dump's target where the options leave the default: what msprobe grades (the recorded outputs
+    of a tensor dump, MindSpore's run of a statistics dump); ValueError for a target the dump cannot have."""
+    if dump.framework != MINDSPORE:
+        if options.target == "mindspore":
+            raise ValueError(f"--target mindspore re-runs MindSpore dumps; {dump.path} is a PyTorch dump")
+        return options
+    if options.target == "compile":
+        raise ValueError("--target compile runs torch.compile; a MindSpore dump is graded as recorded or mindspore")
+    if options.target == "device":
+        return replace(options, target="recorded" if dump.task == "tensor" else "mindspore")
+    return options
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from precheck.execution.runner import SideRun
 from precheck.grader.choices import RANDOM_VERDICT
 from precheck.grader.comparison import Comparison
 from precheck.grader.laws.base import Finding, NotCheckable
-from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS
+from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS, SHAPE_CHECKS
 from precheck.grader.status import ERROR, PASS
 from precheck.results import DetailRow, Direction
 from precheck.walk import flatten
@@ -32,6 +32,19 @@ VERDICT = RANDOM_VERDICT
 def checkable(entry: ApiEntry) -> bool:
     """Whether a random call of this API has a law to check; without one its row is a SKIP saying it is random."""
     return entry.name in CHECKS
+
+
+def unfit(entry: ApiEntry, args: tuple, kwargs: dict, outputs: tuple) -> str | None:
+    """The SKIP reason of a random call that its law refuses from the shapes alone, read off the recorded call
+    (TensorSpecs) before anything runs; the law makes the same test on the run's tensors, so ``apis --check``
+    names the run's SKIP rows (an L_k > E_v attention) without rebuilding a tensor."""
+    shapes = SHAPE_CHECKS.get(entry.name)
+    try:
+        if shapes is not None:
+            shapes(args, kwargs, list(outputs))
+    except NotCheckable as e:
+        return f"random op: {e}"
+    return None
 
 
 def _cpu(value: Any) -> Any:

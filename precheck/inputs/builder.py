@@ -147,7 +147,8 @@ class InputBuilder:
     Generated tensors are seeded by (seed, case name, argument place), never by a stream shared across APIs.
     ``int_floors`` maps an argument place to the lowest valid value of its non-sentinel entries; ``long_args``
     names the places whose narrower integers are widened to int64 (the CPU takes class ids only as int64);
-    ``true_counts`` gives generated bool masks at those places the count of True the recorded output implies.
+    ``true_counts`` gives generated bool masks at those places the count of True the recorded output implies;
+    ``implied`` gives the values the recorded outputs fix at those places (tensor_split's split points).
     """
 
     def __init__(
@@ -160,6 +161,7 @@ class InputBuilder:
         int_floors: dict[str, int] | None = None,
         long_args: frozenset[str] = frozenset(),
         true_counts: dict[str, int] | None = None,
+        implied: dict[str, torch.Tensor] | None = None,
         max_bytes: int | None = None,
     ) -> None:
         self.data_dir = data_dir
@@ -170,6 +172,7 @@ class InputBuilder:
         self.int_floors = int_floors or {}
         self.long_args = long_args
         self.true_counts = true_counts or {}
+        self.implied = implied or {}
         self.generated = 0
         self.notes: list[str] = []
         self.roundings: list[str] = []  # files whose values the recorded dtype could not hold (load_tensor)
@@ -195,6 +198,11 @@ class InputBuilder:
     def _make(self, spec: TensorSpec, where: str) -> torch.Tensor:
         if spec.data_name is not None and not self.force_random:
             return load_tensor(spec, self.data_dir, self.max_bytes, self.roundings)
+        implied = self.implied.get(where)
+        if implied is not None and implied.numel() == spec.numel:
+            self.generated += 1
+            self.notes.append(f"{where}: read from the recorded outputs' shapes")
+            return implied.to(spec.dtype).reshape(spec.shape)
         try:
             tensor, note = synthesize(
                 spec, rng_for(self.seed, self.case_name, where), self.int_floors.get(where), self.true_counts.get(where)
@@ -224,8 +232,10 @@ def builder_for(
     force_random: bool = False,
     max_bytes: int | None = None,
 ) -> InputBuilder:
-    """The builder of one case, with its API's argument fix-ups (class ids, int64 widening, mask counts)."""
+    """The builder of one case, with its API's argument fix-ups (class ids, int64 widening, mask counts, values
+    the outputs imply)."""
     counts = entry.mask_counts(case.args, case.outputs) if entry.mask_counts else {}
+    implied = entry.implied_values(case.args, case.kwargs, case.outputs) if entry.implied_values else {}
     return InputBuilder(
         data_dir,
         case.name,
@@ -234,5 +244,6 @@ def builder_for(
         int_floors=entry.int_floors,
         long_args=entry.long_args,
         true_counts=counts,
+        implied=implied,
         max_bytes=max_bytes,
     )

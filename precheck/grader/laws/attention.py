@@ -134,7 +134,8 @@ def _snap(w: torch.Tensor, kept: torch.Tensor, noise: torch.Tensor, rows: torch.
 def _recovered(att: _Attention) -> tuple[torch.Tensor, torch.Tensor]:
     """(keep, tellable) recovered from the output: out_row = w @ V with w_j = P_j * mask_j / (1-p).
 
-    When the nonzero rows of V are independent (at most E_v of them) w is the least-squares solution in float64,
+    When the nonzero rows of V are independent (at most E_v of them: the caller's shape check) w is the
+    least-squares solution in float64,
     its error at most the output's error bound times the norm of column j of pinv(V). A zero row of V (the zero
     attention of multi-head attention) leaves no trace of its weight: never told. With p 0 or 1 nothing is drawn:
     the mask is known."""
@@ -142,11 +143,7 @@ def _recovered(att: _Attention) -> tuple[torch.Tensor, torch.Tensor]:
     if att.p in (0.0, 1.0):
         return everything, everything & att.rows[..., None]
     live = att.values.ne(0).any(-1)
-    length, width = int(live.sum(-1).max()), att.values.shape[-1]
-    if length > width:
-        raise NotCheckable(
-            f"dropout inside attention: the mask cannot be recovered when L_k > E_v ({length} > {width})"
-        )
+    width = att.values.shape[-1]
     singular = torch.linalg.svdvals(att.values)
     if ((singular > singular[:, :1] * width * 1e-12).sum(-1) < live.sum(-1)).any():
         raise NotCheckable(
@@ -178,9 +175,36 @@ def _attention_findings(att: _Attention, keep: torch.Tensor, tellable: torch.Ten
     return findings
 
 
+def _solvable(keys: int, width: int) -> None:
+    """A row's dropout mask is solved from its output (w @ V) only when V has at most as many rows (keys that can
+    carry weight) as columns: with more, many masks give the same output."""
+    if keys > width:
+        raise NotCheckable(f"dropout inside attention: the mask cannot be recovered when L_k > E_v ({keys} > {width})")
+
+
+def _dropping(p: Any) -> bool:
+    """Whether a recorded dropout_p draws a mask at all (0 and 1 leave nothing to recover)."""
+    return isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p < 1
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """The shape of a tensor or of a recorded one (a TensorSpec): the shape checks read either."""
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None and len(shape) else None
+
+
+def sdpa_shapes(args: tuple, kwargs: dict, outputs: list) -> None:
+    """NotCheckable when the call's shapes alone rule its dropout mask out of reach: sdpa_law asks this of the
+    rebuilt tensors, ``precheck apis --check`` of the recorded ones, so the check predicts the run's SKIP."""
+    key, value = (_shape(arg(args, kwargs, i, name, None)) for i, name in ((1, "key"), (2, "value")))
+    if key is not None and len(key) > 1 and value is not None and _dropping(arg(args, kwargs, 4, "dropout_p", 0.0)):
+        _solvable(key[-2], value[-1])
+
+
 def sdpa_law(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     """Dropout inside attention, the mask recovered from the output (see _recovered)."""
     att = _attention(args, kwargs, outputs)
+    sdpa_shapes(args, kwargs, outputs)
     return _attention_findings(att, *_recovered(att))
 
 
@@ -412,6 +436,23 @@ def _mha_weights(call: _MultiHead, keep: torch.Tensor, loose: torch.Tensor) -> F
     )
 
 
+def mha_shapes(args: tuple, kwargs: dict, outputs: list) -> None:
+    """NotCheckable when the shapes alone rule the mask out of reach (as sdpa_shapes): the mask is solved per head
+    from the heads' outputs, over the keys plus bias_k's row (add_zero_attn's zero row carries no weight), unless
+    the per-head weights are returned (need_weights without averaging), which show the mask as they are."""
+    if not arg(args, kwargs, 13, "training", True) or not _dropping(arg(args, kwargs, 10, "dropout_p", None)):
+        return
+    per_head = arg(args, kwargs, 15, "need_weights", True) and not arg(args, kwargs, 23, "average_attn_weights", True)
+    if per_head and len(outputs) > 1:
+        return
+    query, key = (_shape(arg(args, kwargs, i, name, None)) for i, name in ((0, "query"), (1, "key")))
+    heads = arg(args, kwargs, 4, "num_heads", None)
+    if query is None or key is None or not isinstance(heads, int) or heads <= 0 or query[-1] % heads:
+        return
+    biased = arg(args, kwargs, 7, "bias_k", None) is not None or arg(args, kwargs, 8, "bias_v", None) is not None
+    _solvable(key[0] + biased, query[-1] // heads)
+
+
 def mha_law(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     """Dropout inside multi-head attention: per head, the mask is read off the returned per-head weights (P/(1-p)
     or 0) where torch returns them, else recovered from the heads' outputs as for scaled_dot_product_attention;
@@ -421,6 +462,7 @@ def mha_law(args: tuple, kwargs: dict, outputs: list) -> list[Finding]:
     if call.returned is not None and call.group == 1 and 0 < att.p < 1:
         keep, tellable = _snap(call.returned, att.kept, call.rel * att.kept + tiny_of(call.dtype), att.rows)
     else:
+        mha_shapes(args, kwargs, outputs)
         keep, tellable = _recovered(att)
     findings = _attention_findings(att, keep, tellable)
     return findings if call.returned is None else [*findings, _mha_weights(call, keep, ~tellable)]

@@ -46,6 +46,8 @@ class NotCheckable(Exception):
 
 Check = Callable[[tuple, dict, list], list[Finding]]
 BackwardCheck = Callable[[tuple, dict, list, list, dict], list[Finding]]
+# Raises NotCheckable from the arguments' shapes alone (tensors or recorded TensorSpecs).
+ShapeCheck = Callable[[tuple, dict, list], None]
 
 
 # ---------------------------------------------------------------------------------------------------- arguments

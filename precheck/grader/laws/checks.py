@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from api_registry.dropouts import DROPOUTS
-from precheck.grader.laws.attention import mha_law, sdpa_law
-from precheck.grader.laws.base import BackwardCheck, Check
+from precheck.grader.laws.attention import mha_law, mha_shapes, sdpa_law, sdpa_shapes
+from precheck.grader.laws.base import BackwardCheck, Check, ShapeCheck
 from precheck.grader.laws.dropout import dropout_checks, per_channel, per_channel_1d, per_channel_3d, per_element_unit
 from precheck.grader.laws.layers import fractional_max_pool_law, gumbel_softmax_law, rrelu_law
 from precheck.grader.laws.samplers import (
@@ -65,3 +65,10 @@ CHECKS: dict[str, Check] = {
 }
 
 BACKWARD_CHECKS: dict[str, BackwardCheck] = {name: backward for name, (_, backward) in _DROPOUTS.items()}
+
+# The part of a forward check that reads only shapes, which its law runs too: apis --check runs it on the recorded
+# shapes to predict the SKIP row of a call the law will refuse.
+SHAPE_CHECKS: dict[str, ShapeCheck] = {
+    "Functional.scaled_dot_product_attention": sdpa_shapes,
+    "Functional.multi_head_attention_forward": mha_shapes,
+}
