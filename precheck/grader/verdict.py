@@ -147,9 +147,12 @@ def _compare_tensors(
     dtypes: dict[str, Any] = dict(golden_dtype=str(golden.dtype), target_dtype=str(target.dtype), shape=shape)
     if tuple(golden.shape) != shape:
         return Comparison(ERROR, f"shape mismatch: target {shape} vs golden {tuple(golden.shape)}", None, **dtypes)
+    is_float = target.dtype.is_floating_point or target.dtype.is_complex
+    if is_float != (golden.dtype.is_floating_point or golden.dtype.is_complex):  # msprobe's check_dtype_comparable
+        message = f"golden dtype is {golden.dtype} but target dtype is {target.dtype}, cannot compare"
+        return Comparison(ERROR, message, None, **dtypes)
     if target.numel() == 0:
         return Comparison(PASS, "empty output", Metrics(), **dtypes)
-    is_float = target.dtype.is_floating_point or target.dtype.is_complex
     if not is_float and not (golden.dtype.is_floating_point or golden.dtype.is_complex):
         m = exact_metrics(target, golden)
         if m.binary_mismatch == 0:
