@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -364,3 +365,45 @@ def test_msprobes_top_level_framework_option_is_taken(tmp_path, capsys):
     assert code == 0 and "forward:  pass 1, warning 0, error 0, SKIP 5" in out
     code, _, err = run(capsys, "-f", "mindspore", "run_ut", "-api_info", str(MLP), "--framework", "pytorch")
     assert (code, err) == (2, "precheck: error: -f mindspore before run_ut contradicts its --framework pytorch\n")
+
+
+def test_an_all_skip_run_says_why_and_what_to_do(tmp_path, capsys):
+    # A dump.json copied without its dump_tensor_data/: every API SKIP, exit 0, and the console said nothing.
+    (tmp_path / "d").mkdir()
+    dump = tmp_path / "d" / "dump.json"
+    dump.write_bytes(MLP.read_bytes())
+    code, out, _ = run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o"), "-q")
+    assert code == 0
+    lines = out.splitlines()
+    at = lines.index("  nothing was graded: every API is SKIP; why (the result CSV's Message has each):")
+    assert lines[at + 1] == (
+        f"    6 APIs: tensor files not found in {tmp_path / 'd' / 'dump_tensor_data'}: copy the dump's "
+        "dump_tensor_data/ beside its dump.json, or add --random to generate inputs from the recorded statistics"
+    )
+    assert lines[at + 2].startswith("  report:")
+    code, out, _ = run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o"), "-q", "--random")
+    assert (
+        code == 0 and "forward:  pass 6, warning 0, error 0, SKIP 0" in out and "SKIP; why" not in out
+    )  # the fix works
+
+
+def test_skip_reasons_are_counted_commonest_first_with_their_fixes(tmp_path):
+    from precheck.report.skips import describe_skips, skip_reasons
+
+    rows = [("Mint.abs.0", "not supported: Mint.abs"), ("MintFunctional.relu.0", "not supported: MintFunctional.relu")]
+    rows += [(f"Torch.x{i}.0", f"not supported: Torch.x{i}") for i in range(3)]  # a message of its own each
+    rows += [("Torch.mm.0", "Torch.mm.0.forward.input.1.pt: refused, a link out of the dump directory")]
+    rows += [("Torch.mm.1", "Torch.mm.1.forward.input.0.pt: refused, a link out of the dump directory")]
+    rows += [("Torch.ok.0", "")]
+    result = tmp_path / "accuracy_checking_result_20260101000000.csv"
+    with open(result, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["API name", "Forward Test Success", "Backward Test Success", "Message"])
+        writer.writerows((name, "pass" if name == "Torch.ok.0" else "SKIP", "SKIP", message) for name, message in rows)
+    assert describe_skips(*skip_reasons(result)) == [
+        "  7 APIs SKIP; why (the result CSV's Message has each):",
+        "    3 APIs: not supported: {API}",
+        "    2 APIs: MindSpore APIs read as PyTorch's: add --framework mindspore (or precheck -f mindspore run_ut ...)",
+        "    2 APIs: a tensor file: refused, a link out of the dump directory",
+    ]
+    assert describe_skips(*skip_reasons(result), shown=1)[2:] == ["    4 APIs: 2 other reasons"]

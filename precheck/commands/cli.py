@@ -240,7 +240,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
             signal.signal(signal.SIGTERM, previous)
     print(summary.describe())
     try:
-        print(_closing(summary.details_path, args.report))
+        print(_closing(summary, args.report))
     except (OSError, ValueError) as e:  # the run's rows are on disk: a report it cannot write costs only the report
         _warning_line(f"no report: {escape(str(e))}")
     why = summary.gate(args.fail_on) if args.fail_on else None
@@ -325,14 +325,15 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _closing(details: Path, report: bool) -> str:
-    """The worst APIs of a finished run (up to ten errors, each with its worst metric) and where its report is,
-    or the command that writes it."""
+def _closing(summary: RunSummary, report: bool) -> str:
+    """Why APIs are SKIP (the commonest reasons and their fixes), the worst APIs of a finished run (up to ten
+    errors, each with its worst metric) and where its report is, or the command that writes it."""
     from precheck.report.frame import worst_errors
+    from precheck.report.skips import describe_skips, skip_reasons
 
-    lines = worst_errors(details)
-    if lines:
-        lines.insert(0, "  worst APIs:")
+    details = summary.details_path
+    worst = worst_errors(details)
+    lines = describe_skips(*skip_reasons(summary.result_path)) + ["  worst APIs:"] * bool(worst) + worst
     if report:
         from precheck.report.html import write_report
 
