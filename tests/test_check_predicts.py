@@ -95,3 +95,39 @@ def test_missing_mindspore_is_predicted_for_a_statistics_dump(tmp_path: Path, mo
     assert f"{ENV}={tmp_path / 'no-python'}: no such interpreter" in out
     assert main(["apis", "--check", str(DATA / "mindspore/fp32_tensor/step0/proc4737/dump.json")]) == 0
     assert "0 would be SKIP rows" in capsys.readouterr().out  # graded against its recorded outputs, no MindSpore
+
+
+def _ms_inplace_dump(task: str, root: Path) -> Path:
+    """The bundled MindSpore dump's ``x + y`` recorded as ``x += y`` (Tensor.__iadd__, MindSpore's in-place
+    add): the bundled MindSpore dumps hold no in-place call, whose values and gradients are the same."""
+    src = DATA / f"mindspore/fp32_{task}/step0" / ("proc4751" if task == "statistics" else "proc4737") / "dump.json"
+    doc = json.loads(src.read_text())
+    doc["data"] = {
+        k.replace("__add__", "__iadd__"): v for k, v in doc["data"].items() if k.startswith("Tensor.__add__.0.")
+    }
+    root.mkdir()
+    if task == "tensor":
+        (root / "dump_tensor_data").mkdir()
+        for name in json.dumps(doc["data"]).split('"data_name": "')[1:]:
+            name = name.split('"')[0]
+            (root / "dump_tensor_data" / name).write_bytes((src.parent / "dump_tensor_data" / name).read_bytes())
+    (root / "dump.json").write_text(json.dumps(doc))
+    return root / "dump.json"
+
+
+@pytest.mark.parametrize("target", ["recorded", "mindspore"])
+def test_mindspore_inplace_call_is_graded_forward_and_backward(target: str, tmp_path: Path, monkeypatch) -> None:
+    from precheck.execution.mindspore_target import MindSporeUnavailable, mindspore_python
+    from precheck.execution.options import CheckOptions
+
+    if target == "mindspore":
+        try:
+            monkeypatch.setenv(ENV, mindspore_python())
+        except MindSporeUnavailable:
+            pytest.skip("no MindSpore interpreter (bash .ci/setup --test makes .venv-mindspore)")
+    for task in ("statistics", "tensor") if target == "mindspore" else ("tensor",):
+        dump = _ms_inplace_dump(task, tmp_path / task)
+        summary = run_ut(dump, tmp_path / f"out-{task}", device="cpu", workers=1, options=CheckOptions(target=target))
+        (row,) = summary.results
+        assert (row.name, row.forward, row.backward) == ("Tensor.__iadd__.0", "pass", "pass"), row.message
+        assert would_skip(dump)[1] == {}
