@@ -156,6 +156,56 @@ def test_the_page_offers_repro_only_where_repro_works(gpt2, tmp_path):
         assert write_repro(r["call"], real_dump_json("gpt2_bf16_tensor"), tmp_path / "repro").is_file()
 
 
+def _grid(text: str, table_id: str) -> dict[str, dict[str, int]]:
+    """A counts table of the page: row label -> status -> count."""
+    table = re.search(rf'<table class="counts" id="{table_id}">(.*?)</table>', text)[1]
+    rows = re.findall(r"<tr>(.*?)</tr>", table)
+    statuses = re.findall(r"<th>(.*?)</th>", rows[0])[1:]
+    grid = {}
+    for row in rows[1:]:
+        label = re.search(r"<th>(.*?)</th>", row)[1]
+        grid[label] = dict(zip(statuses, map(int, re.findall(r"<td>(\d+)</td>", row)), strict=True))
+    return grid
+
+
+def test_every_count_on_the_page_agrees_with_the_csvs_and_the_console(gpt2):
+    """APIs as the result CSV and the console count them, outputs as the details CSV holds them, each named."""
+    import csv
+    from collections import Counter
+
+    summary, page = gpt2
+    text = page.read_text(encoding="utf-8")
+    with open(summary.result_path, encoding="utf-8-sig", newline="") as f:
+        results = list(csv.DictReader(f))
+    with open(summary.details_path, encoding="utf-8-sig", newline="") as f:
+        details = list(csv.DictReader(f))
+    apis = _grid(text, "api-counts")
+    for direction, column in (("forward", "Forward Test Success"), ("backward", "Backward Test Success")):
+        said = Counter(r[column].strip() for r in results if r[column].strip())
+        assert {s: n for s, n in apis[direction].items() if n} == dict(said)
+    console = summary.describe()
+    assert "backward: pass 30, warning 8, error 5, SKIP 2" in console
+    assert apis["backward"] == {"pass": 30, "warning": 8, "error": 5, "SKIP": 2}
+    outputs = Counter(r["Status"] for r in details)
+    badges = dict(re.findall(r'<span class="badge" style="[^"]*">(\w+) (\d+)</span>', text))
+    assert {s: int(n) for s, n in badges.items()} == {s: outputs.get(s, 0) for s in badges}
+    by_direction = _grid(text, "outputs-by-direction")
+    for direction in ("forward", "backward"):
+        want = Counter(r["Status"] for r in details if f".{direction}." in r["API Name"])
+        assert {s: n for s, n in by_direction[direction].items() if n} == dict(want)
+    assert f"{len(details)} compared outputs of {len(results)} APIs" in text
+    plotted = sum(
+        1 for r in details if r["Status"] != "SKIP" and (r["余弦相似度"].strip() or r["最大绝对误差"].strip())
+    )
+    skips = outputs.get("SKIP", 0)
+    assert (
+        f"Of the {len(details)} compared outputs, {plotted} have a cosine or max abs error and are plotted below, "
+        f"{skips} are SKIP and {len(details) - plotted - skips} were graded without those metrics" in text
+    )
+    assert f"all {plotted} outputs with a cosine or max abs error, of {len(details)} compared" in text
+    assert len(details) - plotted - skips > 0  # the dropout draws, checked by their law
+
+
 def test_the_worst_apis_say_the_reason_that_decided(gpt2):
     """Each error's cosine and max abs error pass the card's rule: the line says the honest-kernel multiple."""
     from precheck.report.frame import worst_errors

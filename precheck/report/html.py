@@ -86,7 +86,7 @@ def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: s
     """The page: summary, scatter plot, expert advice and the table of APIs."""
     apis = _apis(frame, run.get("dump"))
     index = {a["call"]: i for i, a in enumerate(apis)}
-    sections = [_summary(frame, run), _scatter(frame, index, run), _advice(findings), _table_shell(apis)]
+    sections = [_summary(frame, run, apis), _scatter(frame, index, run), _advice(findings), _table_shell(apis)]
     return page(title, sections, apis)
 
 
@@ -108,6 +108,7 @@ def page(title: str, sections: list[str], rows: list[dict]) -> str:
 
 
 def _counts(frame: pandas.DataFrame, column: str) -> str:
+    """Compared outputs (details rows) by ``column`` and status."""
     table = frame.groupby([column, "status"]).size().unstack(fill_value=0)
     statuses = [s for s in COLOURS if s in table.columns]
     head = "".join(f"<th>{esc(s)}</th>" for s in statuses)
@@ -115,14 +116,39 @@ def _counts(frame: pandas.DataFrame, column: str) -> str:
         f"<tr><th>{esc(key or '-')}</th>" + "".join(f"<td>{int(row[s])}</td>" for s in statuses) + "</tr>"
         for key, row in table.iterrows()
     )
-    return f'<table class="counts"><tr><th>{esc(column)}</th>{head}</tr>{body}</table>'
+    return (
+        f'<table class="counts" id="outputs-by-{column}"><tr><th>outputs by {esc(column)}</th>{head}</tr>{body}</table>'
+    )
 
 
-def _summary(frame: pandas.DataFrame, run: dict) -> str:
+def _api_counts(apis: list[dict]) -> str:
+    """APIs by direction and status, as the console counts them: the result CSV's verdict of each API (its
+    worst output where there is no result CSV); an API with no backward status has no backward."""
+    head = "".join(f"<th>{esc(s)}</th>" for s in COLOURS)
+    body = "".join(
+        f"<tr><th>{d}</th>" + "".join(f"<td>{sum(a[d] == s for a in apis)}</td>" for s in COLOURS) + "</tr>"
+        for d in ("forward", "backward")
+    )
+    return f'<table class="counts" id="api-counts"><tr><th>APIs</th>{head}</tr>{body}</table>'
+
+
+def _graded(frame: pandas.DataFrame) -> pandas.DataFrame:
+    """The outputs the scatter plot can place: not SKIP, with a cosine or a max abs error."""
+    return frame[(frame["status"] != "SKIP") & (frame["max_abs_err"].notna() | frame["cosine"].notna())]
+
+
+def _summary(frame: pandas.DataFrame, run: dict, apis: list[dict]) -> str:
     totals = frame["status"].value_counts()
     badges = "".join(
         f'<span class="badge" style="background:{c}">{esc(s)} {int(totals.get(s, 0))}</span>'
         for s, c in COLOURS.items()
+    )
+    plotted, skips = len(_graded(frame)), int(totals.get("SKIP", 0))
+    outputs = (
+        f"Outputs are rows of the details CSV, APIs rows of the result CSV (as the console counts them). Of the "
+        f"{len(frame)} compared outputs, {plotted} have a cosine or max abs error and are plotted below, {skips} "
+        f"are SKIP and {len(frame) - plotted - skips} were graded without those metrics (exact, statistical or "
+        "statistics-only checks)."
     )
     options = {k: run[k] for k in sorted(run) if k not in ("dump_sha256_head_tail", "dump_size", "versions")}
     versions = run.get("versions")
@@ -132,13 +158,14 @@ def _summary(frame: pandas.DataFrame, run: dict) -> str:
         options["precheck (this report)"] = installed_version("precheck")
         options["torch (this report)"] = installed_version("torch")
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in options.items())
-    grids = "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
+    grids = _api_counts(apis) + "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
     standard = esc(run.get("standard", "not recorded"))
     late = frame["call"][[is_timed_out(s, m) for s, m in zip(frame["status"], frame["message"], strict=True)]]
     late_apis = f"; {late.nunique()} APIs timed out (SKIP, not graded; raise --timeout to grade them)"
     return (
-        f'<section id="summary"><h2>Summary</h2><p>{len(frame)} compared outputs of '
-        f"{frame['call'].nunique()} APIs, standard {standard}: {badges}{late_apis if len(late) else ''}</p>"
+        f'<section id="summary"><h2>Summary</h2><p>{len(frame)} compared outputs of {len(apis)} APIs, '
+        f"standard {standard}; outputs: {badges}{late_apis if len(late) else ''}</p>"
+        f'<p class="note">{esc(outputs)}</p>'
         f'<div class="grids">{grids}</div><details><summary>Run options and versions</summary>'
         f'<table class="options">{rows or "<tr><td>no run record beside the CSVs</td></tr>"}</table>'
         "</details></section>"
@@ -154,7 +181,7 @@ def _points(frame: pandas.DataFrame) -> tuple[pandas.DataFrame, int]:
     """The rows to plot (graded, with a metric) and how many there were: all of them up to MAX_POINTS, else the
     errors first, then the warnings, then the passes, each tier whole while it fits and evenly sampled to fill
     what room is left (a 50,000-API run with 30,000 warnings still draws 5,000 points)."""
-    graded = frame[(frame["status"] != "SKIP") & (frame["max_abs_err"].notna() | frame["cosine"].notna())]
+    graded = _graded(frame)
     if len(graded) <= MAX_POINTS:
         return graded, len(graded)
     kept, room = [], MAX_POINTS
@@ -192,7 +219,8 @@ def _scatter(frame: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
     shown = f"{len(points)} of {total}" if len(points) < total else f"all {total}"
     return (
         '<section id="scatter"><h2>Every graded output</h2>'
-        f'<p class="note">{shown} graded outputs: 1 - cosine against max absolute error, log axes; circles are '
+        f'<p class="note">{shown} outputs with a cosine or max abs error, of {len(frame)} compared (the summary '
+        "says what the others are): 1 - cosine against max absolute error, log axes; circles are "
         "forward outputs, squares gradients; hover for the row, click to jump to its API. Zero errors lie on the "
         "axes.</p>"
         f'<svg id="plot" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">'
