@@ -28,12 +28,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import torch
 from detection_honest import decode
+from process_tree import measure
 
 HERE = Path(__file__).resolve().parent
 TOOLS = HERE.parent.parent / "shared" / "tools"  # ../shared beside the repository
@@ -96,56 +95,6 @@ def floor(dump_json: Path) -> int:
                 _cosine_max_abs(t, g)
         calls += 1
     return calls
-
-
-class TreePeak:
-    """The largest sum of resident memory over a process and its descendants, sampled every 20 ms."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak, self._done = pid, 0, threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._done.wait(0.02):
-            self.peak = max(self.peak, _tree_rss(self.pid))
-
-    def stop(self) -> int:
-        self._done.set()
-        self._thread.join()
-        return self.peak
-
-
-def _tree_rss(root: int) -> int:
-    parents, rss = {}, {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            parents[int(entry)] = int(stat[1])
-            rss[int(entry)] = int(stat[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    tree, grew = {root}, True
-    while grew:
-        more = {pid for pid, parent in parents.items() if parent in tree} - tree
-        tree |= more
-        grew = bool(more)
-    return sum(rss.get(pid, 0) for pid in tree)
-
-
-def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall seconds, peak tree RSS in MiB) of one command; a failing command ends the benchmark."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak = TreePeak(proc.pid)
-    out, err = proc.communicate()
-    wall = time.perf_counter() - start
-    rss = peak.stop() / 2**20
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{(out + err).decode(errors='replace')[-2000:]}")
-    return wall, rss
 
 
 def record(venv: Path, into: Path) -> Path:

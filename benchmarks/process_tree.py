@@ -1,0 +1,61 @@
+"""Wall time and peak resident memory of a command's whole process tree, for the benchmarks that run tools as a
+user types them (a run's workers and msprobe's subprocesses count with their parent)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+class TreePeak:
+    """The largest sum of resident memory over a process and its descendants, sampled every 20 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._done = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.02):
+            self.peak = max(self.peak, tree_rss(self.pid))
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join()
+        return self.peak
+
+
+def tree_rss(root: int) -> int:
+    parents, rss = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            parents[int(entry)] = int(stat[1])
+            rss[int(entry)] = int(stat[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
+def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(wall seconds, peak tree RSS in MiB) of one command; a failing command ends the benchmark."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak = TreePeak(proc.pid)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - start
+    rss = peak.stop() / 2**20
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{(out + err).decode(errors='replace')[-2000:]}")
+    return wall, rss
