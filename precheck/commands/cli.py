@@ -254,6 +254,7 @@ def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
     """The run the command line asks for; its warnings are one line each, and a run of the same dump that did
     not finish is named with the command that continues it."""
     from precheck.dump.selection import load_api_lists
+    from precheck.execution.runner import quiet_replayed
     from precheck.run_ut import UnfinishedRun, run_ut
 
     def show(message: Warning | str, *rest: object, **kwargs: object) -> None:
@@ -262,7 +263,7 @@ def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
         _warning_line(message)
 
     with warnings.catch_warnings():
-        warnings.showwarning = show
+        warnings.showwarning = quiet_replayed(show)
         return run_ut(
             args.api_info,
             args.out_path,

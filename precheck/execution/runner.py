@@ -15,6 +15,8 @@ gradient at its internal ``log_softmax`` output, for ``linear`` on 3-D input the
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,29 @@ from api_registry import ApiEntry
 from precheck.dump.records import DeviceArg, TensorSpec
 from precheck.execution.sides import CompileError, Side
 from precheck.walk import flatten
+
+# The replayed calls' own warnings (torch deprecating an API the model used) are logged here, not shown: on the
+# console they broke the progress bar and said nothing about the check.
+REPLAYED = logging.getLogger("precheck.replayed")
+_REPLAYING = threading.local()
+
+
+def in_replayed_call() -> bool:
+    """Whether this thread is inside a recorded call being replayed (run_side's forward and backward)."""
+    return getattr(_REPLAYING, "active", False)
+
+
+def quiet_replayed(show: Callable[..., None]) -> Callable[..., None]:
+    """``show`` (a ``warnings.showwarning``) that logs the warnings of replayed calls to ``precheck.replayed``
+    instead (per thread: the in-process helper's calls and this thread's other warnings are told apart)."""
+
+    def showwarning(message: Warning | str, category: type, filename: str, lineno: int, *rest: Any) -> None:
+        if in_replayed_call():
+            REPLAYED.info("%s:%s: %s: %s", filename, lineno, category.__name__, message)
+        else:
+            show(message, category, filename, lineno, *rest)
+
+    return showwarning
 
 
 @dataclass
@@ -115,6 +140,7 @@ def run_side(call: Call, side: Side, func: Callable[..., Any] | None = None, hoo
     hook sits on."""
     entry, args, kwargs, grad_outputs = call.entry, call.args, call.kwargs, call.grad_outputs
     leaves = _Leaves(grad=kwargs.get("out") is None)
+    _REPLAYING.active = True
     try:
         inplace = entry.writes_input(args, kwargs)
         call_args = _build(args, call.loaded_args, side, leaves, inplace)
@@ -142,6 +168,8 @@ def run_side(call: Call, side: Side, func: Callable[..., Any] | None = None, hoo
         return SideRun(outputs=[], error=str(e), compile_failed=True)
     except Exception as e:  # the API's own failure is this case's result, never the run's
         return SideRun(outputs=[], error=one_line(e))
+    finally:
+        _REPLAYING.active = False
     return SideRun(outputs=[_detach(o) for o in outputs], grads=grads, node=probe.node() if probe else None)
 
 

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from api_registry.table import registry
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
+from precheck.execution.runner import quiet_replayed
 from precheck.grader.status import ERROR
 from precheck.results import ApiResult, failed, timed_out
 from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS, case_timeout
@@ -99,6 +101,7 @@ def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions, inheri
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     torch.set_num_threads(1)  # workers split the cores between them
+    warnings.showwarning = quiet_replayed(warnings.showwarning)
     lookup("Torch.add")  # build the API table now, so no case's timeout pays for it
     try:
         conn.send(READY)
