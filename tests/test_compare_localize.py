@@ -5,11 +5,13 @@ bugged API, and the summary JSON, the records CSV, the console and the report sa
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from precheck.compare import localize
 from precheck.compare.dumps import compare_dumps
-from tests.test_compare import compare, dump, outputs
+from tests.test_compare import compare, dump, outputs, run
 
 # (bugged dump, clean twin, the bugged record, what the tolerance rule alone named)
 TWINS = [
@@ -87,3 +89,17 @@ def test_what_the_rule_graded_is_said_where_it_named_nothing(capsys, tmp_path):
     assert summary["first_divergent"] is None and where["rule"] == "tolerance" and where["replayed_calls"] > 0
     assert where["why"].endswith(": no record parts the runs")
     assert "  the honest-kernel rule: no record graded worse than an honest kernel on the target only" in out
+
+
+def test_a_bench_record_that_cannot_be_graded_names_nothing(capsys, tmp_path):
+    """Where the bench's side of a record cannot be graded (its input file is gone), nothing says the bench is no
+    worse than an honest kernel: the record is not named."""
+    bench = tmp_path / "bench"
+    shutil.copytree(dump("acc_bf16_clean").parent, bench)
+    (bench / "dump_tensor_data" / "Functional.softmax.0.forward.input.0.pt").unlink()
+    code, out, err = run(capsys, "compare", "-target", str(dump("acc_bf16_softmax_bf16")), "-bench",
+                         str(bench / "dump.json"), "-o", str(tmp_path / "out"))  # fmt: skip
+    assert code == 0, err
+    summary = outputs(tmp_path / "out")[2]
+    assert summary["localization"]["rule"] == "tolerance"
+    assert (summary["first_divergent"] or {}).get("name") != "Functional.softmax.0.forward"
