@@ -10,6 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from helpers import REAL_DUMPS, forward_rec, real_dump_json, tensor_rec
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -125,9 +126,14 @@ SHELL_KEY = "Torch.x$(touch f)'<b>;touch g.0.forward"  # malformed: a SKIP row, 
 
 def test_commands_the_console_and_the_report_print_run_no_code_of_the_dump(write_dump, tmp_path, capsys):
     """A record key and a dump folder holding shell code: the report command on the console and the repro
-    command in the HTML page, pasted into bash, are the key and the paths as they are, and run nothing."""
+    command in the HTML page, pasted into bash, are the key and the paths as they are, and run nothing. The
+    hostile key is no well-formed record, so repro refuses it and the page offers it no command; the bf16 add (a
+    warning) is offered one, from the hostile folder."""
+    from precheck.commands.repro import ReproError, write_repro
+
     (tmp_path / HOSTILE_DIR).mkdir()
-    data = {SHELL_KEY: forward_rec(tensor_rec()), "Torch.add.0.forward": forward_rec(tensor_rec())}
+    bf16 = tensor_rec("torch.bfloat16", (64,))
+    data = {SHELL_KEY: forward_rec(tensor_rec()), "Torch.add.0.forward": forward_rec(bf16, bf16, output=[bf16])}
     dump = write_dump(data, task="statistics", name=f"{HOSTILE_DIR}/dump.json")
     out = dump.parent / "out"
     assert main(["run_ut", "-api_info", str(dump), "-o", str(out), "-q", "-d", "cpu", "-n", "1"]) == 0
@@ -137,6 +143,9 @@ def test_commands_the_console_and_the_report_print_run_no_code_of_the_dump(write
     page = write_report(details).read_text(encoding="utf-8")
     assert "<b>" not in page, "the command stays escaped in the page's markup and data"
     rows = json.loads(re.search(r'<script type="application/json" id="rows">(.*?)</script>', page, re.S)[1])
-    repro = {row["call"]: row.get("repro") for row in rows}[SHELL_KEY]
-    assert pasted(repro, tmp_path) == ["repro", SHELL_KEY, "-api_info", str(dump.resolve())]
+    repro = {row["call"]: row.get("repro") for row in rows}
+    assert repro[SHELL_KEY] is None
+    with pytest.raises(ReproError):
+        write_repro(SHELL_KEY.removesuffix(".forward"), dump, tmp_path / "refused")
+    assert pasted(repro["Torch.add.0"], tmp_path) == ["repro", "Torch.add.0", "-api_info", str(dump.resolve())]
     assert not (tmp_path / "f").exists() and not (tmp_path / "g").exists()

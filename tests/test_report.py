@@ -38,7 +38,7 @@ def test_the_opinfo_report_plots_every_graded_output_and_lists_every_api(opinfo,
     frame = load(summary.details_path)
     graded = frame[(frame["status"] != "SKIP") & (frame["max_abs_err"].notna() | frame["cosine"].notna())]
     dom = dom_of(tmp_path, page)
-    assert dom.count('class="pt"') == len(graded) > 100
+    assert dom.count('class="pt"') == 2 * len(graded) > 200  # in each of the two plots
     apis = frame["call"].nunique()
     assert f"{apis} of {apis} APIs" in dom
     assert len(re.findall(r'<tr id="api-\d+"', dom)) == min(apis, 200)  # the first page of the table
@@ -204,6 +204,55 @@ def test_every_count_on_the_page_agrees_with_the_csvs_and_the_console(gpt2):
     )
     assert f"all {plotted} outputs with a cosine or max abs error, of {len(details)} compared" in text
     assert len(details) - plotted - skips > 0  # the dropout draws, checked by their law
+
+
+def _plotted(svg: str) -> list[tuple[str, float]]:
+    """(status, y) of each point of a plot."""
+    marks = re.findall(r'<a class="pt"[^>]*data-status="(\w+)"><title>.*?</title><(circle|rect) ([^>]*)/>', svg)
+    ys = []
+    for status, shape, attributes in marks:
+        values = dict(re.findall(r'(\w+)="([^"]*)"', attributes))
+        ys.append((status, float(values["cy"]) if shape == "circle" else float(values["y"]) + 3.5))
+    return ys
+
+
+def test_the_second_plot_shows_why_a_point_is_red(gpt2):
+    """The errors sit inside the card's pass corner of the cosine plot; in the honest-kernel plot every error is
+    above the 2x line and every other output below it."""
+    text = gpt2[1].read_text(encoding="utf-8")
+    svg = re.search(r'<svg id="honest-plot".*?</svg>', text, re.S)[0]
+    line = float(re.search(r'<line x1="[^"]*" y1="([^"]*)"[^>]*class="limit"/><text[^>]*>2x: error above', svg)[1])
+    points = _plotted(svg)
+    assert len(points) == len(_plotted(re.search(r'<svg id="plot".*?</svg>', text, re.S)[0])) == 114
+    errors = [y for status, y in points if status == "error"]
+    assert len(errors) == 10 and all(y < line for y in errors)
+    assert all(y > line for status, y in points if status != "error")
+
+
+def _row(name: str, dtype: str, status: str, message: str, **metrics: str) -> list[str]:
+    from precheck.report.csv_files import DETAILS_HEADER
+
+    cells = dict.fromkeys(DETAILS_HEADER[4:21], " ") | {"余弦相似度": "0.9", "最大绝对误差": "0.1"} | metrics
+    return [name, "torch.float64", dtype, "(4,)", *cells.values(), status, message]
+
+
+def test_every_advice_card_ends_with_what_to_do(tmp_path):
+    rows = [
+        _row("Torch.exp.0.forward.output.0", "torch.float16", "error", "inf/nan mismatch at 1 position(s)"),
+        _row("Torch.mul.0.forward.output.0", "torch.float16", "error", "x", 小值域错误占比="0.5"),
+        _row("Torch.add.0.forward.output.0", "torch.float32", "error", "y; inputs generated from statistics (seed 0)"),
+        _row("Functional.dropout.0.forward.output.0", "torch.float32", "error", "random op, checked statistically: z"),
+        _row("Torch.mm.0.forward.output.0", "torch.bfloat16", "error", "worse than an honest bf16 kernel: error 3x"),
+        _row("Torch.div.0.forward.output.0", "torch.bfloat16", "warning", "only 99% within 1e-3", ULP误差最大值="0.5"),
+    ]
+    page = write_report(_details_csv(tmp_path / "accuracy_checking_details_1.csv", rows)).read_text("utf-8")
+    cards = re.findall(r'<div class="finding" data-rule="(\w+)">(.*?)</div>', page)
+    assert {rule for rule, _ in cards} == {
+        "fp16_overflow", "underflow", "generated_inputs", "random_law", "beyond_rounding", "within_rounding"
+    }  # fmt: skip
+    for rule, card in cards:
+        said = re.search(r'</h3><p>[^<]*</p><p class="action"><b>What to do:</b> ([^<]+)</p><details>', card)
+        assert said and said[1][0].isupper() and said[1].endswith("."), (rule, card[:300])
 
 
 def test_the_worst_apis_say_the_reason_that_decided(gpt2):

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 DEFAULT_COSINE = 0.99
 DEFAULT_MAX_ABS = 1e-4
+# The default standard's error: a normwise error above this multiple of an honest kernel's (grader/honest.py); the
+# report draws it as a line.
+NORMWISE_FACTOR = 2.0
 
 # The Message of every row graded by a random op's law (grader/stochastic.py): a second stage lets it stand.
 RANDOM_VERDICT = "random op, checked statistically"

@@ -29,13 +29,15 @@ from dataclasses import dataclass
 
 import torch
 
+from precheck.grader.choices import NORMWISE_FACTOR
 from precheck.grader.limits import limits_for
 from precheck.grader.metrics import Metrics
 from precheck.grader.status import ERROR, PASS, WARNING, Status
 
 __all__ = ["Error", "HonestSource", "measure", "verdict", "modeled", "unit", "short_name"]
 
-NORMWISE_FACTOR = 2.0  # error: normwise error above this multiple of the honest kernel's, which counts as at least
+# NORMWISE_FACTOR (grader/choices.py) error: normwise error above this multiple of the honest kernel's, which
+# counts as at least ...
 WORST_FACTOR = 4.0  # error: an element beyond this multiple of the honest kernel's worst element, or beyond a floor
 BIAS_FACTOR = 3.0  # half precision, error: errors leaning one way, a z-score above this multiple of the honest ...
 BIAS_FLOOR = 8.0  # ... kernel's and above 8 (rounding errors lean by chance: z < 5 on every bundled clean output)

@@ -32,7 +32,8 @@ WITHIN_ULP = 1.0  # ULP error at most this: a faithful rounding of the golden (a
 class Finding:
     rule: str
     title: str
-    advice: str
+    advice: str  # the likely cause
+    action: str  # what to do about it: the card ends with it
     evidence: tuple[str, ...]  # one line per triggering row (the first MAX_EVIDENCE): its name and the figure
     count: int
     rows: tuple[str, ...] = ()  # every triggering row's name, as the details CSV names it
@@ -42,11 +43,13 @@ def _row_name(row: pandas.Series) -> str:
     return f"{row['call']}.{row['direction']}.output.{row['output']}"
 
 
-def _finding(rule: str, title: str, advice: str, rows: pandas.DataFrame, why: Callable) -> Finding | None:
+def _finding(rule: str, title: str, advice: tuple[str, str], rows: pandas.DataFrame, why: Callable) -> Finding | None:
+    """``advice``: (the likely cause, what to do)."""
     if rows.empty:
         return None
     evidence = tuple(f"{_row_name(r)} ({r['dtype']}): {why(r)}" for _, r in rows.head(MAX_EVIDENCE).iterrows())
-    return Finding(rule, title, advice, evidence, len(rows), tuple(_row_name(r) for _, r in rows.iterrows()))
+    names = tuple(_row_name(r) for _, r in rows.iterrows())
+    return Finding(rule, title, advice[0], advice[1], evidence, len(rows), names)
 
 
 def _message(row: pandas.Series, length: int = 160) -> str:
@@ -60,8 +63,10 @@ def fp16_overflow(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
     return _finding(
         "fp16_overflow",
         "fp16 overflow",
-        "fp16 holds nothing beyond 65504: the target has inf/nan where the float64 golden is finite. Train in "
-        "bf16, scale the loss down (dynamic loss scaling), or keep this op in fp32.",
+        (
+            "fp16 holds nothing beyond 65504: the target has inf/nan where the float64 golden is finite.",
+            "Train in bf16, scale the loss down (dynamic loss scaling), or keep this op in fp32.",
+        ),
         rows,
         _message,
     )
@@ -73,9 +78,11 @@ def underflow(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
     return _finding(
         "underflow",
         "underflow and subnormals",
-        "values near zero lose their digits in fp16 (its smallest normal is 6.1e-5; below it subnormals keep "
-        "fewer bits, then zero): scale them up (loss scaling: the same step at loss scale 1024 shows none), or "
-        "keep this op in fp32.",
+        (
+            "values near zero lose their digits in fp16 (its smallest normal is 6.1e-5; below it subnormals keep "
+            "fewer bits, then zero).",
+            "Scale them up (loss scaling: the same step at loss scale 1024 shows none), or keep this op in fp32.",
+        ),
         rows,
         lambda r: f"{r['small_value_err_ratio']:.2%} of its small values beyond the dtype's absolute tolerance",
     )
@@ -96,9 +103,12 @@ def low_precision_accumulation(frame: pandas.DataFrame, dump: dict | None) -> Fi
     return _finding(
         "low_precision_accumulation",
         "accumulation in low precision",
-        "the error of this sum, matmul, convolution or pooling grows with the length it reduces: beyond the one "
-        "rounding of a kernel that accumulates in fp32, of the order of the sqrt(n) roundings a kernel that adds in "
-        "fp16/bf16 makes. Accumulate in fp32 (the kernel's accumulator, or upcast the op).",
+        (
+            "the error of this sum, matmul, convolution or pooling grows with the length it reduces: beyond the "
+            "one rounding of a kernel that accumulates in fp32, of the order of the sqrt(n) roundings a kernel "
+            "that adds in fp16/bf16 makes.",
+            "Accumulate in fp32 (the kernel's accumulator, or upcast the op).",
+        ),
         rows,
         lambda r: growth[r.name].evidence(),
     )
@@ -118,8 +128,12 @@ def nan_origin(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
     return _finding(
         "nan_born_here",
         "inf/nan born here",
-        "every input of this call is finite, yet its output holds inf/nan the golden does not: the overflow or "
-        "invalid operation happens in this API (its dtype's range, or its kernel), not upstream.",
+        (
+            "every input of this call is finite, yet its output holds inf/nan the golden does not: the overflow or "
+            "invalid operation happens in this API (its dtype's range, or its kernel), not upstream.",
+            "Start at this API, not before it: reproduce it with its precheck repro command (the API table), "
+            "then keep it in fp32 or bound its inputs to its dtype's range.",
+        ),
         born,
         _message,
     )
@@ -130,8 +144,11 @@ def generated_inputs(frame: pandas.DataFrame, dump: dict | None) -> Finding | No
     return _finding(
         "generated_inputs",
         "verdicts resting on generated inputs",
-        "these inputs were drawn from the dump's Max/Min/Mean/Norm, not recorded: a failure may come from values "
-        "the model never saw. Re-dump with task: tensor to check the recorded values.",
+        (
+            "these inputs were drawn from the dump's Max/Min/Mean/Norm, not recorded: a failure may come from "
+            "values the model never saw.",
+            "Re-dump these APIs with task: tensor and run again to grade them on the recorded values.",
+        ),
         rows,
         lambda r: r["status"],
     )
@@ -143,9 +160,13 @@ def random_law(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
     return _finding(
         "random_law",
         "random ops that break their law",
-        "a random call cannot match a golden value by value; its outputs were checked against the law they must "
-        "follow (dropout's share of zeros and its 1/(1-p) scale, a sampler's distribution), and these break it: "
-        "the kernel draws or scales wrongly, whatever the seed.",
+        (
+            "a random call cannot match a golden value by value; its outputs were checked against the law they "
+            "must follow (dropout's share of zeros and its 1/(1-p) scale, a sampler's distribution), and these "
+            "break it: the kernel draws or scales wrongly, whatever the seed.",
+            "Report the kernel to its owner with this evidence; until it is fixed, train with the framework's "
+            "reference implementation of the op.",
+        ),
         rows,
         lambda r: f"{r['status']}: {_message(r, 160)}",
     )
@@ -156,8 +177,12 @@ def beyond_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | Non
     return _finding(
         "beyond_rounding",
         "errors beyond what the dtype explains",
-        "these outputs are materially worse than an honest kernel of their dtype (accurate accumulation, one "
-        "rounding): real kernel precision bugs, unlike the warnings, which their dtype's rounding explains.",
+        (
+            "these outputs are materially worse than an honest kernel of their dtype (accurate accumulation, one "
+            "rounding): real kernel precision bugs, unlike the warnings, which their dtype's rounding explains.",
+            "Reproduce each with its precheck repro command (the API table) and report it to the kernel's owner; "
+            "until it is fixed, run the op in fp32 or with a kernel that accumulates in fp32.",
+        ),
         rows,
         _message,
     )
@@ -172,10 +197,13 @@ def within_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | Non
     return _finding(
         "within_rounding",
         "failures the dtype's rounding explains",
-        "this error is the dtype's rounding, not a kernel bug: the standard is stricter than the dtype. No element "
-        "is off by more than one unit in the last place (what a kernel that accumulates in fp32 and rounds once "
-        "gives). Grade it by the default standard (an honest kernel of its dtype), or compute in a wider dtype if "
-        "the model needs more digits.",
+        (
+            "this error is the dtype's rounding, not a kernel bug: the standard is stricter than the dtype. No "
+            "element is off by more than one unit in the last place (what a kernel that accumulates in fp32 and "
+            "rounds once gives).",
+            "Grade it by the default standard (an honest kernel of its dtype), or compute in a wider dtype if the "
+            "model needs more digits.",
+        ),
         rows,
         lambda r: f"{r['status']} ({_message(r, 120)}); every element within {r['ulp_max']:.2g} ULP of the golden",
     )

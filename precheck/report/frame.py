@@ -21,7 +21,17 @@ from precheck.results import split_row_name
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["ENGLISH", "LoadError", "dtype_name", "load", "csv_pair", "read_table", "decisive_reason", "worst_errors"]
+__all__ = [
+    "ENGLISH",
+    "LoadError",
+    "dtype_name",
+    "load",
+    "csv_pair",
+    "read_table",
+    "decisive_reason",
+    "honest_multiple",
+    "worst_errors",
+]
 
 # The 17 metric columns of the details CSV and their English names (Metrics' fields).
 ENGLISH = dict(zip(DETAILS_HEADER[4:21], [f for f in Metrics.__dataclass_fields__][:17], strict=True))
@@ -147,9 +157,9 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
             call, where = (parts[0], f"{parts[1]}.output.{parts[2]}") if parts else (row.get("API Name", ""), "")
             cosine, max_abs = _number(row.get("余弦相似度")), _number(row.get("最大绝对误差"))
             reason = decisive_reason(row.get("Message", ""))
-            ratio = _HONEST_RATIO.search(reason)
+            ratio = honest_multiple(reason)
             key = (
-                -float(ratio[1]) if ratio else 0.0,
+                -ratio if ratio is not None else 0.0,
                 cosine if cosine == cosine else 2.0,
                 -(max_abs if max_abs == max_abs else 0.0),
             )
@@ -162,7 +172,14 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
     return [f"    {call} {where}: {reason}" for call, (_, where, reason) in ranked]
 
 
-_HONEST_RATIO = re.compile(r"error ([0-9.]+(?:e[-+]?[0-9]+)?)x (?:the|an) honest")
+_HONEST_RATIO = re.compile(r"error ([0-9.]+(?:e[-+]?[0-9]+)?)x (?:the|an|a modeled) honest")
+
+
+def honest_multiple(message: str) -> float | None:
+    """The output's normwise error as a multiple of an honest kernel's, where its Message says it (the default
+    standard writes it on errors and on warnings it measured); None where it does not."""
+    found = _HONEST_RATIO.search(message)
+    return float(found[1]) if found else None
 
 
 def decisive_reason(message: str, width: int = 160) -> str:

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 import numpy
 
 from precheck.escape import shell_command, unescape, unformula
+from precheck.grader.choices import NORMWISE_FACTOR
 from precheck.report.advice import Finding, advise
-from precheck.report.frame import csv_pair, load
+from precheck.report.frame import csv_pair, honest_multiple, load
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
 from precheck.results import is_timed_out
@@ -35,6 +36,7 @@ MAX_POINTS = 5000  # scatter points drawn: every non-pass output, then an even s
 COLOURS = {"pass": "#2e7d32", "warning": "#ef6c00", "error": "#c62828", "SKIP": "#757575"}
 WIDTH, HEIGHT, LEFT, BOTTOM, PAD = 760, 430, 64, 44, 16
 FLOOR, CEIL = 1e-16, 1e2  # log axes: a zero error is drawn on the floor
+RATIO_LOW, RATIO_HIGH = 1e-2, 1e2  # the honest-kernel plot's axis of multiples
 
 
 def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None) -> Path:
@@ -200,32 +202,87 @@ def _scatter(frame: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
     w, h = WIDTH - LEFT - PAD, HEIGHT - BOTTOM - PAD
     marks = []
     for _, r in points.iterrows():
-        x = LEFT + log_scale(float(r["max_abs_err"]) if r["max_abs_err"] == r["max_abs_err"] else 0.0, FLOOR, CEIL, w)
         gap = 1 - float(r["cosine"]) if r["cosine"] == r["cosine"] else 0.0
-        y = PAD + h - log_scale(gap, FLOOR, CEIL, h)
-        colour = COLOURS.get(r["status"], "#000")
-        name = f"{r['call']}.{r['direction']}.output.{r['output']}"
-        tip = f"{name} {r['dtype']} {r['shape']} {r['status']}: {r['message']}"[:600]
-        shape = (
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>'
-            if r["direction"] == "forward"
-            else f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" fill="{colour}"/>'
-        )
-        marks.append(
-            f'<a class="pt" href="#api-{index.get(r["call"], 0)}" data-status="{esc(r["status"])}">'
-            f"<title>{esc(tip)}</title>{shape}</a>"
-        )
+        marks.append(_mark(r, _x(r, w), PAD + h - log_scale(gap, FLOOR, CEIL, h), index))
     axes = _axes(w, h, float(run.get("max_abs", 1e-4)), 1 - float(run.get("cosine", 0.99)))
     shown = f"{len(points)} of {total}" if len(points) < total else f"all {total}"
     return (
         '<section id="scatter"><h2>Every graded output</h2>'
         f'<p class="note">{shown} outputs with a cosine or max abs error, of {len(frame)} compared (the summary '
-        "says what the others are): 1 - cosine against max absolute error, log axes; circles are "
-        "forward outputs, squares gradients; hover for the row, click to jump to its API. Zero errors lie on the "
-        "axes.</p>"
-        f'<svg id="plot" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">'
-        f'{axes}<g id="points">{"".join(marks)}</g></svg></section>'
+        "says what the others are). Left: 1 - cosine against max absolute error, the card's thresholds dashed. "
+        "Right: what decides by default, the output's error as a multiple of an honest kernel's (accurate "
+        "accumulation, one rounding in the target dtype): above 2x is an error; an error decided by another "
+        "clause (one element far off, errors leaning one way, inf/nan) lies on its top edge, an output whose "
+        "multiple its row does not say (a pass, a warning within one rounding) on its bottom edge. Log axes; "
+        "circles are forward outputs, squares gradients; hover for the row, click to jump to its API. Zero errors "
+        "lie on the axes.</p>"
+        f'<div class="plots"><svg id="plot" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'role="img">{axes}<g id="points">{"".join(marks)}</g></svg>{_honest_plot(points, index, run)}</div>'
+        "</section>"
     )
+
+
+def _x(r: pandas.Series, w: float) -> float:
+    return LEFT + log_scale(float(r["max_abs_err"]) if r["max_abs_err"] == r["max_abs_err"] else 0.0, FLOOR, CEIL, w)
+
+
+def _mark(r: pandas.Series, x: float, y: float, index: dict[str, int]) -> str:
+    """One output's point: its colour, its shape (circle forward, square gradient), its row as a tooltip."""
+    colour = COLOURS.get(r["status"], "#000")
+    name = f"{r['call']}.{r['direction']}.output.{r['output']}"
+    tip = f"{name} {r['dtype']} {r['shape']} {r['status']}: {r['message']}"[:600]
+    shape = (
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>'
+        if r["direction"] == "forward"
+        else f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" fill="{colour}"/>'
+    )
+    return (
+        f'<a class="pt" href="#api-{index.get(r["call"], 0)}" data-status="{esc(r["status"])}">'
+        f"<title>{esc(tip)}</title>{shape}</a>"
+    )
+
+
+def _honest_plot(points: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
+    """The default standard's verdict drawn: each output's normwise error as a multiple of an honest kernel's
+    (from its Message) against its max abs error, with the 2x line above which it is an error. An error decided
+    by another clause (one element far off, errors leaning one way, inf/nan) lies on the top edge; an output
+    whose multiple is not written (a pass, a warning within one rounding) on the bottom edge."""
+    standard = run.get("standard", "default")
+    if standard != "default":
+        return f'<p class="note" id="honest-plot">Standard {esc(standard)} does not grade by an honest kernel.</p>'
+    w, h = WIDTH - LEFT - PAD, HEIGHT - BOTTOM - PAD
+    marks = []
+    for _, r in points.iterrows():
+        multiple = honest_multiple(r["message"])
+        if multiple is not None:
+            y = PAD + h - log_scale(max(multiple, RATIO_LOW), RATIO_LOW, RATIO_HIGH, h)
+        else:
+            y = PAD if r["status"] == "error" else PAD + h
+        marks.append(_mark(r, _x(r, w), y, index))
+    parts = [f'<rect x="{LEFT}" y="{PAD}" width="{w}" height="{h}" class="frame"/>', *_x_ticks(w, h)]
+    for exponent in range(round(math.log10(RATIO_LOW)), round(math.log10(RATIO_HIGH)) + 1):
+        y = PAD + h - log_scale(10.0**exponent, RATIO_LOW, RATIO_HIGH, h)
+        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick end">{10.0**exponent:g}x</text>')
+    y2 = PAD + h - log_scale(NORMWISE_FACTOR, RATIO_LOW, RATIO_HIGH, h)
+    parts.append(f'<line x1="{LEFT}" y1="{y2:.1f}" x2="{LEFT + w}" y2="{y2:.1f}" class="limit"/>')
+    parts.append(f'<text x="{LEFT + w - 4}" y="{y2 - 4:.1f}" class="tick end">{NORMWISE_FACTOR:g}x: error above</text>')
+    parts.append(f'<text x="{LEFT + w / 2}" y="{HEIGHT - 6}" class="axis">max absolute error</text>')
+    middle = PAD + h / 2
+    parts.append(
+        f'<text x="14" y="{middle}" class="axis" transform="rotate(-90 14 {middle})">'
+        "error / an honest kernel's (normwise)</text>"
+    )
+    return (
+        f'<svg id="honest-plot" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img">'
+        f'{"".join(parts)}<g class="points">{"".join(marks)}</g></svg>'
+    )
+
+
+def _x_ticks(w: float, h: float) -> list[str]:
+    return [
+        f'<text x="{LEFT + log_scale(10.0**e, FLOOR, CEIL, w):.1f}" y="{PAD + h + 16}" class="tick">1e{e}</text>'
+        for e in range(round(math.log10(FLOOR)), round(math.log10(CEIL)) + 1, 2)
+    ]
 
 
 def _axes(w: float, h: float, max_abs: float, gap: float) -> str:
@@ -256,7 +313,8 @@ def _advice(findings: list[Finding]) -> str:
         more = f"<li>and {f.count - len(f.evidence)} more</li>" if f.count > len(f.evidence) else ""
         items.append(
             f'<div class="finding" data-rule="{esc(f.rule)}"><h3>{esc(f.title)} ({f.count})</h3>'
-            f"<p>{esc(f.advice)}</p><details><summary>evidence</summary><ul>{evidence}{more}</ul></details></div>"
+            f'<p>{esc(f.advice)}</p><p class="action"><b>What to do:</b> {esc(f.action)}</p>'
+            f"<details><summary>evidence</summary><ul>{evidence}{more}</ul></details></div>"
         )
     return f'<section id="advice"><h2>Expert advice</h2>{"".join(items)}</section>'
 

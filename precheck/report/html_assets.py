@@ -31,6 +31,7 @@ svg .tick{font-size:10px;fill:#555}svg .tick.end{text-anchor:end}svg .axis{font-
 svg polyline.deviation{fill:none;stroke:#9e9e9e;stroke-width:1}
 svg polyline.cos{fill:none;stroke:#1565c0;stroke-width:1.2}
 svg a.pt:hover circle,svg a.pt:hover rect{stroke:#000;stroke-width:2}
+.plots{display:flex;gap:12px;flex-wrap:wrap}.plots svg{flex:1 1 520px;max-width:760px;height:auto}
 """
 
 SCRIPT = """
