@@ -82,20 +82,22 @@ def second_stage(
 
 def _judged_columns(name: str, m: Metrics, ref: Metrics, dtype: str, status: str) -> dict[str, float | str | None]:
     """The numbers a single-side standard judged and their verdicts, in the columns msprobe fills for it
-    (record_absolute_threshold_result, UlpPrecisionCompare ...), so a details row says why it passed or failed."""
+    (record_absolute_threshold_result, UlpPrecisionCompare ...), so a details row says why it passed or failed.
+    ``m`` and ``ref`` are _filled: a blank column reads 0, as the standard judged it."""
     if name in ("absolute", "accumulative"):
+        rel, small = m.rel_err_ratio or 0.0, m.abs_err_ratio or 0.0
         return {
-            "相对误差错误率": m.rel_err_ratio,
-            "相对误差判定结果": ERROR if m.rel_err_ratio > 0 else PASS,
-            "绝对误差错误率": m.abs_err_ratio,
-            "绝对误差判定结果": ERROR if m.abs_err_ratio > 0 else PASS,
+            "相对误差错误率": rel,
+            "相对误差判定结果": ERROR if rel > 0 else PASS,
+            "绝对误差错误率": small,
+            "绝对误差判定结果": ERROR if small > 0 else PASS,
         }
     if name == "ulp":
-        floor = limits_for(dtype).ratio_floor
+        share = m.ulp_above_ratio or 0.0
         return {
             "ULP误差平均值": m.ulp_mean,
-            "ULP误差大于阈值占比": m.ulp_above_ratio,
-            "ULP误差大于阈值占比比值": ratio_of(m.ulp_above_ratio, ref.ulp_above_ratio, floor),
+            "ULP误差大于阈值占比": share,
+            "ULP误差大于阈值占比比值": ratio_of(share, ref.ulp_above_ratio or 0.0, limits_for(dtype).ratio_floor),
             "ULP误差判定结果": status,
         }
     if name == "thousandth":
