@@ -86,8 +86,9 @@ def _inplace_position(func: Callable[..., Any]) -> int | None:
 
 
 def _raise_to_double(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-    """Golden of a down-cast: keep float64, the point of the golden is never to round."""
-    return self.double() if self.is_floating_point() else self
+    """Golden of a cast to floating point: float64, the point of the golden is never to round; an integer or bool
+    tensor's values too (exact below 2^53), so that the golden is of the float kind the target is."""
+    return self if self.is_complex() else self.double()
 
 
 _TARGET_IS_CLASS_ID = {"input_args[1]": 0, "input_kwargs.target": 0}
