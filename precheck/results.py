@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from precheck.grader.comparison import Comparison
+from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR, SKIP, Status, worst
 
 if TYPE_CHECKING:
@@ -106,14 +107,14 @@ class Recorded(Protocol):
     def has_backward(self) -> bool: ...
 
 
-def _one_row(record: Recorded, status: Status, backward: Status | None, reason: str) -> ApiResult:
-    row = DetailRow(record.name, Direction.FORWARD, 0, Comparison(status, reason, None, "", "", None))
+def _one_row(record: Recorded, status: Status, backward: Status | None, reason: str, code: Reason) -> ApiResult:
+    row = DetailRow(record.name, Direction.FORWARD, 0, Comparison(status, reason, None, "", "", None, reason=code))
     return ApiResult(record.name, record.order, status, backward, reason, [row])
 
 
-def skipped(record: Recorded, reason: str) -> ApiResult:
+def skipped(record: Recorded, reason: str, code: Reason = Reason.SKIPPED) -> ApiResult:
     """A record that cannot be checked: SKIP forward, and backward too when the dump recorded one."""
-    return _one_row(record, SKIP, SKIP if record.has_backward else None, reason)
+    return _one_row(record, SKIP, SKIP if record.has_backward else None, reason, code)
 
 
 TIMED_OUT = "timed out after"
@@ -123,7 +124,7 @@ def timed_out(record: Recorded, seconds: float) -> ApiResult:
     """A record whose check ran past its time limit: SKIP, not an error. How long a call takes says nothing of its
     precision, and on a busy machine a call that passes with more time ran past the limit: as an error it failed a
     nightly ``--fail-on error`` gate for the machine's load. The same row from every scheduler."""
-    return skipped(record, f"{TIMED_OUT} {seconds:g} s; not graded")
+    return skipped(record, f"{TIMED_OUT} {seconds:g} s; not graded", Reason.TIMED_OUT)
 
 
 def is_timed_out(status: Status | str, message: str) -> bool:
@@ -134,7 +135,7 @@ def is_timed_out(status: Status | str, message: str) -> bool:
 def failed(record: Recorded, reason: str) -> ApiResult:
     """A record whose check failed in a way that blames the API (it crashed, or its target run failed):
     one error row, its backward not compared."""
-    return _one_row(record, ERROR, None, reason)
+    return _one_row(record, ERROR, None, reason, Reason.TARGET_FAILED)
 
 
 def graded(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from precheck.grader.reasons import Reason
     from precheck.grader.status import Status
 
 
@@ -52,7 +53,9 @@ class Metrics:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The verdict on one output, with everything the details CSV and a failing test need to say."""
+    """The verdict on one output, with everything the details CSV and a failing test need to say: ``message``
+    for people, ``reason`` (what decided it) and ``ratio`` (its normwise error as a multiple of an honest
+    kernel's, where the default standard's verdict states one) for programs (grader/reasons.py)."""
 
     status: Status
     message: str
@@ -61,3 +64,5 @@ class Comparison:
     target_dtype: str
     shape: tuple[int, ...] | None
     standard: str = ""
+    reason: Reason | None = None
+    ratio: float | None = None

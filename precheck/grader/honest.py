@@ -26,15 +26,17 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from precheck.grader.choices import NORMWISE_FACTOR
 from precheck.grader.limits import limits_for
 from precheck.grader.metrics import Metrics
+from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR, PASS, WARNING, Status
 
-__all__ = ["Error", "HonestSource", "measure", "verdict", "modeled", "unit", "short_name"]
+__all__ = ["Error", "HonestSource", "Verdict", "measure", "verdict", "modeled", "unit", "short_name"]
 
 # NORMWISE_FACTOR (grader/choices.py) error: normwise error above this multiple of the honest kernel's, which
 # counts as at least ...
@@ -57,6 +59,16 @@ class _Floors:
 _FLOORS = {"half": _Floors(0.3, 8.0, (1.0, 1.0)), "wide": _Floors(2.0, 64.0, (16.0, 64.0))}
 
 HonestSource = torch.Tensor | Callable[[], torch.Tensor | None] | None
+
+
+class Verdict(NamedTuple):
+    """The default standard's verdict on one output: what the details row says, what decided it, and the
+    normwise multiple of an honest kernel's error where the message states one."""
+
+    status: Status
+    message: str
+    reason: Reason
+    ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -133,24 +145,35 @@ def _floored(normwise: float, count: int, dtype: torch.dtype) -> float:
     return max(normwise, _floors(dtype).normwise, 1 / math.sqrt(max(count, 1)))
 
 
-def _worse(e: Error, honest: Error, dtype: torch.dtype) -> list[str]:
-    """Why the target is materially worse than the honest kernel (empty: it is not)."""
+def _worse(e: Error, honest: Error, dtype: torch.dtype) -> list[tuple[Reason, str]]:
+    """Why the target is materially worse than the honest kernel, each measure's code and clause (empty: it is
+    not)."""
     if _within_rounding(e):
         return []
     who = "the honest kernel's" if honest.measured else "an honest kernel's (modeled, not run)"
     why = []
     base = _floored(honest.normwise, e.count, dtype)
     if e.normwise > NORMWISE_FACTOR * base:
-        why.append(f"error {e.normwise / base:.3g}x {who} (normwise, {NORMWISE_FACTOR:g}x allowed)")
+        why.append(
+            (Reason.HONEST_NORMWISE, f"error {e.normwise / base:.3g}x {who} (normwise, {NORMWISE_FACTOR:g}x allowed)")
+        )
     limit = max(WORST_FACTOR * honest.worst, _floors(dtype).worst)
     if e.worst > limit:
         why.append(
-            f"an element off by {e.worst:.3g} roundings at its scale, {who} worst {honest.worst:.3g} "
-            f"({limit:.3g} allowed)"
+            (
+                Reason.HONEST_WORST_ELEMENT,
+                f"an element off by {e.worst:.3g} roundings at its scale, {who} worst {honest.worst:.3g} "
+                f"({limit:.3g} allowed)",
+            )
         )
     lean = max(BIAS_FACTOR * honest.lean, BIAS_FLOOR)
     if _half(dtype) and honest.measured and e.lean > lean:
-        why.append(f"errors lean one way (z-score {e.lean:.3g}, {who} {honest.lean:.3g}, {lean:.3g} allowed)")
+        why.append(
+            (
+                Reason.HONEST_LEAN,
+                f"errors lean one way (z-score {e.lean:.3g}, {who} {honest.lean:.3g}, {lean:.3g} allowed)",
+            )
+        )
     return why
 
 
@@ -161,8 +184,8 @@ def verdict(
     rule: list[str],
     dtype: torch.dtype,
     honest: HonestSource = None,
-) -> tuple[Status, str]:
-    """(status, reason) of the default standard. ``rule``: why the user's rule failed (empty: it held);
+) -> Verdict:
+    """The default standard's verdict. ``rule``: why the user's rule failed (empty: it held);
     ``honest``: the honest kernel's output in the target dtype, or a function returning it (called only when
     the verdict needs it), or None to model it."""
     name = short_name(dtype)
@@ -172,23 +195,19 @@ def verdict(
         h = _get(honest)
         keep = _shared_range(flat.t, flat.g, h)
         if keep is None:
-            return ERROR, f"inf/nan mismatch at {m.nonfinite_mismatches} position(s)"
+            return Verdict(
+                ERROR, f"inf/nan mismatch at {m.nonfinite_mismatches} position(s)", Reason.NONFINITE_MISMATCH
+            )
         rule = [*rule, f"inf/nan at {m.nonfinite_mismatches} position(s) where the honest {name} kernel has them too"]
     e = (keep is None and _from_metrics(m, dtype)) or _measure(flat.t, flat.g, dtype, keep)
     # Within one rounding everywhere needs no honest run; nor does a pass without an honest kernel to refute it
     # (library use: the model never turns the user's pass into an error). Anything else is measured against
     # the honest kernel, a passing output too: whether the rule holds depends on the loss scale, the verdict not.
     if _within_rounding(e) or not rule and honest is None:
-        return (
-            (
-                WARNING,
-                "; ".join(
-                    [*rule, f"what {name} explains: within its rounding ({e.normwise:.2g} of one rounding, normwise)"]
-                ),
-            )
-            if rule
-            else (PASS, "")
-        )
+        if not rule:
+            return Verdict(PASS, "", Reason.PASSED)
+        explained = f"what {name} explains: within its rounding ({e.normwise:.2g} of one rounding, normwise)"
+        return Verdict(WARNING, "; ".join([*rule, explained]), Reason.WITHIN_ROUNDING)
     h = h if h is not None else _get(honest)
     if h is not None and _same_values(h, target):
         ref = e  # the target's own run is the honest one (fp32 on the CPU): measuring it again would cost passes
@@ -200,14 +219,17 @@ def verdict(
         ref = _measure(h64, flat.g, dtype, keep)
     else:
         ref = modeled(dtype)
+    ratio = e.normwise / _floored(ref.normwise, e.count, dtype)
     worse = _worse(e, ref, dtype)
     if worse:
-        return ERROR, "; ".join([*rule, f"worse than an honest {name} kernel: " + "; ".join(worse)])
+        message = "; ".join([*rule, f"worse than an honest {name} kernel: " + "; ".join(w for _, w in worse)])
+        stated = ratio if worse[0][0] == Reason.HONEST_NORMWISE else None  # the message states it only then
+        return Verdict(ERROR, message, worse[0][0], stated)
     if not rule:
-        return PASS, ""
-    ratio = e.normwise / _floored(ref.normwise, e.count, dtype)
+        return Verdict(PASS, "", Reason.PASSED)
     who = "the honest" if ref.measured else "a modeled honest"
-    return WARNING, "; ".join([*rule, f"what {name} explains: error {ratio:.2g}x {who} {name} kernel's"])
+    explained = f"what {name} explains: error {ratio:.2g}x {who} {name} kernel's"
+    return Verdict(WARNING, "; ".join([*rule, explained]), Reason.HONEST_EXPLAINS, ratio)
 
 
 class _Flat:

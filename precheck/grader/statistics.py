@@ -14,6 +14,7 @@ import torch
 from precheck.dump.records import TensorSpec
 from precheck.grader.comparison import Comparison
 from precheck.grader.limits import limits_for
+from precheck.grader.reasons import Reason
 from precheck.grader.status import PASS, WARNING, Status
 from precheck.inputs.synth import max_below_min, odd_moments
 from precheck.results import DetailRow, Direction
@@ -112,7 +113,14 @@ def statistics_rows(api: str, direction: Direction, triples: list[tuple[int, Any
         if isinstance(spec, TensorSpec) and isinstance(g, torch.Tensor):
             verdict = grade_statistics(spec, g)
             comparison = Comparison(
-                verdict.status, verdict.message, None, str(g.dtype), str(spec.dtype), spec.shape, "statistics"
+                verdict.status,
+                verdict.message,
+                None,
+                str(g.dtype),
+                str(spec.dtype),
+                spec.shape,
+                "statistics",
+                Reason.STATISTICS,
             )
             rows.append(DetailRow(api, direction, i, comparison))
     return rows

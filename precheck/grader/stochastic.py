@@ -20,6 +20,7 @@ from precheck.grader.choices import RANDOM_VERDICT
 from precheck.grader.comparison import Comparison
 from precheck.grader.laws.base import Finding, NotCheckable
 from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS, SHAPE_CHECKS
+from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR, PASS
 from precheck.results import DetailRow, Direction
 from precheck.walk import flatten
@@ -56,7 +57,8 @@ def _row(findings: list[Finding], value: Any) -> Comparison:
     message = "; ".join(f.message for f in (failed or findings))
     shape = tuple(value.shape) if isinstance(value, torch.Tensor) else None
     dtype = str(value.dtype) if isinstance(value, torch.Tensor) else ""
-    return Comparison(ERROR if failed else PASS, f"{VERDICT}: {message}", None, "", dtype, shape, STANDARD)
+    status = ERROR if failed else PASS
+    return Comparison(status, f"{VERDICT}: {message}", None, "", dtype, shape, STANDARD, Reason.RANDOM_LAW)
 
 
 def grade(

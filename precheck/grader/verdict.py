@@ -8,6 +8,7 @@ not hold identically is an error, whatever the standard.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -16,6 +17,7 @@ from precheck.grader import honest as honest_kernel
 from precheck.grader.comparison import Comparison
 from precheck.grader.limits import absolute_regime, accumulative_regime
 from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
+from precheck.grader.reasons import Reason
 from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve, rule
 from precheck.grader.status import ERROR, PASS, Status
 
@@ -52,6 +54,7 @@ def compare(
             _kind(golden),
             _kind(target),
             None,
+            reason=Reason.TYPE_MISMATCH,
         )
     if _is_real_number(target) and _is_real_number(golden) and (isinstance(target, float) or isinstance(golden, float)):
         ref = torch.tensor(float(reference), dtype=torch.float64) if _is_real_number(reference) else None
@@ -67,9 +70,7 @@ def compare(
             max_abs,
             api_class,
         )
-        return Comparison(
-            result.status, result.message, result.metrics, str(type(golden)), str(type(target)), None, result.standard
-        )
+        return replace(result, golden_dtype=str(type(golden)), target_dtype=str(type(target)), shape=None)
     same = target == golden and (type(target) is type(golden) or _is_real_number(target) and _is_real_number(golden))
     return Comparison(
         PASS if same else ERROR,
@@ -79,6 +80,7 @@ def compare(
         str(type(target)),
         None,
         "exact",
+        Reason.PASSED if same else Reason.VALUE_MISMATCH,
     )
 
 
@@ -120,7 +122,7 @@ def compare_tree(target: Any, golden: Any, path: str = "output", **options: Any)
 
 
 def _structure_error(message: str) -> Comparison:
-    return Comparison(ERROR, message, None, "", "", None)
+    return Comparison(ERROR, message, None, "", "", None, reason=Reason.STRUCTURE_MISMATCH)
 
 
 def _is_real_number(x: Any) -> bool:
@@ -146,22 +148,22 @@ def _compare_tensors(
     shape = tuple(target.shape)
     dtypes: dict[str, Any] = dict(golden_dtype=str(golden.dtype), target_dtype=str(target.dtype), shape=shape)
     if tuple(golden.shape) != shape:
-        return Comparison(ERROR, f"shape mismatch: target {shape} vs golden {tuple(golden.shape)}", None, **dtypes)
+        message = f"shape mismatch: target {shape} vs golden {tuple(golden.shape)}"
+        return Comparison(ERROR, message, None, **dtypes, reason=Reason.SHAPE_MISMATCH)
     is_float = target.dtype.is_floating_point or target.dtype.is_complex
     if is_float != (golden.dtype.is_floating_point or golden.dtype.is_complex):  # msprobe's check_dtype_comparable
         message = f"golden dtype is {golden.dtype} but target dtype is {target.dtype}, cannot compare"
-        return Comparison(ERROR, message, None, **dtypes)
+        return Comparison(ERROR, message, None, **dtypes, reason=Reason.DTYPE_KIND)
     if target.numel() == 0:
-        return Comparison(PASS, "empty output", Metrics(), **dtypes)
+        return Comparison(PASS, "empty output", Metrics(), **dtypes, reason=Reason.EMPTY)
     if not is_float and not (golden.dtype.is_floating_point or golden.dtype.is_complex):
         m = exact_metrics(target, golden)
         if m.binary_mismatch == 0:
-            return Comparison(PASS, "", m, **dtypes, standard="exact")
+            return Comparison(PASS, "", m, **dtypes, standard="exact", reason=Reason.PASSED)
         k = round((m.binary_mismatch or 0.0) * target.numel())
         where = _at(shape, m.worst_index, target, golden, "largest difference")
-        return Comparison(
-            ERROR, f"{k}/{target.numel()} elements differ from the golden{where}", m, **dtypes, standard="exact"
-        )
+        message = f"{k}/{target.numel()} elements differ from the golden{where}"
+        return Comparison(ERROR, message, m, **dtypes, standard="exact", reason=Reason.EXACT_MISMATCH)
     dtype = target_dtype or (target.dtype if is_float else torch.float64)
     has_reference = isinstance(reference, torch.Tensor) and tuple(reference.shape) == shape
     name = resolve(standard, api_class, has_reference)
@@ -170,16 +172,24 @@ def _compare_tensors(
     ref = float_metrics(reference, golden, dtype, regime) if has_reference else None
     if name == "default" and m.max_abs_err is not None:
         ctx = Context(dtype=dtype, cosine=cosine, max_abs=max_abs)
-        status, message = honest_kernel.verdict(target, golden, m, rule(m, ctx), dtype, honest)
+        status, message, reason, ratio = honest_kernel.verdict(target, golden, m, rule(m, ctx), dtype, honest)
     else:
         status, message = judge(m, dtype, name, cosine=cosine, max_abs=max_abs, reference=ref, api_class=api_class)
+        reason, ratio = _rule_reason(m, status), None
     if status != PASS:
         message += (
             _at(shape, m.worst_index, target, golden)
             if m.nonfinite_mismatches == 0
             else _at(shape, m.first_nonfinite_mismatch, target, golden, "first")
         )
-    return Comparison(status, message, m, **dtypes, standard=name)
+    return Comparison(status, message, m, **dtypes, standard=name, reason=reason, ratio=ratio)
+
+
+def _rule_reason(m: Metrics, status: Status) -> Reason:
+    """The code of ``judge``'s verdict: its first test is the non-finite one, then the standard's rule."""
+    if m.nonfinite_mismatches:
+        return Reason.NONFINITE_MISMATCH
+    return Reason.PASSED if status == PASS else Reason.RULE_FAILED
 
 
 def judge(
