@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from process_tree import measure
+from process_tree import measure, run_measured
 
 HERE = Path(__file__).resolve().parent
 TOOLS = HERE.parent.parent / "shared" / "tools"  # ../shared beside the repository
@@ -117,9 +117,14 @@ def main() -> None:
         if args.msprobe:
             theirs = Path(tempfile.mkdtemp(prefix=f"real-{name}-msprobe-"))
             acc = [str(args.venv / "bin" / "python"), str(TOOLS / "msprobe_cpu.py"), "acc_check", "-api_info"]
-            m_wall, m_rss = measure([*acc, str(dump), "-o", str(theirs)])
-            m_err = verdicts(theirs)["error"]
-            line += f" {m_wall:9.1f} {m_rss:6.0f} {m_err:5} {m_wall / wall:8.2f}"
+            m_wall, m_rss, failure = run_measured([*acc, str(dump), "-o", str(theirs)])
+            if failure:
+                line += f" {m_wall:9.1f} {m_rss:6.0f}  failed"
+                last = failure.strip().splitlines()[-1]
+                notes.append(f"  {label}: msprobe failed after {m_wall:.0f} s: {last[:150]}")
+            else:
+                m_err = verdicts(theirs)["error"]
+                line += f" {m_wall:9.1f} {m_rss:6.0f} {m_err:5} {m_wall / wall:8.2f}"
         print(line, flush=True)
         notes += [f"  {label}: SKIP {count}x {reason}" for reason, count in v["reasons"]]
     print("\n".join(notes))

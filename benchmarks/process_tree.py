@@ -50,12 +50,20 @@ def tree_rss(root: int) -> int:
 
 def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """(wall seconds, peak tree RSS in MiB) of one command; a failing command ends the benchmark."""
+    wall, rss, failure = run_measured(cmd, env)
+    if failure:
+        sys.exit(f"failed: {' '.join(cmd)}\n{failure}")
+    return wall, rss
+
+
+def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, float, str | None]:
+    """(wall seconds, peak tree RSS in MiB, None) of one command, or with the exit code and its output's end in
+    place of None where it failed (the incumbent fails on some real dumps: that is a result, not the end)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak = TreePeak(proc.pid)
     out, err = proc.communicate()
     wall = time.perf_counter() - start
     rss = peak.stop() / 2**20
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{(out + err).decode(errors='replace')[-2000:]}")
-    return wall, rss
+    failure = f"exit {proc.returncode}: {(out + err).decode(errors='replace')[-2000:]}" if proc.returncode else None
+    return wall, rss, failure
