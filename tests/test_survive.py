@@ -279,13 +279,13 @@ def test_a_timeout_is_a_skip_row_counted_apart_that_never_fails_the_error_gate(
     busy. It is a SKIP row saying so, counted apart in the summary, and the gate passes on the graded rows. Only
     the hanging call gets a short limit (the others keep the default): a graded call is never cut short by load."""
     from precheck.commands.cli import main
-    from precheck.scheduling import inprocess, process
+    from precheck.scheduling import loop
 
     def short_for_the_hang(case, options):
         return 0.3 if "precheck_hang" in case.name else costs.case_timeout(case, options)
 
-    for module in (inprocess, process):  # the run's process enforces the limit, in-process and in a pool alike
-        monkeypatch.setattr(module, "case_timeout", short_for_the_hang)
+    # the run's process enforces the limit, one loop body for every backend: in-process and in a pool alike
+    monkeypatch.setattr(loop, "case_timeout", short_for_the_hang)
     dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0", "Torch.sigmoid.0", "Torch.precheck_hang.0"])
     argv = ["run_ut", "-q", "-d", "cpu", "-n", "2", "--backend", backend, "--fail-on", "error"]
     assert main([*argv, "-api_info", str(dump), "-o", str(tmp_path / "out")]) == 0

@@ -1,25 +1,27 @@
 """One seam over the ways to run cases (as joblib's backends are): in this process, in supervised worker
 processes, or on a Dask cluster, chosen by ``--backend auto|inprocess|process|dask``; ``auto`` asks the cost
 model (scheduling/costs.py) whether a pool pays off. Every backend yields one result per case in completion
-order, tells ``on_start`` before a case starts (the resume journal), and turns a case that crashes or runs past
-its timeout into that case's row (an error row; a SKIP for a timeout: results.timed_out).
+order through the same loop body (scheduling/loop.py: the start told to the resume journal, the time limit, the
+rows of a case that crashed its worker or ran past its limit); they differ only in where a case runs and how a
+dead or stuck runner is replaced. In-process hands what it must not run (after a stuck case, calls that may crash
+it) to a pool here, at the seam.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from precheck.dump.records import Case
+from precheck.errors import OptionError
 from precheck.execution.options import BACKENDS, CheckOptions
 from precheck.results import ApiResult
 from precheck.scheduling.costs import largest_first, use_pool
 from precheck.scheduling.dask_cluster import on_dask
 from precheck.scheduling.inprocess import in_process
+from precheck.scheduling.loop import Body, OnStart
 from precheck.scheduling.process import Supervisor
-
-OnStart = Callable[[Case], None]
 
 
 class Backend:
@@ -33,7 +35,14 @@ class Backend:
         return max(1, min(self.workers, len(cases)))
 
     def run(self, cases: Sequence[Case], on_start: OnStart) -> Iterator[ApiResult]:
+        """One result per case, in completion order; ``on_start`` hears of each case before it starts."""
+        return self._run(cases, Body(self.options, on_start))
+
+    def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
         raise NotImplementedError
+
+    def _pool(self, cases: Iterable[Case], size: int, body: Body) -> Iterator[ApiResult]:
+        return Supervisor(self.data_dir, body, size).run(cases)
 
 
 class InProcess(Backend):
@@ -42,15 +51,17 @@ class InProcess(Backend):
     def processes(self, cases: Sequence[Case]) -> int:
         return 1
 
-    def run(self, cases: Sequence[Case], on_start: OnStart) -> Iterator[ApiResult]:
-        return in_process(cases, self.data_dir, self.options, self.workers, on_start)
+    def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
+        rest = yield from in_process(cases, self.data_dir, body)
+        if rest.width:  # after a case that left this process's helper stuck, or calls that may crash it
+            yield from self._pool(rest.cases, min(self.workers, rest.width), body)
 
 
 class Processes(Backend):
     name = "process"
 
-    def run(self, cases: Sequence[Case], on_start: OnStart) -> Iterator[ApiResult]:
-        return Supervisor(self.data_dir, self.options, self.processes(cases)).run(largest_first(cases), on_start)
+    def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
+        return self._pool(largest_first(cases), self.processes(cases), body)
 
 
 class Dask(Backend):
@@ -59,10 +70,10 @@ class Dask(Backend):
     def processes(self, cases: Sequence[Case]) -> int:
         return super().processes(cases) if use_pool(cases, self.workers, self.options) else 1
 
-    def run(self, cases: Sequence[Case], on_start: OnStart) -> Iterator[ApiResult]:
+    def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
         if self.scheduler is None:
-            raise ValueError("--backend dask needs --scheduler ADDRESS")
-        return on_dask(cases, self.data_dir, self.options, self.scheduler, on_start)
+            raise OptionError("--backend dask needs --scheduler ADDRESS")
+        return on_dask(cases, self.data_dir, self.scheduler, body)
 
 
 _KINDS = {kind.name: kind for kind in (InProcess, Processes, Dask)}
@@ -81,25 +92,9 @@ def backend_for(
     when they pay off; ``isolate`` (cases suspected of killing a run) asks for worker processes whatever their
     number, unless the run is on a cluster."""
     if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
+        raise OptionError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
     if name == "auto":
         name = "dask" if scheduler else "process" if isolate or use_pool(cases, workers, options) else "inprocess"
     elif isolate and name == "inprocess":
         name = "process"
     return _KINDS[name](data_dir, options, workers, scheduler)
-
-
-def run_cases(
-    cases: Sequence[Case],
-    data_dir: Path,
-    options: CheckOptions,
-    workers: int,
-    on_start: OnStart = lambda case: None,
-    backend: str = "auto",
-    scheduler: str | None = None,
-    isolate: bool = False,
-) -> Iterator[ApiResult]:
-    """Yield one ApiResult per case, in completion order, from the backend ``backend`` names."""
-    if not len(cases):
-        return
-    yield from backend_for(backend, cases, data_dir, options, workers, scheduler, isolate).run(cases, on_start)

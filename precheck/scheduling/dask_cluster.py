@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from api_registry import lookup
 from precheck.dump.records import Case
+from precheck.errors import OptionError
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
-from precheck.results import ApiResult, failed, timed_out
-from precheck.scheduling.costs import START_POLL_SECONDS, STARTUP_SECONDS, case_timeout
+from precheck.results import ApiResult, failed
+from precheck.scheduling.costs import START_POLL_SECONDS, STARTUP_SECONDS
+from precheck.scheduling.loop import Body, prepare_worker
 
 
 def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str) -> ApiResult:
@@ -24,17 +23,13 @@ def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str)
     queued, behind a worker's restart or in a fresh worker's first import of torch."""
     from distributed import get_worker
 
-    if torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
-    lookup("Torch.add")  # build the API table now, as a local worker does before it is ready
+    prepare_worker()
     worker = get_worker()
     worker.log_event(topic, worker.get_current_task())
     return check_case(case, data_dir, options)
 
 
-def on_dask(
-    cases: Sequence[Case], data_dir: Path, options: CheckOptions, scheduler: str, on_start: Callable[[Case], None]
-) -> Iterator[ApiResult]:
+def on_dask(cases: Sequence[Case], data_dir: Path, scheduler: str, body: Body) -> Iterator[ApiResult]:
     """Cases as tasks of a Dask cluster whose workers see the dump's path, as many at a time as the cluster has
     threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task whose
     worker dies while running it alone is the case's "worker crashed" row, as in a pool, and is not run again
@@ -43,7 +38,7 @@ def on_dask(
     try:
         from distributed import Client, wait
     except ImportError:
-        raise ValueError("--backend dask needs the dask extra: pip install 'precheck[dask]'") from None
+        raise OptionError("--backend dask needs the dask extra: pip install 'precheck[dask]'") from None
     data_dir = data_dir.parent.resolve() / data_dir.name  # absolute for remote workers; a link stays a link
     todo = iter(cases)
     with Client(scheduler) as client:
@@ -53,18 +48,18 @@ def on_dask(
         client.subscribe_topic(topic, lambda event: started.__setitem__(event[1], time.monotonic()))
         crashed: dict[Any, str] = {}  # task key -> the worker that died running it alone
         client.subscribe_topic("all", lambda event: _note_crash(event[1], started, crashed))
-        running: dict[Any, tuple[Case, float]] = {}  # future -> (its case, when it was submitted)
+        running: dict[Any, tuple[Case, float, float]] = {}  # future -> (its case, when submitted, its time limit)
 
         def deadline(future: Any) -> float:  # a task no worker starts (all lost) still ends, STARTUP_SECONDS later
-            case, submitted = running[future]
-            return started.get(future.key, submitted + STARTUP_SECONDS) + case_timeout(case, options)
+            _, submitted, seconds = running[future]
+            return started.get(future.key, submitted + STARTUP_SECONDS) + seconds
 
         try:
             while True:
                 for case in itertools.islice(todo, window - len(running)):
-                    on_start(case)
-                    future = client.submit(_check_remote, case, data_dir, options, topic, pure=False)
-                    running[future] = (case, time.monotonic())
+                    seconds = body.start(case)
+                    future = client.submit(_check_remote, case, data_dir, body.options, topic, pure=False)
+                    running[future] = (case, time.monotonic(), seconds)
                 if not running:
                     return
                 # a task's start arrives as an event: look again at least every START_POLL_SECONDS to see it
@@ -74,21 +69,21 @@ def on_dask(
                 except TimeoutError:
                     done = set()
                 for future in done:
-                    case, _ = running.pop(future)
+                    case, *_ = running.pop(future)
                     try:
                         yield future.result()
                     except Exception as e:  # the cluster's failure is this case's row, never the run's end
                         yield failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
                 for future in [f for f in running if f.key in crashed]:
-                    case, _ = running.pop(future)
+                    case, *_ = running.pop(future)
                     future.cancel()  # Dask would run it again on the next workers, to kill them too
-                    yield failed(case, f"worker crashed: Dask's worker {crashed.pop(future.key)} died running it")
+                    yield body.crashed(case, f"Dask's worker {crashed.pop(future.key)} died running it")
                 now = time.monotonic()
                 for future in [f for f in running if deadline(f) <= now]:
-                    case, _ = running.pop(future)
+                    case, *_ = running.pop(future)
                     for key in _restart_worker_of(client, future):  # its other tasks start again elsewhere
                         started.pop(key, None)
-                    yield timed_out(case, case_timeout(case, options))
+                    yield body.late(case)
         finally:  # else the scheduler's next event to it (this client leaving) is a CRITICAL log line
             client.unsubscribe_topic("all")
 

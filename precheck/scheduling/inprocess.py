@@ -17,7 +17,8 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -26,23 +27,30 @@ from api_registry.unchecked import unchecked
 from precheck.dump.records import Case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
-from precheck.results import ApiResult, timed_out
-from precheck.scheduling.costs import MAX_TIMEOUT, case_timeout
-from precheck.scheduling.process import Supervisor
+from precheck.results import ApiResult
+from precheck.scheduling.costs import MAX_TIMEOUT
+from precheck.scheduling.loop import Body, prepare_worker
 
 
-def in_process(
-    cases: Sequence[Case], data_dir: Path, options: CheckOptions, workers: int, on_start: Callable[[Case], None]
-) -> Iterator[ApiResult]:
+@dataclass
+class Handoff:
+    """The cases this process must not run, for worker processes (backends.InProcess runs them there):
+    ``width`` of them at once at most, one for calls set aside because they may crash their process."""
+
+    cases: Iterator[Case]
+    width: int
+
+
+def in_process(cases: Sequence[Case], data_dir: Path, body: Body) -> Generator[ApiResult, None, Handoff]:
     """The cases on a helper thread of this process, each waited for at most its timeout. One past it is a
-    SKIP row (results.timed_out); its thread is abandoned (it may be stuck in a C kernel that nothing can
-    interrupt, a daemon thread that dies with the process) and the cases after it run in worker processes. Calls
-    that may crash the process (api_registry/unchecked.py) run last, in one worker process."""
+    SKIP row; its thread is abandoned (it may be stuck in a C kernel that nothing can interrupt, a daemon thread
+    that dies with the process) and the cases after it are handed off, undecoded, to worker processes, as are
+    the calls that may crash the process (api_registry/unchecked.py), which come last."""
     # One intra-op thread here too, so a CPU target computes bit for bit what a pool worker computes: the
     # verdicts never depend on -n. Work small enough to run here gains little from threads anyway.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    inline = _Inline(data_dir, options)
+    inline = _Inline(data_dir, body.options)
     crashing: list[Case] = []  # set aside, never run in this process
     try:
         source = iter(cases)
@@ -50,19 +58,12 @@ def in_process(
             if unchecked(case.kwargs):
                 crashing.append(case)
                 continue
-            on_start(case)
-            timeout = case_timeout(case, options)
-            result = inline.check(case, timeout)
+            result = inline.check(case, body.start(case))
             if result is None:
-                yield timed_out(case, timeout)
-                left = len(cases) - i - 1 + len(crashing)
-                if left:
-                    rest = itertools.chain(crashing, source)
-                    yield from Supervisor(data_dir, options, min(workers, left)).run(rest, on_start)
-                return
+                yield body.late(case)
+                return Handoff(itertools.chain(crashing, source), len(cases) - i - 1 + len(crashing))
             yield result
-        if crashing:
-            yield from Supervisor(data_dir, options, 1).run(crashing, on_start)
+        return Handoff(iter(crashing), min(1, len(crashing)))
     finally:
         inline.close()
         torch.set_num_threads(threads)
@@ -91,7 +92,7 @@ class _Inline:
         self.thread.start()
 
     def _serve(self, data_dir: Path, options: CheckOptions) -> None:
-        torch.set_num_threads(1)  # the thread count is per thread where torch uses OpenMP
+        prepare_worker()
         while (case := self.requests.get()) is not None:
             try:
                 self.replies.put((check_case(case, data_dir, options), None))

@@ -20,7 +20,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
@@ -28,24 +28,23 @@ from multiprocessing.connection import wait as connection_wait
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from api_registry import lookup
 from api_registry.plugins import ENV as PLUGINS_ENV
 from api_registry.table import registry
 from precheck.dump.records import Case
+from precheck.errors import PrecheckError
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import quiet_replayed
 from precheck.grader.status import ERROR
-from precheck.results import ApiResult, failed, timed_out
-from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS, case_timeout
+from precheck.results import ApiResult
+from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS
 from precheck.scheduling.forkserver import worker_context
+from precheck.scheduling.loop import Body, prepare_worker
 
 READY = "ready"
 
 
-class WorkerStartError(RuntimeError):
+class WorkerStartError(PrecheckError, RuntimeError):
     """No worker process could start (the environment, not a case): one line, exit code 2."""
 
 
@@ -100,9 +99,8 @@ def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions, inheri
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    torch.set_num_threads(1)  # workers split the cores between them
+    prepare_worker()
     warnings.showwarning = quiet_replayed(warnings.showwarning)
-    lookup("Torch.add")  # build the API table now, so no case's timeout pays for it
     try:
         conn.send(READY)
         while (case := conn.recv()) is not None:
@@ -144,13 +142,13 @@ class _Worker:
 class Supervisor:
     """Worker processes fed one case at a time; a dead or stuck worker costs its case, not the run."""
 
-    def __init__(self, data_dir: Path, options: CheckOptions, size: int) -> None:
-        self.data_dir, self.options, self.size = data_dir, options, size
+    def __init__(self, data_dir: Path, body: Body, size: int) -> None:
+        self.data_dir, self.body, self.size = data_dir, body, size
         self.context = worker_context()  # never a fork of this process, which runs torch threads
 
     def _start(self, wait: bool = True) -> _Worker:
         parent, child = self.context.Pipe()
-        args = (child, self.data_dir, self.options, _Inherited())
+        args = (child, self.data_dir, self.body.options, _Inherited())
         process = self.context.Process(target=_worker_main, args=args, daemon=True)
         with _signals_ignored_by_children():
             process.start()
@@ -173,21 +171,21 @@ class Supervisor:
             f"a worker process did not start within {STARTUP_SECONDS:g} s (exit code {worker.process.exitcode})"
         )
 
-    def run(self, cases: Iterable[Case], on_start: Callable[[Case], None]) -> Iterator[ApiResult]:
+    def run(self, cases: Iterable[Case]) -> Iterator[ApiResult]:
         workers: list[_Worker] = []
         try:
             for _ in range(self.size):
                 workers.append(self._start(wait=False))  # they import torch in parallel
             for w in workers:
                 self._ready(w)
-            yield from self._serve(workers, iter(cases), on_start)
+            yield from self._serve(workers, iter(cases))
         finally:  # also on Ctrl-C, SIGTERM or a consumer that stops early: no worker outlives the run
             for w in workers:
                 self._tell_to_stop(w)
             for w in workers:
                 self._stop(w)
 
-    def _serve(self, workers: list[_Worker], source: Iterator[Case], on_start: Callable[[Case], None]):
+    def _serve(self, workers: list[_Worker], source: Iterator[Case]) -> Iterator[ApiResult]:
         pending = deque(itertools.islice(source, 1))  # the next case; the rest stay undecoded in the dump
         while pending or any(w.case for w in workers):
             for i, w in enumerate(workers):
@@ -196,8 +194,7 @@ class Supervisor:
                 if w.case is None and pending:
                     w.case = pending.popleft()
                     pending.extend(itertools.islice(source, 1))
-                    on_start(w.case)
-                    w.deadline = time.monotonic() + case_timeout(w.case, self.options)
+                    w.deadline = time.monotonic() + self.body.start(w.case)
                     w.conn.send(w.case)
             busy = [w for w in workers if w.case is not None]
             wait_for = min(w.deadline for w in busy) - time.monotonic()
@@ -230,10 +227,10 @@ class Supervisor:
                 workers[i] = self._replace(w)
             elif result is None:
                 w.process.join(1)
-                result = failed(w.case, _death(w.process.exitcode))
+                result = self.body.crashed(w.case, _death(w.process.exitcode))
                 workers[i] = self._replace(w)
         elif time.monotonic() >= w.deadline:
-            result = timed_out(w.case, case_timeout(w.case, self.options))
+            result = self.body.late(w.case)
             workers[i] = self._replace(w)
         return result
 
@@ -284,7 +281,7 @@ def _signals_ignored_by_children():
 def _death(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
-            return f"worker crashed: signal {-exitcode} ({signal.Signals(-exitcode).name})"
+            return f"signal {-exitcode} ({signal.Signals(-exitcode).name})"
         except ValueError:
-            return f"worker crashed: signal {-exitcode}"
-    return f"worker crashed: exit code {exitcode}"
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
