@@ -8,14 +8,13 @@ to the writer in precheck/report/csv_files.py, not to these values: an API witho
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from precheck.grader.comparison import Comparison
 from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR, SKIP, Status, worst
+from precheck.schema import ROW_NAME, Direction
 
 if TYPE_CHECKING:
     import os
@@ -35,11 +34,6 @@ __all__ = [
     "split_row_name",
     "timed_out",
 ]
-
-
-class Direction(StrEnum):
-    FORWARD = "forward"
-    BACKWARD = "backward"
 
 
 @dataclass(frozen=True)
@@ -84,13 +78,10 @@ class ApiResult:
         return [d for d in self.details if d.direction == direction]
 
 
-_ROW_NAME = re.compile(r"^(?P<api>.+)\.(?P<direction>forward|backward)\.output\.(?P<index>\d+)$")
-
-
 def split_row_name(name: str) -> tuple[str, Direction, int] | None:
     """A details row's name read back (API, direction, index): the inverse of ``DetailRow.name``; None for a
     name that is not one."""
-    m = _ROW_NAME.match(name)
+    m = ROW_NAME.match(name)
     return (m["api"], Direction(m["direction"]), int(m["index"])) if m else None
 
 

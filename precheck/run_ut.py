@@ -24,6 +24,7 @@ from precheck.report.runfiles import dump_identity, unfinished, versions
 from precheck.results import ApiResult, is_timed_out, skipped
 from precheck.scheduling.backends import Backend, backend_for
 from precheck.scheduling.costs import worker_count
+from precheck.schema import STATUSES
 
 if TYPE_CHECKING:
     import pandas
@@ -97,8 +98,7 @@ class RunSummary:
 
     def describe(self) -> str:
         counts, bw = (
-            ", ".join(f"{k} {per.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
-            for per in (self.counts, self.backward_counts)
+            ", ".join(f"{k} {per.get(k, 0)}" for k in STATUSES) for per in (self.counts, self.backward_counts)
         )
         where = target_for(CheckOptions(device=self.device, target=self.target)).describe()
         again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""

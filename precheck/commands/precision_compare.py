@@ -25,8 +25,9 @@ from precheck.grader.comparison import Metrics
 from precheck.grader.second_stage import SecondStage, second_stage
 from precheck.grader.status import ERROR, PASS, SKIP, worst
 from precheck.paths import output_folder
-from precheck.report.csv_files import BLANK, DETAILS_HEADER, cell, read_csv_rows, write_csv
+from precheck.report.csv_files import BLANK, cell, read_csv_rows, write_csv
 from precheck.results import split_row_name
+from precheck.schema import CHINESE as _METRIC_COLUMNS
 
 RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER_2 = [
@@ -69,8 +70,6 @@ ALGORITHMS = {
     "default": "precheck默认标准",
     "msprobe": "msprobe单标杆标准",
 }
-# Details-CSV column of each Metrics field (the 17 metric columns, in order).
-_METRIC_COLUMNS = dict(zip([f for f in Metrics.__dataclass_fields__][:17], DETAILS_HEADER[4:21], strict=False))
 _STATUS = {"pass": PASS, "warning": "warning", "error": ERROR, "skip": SKIP}
 
 

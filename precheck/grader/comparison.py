@@ -7,8 +7,10 @@ compare results never load torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from precheck.schema import METRIC_FIELDS
 
 if TYPE_CHECKING:
     from precheck.grader.reasons import Reason
@@ -48,7 +50,7 @@ class Metrics:
 
     def columns(self) -> list[float | None]:
         """The 17 metric columns of the details CSV, in its order."""
-        return [getattr(self, f.name) for f in fields(self)][:17]
+        return [getattr(self, name) for name in METRIC_FIELDS]
 
 
 @dataclass(frozen=True)

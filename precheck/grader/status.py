@@ -1,23 +1,13 @@
-"""Statuses as msprobe spells them, and how several of them combine into one."""
+"""How several statuses combine into one; their spelling and order are precheck/schema.py's."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import StrEnum
 
-
-class Status(StrEnum):
-    """A verdict on an output or an API. A ``str`` so that a status read back from a CSV (``"pass"``) and one
-    computed here compare equal and are written as msprobe writes them."""
-
-    PASS = "pass"
-    WARNING = "warning"
-    ERROR = "error"
-    SKIP = "SKIP"
-
+from precheck.schema import SEVERITY as _RANK
+from precheck.schema import Status
 
 PASS, WARNING, ERROR, SKIP = Status.PASS, Status.WARNING, Status.ERROR, Status.SKIP
-_RANK: dict[str, int] = {SKIP: -1, PASS: 0, WARNING: 1, ERROR: 2}
 
 
 def worst(statuses: Iterable[str]) -> Status:

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 import numpy
 
 from precheck.compare.divergence import Finding
+from precheck.grader.status import ERROR, PASS, SKIP, WARNING
 from precheck.report.compare_frame import compare_files, load_compare, load_records, read_summary
 from precheck.report.html import MAX_POINTS, PAD, esc, log_scale, page, table_shell
 from precheck.report.runfiles import replace_atomically
+from precheck.schema import COLOURS
 
 if TYPE_CHECKING:
     import pandas
@@ -28,7 +30,7 @@ __all__ = ["write_compare_report", "render_compare", "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {"suspect": "#c62828", "amplified": "#ef6c00", "inherited": "#8d6e63", "agree": "#2e7d32",
                    "unmatched": "#9e9e9e", "unreadable": "#212121", "": "#607d8b"}  # fmt: skip
-RESULT_COLOURS = {"pass": "#2e7d32", "warning": "#ef6c00", "error": "#c62828", "unmatched": "#757575"}
+RESULT_COLOURS = {PASS: COLOURS[PASS], WARNING: COLOURS[WARNING], ERROR: COLOURS[ERROR], "unmatched": COLOURS[SKIP]}
 WIDTH, HEIGHT, LEFT, BOTTOM = 960, 400, 64, 44
 LOW, HIGH = 1e-12, 1e2  # the curve's log axis: an exact match lies on the floor
 

@@ -22,33 +22,8 @@ from precheck.escape import escape, formula_safe
 from precheck.report import runfiles
 from precheck.report.runfiles import RunFileError
 from precheck.results import ApiResult, DetailRow
+from precheck.schema import DETAILS_HEADER, RESULT_HEADER
 
-RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
-DETAILS_HEADER = [
-    "API Name",
-    "Bench Dtype",
-    "DEVICE Dtype",
-    "Shape",
-    "余弦相似度",
-    "最大绝对误差",
-    "双百指标",
-    "双千指标",
-    "双万指标",
-    "二进制一致错误率",
-    "误差均衡性",
-    "均方根误差",
-    "小值域错误占比",
-    "相对误差最大值",
-    "相对误差平均值",
-    "inf/nan错误率",
-    "相对误差错误率",
-    "绝对误差错误率",
-    "ULP误差最大值",
-    "ULP误差平均值",
-    "ULP误差大于阈值占比",
-    "Status",
-    "Message",
-]
 BLANK = " "
 
 

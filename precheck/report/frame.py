@@ -14,9 +14,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from precheck.grader.comparison import Metrics
-from precheck.report.csv_files import DETAILS_HEADER, RESULT_HEADER
 from precheck.results import split_row_name
+from precheck.schema import DETAILS_HEADER, ENGLISH, RESULT_HEADER
 
 if TYPE_CHECKING:
     import pandas
@@ -33,8 +32,6 @@ __all__ = [
     "worst_errors",
 ]
 
-# The 17 metric columns of the details CSV and their English names (Metrics' fields).
-ENGLISH = dict(zip(DETAILS_HEADER[4:21], [f for f in Metrics.__dataclass_fields__][:17], strict=True))
 _FIRST = ["call", "api", "prefix", "direction", "output", "dtype", "bench_dtype", "shape", "status", "message"]
 
 

@@ -26,6 +26,7 @@ from precheck.report.frame import csv_pair, honest_multiple, load
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
 from precheck.results import is_timed_out
+from precheck.schema import COLOURS, WORST_FIRST
 
 if TYPE_CHECKING:
     import pandas
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["write_report", "render", "MAX_POINTS"]
 
 MAX_POINTS = 5000  # scatter points drawn: every non-pass output, then an even sample of the passing ones
-COLOURS = {"pass": "#2e7d32", "warning": "#ef6c00", "error": "#c62828", "SKIP": "#757575"}
 WIDTH, HEIGHT, LEFT, BOTTOM, PAD = 760, 430, 64, 44, 16
 FLOOR, CEIL = 1e-16, 1e2  # log axes: a zero error is drawn on the floor
 RATIO_LOW, RATIO_HIGH = 1e-2, 1e2  # the honest-kernel plot's axis of multiples
@@ -368,7 +368,7 @@ def _offer_repro(apis: list[dict], dump: str | None) -> None:
             a["repro"] = shell_command("precheck", "repro", record, "-api_info", dump)
 
 
-_RANK = {"error": 0, "warning": 1, "SKIP": 2, "pass": 3}
+_RANK = {status: i for i, status in enumerate(WORST_FIRST)}
 
 
 def _worst_status(frame: pandas.DataFrame, direction: str) -> pandas.Series:

@@ -12,24 +12,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from precheck.dump.jsonstream import read_json
 from precheck.paths import create_new
+from precheck.schema import DETAILS, JOURNAL, RESULT, RESULT_NAME, SIDECAR
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; names stay unique, concurrent resumes are not detected
     fcntl = None  # type: ignore[assignment]
 
-RESULT = "accuracy_checking_result_{}.csv"
-DETAILS = "accuracy_checking_details_{}.csv"
-JOURNAL = "accuracy_checking_result_{}.journal"
-SIDECAR = "accuracy_checking_result_{}.run.json"
-RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14}(?:_\d+)?)\.csv$")  # a run's stem in group 1
 MAX_SUFFIX = 10_000
 MAX_SIDECAR = 1 << 20  # bytes; a run record is a few hundred
 # The fields a report reads from a sidecar, and what each must be.

@@ -1,0 +1,60 @@
+"""msprobe's vocabulary, written once: the statuses (spelling, order, colours), the CSV headers and the 17 metric
+columns with their Chinese names, a details row's name, and the file names of a run.
+
+Torch-free and import-free on purpose: it sits at the bottom of the layers (docs/architecture.md), so the writer,
+the readers, the report and api_precision_compare all spell a cell or a file as msprobe does from one place, and
+a change of msprobe's format is one edit here.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """A verdict on an output or an API. A ``str`` so that a status read back from a CSV (``"pass"``) and one
+    computed here compare equal and are written as msprobe writes them."""
+
+    PASS = "pass"
+    WARNING = "warning"
+    ERROR = "error"
+    SKIP = "SKIP"
+
+
+# msprobe's order of the statuses (its summaries count them so); SEVERITY ranks them for combining (SKIP lowest:
+# it never hides a graded output); WORST_FIRST is the order a report lists APIs in.
+STATUSES = (Status.PASS, Status.WARNING, Status.ERROR, Status.SKIP)
+SEVERITY: dict[str, int] = {Status.SKIP: -1, Status.PASS: 0, Status.WARNING: 1, Status.ERROR: 2}
+WORST_FIRST = (Status.ERROR, Status.WARNING, Status.SKIP, Status.PASS)
+COLOURS = {Status.PASS: "#2e7d32", Status.WARNING: "#ef6c00", Status.ERROR: "#c62828", Status.SKIP: "#757575"}
+
+
+class Direction(StrEnum):
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
+# A details row's name, ``<API>.forward.output.<i>`` (precheck.results.DetailRow.name), read back.
+ROW_NAME = re.compile(r"^(?P<api>.+)\.(?P<direction>forward|backward)\.output\.(?P<index>\d+)$")
+
+RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
+# The 17 metric columns of the details CSV, in its order, and the Metrics field each holds
+# (precheck.grader.comparison.Metrics; tests/test_layers.py holds the two equal).
+METRIC_HEADERS = ("余弦相似度", "最大绝对误差", "双百指标", "双千指标", "双万指标", "二进制一致错误率", "误差均衡性",
+                  "均方根误差", "小值域错误占比", "相对误差最大值", "相对误差平均值", "inf/nan错误率", "相对误差错误率",
+                  "绝对误差错误率", "ULP误差最大值", "ULP误差平均值", "ULP误差大于阈值占比")  # fmt: skip
+METRIC_FIELDS = ("cosine", "max_abs_err", "rel_within_1e2", "rel_within_1e3", "rel_within_1e4", "binary_mismatch",
+                 "error_balance", "rmse", "small_value_err_ratio", "max_rel_err", "mean_rel_err", "inf_nan_err_ratio",
+                 "rel_err_ratio", "abs_err_ratio", "ulp_max", "ulp_mean", "ulp_above_ratio")  # fmt: skip
+ENGLISH = dict(zip(METRIC_HEADERS, METRIC_FIELDS, strict=True))  # Chinese column -> Metrics field
+CHINESE = dict(zip(METRIC_FIELDS, METRIC_HEADERS, strict=True))  # Metrics field -> Chinese column
+DETAILS_HEADER = ["API Name", "Bench Dtype", "DEVICE Dtype", "Shape", *METRIC_HEADERS, "Status", "Message"]
+
+# A run's files in its output folder, by its stem (``<YYYYmmddHHMMSS>`` or ``<ts>_<n>``).
+RESULT = "accuracy_checking_result_{}.csv"
+DETAILS = "accuracy_checking_details_{}.csv"
+JOURNAL = "accuracy_checking_result_{}.journal"
+SIDECAR = "accuracy_checking_result_{}.run.json"
+RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14}(?:_\d+)?)\.csv$")  # a run's stem in group 1
+RESULT_PREFIX, DETAILS_PREFIX = RESULT.split("{")[0], DETAILS.split("{")[0]
