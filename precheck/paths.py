@@ -6,8 +6,10 @@ import os
 import time
 from pathlib import Path
 
+from precheck.errors import PrecheckError
 
-class OutputError(ValueError):
+
+class OutputError(PrecheckError, ValueError):
     """``-o`` cannot be used as a folder (one line, exit code 2)."""
 
 

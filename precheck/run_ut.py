@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from precheck.dump.records import Case, Dump, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
+from precheck.errors import OptionError, PrecheckError
 from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import for_framework, target_for
@@ -246,13 +247,20 @@ class Interrupted(KeyboardInterrupt):
         self.result_path, self.finished = result_path, finished
 
 
-class WriteFailed(OSError):
+class WriteFailed(PrecheckError, OSError):
     """An OSError during a run (a full disk): every row before it is whole in ``result_path``, which a resume
     continues once the cause is gone."""
 
     def __init__(self, cause: OSError, result_path: Path, finished: int) -> None:
         super().__init__(cause.errno, cause.strerror or str(cause), cause.filename)
         self.result_path, self.finished = result_path, finished
+
+    def line(self, resume: Callable[[Path], str]) -> str:
+        """The rows so far are whole: the line names them and the command that continues them."""
+        return (
+            f"cannot write results: {self}; {self.finished} finished APIs are in {self.result_path}; "
+            f"continue with: {resume(self.result_path)}"
+        )
 
 
 class UnfinishedRun(UserWarning):
@@ -275,7 +283,7 @@ def resolved(options: CheckOptions, device: str) -> CheckOptions:
     if options.standard == "benchmark" and options.bench_device is None:
         options = replace(options, bench_device="cpu")  # the two-reference verdict needs its reference
     if options.force_random and not target_for(options).takes_generated_inputs:
-        raise ValueError(
+        raise OptionError(
             f"--random and --target {options.target} exclude each other: recorded outputs come from the recorded inputs"
         )
     if options.bench_device is not None:

@@ -2,7 +2,9 @@
 
 Exit codes: 0 the run completed (whatever the statuses), 1 ``--fail-on`` tripped, 2 unusable input (one line on
 stderr, no traceback), 130 interrupted by Ctrl-C, 143 by SIGTERM (every finished row is already on disk, and the
-message names the command that continues the run, as it does for a run stopped by a full disk, exit code 2).
+message names the command that continues the run, as it does for a run stopped by a full disk, exit code 2), 70 a
+bug in precheck (its traceback, and a line asking for a report). Unusable input is a PrecheckError, or an OSError
+of a file the command reads or writes; both are caught in one place, :func:`main`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import signal
 import sys
 import threading
+import traceback
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -18,9 +21,10 @@ from typing import TYPE_CHECKING
 
 from precheck.commands.compare_cli import handlers as compare_handlers
 from precheck.commands.parser import build_parser
+from precheck.errors import BUG_EXIT_CODE, USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.execution.options import CheckOptions
-from precheck.paths import OutputError, output_folder, write_problem
+from precheck.paths import output_folder, write_problem
 
 if TYPE_CHECKING:
     from precheck.run_ut import RunSummary
@@ -35,16 +39,9 @@ def _error(reason: object) -> None:
 
 
 def _precision_compare(args: argparse.Namespace) -> int:
-    from precheck.commands.precision_compare import CompareError, api_precision_compare
+    from precheck.commands.precision_compare import api_precision_compare
 
-    try:
-        summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
-    except (CompareError, OutputError) as e:
-        _error(e)
-        return 2
-    except OSError as e:
-        _error(write_problem(e))
-        return 2
+    summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
     counts = Counter(f for f, _ in summary.apis.values())
     print(
         f"precheck api_precision_compare: {len(summary.apis)} APIs; forward: "
@@ -55,18 +52,10 @@ def _precision_compare(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from precheck.commands.regress import FAIL, IMPROVED, MISSING, RegressError, regress, write_report
+    from precheck.commands.regress import FAIL, IMPROVED, MISSING, regress, write_report
 
-    try:
-        report = regress(args.baseline, args.current)
-    except RegressError as e:
-        _error(e)
-        return 2
-    try:
-        md_path, json_path = write_report(report, args.out_path)
-    except OSError as e:
-        _error(f"cannot write the report: {e}")
-        return 2
+    report = regress(args.baseline, args.current)
+    md_path, json_path = write_report(report, args.out_path)
     print(f"precheck regress: {report.summary()}\n  markdown: {md_path}\n  json:     {json_path}")
     code = report.exit_code(args.strict)
     if code:
@@ -81,18 +70,10 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from precheck.commands.testgen import SuiteError, generate
-    from precheck.dump.records import DumpError
+    from precheck.commands.testgen import generate
 
     options = CheckOptions(device=args.device, **_grading(args))
-    try:
-        test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
-    except (DumpError, SuiteError, OutputError) as e:
-        _error(e)
-        return 2
-    except OSError as e:
-        _error(write_problem(e))
-        return 2
+    test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
     run = shell_command("pytest", test.parent)
     print(f"precheck generate: suite written to {escape(str(test.parent))} (run: {run})")
     return 0
@@ -101,14 +82,9 @@ def _generate(args: argparse.Namespace) -> int:
 def _apis(args: argparse.Namespace) -> int:
     from api_registry import registry
     from precheck.commands.apis import describe_skips, describe_supported
-    from precheck.dump.records import DumpError
 
     if args.check:
-        try:
-            print(describe_skips(args.check))
-        except DumpError as e:
-            _error(e)
-            return 2
+        print(describe_skips(args.check))
         return 0
     print(describe_supported())
     if args.names:
@@ -117,40 +93,49 @@ def _apis(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from precheck.commands.repro import ReproError, write_repro
-    from precheck.dump.records import DumpError
-    from precheck.inputs.builder import InputError
+    from precheck.commands.repro import write_repro
 
-    try:
-        script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
-    except (DumpError, ReproError, InputError, OutputError) as e:
-        _error(e)
-        return 2
-    except OSError as e:
-        _error(write_problem(e))
-        return 2
+    script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
     print(f"precheck repro: {escape(str(script))} (run: {shell_command('python', script)} [DEVICE])")
     return 0
 
 
 def _scheduler(args: argparse.Namespace) -> str | None:
     if args.backend == "dask" and not args.scheduler:
-        raise ValueError("--backend dask needs --scheduler ADDRESS")
+        raise OptionError("--backend dask needs --scheduler ADDRESS")
     if args.scheduler and args.backend not in ("dask", "auto"):
-        raise ValueError(f"--scheduler goes with --backend dask, not {args.backend}")
+        raise OptionError(f"--scheduler goes with --backend dask, not {args.backend}")
     return args.scheduler
 
 
+BUG_HINT = (
+    "precheck: internal error: this is a bug in precheck, not a problem with your input; please report it with the "
+    "traceback above and the command line"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The command line ``argv`` (None: this program's own, ``sys.argv``); returns the exit code."""
+    """The command line ``argv`` (None: this program's own, ``sys.argv``); returns the exit code. The one place
+    where a command's errors become exit codes: unusable input is one line, anything else a bug's traceback."""
+    typed = sys.argv[1:] if argv is None else argv
     try:
-        code = _main(argv)
+        code = _main(typed)
     except BrokenPipeError:  # `precheck ... | head`: the reader left, nothing more to say
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:  # during start-up (its imports), before a command handles its own Ctrl-C
         print("precheck: interrupted during start-up", file=sys.stderr)
         return 130
+    except PrecheckError as e:
+        _error(e.line(lambda result_path: _resume_command(typed, result_path)))
+        code = e.exit_code
+    except OSError as e:  # a file the command reads or writes: the system's reason
+        _error(write_problem(e))
+        code = USAGE_EXIT_CODE
+    except Exception:
+        traceback.print_exc()
+        print(BUG_HINT, file=sys.stderr)
+        code = BUG_EXIT_CODE
     if argv is None:
         _leave_if_a_case_runs(code)
     return code
@@ -175,17 +160,16 @@ def _leave_if_a_case_runs(code: int) -> None:
     os._exit(code)
 
 
-def _main(argv: list[str] | None = None) -> int:
-    typed = sys.argv[1:] if argv is None else argv
+def _main(argv: list[str]) -> int:
     handlers = {
-        "run_ut": lambda args: _run(args, typed),
+        "run_ut": lambda args: _run(args, argv),
         "generate": _generate,
         "apis": _apis,
         "repro": _repro,
         "api_precision_compare": _precision_compare,
         "regress": _regress,
         "report": _report,
-        **compare_handlers(_error),
+        **compare_handlers(),
     }
     args = build_parser(handlers).parse_args(argv)
     return args.func(args)
@@ -200,39 +184,18 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
-    try:  # before the dump is read: a run that cannot write its rows must not start
-        _framework(args)
-        if args.csv_path is None:
-            output_folder(args.out_path)
-    except ValueError as e:
-        _error(e)
-        return 2
+    _framework(args)  # before the dump is read: a run that cannot write its rows must not start
+    if args.csv_path is None:
+        output_folder(args.out_path)
     if args.backend in ("auto", "process") and args.workers != 1 and not args.scheduler:
         from precheck.scheduling.forkserver import likely_pool, start_early
 
         if args.backend == "process" or likely_pool(args.api_info):
             start_early()  # a pool's workers come from it: its import of torch overlaps the run's own
-    from precheck.dump.records import DumpError
-    from precheck.dump.selection import ConfigError
-    from precheck.execution.sides import DeviceError
-    from precheck.report.runfiles import RunFileError
-    from precheck.run_ut import WriteFailed
-    from precheck.scheduling.process import WorkerStartError
-
     stop_on_term = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if stop_on_term else None
     try:
         summary = _run_ut(args, argv)
-    except (DumpError, DeviceError, RunFileError, ConfigError, WorkerStartError, ValueError) as e:
-        _error(e)
-        return 2
-    except WriteFailed as e:  # a full disk: the rows so far are whole, and the command that continues them
-        again = _resume_command(argv, e.result_path)
-        _error(f"cannot write results: {e}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}")
-        return 2
-    except OSError as e:
-        _error(write_problem(e))
-        return 2
     except KeyboardInterrupt as e:
         return _stopped(e, argv)
     finally:
@@ -284,7 +247,7 @@ def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
 def _framework(args: argparse.Namespace) -> str | None:
     """run_ut's --framework, or msprobe's top-level -f (``precheck -f mindspore run_ut ...``)."""
     if args.framework and args.dump_framework and args.framework != args.dump_framework:
-        raise ValueError(f"-f {args.dump_framework} before run_ut contradicts its --framework {args.framework}")
+        raise OptionError(f"-f {args.dump_framework} before run_ut contradicts its --framework {args.framework}")
     return args.framework or args.dump_framework
 
 
@@ -309,19 +272,11 @@ def _resume_command(argv: list[str], result_path: Path) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from precheck.report.frame import LoadError
     from precheck.report.html import write_report
 
-    try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _warning_line
-            page = write_report(args.path, args.out_path)
-    except LoadError as e:
-        _error(e)
-        return 2
-    except OSError as e:
-        _error(write_problem(e))
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_line
+        page = write_report(args.path, args.out_path)
     print(f"precheck report: {page}")
     return 0
 

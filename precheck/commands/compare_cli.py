@@ -83,27 +83,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     kd.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of a close item (default 1e-6)")
 
 
-def handlers(error: Callable[[object], None]) -> dict[str, Callable[[argparse.Namespace], int]]:
-    return {
-        "compare": lambda args: _guarded(_compare, args, error),
-        "overflow": lambda args: _guarded(_overflow, args, error),
-        "logits": lambda args: _guarded(_logits, args, error),
-        "keydata": lambda args: _guarded(_keydata, args, error),
-    }
-
-
-def _guarded(command: Callable[[argparse.Namespace], int], args: argparse.Namespace, error) -> int:
-    """Run a command; an input it cannot use or an output it cannot write is one line and exit code 2."""
-    from precheck.compare.entries import CompareInputError
-    from precheck.paths import OutputError, write_problem
-
-    try:
-        return command(args)
-    except (CompareInputError, OutputError) as e:
-        error(e)
-    except OSError as e:
-        error(write_problem(e))
-    return 2
+def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
+    """The commands' handlers; an input they cannot use or an output they cannot write is cli.main's one line."""
+    return {"compare": _compare, "overflow": _overflow, "logits": _logits, "keydata": _keydata}
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from api_registry.classes import api_class
+from precheck.errors import PrecheckError
 from precheck.grader.comparison import Metrics
 from precheck.grader.second_stage import SecondStage, second_stage
 from precheck.grader.status import ERROR, PASS, SKIP, worst
@@ -73,7 +74,7 @@ ALGORITHMS = {
 _STATUS = {"pass": PASS, "warning": "warning", "error": ERROR, "skip": SKIP}
 
 
-class CompareError(Exception):
+class CompareError(PrecheckError):
     """A details CSV cannot be used at all (one line, exit code 2)."""
 
 

@@ -50,6 +50,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from precheck.errors import PrecheckError
 from precheck.escape import markdown, markdown_code, unescape, unformula
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING
 from precheck.report.csv_files import read_csv_rows
@@ -78,8 +79,12 @@ REPORT_JSON = "regress_report.json"
 Status = str | None  # pass / warning / error / SKIP, None for a blank cell
 
 
-class RegressError(Exception):
+class RegressError(PrecheckError):
     """A result CSV cannot be used at all (missing, unreadable, not a result CSV): one line, exit code 2."""
+
+
+class ReportUnwritable(RegressError, OSError):
+    """The report cannot be written where asked; still an OSError, as it was before it got its one line."""
 
 
 @dataclass(frozen=True)
@@ -306,13 +311,16 @@ def _result_csv(path: str | os.PathLike) -> str | os.PathLike:
 
 def write_report(report: RegressReport, out_dir: str | os.PathLike = ".") -> tuple[Path, Path]:
     """Write regress_report.md and regress_report.json into out_dir (made if needed); fixed names, so a CI job
-    can publish them without globbing. Returns (markdown path, JSON path)."""
+    can publish them without globbing. Returns (markdown path, JSON path); ReportUnwritable says why not."""
     folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
     md_path, json_path = folder / REPORT_MD, folder / REPORT_JSON
-    for path, text in ((md_path, report.to_markdown()), (json_path, report.to_json())):
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # LF on every OS: byte-identical files
-            f.write(text)
-        os.replace(tmp, path)  # no reader ever sees half a report
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, text in ((md_path, report.to_markdown()), (json_path, report.to_json())):
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # LF on every OS: byte-identical files
+                f.write(text)
+            os.replace(tmp, path)  # no reader ever sees half a report
+    except OSError as e:
+        raise ReportUnwritable(f"cannot write the report: {e}") from e
     return md_path, json_path

@@ -20,6 +20,7 @@ import torch
 
 from api_registry import lookup
 from precheck.dump.records import DeviceArg, Dump, DumpError, TensorSpec, load_dump
+from precheck.errors import PrecheckError
 from precheck.inputs.builder import builder_for
 from precheck.paths import output_folder
 from precheck.walk import placed
@@ -121,7 +122,7 @@ for place, g in golden_grads.items():
 '''
 
 
-class ReproError(Exception):
+class ReproError(PrecheckError):
     """The API cannot be reproduced (one line, exit code 2)."""
 
 

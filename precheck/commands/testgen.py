@@ -21,6 +21,7 @@ from pathlib import Path
 
 from precheck.dump import safe_files
 from precheck.dump.records import Case, Dump, TensorSpec, load_dump
+from precheck.errors import PrecheckError
 from precheck.escape import escape
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
@@ -73,7 +74,7 @@ class Suite:
     refused: dict[str, str] | None = None  # data_name -> why generate did not copy it (run_ut's SKIP reason)
 
 
-class SuiteError(Exception):
+class SuiteError(PrecheckError):
     """The suite cannot be written where asked (one line, exit code 2)."""
 
 

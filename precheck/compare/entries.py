@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
+from precheck.errors import PrecheckError
 
 DIRECTIONS = ("forward", "backward", "parameters_grad")
 MAX_DEPTH = 32  # nesting of an argument (msprobe's own limit is lower)
@@ -32,7 +33,7 @@ _FIELDS = (  # (record field, name suffix, state) in msprobe's order: a module's
 _HEADER = ("task", "level", "framework", "dump_data_dir")
 
 
-class CompareInputError(Exception):
+class CompareInputError(PrecheckError):
     """A dump, a folder or a mapping that cannot be compared at all (one line, exit code 2)."""
 
 

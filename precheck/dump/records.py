@@ -33,6 +33,7 @@ from precheck.dump.decode import (
 )
 from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
 from precheck.dump.mindspore import MINDSPORE, translate
+from precheck.errors import PrecheckError
 
 __all__ = [
     "MAX_NAME",
@@ -57,7 +58,7 @@ FRAMEWORKS = ("pytorch", MINDSPORE)
 MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 
 
-class DumpError(Exception):
+class DumpError(PrecheckError):
     """The file as a whole is not a usable msprobe dump (reported as one line, exit code 2)."""
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from precheck.dump.jsonstream import read_json
 from precheck.dump.records import Case
+from precheck.errors import PrecheckError
 
 MAX_CONFIG = 16 << 20  # bytes: a config lists API names, a few kilobytes
 
 
-class ConfigError(Exception):
+class ConfigError(PrecheckError):
     """The -config file cannot be used (one line, exit code 2)."""
 
 

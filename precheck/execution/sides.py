@@ -14,9 +14,10 @@ from typing import Any
 import torch
 
 from precheck.dump.records import DeviceArg
+from precheck.errors import PrecheckError
 
 
-class DeviceError(ValueError):
+class DeviceError(PrecheckError, ValueError):
     """The requested device does not exist on this machine (a one-line CLI error)."""
 
 

@@ -18,6 +18,7 @@ import torch
 
 from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, Dump
+from precheck.errors import OptionError
 from precheck.execution.honest_run import repeats_honest
 from precheck.execution.mindspore_target import MindSporeUnavailable, TimedOut, Unsupported, run_in_mindspore
 from precheck.execution.options import TARGETS, CheckOptions
@@ -186,7 +187,7 @@ def target_for(options: CheckOptions) -> Target:
     """The target ``options`` name, on their device; ValueError for a name no kind has."""
     kind = _KINDS.get(options.target)
     if kind is None:
-        raise ValueError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
+        raise OptionError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
     return kind(options)
 
 
@@ -195,10 +196,10 @@ def for_framework(options: CheckOptions, dump: Dump) -> CheckOptions:
     of a tensor dump, MindSpore's run of a statistics dump); ValueError for a target the dump cannot have."""
     if dump.framework != MINDSPORE:
         if options.target == "mindspore":
-            raise ValueError(f"--target mindspore re-runs MindSpore dumps; {dump.path} is a PyTorch dump")
+            raise OptionError(f"--target mindspore re-runs MindSpore dumps; {dump.path} is a PyTorch dump")
         return options
     if options.target == "compile":
-        raise ValueError("--target compile runs torch.compile; a MindSpore dump is graded as recorded or mindspore")
+        raise OptionError("--target compile runs torch.compile; a MindSpore dump is graded as recorded or mindspore")
     if options.target == "device":
         return replace(options, target="recorded" if dump.task == "tensor" else "mindspore")
     return options

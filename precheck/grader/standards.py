@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from precheck.errors import OptionError
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.grader.comparison import Metrics
 from precheck.grader.limits import is_low_precision, limits_for
@@ -242,6 +243,6 @@ def resolve(standard: str, api_class: str | None, has_reference: bool) -> str:
     reference exists, else to default."""
     if standard != "auto":
         if standard not in STANDARDS:
-            raise ValueError(f"unknown standard {standard!r} (choose from {', '.join(STANDARD_CHOICES)})")
+            raise OptionError(f"unknown standard {standard!r} (choose from {', '.join(STANDARD_CHOICES)})")
         return standard
     return AUTO_ROUTES.get(api_class or "", "benchmark" if has_reference else "default")

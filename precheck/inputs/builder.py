@@ -18,13 +18,14 @@ from precheck.dump import safe_files
 from precheck.dump.ptfile import NotAnArchive, PtError, inspect, read
 from precheck.dump.records import Case, TensorSpec
 from precheck.dump.safe_files import DataFile, Refused, load_npy, open_file, reason, shown
+from precheck.errors import PrecheckError
 from precheck.inputs.synth import rng_for, synthesize
 from precheck.walk import flatten, map_placed
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
 
 
-class InputError(Exception):
+class InputError(PrecheckError):
     """An argument cannot be rebuilt; the message is the SKIP reason."""
 
 

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.errors import PrecheckError
 from precheck.results import split_row_name
 from precheck.schema import DETAILS_HEADER, ENGLISH, RESULT_HEADER
 
@@ -49,7 +50,7 @@ def dtype_name(cell: str) -> str:
     return cell
 
 
-class LoadError(ValueError):
+class LoadError(PrecheckError, ValueError):
     """A path that holds no readable accuracy_checking CSVs (one line, naming the path)."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from precheck.dump.jsonstream import read_json
+from precheck.errors import PrecheckError
 from precheck.paths import create_new
 from precheck.schema import DETAILS, JOURNAL, RESULT, RESULT_NAME, SIDECAR
 
@@ -32,7 +33,7 @@ _SIDECAR_FIELDS = {"dump": "text", "standard": "text", "max_abs": "a finite numb
                    "versions": "an object of texts"}  # fmt: skip
 
 
-class RunFileError(Exception):
+class RunFileError(PrecheckError):
     """A run's files cannot be created or continued (one line, exit code 2)."""
 
 
