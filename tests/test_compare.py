@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from precheck.commands.cli import main
-from precheck.compare import table
+from precheck.compare.modes import MODES
 from tests.helpers import DATA
 
 CMP = DATA / "compare"
@@ -81,7 +81,7 @@ def _msprobe_headers() -> dict[str, list[str]]:
 @pytest.mark.parametrize("mode", ["tensor", "statistics", "md5"])
 @pytest.mark.parametrize("stack", [False, True])
 def test_headers_are_msprobes(mode, stack):
-    assert table.header(mode, stack) == _msprobe_headers()[mode + ("+stack" if stack else "")]
+    assert MODES[mode].header(stack) == _msprobe_headers()[mode + ("+stack" if stack else "")]
 
 
 @pytest.mark.parametrize(

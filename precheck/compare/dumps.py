@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import time
 from collections import Counter
@@ -25,12 +24,12 @@ from precheck.compare.entries import DumpIndex, Item, Record, open_dump, split_k
 from precheck.compare.fused import Elements
 from precheck.compare.localize import localize
 from precheck.compare.mapping import NameMap, torch_dtype
-from precheck.compare.metrics import TensorMetrics, load_elements, stats_deviation, tensor_metrics
+from precheck.compare.metrics import TensorMetrics, load_elements, tensor_metrics
+from precheck.compare.modes import CompareMode, compare_mode
 from precheck.compare.overflow import non_finite
 from precheck.compare.record_log import RecordLog
-from precheck.compare.rules import judge
 from precheck.compare.stacks import Stacks
-from precheck.compare.table import CompareCsv, header, make_row
+from precheck.compare.table import CompareCsv
 from precheck.dump.ptarchive import PtError
 from precheck.paths import claim_stamp, output_folder
 
@@ -44,7 +43,7 @@ class DumpComparison:
 
     target: str
     bench: str
-    mode: str
+    mode: CompareMode
     csv_path: Path
     summary_path: Path
     records_path: Path
@@ -71,7 +70,7 @@ class DumpComparison:
         return {
             "target": self.target,
             "bench": self.bench,
-            "mode": self.mode,
+            "mode": self.mode.name,
             "compare_csv": str(self.csv_path),
             "records_csv": str(self.records_path),
             "rows": self.rows,
@@ -90,13 +89,6 @@ class DumpComparison:
 
     def _verdict(self, name: str) -> dict[str, Any]:
         return {"precheck": self.prechecked[name]} if name in self.prechecked else {}
-
-
-def compare_mode(target: DumpIndex, bench: DumpIndex) -> str:
-    """tensor when both dumps hold tensors, md5 when both hold CRC-32s, statistics otherwise."""
-    if target.summary_mode == bench.summary_mode:
-        return target.summary_mode
-    return "statistics"
 
 
 def compare_dumps(
@@ -131,7 +123,7 @@ def compare_dumps(
     ):
         sides = _Sides(t, b, t_file, b_file)
         pairs = _pairs(sides, names)
-        out = _Out(CompareCsv(f, header(mode, stacks.present)), RecordLog(g))
+        out = _Out(CompareCsv(f, mode.header(stacks.present)), RecordLog(g))
         result.records_total = len(pairs)
         write_summary(result)  # a compare killed from here on is reported as unfinished, not as agreeing
         for i, j in pairs:
@@ -229,7 +221,7 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
     if shown.problem or (b_rec is not None and b_rec.problem):
         result.divergence.count(UNREADABLE)
         out.log.alone(shown.key, shown.direction, UNREADABLE, shown.problem or b_rec.problem)
-        row = make_row(result.mode, None, None, None)
+        row = result.mode.row(None, None, None)
         row.update(
             {"NPU Name": shown.key, "Result": "error", "Err_message": json.dumps([shown.problem or b_rec.problem])}
         )
@@ -237,7 +229,7 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
         result.results["error"] += 1
         return
     rows, deviations = _rows(result.mode, t_rec, b_rec, sides.t, sides.b)
-    judge(rows, result.mode, names.api(shown.api) if t_rec else shown.api)
+    result.mode.judge(rows, names.api(shown.api) if t_rec else shown.api)
     if t_rec is not None and rows and stacks.present:
         rows[0]["NPU_Stack_Info"] = stacks.of(t_rec.key)
     for row in rows:
@@ -252,18 +244,18 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
         result.first_overflow = t_rec.key
 
 
-def _rows(mode: str, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b: DumpIndex):
+def _rows(mode: CompareMode, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b: DumpIndex):
     rows, deviations = [], {}
     if t_rec is None:
-        return [make_row(mode, None, item, None) for item in b_rec.items], deviations
+        return [mode.row(None, item, None) for item in b_rec.items], deviations
     pairs = _item_pairs(t_rec, b_rec)
-    tensors = [(i, o) for i, o in pairs if o is not None and mode == "tensor" and i.tensor and o.tensor]
+    tensors = [(i, o) for i, o in pairs if o is not None and mode.reads_tensors and i.tensor and o.tensor]
     computed = {id(i): _tensor_pair(t, b, i, o) for i, o in tensors}  # one thread: see fused.passed
     for item, other in pairs:
         metrics = computed.get(id(item))
         if other is not None:
-            deviations[item.name] = (_deviation(mode, item, other, metrics), tolerance(item, other))
-        rows.append(make_row(mode, _spelled(item), other, metrics))
+            deviations[item.name] = (mode.deviation(item, other, metrics), tolerance(item, other))
+        rows.append(mode.row(_spelled(item), other, metrics))
     return rows, deviations
 
 
@@ -335,19 +327,6 @@ def _bf16(a: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
     return rounded.view(np.float32)
-
-
-def _deviation(mode: str, item: Item, other: Item, metrics: TensorMetrics | None) -> float:
-    if not item.tensor or not other.tensor:
-        return 0.0 if str(item.stats[0]) == str(other.stats[0]) else math.inf
-    if item.shape != other.shape and (metrics is None or metrics.deviation is None):
-        return math.inf
-    if mode == "md5":
-        return 0.0 if item.md5 == other.md5 else math.inf
-    if metrics is not None and metrics.deviation is not None:
-        return metrics.deviation
-    dev = stats_deviation(item.stats, other.stats)
-    return 0.0 if dev is None else dev
 
 
 def _overflows(record: Record) -> bool:

@@ -47,7 +47,7 @@ def localize(
         "replayed_calls": 0,
         "replay_seconds": 0.0,
     }
-    if result.mode != "tensor":
+    if not result.mode.reads_tensors:
         info["why"] = f"a {result.mode} dump holds no tensors to grade against a golden: the tolerance rule alone"
     elif not d.candidates:
         info["why"] = "no record before it deviates within rounding: nothing for the honest-kernel rule to grade"

@@ -15,6 +15,7 @@ change of kind (a float against an integer) is the dtype error.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 PASS, WARNING, ERROR, UNMATCHED = "pass", "warning", "error", "unmatched"
@@ -122,9 +123,24 @@ def _statistics_rules(inputs: list[dict], outputs: list[dict]) -> None:
             _set(outputs[0], WARNING, "The norm relative error of output is 10 times that of input.")
 
 
-def _md5_rules(rows: list[dict]) -> None:
+def judge_tensors(inputs: list[dict], outputs: list[dict]) -> None:
+    """The tensor mode's rules: what every mode but md5 checks, then the one-thousandth ratio's fall."""
+    _common(inputs + outputs)
+    _scalars(inputs)
+    _tensor_rules(inputs, outputs)
+
+
+def judge_statistics(inputs: list[dict], outputs: list[dict]) -> None:
+    """The statistics mode's rules: what every mode but md5 checks, then the L2norm's relative error's growth."""
+    _common(inputs + outputs)
+    _scalars(inputs)
+    _statistics_rules(inputs, outputs)
+
+
+def judge_md5(inputs: list[dict], outputs: list[dict]) -> None:
+    """The md5 mode's rule: two CRC-32s differ (error), or one side has none (warning)."""
     empty = ("N/A", "Nan", "", None)
-    for row in rows:
+    for row in inputs + outputs:
         if row["NPU MD5"] != row["BENCH MD5"]:
             if row["NPU MD5"] in empty or row["BENCH MD5"] in empty:
                 _set(row, WARNING, "The parameter of NPU does not match the bench.")
@@ -132,8 +148,9 @@ def _md5_rules(rows: list[dict]) -> None:
                 _set(row, ERROR, "The CRC-32 value of NPU differs from that of the bench.")
 
 
-def judge(rows: list[dict], mode: str, api: str) -> None:
-    """Set ``Result`` and ``Err_message`` on the rows of one record (rows of an unmatched record say so)."""
+def judge(rows: list[dict], api: str, rules: Callable[[list[dict], list[dict]], None]) -> None:
+    """Set ``Result`` and ``Err_message`` on the rows of one record (rows of an unmatched record say so);
+    ``rules``: its compare mode's (precheck.compare.modes), on the input and output rows msprobe checks."""
     for row in rows:
         row["Result"], row["_messages"] = PASS, row.pop("_notes", [])
     bare = api.split(".")[1] if "." in api else api
@@ -143,13 +160,7 @@ def judge(rows: list[dict], mode: str, api: str) -> None:
         inputs, outputs = [], []
     elif bare in _INPUTS_IGNORED:
         inputs = []
-    checked = inputs + outputs
-    if mode == "md5":
-        _md5_rules(checked)
-    else:
-        _common(checked)
-        _scalars(inputs)
-        (_tensor_rules if mode == "tensor" else _statistics_rules)(inputs, outputs)
+    rules(inputs, outputs)
     for row in rows:
         if not _matched(row):
             row["Result"] = UNMATCHED
