@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from precheck.escape import escape
 
 if TYPE_CHECKING:
-    from precheck.compare.dumps import DumpComparison
+    from precheck.compare.summary import DumpComparison
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:

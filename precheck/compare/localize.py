@@ -26,7 +26,7 @@ from precheck.compare.entries import DumpIndex, split_key
 from precheck.compare.record_log import mark_suspect
 
 if TYPE_CHECKING:
-    from precheck.compare.dumps import DumpComparison
+    from precheck.compare.summary import DumpComparison
 
 __all__ = ["MAX_REPLAYED", "localize"]
 

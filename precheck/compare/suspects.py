@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from precheck.compare.divergence import call_of
-from precheck.compare.dumps import DumpComparison
+from precheck.compare.summary import DumpComparison
 from precheck.compare.entries import DumpIndex, open_dump
 from precheck.dump import safe_files
 
