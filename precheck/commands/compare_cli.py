@@ -132,8 +132,9 @@ def _precheck(result: DumpComparison, out: Path, device: str) -> None:
     from precheck.compare.dumps import write_summary
     from precheck.compare.record_log import add_verdicts
     from precheck.compare.suspects import precheck_suspects
+    from precheck.run_ut import run_ut
 
-    precheck_suspects(result, out, device)
+    precheck_suspects(result, out, run_ut, device)
     add_verdicts(result.records_path, result.prechecked)
     write_summary(result)
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from precheck.compare.divergence import call_of
-from precheck.compare.summary import DumpComparison
 from precheck.compare.entries import DumpIndex, open_dump
+from precheck.compare.summary import DumpComparison
 from precheck.dump import safe_files
 
 MAX_PRECHECKED = 50  # calls replayed by one compare
@@ -75,10 +77,12 @@ def _data_names(value) -> list[str]:
     return []
 
 
-def precheck_suspects(comparison: DumpComparison, out_dir: Path, device: str = "cpu") -> dict[str, dict[str, str]]:
-    """Replay the suspects with run_ut; the verdict of each suspect record's call, by record name."""
+def precheck_suspects(
+    comparison: DumpComparison, out_dir: Path, run_ut: Callable[..., Any], device: str = "cpu"
+) -> dict[str, dict[str, str]]:
+    """Replay the suspects with ``run_ut`` (precheck.run_ut.run_ut, passed in by the command: run_ut sits above
+    compare); the verdict of each suspect record's call, by record name."""
     from precheck.execution.options import CheckOptions
-    from precheck.run_ut import run_ut
 
     target = open_dump(comparison.target)
     calls = suspect_calls(comparison)
