@@ -195,3 +195,18 @@ def test_every_link_leads_to_a_file_and_heading_of_the_checkout(page):
 
 def test_the_readme_is_read_in_five_minutes():
     assert len(TEXT[README].splitlines()) <= 200
+
+
+def test_the_supported_counts_the_apis_page_states_are_those_apis_gives():
+    import torch
+
+    from precheck.commands.apis import supported
+
+    text = " ".join(TEXT[ROOT / "docs/guide/apis.md"].split())
+    version, counts = re.search(r"\(torch (\d+\.\d+): ([^()]*(?:\([^()]*\)[^()]*)*)\)", text).groups()
+    if not torch.__version__.startswith(version + "."):
+        pytest.skip(f"the page counts torch {version}'s APIs; this is torch {torch.__version__}")
+    stated = {
+        p.replace("ATen", "Aten"): int(n.replace(",", "")) for n, p in re.findall(r"(\d[\d,]*) ([A-Z]\w*)", counts)
+    }
+    assert stated == {prefix: sum(c.values()) for prefix, c in supported().items()}
