@@ -73,6 +73,7 @@ class ApiResult:
     message: str
     details: list[DetailRow] = field(default_factory=list)
     inputs: dict[str, Any] | None = None  # input tensors by argument place, only with CheckOptions.keep_tensors
+    generated_inputs: bool = False  # graded on inputs generated from the dump's statistics, not recorded ones
 
     def rows(self, direction: Direction) -> list[DetailRow]:
         return [d for d in self.details if d.direction == direction]
@@ -108,19 +109,16 @@ def skipped(record: Recorded, reason: str, code: Reason = Reason.SKIPPED) -> Api
     return _one_row(record, SKIP, SKIP if record.has_backward else None, reason, code)
 
 
-TIMED_OUT = "timed out after"
-
-
 def timed_out(record: Recorded, seconds: float) -> ApiResult:
     """A record whose check ran past its time limit: SKIP, not an error. How long a call takes says nothing of its
     precision, and on a busy machine a call that passes with more time ran past the limit: as an error it failed a
     nightly ``--fail-on error`` gate for the machine's load. The same row from every scheduler."""
-    return skipped(record, f"{TIMED_OUT} {seconds:g} s; not graded", Reason.TIMED_OUT)
+    return skipped(record, f"timed out after {seconds:g} s; not graded", Reason.TIMED_OUT)
 
 
-def is_timed_out(status: Status | str, message: str) -> bool:
-    """Whether a row (its forward status and message) is ``timed_out``'s, so summaries count it apart."""
-    return status == SKIP and message.startswith(TIMED_OUT)
+def is_timed_out(result: ApiResult) -> bool:
+    """Whether a result is ``timed_out``'s, so summaries count it apart."""
+    return result.forward == SKIP and any(d.comparison.reason == Reason.TIMED_OUT for d in result.details)
 
 
 def failed(record: Recorded, reason: str) -> ApiResult:
@@ -137,13 +135,17 @@ def graded(
     *,
     backward_status: Status | None = None,
     inputs: dict[str, Any] | None = None,
+    generated_inputs: bool = False,
 ) -> ApiResult:
     """The result of graded rows: each direction's worst status; the backward's is ``backward_status`` when
     given (a recorded backward of which nothing could be graded is SKIP), else None when no row was graded."""
     if backward_status is None and backward:
         backward_status = worst(r.status for r in backward)
     forward_status = worst(r.status for r in forward)
-    return ApiResult(record.name, record.order, forward_status, backward_status, message, forward + backward, inputs)
+    details = forward + backward
+    return ApiResult(
+        record.name, record.order, forward_status, backward_status, message, details, inputs, generated_inputs
+    )
 
 
 def load(path: str | os.PathLike) -> pandas.DataFrame:

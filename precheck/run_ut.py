@@ -218,7 +218,7 @@ class _Tally:
 
     def __call__(self, result: ApiResult) -> None:
         self.statuses[result.forward, result.backward] += 1
-        self.timed_out += is_timed_out(result.forward, result.message)
+        self.timed_out += is_timed_out(result)
         if self.keep_results:
             self.results.append(result)
 

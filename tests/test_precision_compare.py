@@ -13,6 +13,7 @@ from helpers import DATA, real_dump_json
 
 from precheck.commands.cli import main
 from precheck.commands.precision_compare import DETAILS_HEADER_2, api_precision_compare
+from precheck.report import reasons
 from precheck.run_ut import run_ut
 
 BOM = b"\xef\xbb\xbf"
@@ -46,8 +47,11 @@ def save(path: Path, header: list[str], rows: list[dict[str, str]]) -> Path:
 
 
 def edited(src: Path, dst: Path, edit=None) -> Path:
+    """A copy of a details CSV, its reasons file beside it (a random op's verdict stands by its code)."""
     header, rows = load(src)
     rows = edit(rows) or rows if edit else rows
+    if reasons.path_for(src).is_file():
+        shutil.copy(reasons.path_for(src), reasons.path_for(dst))
     return save(dst, header, rows)
 
 

@@ -13,6 +13,7 @@ from helpers import DATA, browser, chromium, dom_of, real_dump_json, report_with
 
 from precheck.commands.cli import main
 from precheck.execution.options import CheckOptions
+from precheck.report import reasons
 from precheck.report.advice import advise
 from precheck.report.html import write_report
 from precheck.results import load
@@ -245,7 +246,17 @@ def test_every_advice_card_ends_with_what_to_do(tmp_path):
         _row("Torch.mm.0.forward.output.0", "torch.bfloat16", "error", "worse than an honest bf16 kernel: error 3x"),
         _row("Torch.div.0.forward.output.0", "torch.bfloat16", "warning", "only 99% within 1e-3", ULP误差最大值="0.5"),
     ]
-    page = write_report(_details_csv(tmp_path / "accuracy_checking_details_1.csv", rows)).read_text("utf-8")
+    details = _details_csv(tmp_path / "accuracy_checking_details_1.csv", rows)
+    codes = [("nonfinite_mismatch", 1, False), ("rule_failed", 0, False), ("rule_failed", 0, True),
+             ("random_law", 0, False), ("honest_normwise", 0, False), ("rule_failed", 0, False)]  # fmt: skip
+    reasons.path_for(details).write_text(
+        "".join(
+            json.dumps({"row": r[0], "reason": c, "standard": "", "ratio": None, "nonfinite": n,
+                        "generated": g}) + "\n"
+            for r, (c, n, g) in zip(rows, codes, strict=True)
+        )
+    )  # fmt: skip
+    page = write_report(details).read_text("utf-8")
     cards = re.findall(r'<div class="finding" data-rule="(\w+)">(.*?)</div>', page)
     assert {rule for rule, _ in cards} == {
         "fp16_overflow", "underflow", "generated_inputs", "random_law", "beyond_rounding", "within_rounding"
@@ -419,5 +430,14 @@ def test_the_report_counts_timed_out_apis_apart(tmp_path):
         timed_out + [" "] * 15 + ["SKIP", "timed out after 0.3 s; not graded"],
         ["Torch.nope.0.forward.output.0", " ", " ", " ", " ", " "] + [" "] * 15 + ["SKIP", "not supported"],
     ]
-    page = write_report(_details_csv(tmp_path / "accuracy_checking_details_1.csv", cells)).read_text("utf-8")
+    details = _details_csv(tmp_path / "accuracy_checking_details_1.csv", cells)
+    codes = ["passed", "timed_out", "skipped"]  # the reasons file says which SKIP timed out, not the Message
+    reasons.path_for(details).write_text(
+        "".join(
+            json.dumps({"row": r[0], "reason": c, "standard": "", "ratio": None, "nonfinite": 0, "generated": False})
+            + "\n"
+            for r, c in zip(cells, codes, strict=True)
+        )
+    )
+    page = write_report(details).read_text("utf-8")
     assert "; 1 APIs timed out (SKIP, not graded; raise --timeout to grade them)</p>" in page

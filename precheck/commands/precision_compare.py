@@ -23,10 +23,13 @@ from pathlib import Path
 from api_registry.classes import api_class
 from precheck.errors import PrecheckError
 from precheck.grader.comparison import Metrics
+from precheck.grader.reasons import Reason
 from precheck.grader.second_stage import SecondStage, second_stage
 from precheck.grader.status import ERROR, PASS, SKIP, worst
 from precheck.paths import output_folder
+from precheck.report import reasons
 from precheck.report.csv_files import BLANK, cell, read_csv_rows, write_csv
+from precheck.report.reasons import RowReason
 from precheck.results import split_row_name
 from precheck.schema import CHINESE as _METRIC_COLUMNS
 
@@ -124,8 +127,10 @@ def _read(path: Path, side: str) -> list[dict[str, str]]:
     return rows
 
 
-def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool, standard: str) -> list[str]:
-    """One details row of the output: its 28 cells."""
+def _judge_row(
+    npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool, standard: str, reason: RowReason | None
+) -> list[str]:
+    """One details row of the output: its 28 cells; ``reason``: the row's in the first stage's reasons file."""
     name = npu["API Name"]
     out = {column: BLANK for column in DETAILS_HEADER_2}
     out["API Name"] = name
@@ -140,8 +145,9 @@ def _judge_row(npu: dict[str, str], gpu: dict[str, str] | None, duplicate: bool,
         api = found[0]
         stage1 = _STATUS.get(npu.get("Status", "").strip().lower(), "")
         message, dtype = npu.get("Message", "").strip(), npu.get("DEVICE Dtype", "")
+        random = reason is not None and reason.reason == Reason.RANDOM_LAW
         verdict = second_stage(
-            stage1, message, _metrics(npu), _metrics(gpu), dtype, api_class(api.rsplit(".", 1)[0]), standard
+            stage1, message, _metrics(npu), _metrics(gpu), dtype, api_class(api.rsplit(".", 1)[0]), standard, random
         )
     out.update({column: cell(value) for column, value in verdict.columns.items()})
     out["比对结果"] = verdict.status
@@ -165,8 +171,10 @@ def api_precision_compare(
     details: list[list[str]] = []
     per_api: dict[str, dict[str, list[str]]] = {}
     messages: dict[str, str] = {}
+    codes = reasons.read(Path(npu_csv)) or {}  # msprobe's CSVs, and precheck's from before the file, have none
     for row in npu_rows:
-        cells = _judge_row(row, gpu.get(row["API Name"]), row["API Name"] in duplicates, standard)
+        name = row["API Name"]
+        cells = _judge_row(row, gpu.get(name), name in duplicates, standard, codes.get(name))
         details.append(cells)
         found = split_row_name(row["API Name"])
         api, direction = (found[0], found[1]) if found else (row["API Name"], "forward")

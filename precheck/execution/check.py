@@ -246,7 +246,10 @@ def _graded(
     if worst(r.status for r in forward) == SKIP:
         problems.insert(0, "the API returned no output to compare")
     inputs = builder.tensors if options.keep_tensors else None
-    return graded(case, forward, backward, "; ".join(problems), backward_status=backward_status, inputs=inputs)
+    message, generated = "; ".join(problems), builder.generated > 0
+    return graded(
+        case, forward, backward, message, backward_status=backward_status, inputs=inputs, generated_inputs=generated
+    )
 
 
 def _random(
@@ -272,7 +275,8 @@ def _random(
         )
     if builder.generated:
         problems.append(builder.describe())
-    return graded(case, forward, backward, "; ".join(problems), backward_status=backward_status)
+    message, generated = "; ".join(problems), builder.generated > 0
+    return graded(case, forward, backward, message, backward_status=backward_status, generated_inputs=generated)
 
 
 def save_error_data(result: ApiResult, root: Path) -> Path:

@@ -223,4 +223,5 @@ def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder, no_no
         notes = at.notes
     message = "; ".join(filter(None, [*messages, *odd, *notes, builder.describe()]))
     backward_status = SKIP if case.has_backward and not backward else None
-    return graded(case, forward, backward, message, backward_status=backward_status)
+    generated = builder.generated > 0
+    return graded(case, forward, backward, message, backward_status=backward_status, generated_inputs=generated)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 
-from precheck.grader.choices import RANDOM_VERDICT
 from precheck.grader.comparison import Metrics
 from precheck.grader.dtypes import canonical, is_complex, is_floating
 from precheck.grader.limits import limits_for
@@ -49,12 +48,14 @@ def second_stage(
     device_dtype: str,
     api_class: str | None,
     standard: str,
+    random: bool = False,
 ) -> SecondStage:
     """One output of the target (``stage1``: its first-stage status, ``message`` its first-stage Message,
-    ``device_dtype`` its DEVICE Dtype cell) against the reference's metrics of the same output."""
+    ``device_dtype`` its DEVICE Dtype cell) against the reference's metrics of the same output. ``random``: the
+    first stage judged it by a random op's law (its reason code, grader/reasons.py)."""
     if stage1 == SKIP:
         return SecondStage(SKIP, "", message or "skipped in the first stage")
-    if RANDOM_VERDICT in message:
+    if random:
         # Two devices' random draws differ by design: the first stage's check of their law is the verdict.
         return SecondStage(stage1, "", message)
     if all(v is None for v in target.columns()):

@@ -8,12 +8,12 @@ torch.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.grader.reasons import BEYOND_ROUNDING, HONEST, Reason
 from precheck.report.recorded import accumulates, growth_of, inputs_finite, read_records
 
 if TYPE_CHECKING:
@@ -23,8 +23,10 @@ __all__ = ["Finding", "RULES", "advise"]
 
 HALF = ("torch.float16", "torch.bfloat16")
 MAX_EVIDENCE = 20  # rows shown per finding; the count says how many there are
-_NONFINITE = re.compile(r"inf/nan (?:mismatch|at) ")
-_HONEST_VERDICT = re.compile(r"honest|what \S+ explains")  # the default standard judged the row, not a rule
+NO_REASONS = (
+    "No findings: this run has no reasons file beside its CSVs (a run from before it, or msprobe's); "
+    "a newer precheck run gives them."
+)
 WITHIN_ULP = 1.0  # ULP error at most this: a faithful rounding of the golden (a correct one is within 0.5)
 
 
@@ -58,7 +60,7 @@ def _message(row: pandas.Series, length: int = 160) -> str:
 
 
 def fp16_overflow(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
-    rows = frame[(frame["dtype"] == "torch.float16") & frame["message"].str.contains(_NONFINITE)]
+    rows = frame[(frame["dtype"] == "torch.float16") & (frame["nonfinite"] > 0)]
     rows = rows[rows["status"].isin(["warning", "error"])]
     return _finding(
         "fp16_overflow",
@@ -90,8 +92,7 @@ def underflow(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
 
 def _generated(frame: pandas.DataFrame) -> pandas.Series:
     """Rows whose inputs were drawn from the dump's statistics, not recorded."""
-    said = frame.get("api_message", frame["message"]).fillna("") + frame["message"]
-    return said.str.contains("inputs generated from statistics", regex=False)
+    return frame["generated"]
 
 
 def low_precision_accumulation(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
@@ -120,7 +121,7 @@ def _accumulation_candidates(frame: pandas.DataFrame) -> pandas.Series:
 
 
 def nan_origin(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
-    rows = frame[frame["message"].str.contains(_NONFINITE) & (frame["direction"] == "forward")]
+    rows = frame[(frame["nonfinite"] > 0) & (frame["direction"] == "forward")]
     if dump is None or rows.empty:
         return None
     finite = rows["call"].map(lambda call: inputs_finite(dump, f"{call}.forward"))
@@ -155,7 +156,7 @@ def generated_inputs(frame: pandas.DataFrame, dump: dict | None) -> Finding | No
 
 
 def random_law(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
-    checked = frame["message"].str.contains("random op, checked statistically", regex=False)
+    checked = frame["reason"] == Reason.RANDOM_LAW
     rows = frame[checked & frame["status"].isin(["warning", "error"])]
     return _finding(
         "random_law",
@@ -173,7 +174,7 @@ def random_law(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
 
 
 def beyond_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
-    rows = frame[(frame["status"] == "error") & frame["message"].str.contains("worse than an honest", regex=False)]
+    rows = frame[(frame["status"] == "error") & frame["reason"].isin(BEYOND_ROUNDING)]
     return _finding(
         "beyond_rounding",
         "errors beyond what the dtype explains",
@@ -191,8 +192,8 @@ def beyond_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | Non
 def within_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
     """The other side: a failure of a standard stricter than the dtype (msprobe's, thousandth, absolute ...) on
     an output no element of which is off by more than one unit in the last place."""
-    judged_by_rule = ~frame["message"].str.contains(_HONEST_VERDICT)
-    failed = frame["status"].isin(["warning", "error"]) & ~frame["message"].str.contains(_NONFINITE)
+    judged_by_rule = ~frame["reason"].isin(HONEST)
+    failed = frame["status"].isin(["warning", "error"]) & (frame["nonfinite"] == 0)
     rows = frame[failed & judged_by_rule & (frame["ulp_max"] <= WITHIN_ULP)]
     return _finding(
         "within_rounding",
@@ -214,9 +215,13 @@ RULES = (fp16_overflow, underflow, low_precision_accumulation, nan_origin, beyon
 
 
 def advise(frame: pandas.DataFrame, dump_json: str | Path | None = None) -> list[Finding]:
-    """Every rule that fires on ``frame``; ``dump_json`` (the run's dump) lets a rule read recorded inputs."""
+    """Every rule that fires on ``frame``; ``dump_json`` (the run's dump) lets a rule read recorded inputs. The
+    rules read the rows' reasons (precheck/report/reasons.py), never their Messages: a run without a reasons file
+    (from before it, or msprobe's) gets no findings, and the report says so (NO_REASONS)."""
+    if not frame.attrs.get("reasons"):
+        return []
     dump = None
-    born = frame[frame["message"].str.contains(_NONFINITE)]
+    born = frame[frame["nonfinite"] > 0]
     grown = frame[_accumulation_candidates(frame)]
     keys = {f"{c}.forward" for c in [*born["call"], *grown["call"]]}
     keys |= {f"{c}.{d}" for c, d in zip(grown["call"], grown["direction"], strict=True)}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from precheck.escape import escape, formula_safe
-from precheck.report import runfiles
+from precheck.report import reasons, runfiles
 from precheck.report.runfiles import RunFileError
 from precheck.results import ApiResult, DetailRow
 from precheck.schema import DETAILS_HEADER, RESULT_HEADER
@@ -135,6 +135,7 @@ class CsvReport:
                 if identity is not None:  # last: a run without one has no row, and cannot be resumed
                     runfiles.write_sidecar(self.sidecar_path, identity)
             self._files = {"result": open(self.result_path, "ab"), "details": open(self.details_path, "ab")}
+            self._reasons = open(reasons.path_for(self.details_path), "ab")  # appended in any order: not ranked
         except BaseException:
             self._journal.close()
             raise
@@ -195,7 +196,10 @@ class CsvReport:
         runfiles.journal_start(self._journal, name)
 
     def add(self, r: ApiResult) -> None:
-        self._write(r.order, _line(result_row(r)), "".join(_line(detail_row(d)) for d in r.details))
+        rows = [detail_row(d) for d in r.details]
+        self._write(r.order, _line(result_row(r)), "".join(map(_line, rows)))
+        self._reasons.write(reasons.lines(r, [row[0] for row in rows]).encode("utf-8"))
+        self._reasons.flush()
 
     def _write(self, order: int, result: str, details: str) -> None:
         # Details first: a result row on disk always has its details. A flush puts the rows in the OS's hands:
@@ -211,7 +215,7 @@ class CsvReport:
     def close(self, complete: bool = True, interrupted: bool = False) -> None:
         """Put both files in dump order (results arrive in completion order) and close them; a complete run
         needs its journal no more. ``interrupted``: stopped in an orderly way, no API is to blame."""
-        for f in self._files.values():
+        for f in (*self._files.values(), self._reasons):
             f.close()
         ranked = sorted(range(len(self._orders)), key=self._orders.__getitem__)
         for kind, path, header in (
@@ -245,7 +249,7 @@ class CsvReport:
                 raise
             # The run failed already (a full disk fails the reordering too): its error is the one to report. The
             # rows stay in completion order, which a resume repairs; no temporary file is left behind.
-            for f in self._files.values():
+            for f in (*self._files.values(), self._reasons):
                 with contextlib.suppress(OSError):
                     f.close()  # a write that failed is still buffered: closing retries it, and fails again
             for path in (self.details_path, self.result_path):

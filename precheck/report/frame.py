@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.errors import PrecheckError
+from precheck.report import reasons
 from precheck.results import split_row_name
 from precheck.schema import DETAILS_HEADER, ENGLISH, RESULT_HEADER
 
@@ -29,7 +29,6 @@ __all__ = [
     "csv_pair",
     "read_table",
     "decisive_reason",
-    "honest_multiple",
     "worst_errors",
 ]
 
@@ -106,9 +105,30 @@ def load(path: str | os.PathLike) -> pandas.DataFrame:
     frame["status"] = details["Status"].str.strip()
     frame["message"] = details.get("Message", pd.Series([""] * len(details))).str.strip()
     frame = pd.concat([frame, details[[c for c in details if c in ENGLISH or c in ENGLISH.values()]]], axis=1)
+    found = reasons.read(details_path)
+    frame = _with_reasons(frame, details["API Name"], found)
     if result_path is not None:
         frame = frame.merge(_api_statuses(result_path), on="call", how="left")
-    return frame[_FIRST + [c for c in frame if c not in _FIRST]]
+    frame = frame[_FIRST + [c for c in frame if c not in _FIRST]]
+    frame.attrs["reasons"] = found is not None  # False: a run from before its reasons file, or msprobe's
+    return frame
+
+
+def _with_reasons(
+    frame: pandas.DataFrame, names: pandas.Series, found: dict[str, reasons.RowReason] | None
+) -> pandas.DataFrame:
+    """The reasons file's columns (precheck/report/reasons.py): ``reason``, ``standard``, ``honest_multiple``,
+    ``nonfinite`` and ``generated``; None, NaN, 0 and False where the run wrote no reasons file."""
+    import pandas as pd
+
+    known = found or {}
+    rows = [known.get(n) for n in names]
+    frame["reason"] = pd.Series([r.reason if r else None for r in rows], dtype=object)
+    frame["standard"] = pd.Series([r.standard if r else "" for r in rows], dtype=object)
+    frame["honest_multiple"] = pd.Series([r.ratio if r and r.ratio is not None else math.nan for r in rows])
+    frame["nonfinite"] = pd.Series([r.nonfinite if r else 0 for r in rows], dtype="int64")
+    frame["generated"] = pd.Series([bool(r and r.generated) for r in rows], dtype=bool)
+    return frame
 
 
 def read_table(path: Path, needed: list[str], kind: str = "an accuracy_checking CSV") -> pandas.DataFrame:
@@ -147,6 +167,7 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
     import csv
 
     worst: dict[str, tuple[tuple[float, float, float], str, str]] = {}
+    found = reasons.read(details) or {}
     with open(details, encoding="utf-8-sig", newline="") as f:
         for row in csv.DictReader(f):
             if row.get("Status", "").strip() != "error":
@@ -155,7 +176,8 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
             call, where = (parts[0], f"{parts[1]}.output.{parts[2]}") if parts else (row.get("API Name", ""), "")
             cosine, max_abs = _number(row.get("余弦相似度")), _number(row.get("最大绝对误差"))
             reason = decisive_reason(row.get("Message", ""))
-            ratio = honest_multiple(reason)
+            known = found.get(row.get("API Name", ""))
+            ratio = known.ratio if known is not None else None
             key = (
                 -ratio if ratio is not None else 0.0,
                 cosine if cosine == cosine else 2.0,
@@ -168,16 +190,6 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
                 worst[call] = (key, where, reason or ", ".join(figures))
     ranked = sorted(worst.items(), key=lambda item: item[1][0])[:limit]
     return [f"    {call} {where}: {reason}" for call, (_, where, reason) in ranked]
-
-
-_HONEST_RATIO = re.compile(r"error ([0-9.]+(?:e[-+]?[0-9]+)?)x (?:the|an|a modeled) honest")
-
-
-def honest_multiple(message: str) -> float | None:
-    """The output's normwise error as a multiple of an honest kernel's, where its Message says it (the default
-    standard writes it on errors and on warnings it measured); None where it does not."""
-    found = _HONEST_RATIO.search(message)
-    return float(found[1]) if found else None
 
 
 def decisive_reason(message: str, width: int = 160) -> str:

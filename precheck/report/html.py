@@ -21,11 +21,11 @@ import numpy
 
 from precheck.escape import shell_command, unescape, unformula
 from precheck.grader.choices import NORMWISE_FACTOR
-from precheck.report.advice import Finding, advise
-from precheck.report.frame import csv_pair, honest_multiple, load
+from precheck.grader.reasons import Reason
+from precheck.report.advice import NO_REASONS, Finding, advise
+from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
-from precheck.results import is_timed_out
 from precheck.schema import COLOURS, WORST_FIRST
 
 if TYPE_CHECKING:
@@ -88,7 +88,12 @@ def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: s
     """The page: summary, scatter plot, expert advice and the table of APIs."""
     apis = _apis(frame, run.get("dump"))
     index = {a["call"]: i for i, a in enumerate(apis)}
-    sections = [_summary(frame, run, apis), _scatter(frame, index, run), _advice(findings), _table_shell(apis)]
+    sections = [
+        _summary(frame, run, apis),
+        _scatter(frame, index, run),
+        _advice(findings, frame.attrs.get("reasons", False)),
+        _table_shell(apis),
+    ]
     return page(title, sections, apis)
 
 
@@ -162,7 +167,7 @@ def _summary(frame: pandas.DataFrame, run: dict, apis: list[dict]) -> str:
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in options.items())
     grids = _api_counts(apis) + "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
     standard = esc(run.get("standard", "not recorded"))
-    late = frame["call"][[is_timed_out(s, m) for s, m in zip(frame["status"], frame["message"], strict=True)]]
+    late = frame["call"][frame["reason"] == Reason.TIMED_OUT]
     late_apis = f"; {late.nunique()} APIs timed out (SKIP, not graded; raise --timeout to grade them)"
     return (
         f'<section id="summary"><h2>Summary</h2><p>{len(frame)} compared outputs of {len(apis)} APIs, '
@@ -253,8 +258,8 @@ def _honest_plot(points: pandas.DataFrame, index: dict[str, int], run: dict) -> 
     w, h = WIDTH - LEFT - PAD, HEIGHT - BOTTOM - PAD
     marks = []
     for _, r in points.iterrows():
-        multiple = honest_multiple(r["message"])
-        if multiple is not None:
+        multiple = r["honest_multiple"]
+        if multiple == multiple:  # not NaN: the verdict states one
             y = PAD + h - log_scale(max(multiple, RATIO_LOW), RATIO_LOW, RATIO_HIGH, h)
         else:
             y = PAD if r["status"] == "error" else PAD + h
@@ -304,9 +309,10 @@ def _axes(w: float, h: float, max_abs: float, gap: float) -> str:
     return "".join(parts)
 
 
-def _advice(findings: list[Finding]) -> str:
+def _advice(findings: list[Finding], has_reasons: bool) -> str:
     if not findings:
-        return '<section id="advice"><h2>Expert advice</h2><p>No rule fired on this run.</p></section>'
+        said = "No rule fired on this run." if has_reasons else esc(NO_REASONS)
+        return f'<section id="advice"><h2>Expert advice</h2><p>{said}</p></section>'
     items = []
     for f in findings:
         evidence = "".join(f"<li>{esc(line)}</li>" for line in f.evidence)
