@@ -26,6 +26,7 @@ import torch
 from api_registry import ApiEntry
 from precheck.dump.records import DeviceArg, TensorSpec
 from precheck.execution.sides import CompileError, Side
+from precheck.grader.side_run import NodeGrads, SideRun
 from precheck.walk import flatten
 
 # The replayed calls' own warnings (torch deprecating an API the model used) are logged here, not shown: on the
@@ -50,32 +51,6 @@ def quiet_replayed(show: Callable[..., None]) -> Callable[..., None]:
             show(message, category, filename, lineno, *rest)
 
     return showwarning
-
-
-@dataclass
-class SideRun:
-    """What one side produced: flat forward outputs, input gradients (None where no gradient flowed), or the
-    one-line error the call raised."""
-
-    outputs: list[Any]
-    grads: dict[int, torch.Tensor | None] | None = None  # tensor-argument index -> gradient
-    error: str | None = None
-    compile_failed: bool = False  # the error is the compiler's, not the API's
-    node: NodeGrads | None = None  # only with hook_node: the node msprobe's backward hook sits on
-
-
-@dataclass(frozen=True)
-class NodeGrads:
-    """The autograd node msprobe's backward hook sits on and the gradients autograd handed to its inputs.
-
-    msprobe (``PytorchHookManager._register_backward_pre_hook``) walks the call's result to its first tensor and
-    registers a hook on that tensor's ``grad_fn``; the hook's ``grad_inputs`` (one per ``next_functions`` edge,
-    None where an input needs no gradient) become the backward record's ``output`` list. ``name`` is "" when the
-    call returned one of its inputs unchanged and so made no node of its own."""
-
-    name: str
-    sources: tuple[str, ...] = ()  # what feeds each node input: "input 1", "TBackward0 of input 1"
-    grads: tuple[torch.Tensor | None, ...] = ()
 
 
 def one_line(e: BaseException) -> str:

@@ -15,12 +15,12 @@ import torch
 
 from api_registry import ApiEntry
 from precheck.dump.records import Case
-from precheck.execution.runner import SideRun
 from precheck.grader.choices import RANDOM_VERDICT
 from precheck.grader.comparison import Comparison
 from precheck.grader.laws.base import Finding, NotCheckable
 from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS, SHAPE_CHECKS
 from precheck.grader.reasons import Reason
+from precheck.grader.side_run import SideRun
 from precheck.grader.status import ERROR, PASS
 from precheck.results import DetailRow, Direction
 from precheck.walk import flatten
