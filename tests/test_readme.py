@@ -167,9 +167,6 @@ def test_every_benchmark_command_names_a_script_and_its_options(page):
             assert f'"{option}"' in source, f"{_name(page)}: {script} has no {option}"
 
 
-ARCHITECTURE = ROOT / "docs" / "architecture.md"
-
-
 def _slug(heading: str) -> str:
     """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
@@ -184,8 +181,6 @@ def test_every_link_leads_to_a_file_and_heading_of_the_checkout(page):
             continue
         path, _, anchor = target.partition("#")
         linked = (page.parent / path).resolve() if path else page
-        if linked == ARCHITECTURE and not linked.exists():
-            continue  # written by another engineer of the same move (issue 29): checked once it exists
         assert linked.is_relative_to(ROOT) and linked.exists(), f"{_name(page)}: {target}"
         if anchor:
             headings = re.findall(r"^#+ (.*)$", _FENCE.sub("", TEXT[linked]), re.M)
