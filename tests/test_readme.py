@@ -150,6 +150,20 @@ def test_every_command_has_a_guide_page_showing_it():
         assert any(c.startswith(f"{name} ") for p, c in _documented_commands() if p == _name(page)), name
 
 
+@pytest.mark.parametrize("name", list(_subcommands()))
+def test_every_option_of_a_command_is_named_on_its_guide_page(name):
+    text = TEXT[ROOT / "docs" / "guide" / f"{name}.md"]
+    if name == "run_ut":
+        text += TEXT[ROOT / "docs" / "guide" / "mindspore.md"]
+    unnamed = [
+        action.option_strings[-1]
+        for action in _subcommands()[name]._actions
+        if action.option_strings and "--help" not in action.option_strings
+        if not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text) for o in action.option_strings)
+    ]
+    assert unnamed == [], f"docs/guide/{name}.md does not name {unnamed}"
+
+
 def test_commands_are_found():
     # The extraction itself: the setup line, the suite generator, repro, regress and the second stage.
     found = " ".join(c for _, c in _documented_commands())
