@@ -31,7 +31,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
         {"precheck.results", "precheck.report.frame", "precheck.report.compare_frame", "precheck.report.reasons"}
     ): "results.load is the public reader and the readers build frames of results' values",
     frozenset({"precheck.execution.targets", "precheck.scheduling.costs"}): "case_timeout, as KNOWN_UPWARD says",
-    frozenset({"precheck.report.html", "precheck.report.compare_html"}): "the two pages share helpers both ways",
 }
 
 

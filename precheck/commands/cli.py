@@ -272,11 +272,11 @@ def _resume_command(argv: list[str], result_path: Path) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from precheck.report.html import write_report
+    from precheck.report.pages import write_page
 
     with warnings.catch_warnings():
         warnings.showwarning = _warning_line
-        page = write_report(args.path, args.out_path)
+        page = write_page(args.path, args.out_path)
     print(f"precheck report: {page}")
     return 0
 

@@ -40,15 +40,9 @@ RATIO_LOW, RATIO_HIGH = 1e-2, 1e2  # the honest-kernel plot's axis of multiples
 
 
 def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None) -> Path:
-    """Write ``report_{ts}.html`` for the run at ``path`` (an output folder, a details or a result CSV) into
-    ``into`` (default: beside the CSVs); returns its path. A compare's file, or a folder holding a compare, gets
-    the compare report (precheck/report/compare_html.py)."""
-    from precheck.report.compare_frame import is_compare
-
-    if is_compare(path):
-        from precheck.report.compare_html import write_compare_report
-
-        return write_compare_report(path, into)
+    """Write ``report_{ts}.html`` for the run_ut run at ``path`` (an output folder, a details or a result CSV)
+    into ``into`` (default: beside the CSVs); returns its path. ``precheck report`` chooses between this page and
+    a compare's in precheck/report/pages.py."""
     details_path, result_path = csv_pair(path)
     frame = load(details_path)
     stem = details_path.name.removeprefix("accuracy_checking_details_").removesuffix(".csv")
