@@ -22,7 +22,6 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 # fails the test, and so does an entry here that the code no longer makes.
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("precheck.execution.targets", "precheck.scheduling.costs"): "a target reads case_timeout for its own limit",
-    ("precheck.report.html", "precheck.commands.repro"): "the page offers repro's command where repro accepts",
     ("precheck.results", "precheck.report.compare_frame"): "results.load reads a compare run's CSVs",
     ("precheck.results", "precheck.report.frame"): "results.load reads a run_ut run's CSVs",
 }

@@ -18,14 +18,12 @@ from typing import Any
 
 import torch
 
-from api_registry import lookup
-from precheck.dump.records import DeviceArg, Dump, DumpError, TensorSpec, load_dump
-from precheck.errors import PrecheckError
+from precheck.dump.records import DeviceArg, TensorSpec, load_dump
+from precheck.dump.repro_check import MODULES, checked
+from precheck.dump.repro_check import ReproError as ReproError  # the command's error, where callers catch it
 from precheck.inputs.builder import builder_for
 from precheck.paths import output_folder
 from precheck.walk import placed
-
-_MODULES = {"Functional": "torch.nn.functional", "Torch": "torch", "Tensor": "torch.Tensor"}
 
 # Text from the dump (its directory, API and argument names, string arguments) enters this source only as literals
 # written by repr(), never pasted into code, a docstring or a comment: a name may hold quotes and newlines.
@@ -122,10 +120,6 @@ for place, g in golden_grads.items():
 '''
 
 
-class ReproError(PrecheckError):
-    """The API cannot be reproduced (one line, exit code 2)."""
-
-
 def safe_name(name: str) -> str:
     return re.sub(r"[^\w.\-]", "_", name)
 
@@ -147,51 +141,11 @@ def file_stem(name: str) -> str:
     return stem.encode()[:room].decode("utf-8", "ignore") + "_" + digest
 
 
-def reproducible(api_info: str | os.PathLike, api_names: list[str]) -> set[str]:
-    """Those of ``api_names`` that ``precheck repro`` accepts, by its own checks: the report offers a repro
-    command only where it works (not for a random call, an unsupported API or a record it cannot decode).
-    Nothing where the dump cannot be read, since repro would refuse every one."""
-    try:
-        dump = load_dump(api_info)
-    except (DumpError, OSError):
-        return set()
-    places = {name: i for i, name in enumerate(dump.cases.names)}
-    accepted = set()
-    for name in api_names:
-        try:
-            _checked(dump, name, places.get(name))
-        except ReproError:
-            continue
-        accepted.add(name)
-    return accepted
-
-
-def _checked(dump: Dump, api_name: str, place: int | None) -> tuple[Any, Any]:
-    """The record ``api_name`` (at ``place`` among the dump's forward records) and its registry entry, or
-    ReproError saying why no repro can be written for it."""
-    if place is None:
-        raise ReproError(f"{api_name}: no such forward record in {dump.path}")
-    case = dump.cases[place]  # only this record is decoded
-    if case.problem:
-        raise ReproError(f"{api_name}: {case.problem}")
-    entry = lookup(case.api)
-    prefix, _, rest = case.api.partition(".")
-    if entry is None or prefix not in _MODULES:
-        raise ReproError(f"{api_name}: not supported: {case.api}")
-    random = entry.random_reason(case.args, case.kwargs)
-    if random:
-        raise ReproError(
-            f"{api_name}: {random}; a repro compares a device run with a float64 run number by number, "
-            f"which two random draws never match (run_ut checks it by the law of its draws)"
-        )
-    return case, entry
-
-
 def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int = 0) -> Path:
     """Write the script and its inputs for one API of a dump; returns the script's path."""
     dump = load_dump(api_info)
     names = dump.cases.names
-    case, entry = _checked(dump, api_name, names.index(api_name) if api_name in names else None)
+    case, entry = checked(dump, api_name, names.index(api_name) if api_name in names else None)
     prefix, _, rest = case.api.partition(".")
     builder = builder_for(entry, case, dump.data_dir, seed=seed)
     builder.build(case.args, "input_args")
@@ -215,7 +169,7 @@ def write_repro(api_name: str, api_info: str | os.PathLike, out_dir: str | os.Pa
     script.write_text(
         _SCRIPT.format(
             name=case.name,
-            module=_MODULES[prefix],
+            module=MODULES[prefix],
             attr=rest,
             dump=f"{dump.path.parent.name}/{dump.path.name}",
             data=data,

@@ -359,7 +359,7 @@ def _offer_repro(apis: list[dict], dump: str | None) -> None:
     }
     if not records or not dump:
         return
-    from precheck.commands.repro import reproducible
+    from precheck.dump.repro_check import reproducible
 
     accepted = reproducible(dump, list(records.values()))
     for a in apis:
