@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from precheck.commands.cli import main
+from precheck.execution import limits
 from precheck.report.csv_files import DETAILS_HEADER, RESULT_HEADER
 from precheck.run_ut import run_ut
 from precheck.scheduling import costs
@@ -144,8 +145,8 @@ def test_a_pool_starts_the_heaviest_matmul_first_and_the_rest_in_dump_order(tmp_
     from precheck.dump.records import load_dump
 
     cases = load_dump(_heavy_tail_dump(tmp_path / "dump.json")).cases
-    assert costs.flops(cases[2]) == 2 * 2 * 256 * 32000 * 1024 * 3  # output x K, forward and backward
-    assert costs.flops(cases[1]) == 2 * 4 * 3 and costs.flops(cases[0]) == 0  # a tiny matmul; relu is no matmul
+    assert limits.flops(cases[2]) == 2 * 2 * 256 * 32000 * 1024 * 3  # output x K, forward and backward
+    assert limits.flops(cases[1]) == 2 * 4 * 3 and limits.flops(cases[0]) == 0  # a tiny matmul; relu is no matmul
     order = [case.name for case in costs.largest_first(cases)]
     assert order == ["Functional.linear.0", "Functional.relu.0", "Torch.matmul.0", "Torch.matmul.1"]
     picked = cases.select([0, 2])  # a resumed run's cases are named without decoding too
@@ -162,9 +163,9 @@ def test_the_default_time_limit_follows_a_calls_predicted_cost(tmp_path):
 
     cases = load_dump(_heavy_tail_dump(tmp_path / "dump.json")).cases
     options = CheckOptions()
-    assert costs.case_timeout(cases[2], options) >= costs.TIMEOUT_SAFETY * 72
+    assert costs.case_timeout(cases[2], options) >= limits.TIMEOUT_SAFETY * 72
     for small in (cases[0], cases[1]):
-        assert costs.TIMEOUT_FLOOR <= costs.case_timeout(small, options) < costs.TIMEOUT_FLOOR + 1
+        assert limits.TIMEOUT_FLOOR <= costs.case_timeout(small, options) < limits.TIMEOUT_FLOOR + 1
     assert costs.case_timeout(cases[2], CheckOptions(timeout=0.5)) == 0.5
 
 
@@ -185,7 +186,7 @@ def test_a_pool_starts_a_large_loss_at_the_end_of_the_step_before_the_light_call
     path = tmp_path / "dump.json"
     path.write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch", "data": data}))
     cases = load_dump(path).cases
-    assert costs.work(cases[2]) >= costs.HEAVY_FLOPS > costs.work(cases[0])
+    assert limits.work(cases[2]) >= costs.HEAVY_FLOPS > limits.work(cases[0])
     order = [case.name for case in costs.largest_first(cases)]
     assert order == ["Functional.cross_entropy.0", "Functional.relu.0", "Torch.matmul.0"]
 

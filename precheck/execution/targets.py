@@ -155,9 +155,9 @@ class MindSporeTarget(Target):
 
     def run(self, call: Call, case: Case) -> SideRun:
         # MindSpore's worker is stopped at the case's timeout by this process, which outlives an abandoned call
-        from precheck.scheduling.costs import case_timeout  # costs imports this module
+        from precheck.execution.limits import case_limit
 
-        return run_in_mindspore(call, case, self.device, case_timeout(case, self.options))
+        return run_in_mindspore(call, case, self.device, case_limit(case, self.options, self.extra_timeout))
 
     def outcome(self, call: Call, case: Case, builder: InputBuilder, golden: SideRun) -> ApiResult | Ran:
         try:
