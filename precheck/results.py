@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from precheck.grader.comparison import Comparison
 from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR, SKIP, Status, worst
-from precheck.schema import ROW_NAME, Direction
+from precheck.schema import Direction, split_row_name
 
 if TYPE_CHECKING:
     import os
@@ -77,13 +77,6 @@ class ApiResult:
 
     def rows(self, direction: Direction) -> list[DetailRow]:
         return [d for d in self.details if d.direction == direction]
-
-
-def split_row_name(name: str) -> tuple[str, Direction, int] | None:
-    """A details row's name read back (API, direction, index): the inverse of ``DetailRow.name``; None for a
-    name that is not one."""
-    m = ROW_NAME.match(name)
-    return (m["api"], Direction(m["direction"]), int(m["index"])) if m else None
 
 
 class Recorded(Protocol):

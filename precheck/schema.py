@@ -38,6 +38,17 @@ class Direction(StrEnum):
 # A details row's name, ``<API>.forward.output.<i>`` (precheck.results.DetailRow.name), read back.
 ROW_NAME = re.compile(r"^(?P<api>.+)\.(?P<direction>forward|backward)\.output\.(?P<index>\d+)$")
 
+
+def split_row_name(name: str) -> tuple[str, Direction, int] | None:
+    """A details row's name read back (API, direction, index): the inverse of ``DetailRow.name``; None for a
+    name that is not one."""
+    m = ROW_NAME.match(name)
+    return (m["api"], Direction(m["direction"]), int(m["index"])) if m else None
+
+
+# The columns of compare's records CSV (precheck.compare.record_log writes it, precheck.report.compare_frame reads it).
+RECORDS_HEADER = ["Record", "Direction", "Verdict", "Inputs agree", "Input deviation", "Output deviation",
+                  "Worst input", "Worst output", "Produced by", "Precheck"]  # fmt: skip
 RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
 # The 17 metric columns of the details CSV, in its order, and the Metrics field each holds
 # (precheck.grader.comparison.Metrics; tests/test_layers.py holds the two equal).

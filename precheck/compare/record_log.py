@@ -14,9 +14,7 @@ from typing import TextIO
 
 from precheck.compare.divergence import SUSPECT, Finding
 from precheck.compare.table import cell
-
-COLUMNS = ["Record", "Direction", "Verdict", "Inputs agree", "Input deviation", "Output deviation", "Worst input",
-           "Worst output", "Produced by", "Precheck"]  # fmt: skip
+from precheck.schema import RECORDS_HEADER as COLUMNS
 
 
 def _number(x: float) -> str:

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from precheck.compare.record_log import COLUMNS as RECORD_COLUMNS
 from precheck.report.frame import LoadError, read_table
+from precheck.schema import RECORDS_HEADER as RECORD_COLUMNS
 
 if TYPE_CHECKING:
     import pandas

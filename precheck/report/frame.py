@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 from precheck.errors import PrecheckError
 from precheck.report import reasons
-from precheck.results import split_row_name
-from precheck.schema import DETAILS_HEADER, ENGLISH, RESULT_HEADER
+from precheck.schema import DETAILS_HEADER, ENGLISH, RESULT_HEADER, split_row_name
 
 if TYPE_CHECKING:
     import pandas

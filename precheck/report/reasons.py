@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from precheck.grader.reasons import Reason
-from precheck.results import ApiResult
+
+if TYPE_CHECKING:
+    from precheck.results import ApiResult  # results.load reads this module's files: a type, not a runtime import
 
 __all__ = ["RowReason", "lines", "path_for", "read"]
 
