@@ -716,3 +716,15 @@ def test_statistics_of_a_complex_output_are_graded_on_its_modulus():
     real_only = Stats(6.0, 0.0, 3.0, None)
     verdict = grade_statistics(TensorSpec(torch.complex64, (3,), real_only), golden)
     assert verdict.status == WARNING and "Max 6 vs golden 10" in verdict.message
+
+
+def test_the_details_csvs_metric_columns_are_the_metrics_first_fields_in_order():
+    # schema.py names the 17 columns once (torch-free); Metrics must hold them first and in msprobe's order, or a
+    # column of every details CSV would be filled from another field.
+    import dataclasses
+
+    from precheck.grader.comparison import Metrics
+    from precheck.schema import METRIC_FIELDS, METRIC_HEADERS
+
+    assert [f.name for f in dataclasses.fields(Metrics)][:17] == list(METRIC_FIELDS)
+    assert len(METRIC_HEADERS) == len(METRIC_FIELDS) == 17
