@@ -16,15 +16,12 @@ Each variant lands in OUT_DIR/VARIANT/step0/proc<pid>/; tests/data/compare holds
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from detection_bugs import _linear_lowp, _softmax_lowp, forward_bug
+from msprobe_step import record_step, record_variants, variants_parser
 
 # name: (dtype, the patched API, the bug, which of its calls)
 VARIANTS = {
@@ -79,34 +76,15 @@ def record(variant: str, out: str) -> None:
     labels = torch.randint(0, VOCAB, (BATCH * SEQ,))
     if bug is not None:
         forward_bug(bug, calls)(api)  # before msprobe wraps the API: it records what the patched kernel computes
-    from msprobe.pytorch import PrecisionDebugger
 
     settings = {"scope": [], "list": [], "data_mode": ["all"]}
     cfg = {"task": "tensor", "dump_path": out, "rank": [], "step": [0], "level": "L1", "tensor": settings}
-    os.makedirs(out, exist_ok=True)
-    config = os.path.join(out, "msprobe_config.json")
-    with open(config, "w") as f:
-        json.dump(cfg, f)
-    debugger = PrecisionDebugger(config_path=config)
-    debugger.start(model)
-    F.cross_entropy(model(x).reshape(-1, VOCAB), labels).backward()
-    debugger.stop()
-    debugger.step()
+    record_step(model, lambda: F.cross_entropy(model(x).reshape(-1, VOCAB), labels).backward(), out, cfg)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out_dir")
-    parser.add_argument("variants", nargs="*", help=f"default: all of {', '.join(VARIANTS)}")
-    return parser
+    return variants_parser(__doc__, VARIANTS)
 
 
 if __name__ == "__main__":
-    args = build_parser().parse_args()
-    out_dir, names = args.out_dir, args.variants or list(VARIANTS)
-    if len(names) == 1:
-        record(names[0], os.path.join(out_dir, names[0]))
-    else:  # one process per variant: a patched API must not leak into the next recording
-        for name in names:
-            subprocess.run([sys.executable, __file__, out_dir, name], check=True)
-            print("recorded", name)
+    record_variants(build_parser(), VARIANTS, record, __file__)

@@ -14,14 +14,11 @@ Each variant lands in OUT_DIR/VARIANT/step0/proc<pid>/; tests/data/compare holds
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from msprobe_step import record_step, record_variants, variants_parser
 
 # name: (dtype, task, summary_mode, level, gelu bug, hand-written layer_norm, renamed modules)
 VARIANTS = {
@@ -82,7 +79,6 @@ def record(variant: str, out: str) -> None:
     dtype, task, summary_mode, level, bug, unfused, renamed = VARIANTS[variant]
     if bug:
         F.gelu = wrong_gelu  # before msprobe wraps the API: it records what the patched kernel computes
-    from msprobe.pytorch import PrecisionDebugger
 
     dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     torch.manual_seed(0)
@@ -94,30 +90,12 @@ def record(variant: str, out: str) -> None:
     if summary_mode:
         settings["summary_mode"] = summary_mode
     cfg = {"task": task, "dump_path": out, "rank": [], "step": [0], "level": level, task: settings}
-    os.makedirs(out, exist_ok=True)
-    config = os.path.join(out, "msprobe_config.json")
-    with open(config, "w") as f:
-        json.dump(cfg, f)
-    debugger = PrecisionDebugger(config_path=config)
-    debugger.start(model)
-    F.mse_loss(model(x), target).backward()
-    debugger.stop()
-    debugger.step()
+    record_step(model, lambda: F.mse_loss(model(x), target).backward(), out, cfg)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out_dir")
-    parser.add_argument("variants", nargs="*", help=f"default: all of {', '.join(VARIANTS)}")
-    return parser
+    return variants_parser(__doc__, VARIANTS)
 
 
 if __name__ == "__main__":
-    args = build_parser().parse_args()
-    out_dir, names = args.out_dir, args.variants or list(VARIANTS)
-    if len(names) == 1:
-        record(names[0], os.path.join(out_dir, names[0]))
-    else:  # one process per variant: a patched GELU must not leak into the next recording
-        for name in names:
-            subprocess.run([sys.executable, __file__, out_dir, name], check=True)
-            print("recorded", name)
+    record_variants(build_parser(), VARIANTS, record, __file__)

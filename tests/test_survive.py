@@ -379,15 +379,21 @@ def test_a_stopped_pool_run_says_how_to_continue_it_in_one_line(tmp_path, sig, c
     assert [r[1] for r in rows(result)] == ["pass"] * 30
 
 
-def test_ctrl_c_ends_an_in_process_run_whose_api_hangs(tmp_path):
-    """The in-process helper is waited for at the end of a run only when idle: a Ctrl-C during a case that never
-    returns still ends the run at once, with the command that continues it."""
-    dump = make_dump(tmp_path / "dump.json", ["Torch.precheck_slow.0", "Torch.precheck_hang.0"])
+def _in_process_in_its_second_case(tmp_path, first: str, second: str) -> subprocess.Popen:
+    """An in-process run of two APIs, returned once the first one's row is written (the second has begun)."""
+    dump = make_dump(tmp_path / "dump.json", [first, second])
     out = tmp_path / "out"
     proc = cli("--backend", "inprocess", "-n", "1", "--timeout", "600", "-api_info", str(dump), "-o", str(out))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(rows(p) for p in out.glob("accuracy_checking_result_*.csv")):
         time.sleep(0.05)
+    return proc
+
+
+def test_ctrl_c_ends_an_in_process_run_whose_api_hangs(tmp_path):
+    """The in-process helper is waited for at the end of a run only when idle: a Ctrl-C during a case that never
+    returns still ends the run at once, with the command that continues it."""
+    proc = _in_process_in_its_second_case(tmp_path, "Torch.precheck_slow.0", "Torch.precheck_hang.0")
     time.sleep(1.0)  # the hanging API has started
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
@@ -401,12 +407,7 @@ def test_a_run_stopped_while_its_case_runs_torch_ends_with_its_code(tmp_path, si
     ended such a thread by unwinding it through a noexcept frame (std::terminate, exit -6 about once in 35
     stops). The program now leaves without that shutdown, with its documented code. The case here is in torch
     nearly all the time, so before the fix this aborted on every stop."""
-    dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0", "Torch.precheck_busy.0"])
-    out = tmp_path / "out"
-    proc = cli("--backend", "inprocess", "-n", "1", "--timeout", "600", "-api_info", str(dump), "-o", str(out))
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any(rows(p) for p in out.glob("accuracy_checking_result_*.csv")):
-        time.sleep(0.05)
+    proc = _in_process_in_its_second_case(tmp_path, "Torch.tanh.0", "Torch.precheck_busy.0")
     time.sleep(0.5)  # the busy API has started
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
