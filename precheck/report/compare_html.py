@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["write_compare_report", "render_compare", "VERDICT_COLOURS"]
 
-VERDICT_COLOURS = {"suspect": "#c62828", "amplified": "#ef6c00", "inherited": "#8d6e63", "agree": "#2e7d32",
-                   "unmatched": "#9e9e9e", "unreadable": "#212121", "": "#607d8b"}  # fmt: skip
+VERDICT_COLOURS = {"suspect": COLOURS[ERROR], "amplified": COLOURS[WARNING], "inherited": "#8d6e63",
+                   "agree": COLOURS[PASS], "unmatched": "#9e9e9e", "unreadable": "#212121", "": "#607d8b"}  # fmt: skip
 RESULT_COLOURS = {PASS: COLOURS[PASS], WARNING: COLOURS[WARNING], ERROR: COLOURS[ERROR], "unmatched": COLOURS[SKIP]}
 WIDTH, HEIGHT, LEFT, BOTTOM = 960, 400, 64, 44
 LOW, HIGH = 1e-12, 1e2  # the curve's log axis: an exact match lies on the floor

@@ -7,9 +7,35 @@ rows from the page's embedded JSON (``<script id="rows">``), takes its columns f
 page of rows at a time with textContent only (text from a dump never becomes markup). It sorts on a header click,
 takes filters and the sort from the page's query (``?status=error&sort=cosine&desc=1``), and shows the row a
 plotted point links to (``#<prefix><index>``).
+
+The colours and the sort order of a status cell are precheck/schema.py's (COLOURS, WORST_FIRST); a compare
+verdict takes those of the status it is like (suspect an error, agree a pass).
 """
 
-STYLE = """
+import json
+
+from precheck.schema import COLOURS, WORST_FIRST, Status
+
+# A compare verdict's cell is sorted, and coloured, as the status it is like (precheck.compare.divergence's
+# verdicts); inherited keeps a colour of its own, unmatched and unreadable (nothing compared) sort after SKIP.
+LIKE = {"suspect": Status.ERROR, "amplified": Status.WARNING, "inherited": Status.SKIP, "agree": Status.PASS}
+_OWN = {"inherited": "#6d4c41", "unmatched": COLOURS[Status.SKIP], "unreadable": COLOURS[Status.SKIP]}
+_BOLD = (Status.ERROR, "suspect", "amplified")
+
+
+def _status_rules() -> str:
+    colours = COLOURS | {v: COLOURS[s] for v, s in LIKE.items()} | _OWN
+    return "".join(f"td.{k}{{color:{c}{';font-weight:600' if k in _BOLD else ''}}}" for k, c in colours.items())
+
+
+def _ranks() -> str:
+    ranks = {s: 2 * i for i, s in enumerate(WORST_FIRST)}
+    after_skip = ranks[Status.SKIP] + 1
+    return json.dumps(ranks | {v: ranks[s] for v, s in LIKE.items()} | dict.fromkeys(_OWN, after_skip)
+                      | {"inherited": ranks[Status.SKIP], "": 2 * len(WORST_FIRST)})  # fmt: skip
+
+
+_STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
 .badge{color:#fff;border-radius:10px;padding:1px 9px;margin:0 3px;font-weight:600}
@@ -20,21 +46,24 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 7px;text-
 #table[data-prefix="rec-"] td:nth-child(1),#table[data-prefix="rec-"] td:nth-child(9)
 {max-width:250px;overflow-wrap:anywhere}
 #table td.message{max-width:460px;word-break:break-word}#table tr.target{outline:3px solid #1565c0}
-td.pass{color:#2e7d32}td.warning{color:#ef6c00}td.error{color:#c62828;font-weight:600}td.SKIP{color:#757575}
-td.agree{color:#2e7d32}td.suspect{color:#c62828;font-weight:600}td.amplified{color:#ef6c00;font-weight:600}
-td.inherited{color:#6d4c41}td.unmatched,td.unreadable{color:#757575}
+STATUS_RULES
 code{font-size:12px;background:#f6f6f6;display:block;margin-top:4px;word-break:break-all}
 .filters{display:flex;gap:14px;align-items:center;margin:8px 0}.pager{margin:8px 0;display:flex;gap:10px}
-.note{color:#555;font-size:13px}.finding{border-left:4px solid #ef6c00;padding:2px 12px;margin:10px 0}
-svg .frame{fill:#fafafa;stroke:#999}svg .limit{stroke:#c62828;stroke-dasharray:5 4}
+.note{color:#555;font-size:13px}.finding{border-left:4px solid WARNING_COLOUR;padding:2px 12px;margin:10px 0}
+svg .frame{fill:#fafafa;stroke:#999}svg .limit{stroke:ERROR_COLOUR;stroke-dasharray:5 4}
 svg .tick{font-size:10px;fill:#555}svg .tick.end{text-anchor:end}svg .axis{font-size:12px;text-anchor:middle}
 svg polyline.deviation{fill:none;stroke:#9e9e9e;stroke-width:1}
 svg polyline.cos{fill:none;stroke:#1565c0;stroke-width:1.2}
 svg a.pt:hover circle,svg a.pt:hover rect{stroke:#000;stroke-width:2}
 .plots{display:flex;gap:12px;flex-wrap:wrap}.plots svg{flex:1 1 520px;max-width:760px;height:auto}
 """
+STYLE = (
+    _STYLE.replace("STATUS_RULES", _status_rules())
+    .replace("WARNING_COLOUR", COLOURS[Status.WARNING])
+    .replace("ERROR_COLOUR", COLOURS[Status.ERROR])
+)
 
-SCRIPT = """
+_SCRIPT = """
 (function () {
   "use strict";
   var rows = JSON.parse(document.getElementById("rows").textContent);
@@ -47,8 +76,7 @@ SCRIPT = """
   var PAGE = 200, page = 0, key = null, kind = null, descending = false, shown = rows;
   var body = table.querySelector("tbody");
   var pick = function (id) { return document.getElementById(id); };
-  var rank = {error: 0, suspect: 0, warning: 1, amplified: 1, SKIP: 2, inherited: 2, unmatched: 3,
-              unreadable: 3, pass: 4, agree: 4, "": 5};
+  var rank = STATUS_RANKS;
 
   function cell(row, text, cls) {
     var td = document.createElement("td");
@@ -149,3 +177,4 @@ SCRIPT = """
   document.body.dataset.ready = String(Math.round(performance.now()));
 })();
 """
+SCRIPT = _SCRIPT.replace("STATUS_RANKS", _ranks())

@@ -1,0 +1,36 @@
+"""msprobe's vocabulary has one home (precheck/schema.py): the pages, the console and the CSV writers take the
+statuses' colours and order, the headers and the run files' names from it, and no second copy creeps back."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from precheck.report.html_assets import SCRIPT, STYLE
+from precheck.schema import COLOURS, WORST_FIRST
+
+PACKAGE = Path(__file__).resolve().parents[1] / "precheck"
+
+
+def _sources() -> dict[Path, str]:
+    return {p: p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py") if p.name != "schema.py"}
+
+
+def test_status_colours_are_the_schemas():
+    """Each status cell of the report's table has its colour in schema.COLOURS, and no module but schema.py
+    spells a status colour (a second table would drift from the badges and the plot)."""
+    for status, colour in COLOURS.items():
+        assert re.search(rf"td\.{status}\{{color:{colour}[;}}]", STYLE), status
+    copies = [(p.name, c) for p, text in _sources().items() for c in COLOURS.values() if c.lower() in text.lower()]
+    assert copies == []
+
+
+def test_table_sorts_statuses_worst_first():
+    """The table script sorts a status column in schema.WORST_FIRST's order, compare verdicts with their like."""
+    rank = json.loads(re.search(r"var rank = (\{.*?\});", SCRIPT)[1])
+    assert sorted(WORST_FIRST, key=rank.__getitem__) == list(WORST_FIRST)
+    assert [rank[v] for v in ("suspect", "amplified", "inherited", "agree")] == [
+        rank[s] for s in ("error", "warning", "SKIP", "pass")
+    ]
+    assert rank["SKIP"] < rank["unmatched"] == rank["unreadable"] < rank["pass"] < rank[""]
