@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from precheck.dump.index import RecordError
 from precheck.grader.dtypes import MINDSPORE
 
 TENSOR_TYPES = frozenset(
@@ -43,10 +44,6 @@ _NUMPY_SCALARS = {
     },
     **{f"{p}{t}": bool for p in ("", "numpy.") for t in ("bool", "bool_")},
 }
-
-
-class RecordError(Exception):
-    """One record cannot be decoded; its case is reported as SKIP with this message."""
 
 
 @dataclass(frozen=True)

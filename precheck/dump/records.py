@@ -10,10 +10,7 @@ precheck.dump.decode turns one record's arguments into specs and values.
 from __future__ import annotations
 
 import hashlib
-import itertools
-import json
 import os
-import re
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +20,6 @@ from typing import Any
 from precheck.dump.decode import (
     Case,
     DeviceArg,
-    RecordError,
     Stats,
     TensorSpec,
     clip,
@@ -31,8 +27,9 @@ from precheck.dump.decode import (
     decode_value,
     parse_dtype,
 )
-from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
+from precheck.dump.index import RecordError, RecordIndex
 from precheck.dump.mindspore import MINDSPORE, translate
+from precheck.dump.record_names import MAX_NAME, api_of, is_module, replay_key
 from precheck.errors import PrecheckError
 
 __all__ = [
@@ -53,9 +50,7 @@ __all__ = [
     "shown_name",
 ]
 
-_RECORD_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")  # fullmatch
 FRAMEWORKS = ("pytorch", MINDSPORE)
-MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 
 
 class DumpError(PrecheckError):
@@ -84,92 +79,38 @@ def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
     The file is read once to find where each record lies and to pair forwards with backwards; each case is
     decoded from its bytes when it is used. A gigabyte dump is never held in memory, decoded or not: what stays
     is a name and two byte spans per record."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "dump.json"
-    doc, pairing = read_file(path, _stream, DumpError)
-    if doc is None or pairing is None:
-        raise DumpError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
-    task = doc.get("task")
+    index = RecordIndex.open(path, DumpError)
+    task = index.task
     if task not in ("tensor", "statistics"):
         raise DumpError(
-            f"{path}: not an msprobe dump ('task' is {clip(repr(task), 80)}, expected 'tensor' or 'statistics')"
+            f"{index.path}: not an msprobe dump ('task' is {clip(repr(task), 80)}, expected 'tensor' or 'statistics')"
         )
     if framework not in (None, *FRAMEWORKS):
-        raise DumpError(f"{path}: framework {clip(repr(framework), 80)} is not one of {', '.join(FRAMEWORKS)}")
-    framework = framework or _recorded_framework(doc, path, pairing.spans)
+        raise DumpError(f"{index.path}: framework {clip(repr(framework), 80)} is not one of {', '.join(FRAMEWORKS)}")
+    framework = framework or _recorded_framework(index)
+    pairing = _Pairing()
+    for handle, key in enumerate(index.keys):
+        pairing.add(key, handle)
     dialect = translate if framework == MINDSPORE else None
-    return Dump(
-        path=path,
-        task=task,
-        level=str(doc.get("level", "")),
-        framework=framework,
-        cases=Cases(pairing, _FileRecords(path, pairing.spans), dialect),
-    )
+    return Dump(path=index.path, task=task, level=index.level, framework=framework,
+                cases=Cases(pairing, index.read, dialect))  # fmt: skip
 
 
-def _recorded_framework(doc: dict, path: Path, spans: _Spans, looked_at: int = 8) -> str:
+def _recorded_framework(index: RecordIndex, looked_at: int = 8) -> str:
     """The dump's ``framework`` field; without one (msprobe's own MindSpore fixtures have none), what its first
     records' tensors are: a MindSpore call read as PyTorch's is a SKIP "not supported" for every record."""
-    if "framework" in doc:
-        return MINDSPORE if doc["framework"] == MINDSPORE else "pytorch"
-    with open(path, "rb") as f:
-        for start, end in itertools.islice(zip(spans.starts, spans.ends, strict=True), looked_at):
-            f.seek(start)
-            raw = f.read(min(end - start, 2**20))
-            if b'"mindspore.Tensor"' in raw:
-                return MINDSPORE
-            if b'"torch.Tensor"' in raw:
-                break
-    return "pytorch"
-
-
-def _stream(js: JsonStream) -> tuple[dict | None, _Pairing | None]:
-    """The top-level fields of a dump and its records' pairing, the ``data`` map indexed record by record.
-    Only the short fields a dump is judged by are decoded; anything else is read past, whatever its size."""
-    if js.sniff() != "{":
-        return None, None  # a JSON document that is not an object is not a dump: no need to read it
-    doc: dict[str, Any] = {}
-    pairing = None
-    for key in js.keys("a top-level field name"):
-        if key == "data" and js.peek() != "{":
-            return doc, None  # not a dump, however long the rest
-        if key == "data":
-            pairing = _Pairing()
-            for name in js.keys("a record name"):
-                pairing.add(name, pairing.spans.add(*js.skip()))
-        elif key in _HEADER:
-            doc[key] = js.value(f"the {key!r} field")
-        else:
-            js.skip()
-    if js.peek() != "":
-        raise js.error("extra data after the document")
-    return doc, pairing
-
-
-_HEADER = ("task", "level", "framework")
-
-
-class _Spans:
-    """Byte spans of records in the file, 16 bytes each."""
-
-    def __init__(self) -> None:
-        self.starts, self.ends = array("q"), array("q")
-
-    def add(self, start: int, end: int) -> int:
-        self.starts.append(start)
-        self.ends.append(end)
-        return len(self.starts) - 1
+    if "framework" in index.header:
+        return MINDSPORE if index.header["framework"] == MINDSPORE else "pytorch"
+    found = index.first_records_hold((b'"mindspore.Tensor"', b'"torch.Tensor"'), looked_at)
+    return MINDSPORE if found == b'"mindspore.Tensor"' else "pytorch"
 
 
 class _Pairing:
     """Pairs forward and backward records by their stem as keys stream in, in forward dump order; counts the
     Module.* / Cell.* records of an L0 or mix dump (a module is no API to replay) so a run can say it left them
-    out. A record is held as a handle (its byte span's index, or its place in a list), never
-    decoded here."""
+    out. A record is held as a handle (its place in the dump's index, or in a list), never decoded here."""
 
     def __init__(self) -> None:
-        self.spans = _Spans()
         self.stems: list[str] = []
         self.forwards, self.backwards = array("q"), array("q")  # handles per forward slot; -1: none
         self._slots: dict[str, int] = {}
@@ -178,17 +119,17 @@ class _Pairing:
         self.modules = 0  # Module.* / Cell.* records, not replayed
 
     def add(self, key: str, handle: int) -> None:
-        if key.startswith("Module.") or key.startswith("Cell."):
+        if is_module(key):
             self.modules += 1
             return
-        # fullmatch: `$` would also match before a trailing newline, and "X.0.forward\n" would replace X.0.
-        m = _RECORD_KEY.fullmatch(key) if len(key) <= MAX_NAME else None
-        if m is None:
+        parts = replay_key(key)
+        if parts is None:
             self.odd.append(key)
             return
-        stem = f"{m['api']}.{m['n']}"
+        api, n, kind = parts
+        stem = f"{api}.{n}"
         slot = self._slots.get(stem)
-        if m["kind"] == "forward":
+        if kind == "forward":
             if slot is None:  # a repeated key keeps its place; the later record replaces the earlier
                 slot = self._slots[stem] = len(self.stems)
                 self.stems.append(stem)
@@ -200,31 +141,6 @@ class _Pairing:
             self.backwards[slot] = handle
         else:
             self._early[stem] = handle
-
-
-class _FileRecords:
-    """Records read back from their byte spans in dump.json, each decoded when its case is used."""
-
-    def __init__(self, path: Path, spans: _Spans) -> None:
-        self.path, self.spans = path, spans
-
-    def __call__(self, handle: int) -> Any:
-        start, end = self.spans.starts[handle], self.spans.ends[handle]
-        with open(self.path, "rb") as f:
-            f.seek(start)
-            raw = f.read(end - start)
-        try:
-            text = raw.decode("utf-8")
-            return json.loads(text)
-        except UnicodeDecodeError as e:
-            raise RecordError(f"record is not UTF-8 text (byte {start + e.start})") from None
-        except json.JSONDecodeError as e:
-            at = start + len(text[: e.pos].encode("utf-8"))
-            raise RecordError(f"record is not valid JSON: {e.msg} (byte {at})") from None
-        except RecursionError:
-            raise RecordError("record nested too deeply for the JSON parser") from None
-        except ValueError as e:
-            raise RecordError(f"record holds {digits_problem(e)}") from None
 
 
 class Cases(Sequence):
@@ -273,7 +189,7 @@ class Cases(Sequence):
             key = p.odd[i - len(p.stems)]
             return Case(name=shown_name(key), api=shown_name(key), order=i, problem=_key_problem(key))
         stem = p.stems[i]
-        api = stem.rsplit(".", 1)[0]
+        api = api_of(stem)
         try:
             fwd = self._records(p.forwards[i])
             bwd = self._records(p.backwards[i]) if p.backwards[i] >= 0 else None

@@ -1,0 +1,53 @@
+"""The names of msprobe's records, read in one place: ``Functional.linear.0.forward`` (an API call, L1) and
+``Module.block.up.Linear.forward.0`` (a module, L0).
+
+Two readings are kept on purpose. run_ut replays only what it can name strictly (:func:`replay_key`: an
+identifier path, a counter, forward or backward, at most MAX_NAME characters), so a hostile key becomes a SKIP row
+of its own; compare aligns every record it can split (:func:`split_key`, which also takes L0 keys and
+``parameters_grad``). Torch-free and import-free: the dump, compare and report layers all read names here.
+"""
+
+from __future__ import annotations
+
+import re
+
+DIRECTIONS = ("forward", "backward", "parameters_grad")
+MODULE_PREFIXES = ("Module.", "Cell.")  # PyTorch's and MindSpore's module records (no API to replay)
+MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
+_REPLAY_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")
+
+
+def replay_key(key: str) -> tuple[str, str, str] | None:
+    """(api, counter, forward/backward) of an API record run_ut can replay; None for a malformed key."""
+    # fullmatch: `$` would also match before a trailing newline, and "X.0.forward\n" would replace X.0.
+    m = _REPLAY_KEY.fullmatch(key) if len(key) <= MAX_NAME else None
+    return (m["api"], m["n"], m["kind"]) if m else None
+
+
+def split_key(key: str) -> tuple[str, str, str] | None:
+    """(api, counter, direction) of an L1 key (``api.N.direction``) or an L0 one (``Module.path.Class.direction.N``)."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[-1] in DIRECTIONS and parts[-2].isdigit():
+        return ".".join(parts[:-2]), parts[-2], parts[-1]
+    if len(parts) >= 3 and parts[-2] in DIRECTIONS and parts[-1].isdigit():
+        return ".".join(parts[:-2]), parts[-1], parts[-2]
+    return None
+
+
+def is_module(key: str) -> bool:
+    """Whether ``key`` (a record, a call or an API) is a module's: compare compares it, run_ut does not replay it."""
+    return key.startswith(MODULE_PREFIXES)
+
+
+def call_of(key: str) -> str:
+    """The call a record belongs to, without its direction: Functional.linear.0 (Module.a.Linear.0 for L0)."""
+    for direction in (".forward", ".backward"):
+        if direction in key:
+            before, _, after = key.rpartition(direction)
+            return before + after
+    return key
+
+
+def api_of(call: str) -> str:
+    """The API of a call (``Functional.linear.0`` -> ``Functional.linear``): its name without the counter."""
+    return call.rsplit(".", 1)[0]
