@@ -27,7 +27,14 @@ class Status(StrEnum):
 STATUSES = (Status.PASS, Status.WARNING, Status.ERROR, Status.SKIP)
 SEVERITY: dict[str, int] = {Status.SKIP: -1, Status.PASS: 0, Status.WARNING: 1, Status.ERROR: 2}
 WORST_FIRST = (Status.ERROR, Status.WARNING, Status.SKIP, Status.PASS)
+_SPELLED = {s.lower(): s for s in STATUSES}
 COLOURS = {Status.PASS: "#2e7d32", Status.WARNING: "#ef6c00", Status.ERROR: "#c62828", Status.SKIP: "#757575"}
+
+
+def read_status(text: str) -> Status | None:
+    """A status cell as msprobe or precheck spells it, in any case, spaces around ("Pass", "skip"); None for any
+    other text (a blank cell included: the caller says what a blank means)."""
+    return _SPELLED.get(text.strip().lower())
 
 
 class Direction(StrEnum):

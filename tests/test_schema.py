@@ -34,3 +34,22 @@ def test_table_sorts_statuses_worst_first():
         rank[s] for s in ("error", "warning", "SKIP", "pass")
     ]
     assert rank["SKIP"] < rank["unmatched"] == rank["unreadable"] < rank["pass"] < rank[""]
+
+
+# A status order or spelling map written out: "pass", "warning", "error" in a row, or a rank table of them.
+_ORDER_COPY = re.compile(r"""["']pass["'][^\n]{0,12}["']warning["'][^\n]{0,12}["']error["']|\bPASS: 0\b""", re.I)
+
+
+def test_status_order_is_written_once():
+    """Counts, rank tables and spelling maps take the statuses' order and spelling from schema.STATUSES (a
+    second copy is how the console and the page came to count in different orders)."""
+    copies = [f"{p.relative_to(PACKAGE)}: {m[0]}" for p, text in _sources().items() for m in _ORDER_COPY.finditer(text)]
+    assert copies == []
+
+
+def test_read_status_reads_either_spelling():
+    from precheck.schema import Status, read_status
+
+    assert [read_status(t) for t in (" Pass", "WARNING", "error ", "skip", "SKIP")] == [
+        Status.PASS, Status.WARNING, Status.ERROR, Status.SKIP, Status.SKIP]  # fmt: skip
+    assert read_status("") is None and read_status("unmatched") is None

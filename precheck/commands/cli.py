@@ -25,6 +25,7 @@ from precheck.errors import BUG_EXIT_CODE, USAGE_EXIT_CODE, OptionError, Prechec
 from precheck.escape import escape, shell_command
 from precheck.execution.options import CheckOptions
 from precheck.paths import output_folder, write_problem
+from precheck.schema import STATUSES
 
 if TYPE_CHECKING:
     from precheck.run_ut import RunSummary
@@ -45,7 +46,7 @@ def _precision_compare(args: argparse.Namespace) -> int:
     counts = Counter(f for f, _ in summary.apis.values())
     print(
         f"precheck api_precision_compare: {len(summary.apis)} APIs; forward: "
-        + ", ".join(f"{k} {counts.get(k, 0)}" for k in ("pass", "warning", "error", "SKIP"))
+        + ", ".join(f"{k} {counts.get(k, 0)}" for k in STATUSES)
         + f"\n  result:  {summary.result_path}\n  details: {summary.details_path}"
     )
     return 0

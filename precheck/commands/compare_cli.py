@@ -141,8 +141,10 @@ def _precheck(result: DumpComparison, out: Path, device: str) -> None:
 
 def describe(result: DumpComparison) -> str:
     """The compare's closing lines: counts, the first divergent record and why, the suspects, unmatched runs."""
+    from precheck.compare.rules import RESULTS
+
     d = result.divergence
-    counts = ", ".join(f"{k} {result.results.get(k, 0)}" for k in ("pass", "warning", "error", "unmatched"))
+    counts = ", ".join(f"{k} {result.results.get(k, 0)}" for k in RESULTS)
     lines = [
         f"precheck compare ({result.mode}): {sum(d.verdicts.values())} records, {result.rows} rows: {counts} "
         f"in {result.wall_seconds:.2f} s"

@@ -25,13 +25,14 @@ from precheck.errors import PrecheckError
 from precheck.grader.comparison import Metrics
 from precheck.grader.reasons import Reason
 from precheck.grader.second_stage import SecondStage, second_stage
-from precheck.grader.status import ERROR, PASS, SKIP, worst
+from precheck.grader.status import PASS, SKIP, worst
 from precheck.paths import output_folder
 from precheck.report import reasons
 from precheck.report.csv_files import BLANK, cell, read_csv_rows, write_csv
 from precheck.report.reasons import RowReason
 from precheck.results import split_row_name
 from precheck.schema import CHINESE as _METRIC_COLUMNS
+from precheck.schema import read_status
 
 RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
 DETAILS_HEADER_2 = [
@@ -74,7 +75,6 @@ ALGORITHMS = {
     "default": "precheck默认标准",
     "msprobe": "msprobe单标杆标准",
 }
-_STATUS = {"pass": PASS, "warning": "warning", "error": ERROR, "skip": SKIP}
 
 
 class CompareError(PrecheckError):
@@ -143,7 +143,7 @@ def _judge_row(
         verdict = SecondStage(SKIP, "", "several rows of this name in the GPU details")
     else:
         api = found[0]
-        stage1 = _STATUS.get(npu.get("Status", "").strip().lower(), "")
+        stage1 = read_status(npu.get("Status", "")) or ""
         message, dtype = npu.get("Message", "").strip(), npu.get("DEVICE Dtype", "")
         random = reason is not None and reason.reason == Reason.RANDOM_LAW
         verdict = second_stage(

@@ -52,9 +52,10 @@ from pathlib import Path
 
 from precheck.errors import PrecheckError
 from precheck.escape import markdown, markdown_code, unescape, unformula
-from precheck.grader.status import ERROR, PASS, SKIP, WARNING
+from precheck.grader.status import ERROR, SKIP
 from precheck.report.csv_files import read_csv_rows
 from precheck.report.frame import LoadError, csv_pair
+from precheck.schema import SEVERITY, read_status
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
     "PASS",
@@ -68,8 +69,7 @@ PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
 OUTCOMES = (FAIL, MISSING, IMPROVED, STILL_FAILING, NEW, PASS_OUTCOME)
 # Precedence when an API's Forward and Backward outcomes differ (MISSING and NEW are decided before statuses).
 _PRECEDENCE = {FAIL: 3, IMPROVED: 2, STILL_FAILING: 1, PASS_OUTCOME: 0}
-_RANK = {PASS: 0, WARNING: 1, ERROR: 2}  # graded statuses only; SKIP and blank are not graded
-_SPELLINGS = {"pass": PASS, "warning": WARNING, "error": ERROR, "skip": SKIP}
+_RANK = {s: rank for s, rank in SEVERITY.items() if s != SKIP}  # graded statuses only; SKIP and blank are not
 _API_COLUMN = "api name"  # "API name" (stage 1) or "API Name" (stage 2), any case
 _FORWARD_COLUMN = "forward test success"
 _BACKWARD_COLUMN = "backward test success"
@@ -197,12 +197,12 @@ def _status(text: str, api: str, column: str, path: Path) -> Status:
     t = text.strip()
     if not t:
         return None
-    try:
-        return _SPELLINGS[t.lower()]
-    except KeyError:
+    status = read_status(t)
+    if status is None:
         raise RegressError(
             f"{path}: not a result CSV: {column} of {api} is {t!r} (expected pass, warning, error, SKIP or blank)"
-        ) from None
+        )
+    return status
 
 
 def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:

@@ -31,6 +31,7 @@ from precheck.compare.stacks import Stacks
 from precheck.compare.summary import DumpComparison
 from precheck.compare.table import CompareCsv
 from precheck.dump.ptarchive import PtError
+from precheck.grader.status import ERROR
 from precheck.paths import claim_stamp, output_folder
 
 
@@ -169,7 +170,7 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
             {"NPU Name": shown.key, "Result": "error", "Err_message": json.dumps([shown.problem or b_rec.problem])}
         )
         out.table.write(row)
-        result.results["error"] += 1
+        result.results[ERROR] += 1
         return
     rows, deviations = _rows(result.mode, t_rec, b_rec, sides.t, sides.b)
     result.mode.judge(rows, names.api(shown.api) if t_rec else shown.api)

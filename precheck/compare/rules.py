@@ -18,8 +18,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-PASS, WARNING, ERROR, UNMATCHED = "pass", "warning", "error", "unmatched"
-_ORDER = {PASS: 0, WARNING: 1, ERROR: 2}
+from precheck.grader.status import ERROR, PASS, WARNING
+from precheck.schema import SEVERITY
+
+UNMATCHED = "unmatched"
+RESULTS = (PASS, WARNING, ERROR, UNMATCHED)  # a compare row's Result, in the order its counts are told
 _ALL_IGNORED = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
                 "new_empty", "empty_strided"}  # fmt: skip
 _INPUTS_IGNORED = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
@@ -48,7 +51,7 @@ def _extreme(rows: list[dict], column: str, lowest: bool) -> float:
 
 
 def _set(row: dict, level: str, message: str) -> None:
-    if _ORDER[level] > _ORDER[row["Result"]]:
+    if SEVERITY[level] > SEVERITY[row["Result"]]:
         row["Result"] = level
     row["_messages"].append(f"{level}: {message}")
 

@@ -26,7 +26,7 @@ from precheck.report.advice import NO_REASONS, Finding, advise
 from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
-from precheck.schema import COLOURS, WORST_FIRST
+from precheck.schema import COLOURS, STATUSES, WORST_FIRST
 
 if TYPE_CHECKING:
     import pandas
@@ -111,7 +111,7 @@ def page(title: str, sections: list[str], rows: list[dict]) -> str:
 def _counts(frame: pandas.DataFrame, column: str) -> str:
     """Compared outputs (details rows) by ``column`` and status."""
     table = frame.groupby([column, "status"]).size().unstack(fill_value=0)
-    statuses = [s for s in COLOURS if s in table.columns]
+    statuses = [s for s in STATUSES if s in table.columns]
     head = "".join(f"<th>{esc(s)}</th>" for s in statuses)
     body = "".join(
         f"<tr><th>{esc(key or '-')}</th>" + "".join(f"<td>{int(row[s])}</td>" for s in statuses) + "</tr>"
@@ -125,9 +125,9 @@ def _counts(frame: pandas.DataFrame, column: str) -> str:
 def _api_counts(apis: list[dict]) -> str:
     """APIs by direction and status, as the console counts them: the result CSV's verdict of each API (its
     worst output where there is no result CSV); an API with no backward status has no backward."""
-    head = "".join(f"<th>{esc(s)}</th>" for s in COLOURS)
+    head = "".join(f"<th>{esc(s)}</th>" for s in STATUSES)
     body = "".join(
-        f"<tr><th>{d}</th>" + "".join(f"<td>{sum(a[d] == s for a in apis)}</td>" for s in COLOURS) + "</tr>"
+        f"<tr><th>{d}</th>" + "".join(f"<td>{sum(a[d] == s for a in apis)}</td>" for s in STATUSES) + "</tr>"
         for d in ("forward", "backward")
     )
     return f'<table class="counts" id="api-counts"><tr><th>APIs</th>{head}</tr>{body}</table>'
@@ -141,8 +141,7 @@ def _graded(frame: pandas.DataFrame) -> pandas.DataFrame:
 def _summary(frame: pandas.DataFrame, run: dict, apis: list[dict]) -> str:
     totals = frame["status"].value_counts()
     badges = "".join(
-        f'<span class="badge" style="background:{c}">{esc(s)} {int(totals.get(s, 0))}</span>'
-        for s, c in COLOURS.items()
+        f'<span class="badge" style="background:{COLOURS[s]}">{esc(s)} {int(totals.get(s, 0))}</span>' for s in STATUSES
     )
     plotted, skips = len(_graded(frame)), int(totals.get("SKIP", 0))
     outputs = (
@@ -386,7 +385,7 @@ def _table_shell(apis: list[dict]) -> str:
                ("backward", "backward", "status"), ("dtype", "dtype", "text"), ("cosine", "worst cosine", "number"),
                ("max_abs", "worst max abs error", "number"), ("message", "message", "message")]  # fmt: skip
     filters = [
-        ("status", "forward backward", list(COLOURS)),
+        ("status", "forward backward", list(STATUSES)),
         ("family", "family", families),
         ("dtype", "dtype", dtypes),
     ]
