@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precheck.compare.entries import Item, Record
+from precheck.dump.record_names import call_of
 
 AGREE, SUSPECT, AMPLIFIED, INHERITED, UNMATCHED, UNREADABLE = (
     "agree", "suspect", "amplified", "inherited", "unmatched", "unreadable",
@@ -210,15 +211,6 @@ class Divergence:
         item = next((i for i in record.inputs if i.name == worst), None)
         mark = _fingerprint(item) if item else None
         return self._producers.get(mark) if mark else None
-
-
-def call_of(key: str) -> str:
-    """The call a record belongs to, without its direction: Functional.linear.0."""
-    for direction in (".forward", ".backward"):
-        if direction in key:
-            before, _, after = key.rpartition(direction)
-            return before + after
-    return key
 
 
 def _excess(items: list[tuple[str, float, float]]) -> float:

@@ -3,25 +3,26 @@
 A record (``Functional.linear.0.forward``, ``Module.block.up.Linear.forward.0``, ``Mint.add.3.backward``) is cut
 into items named as msprobe's compare names them (``<record>.input.0``, ``<record>.input.keepdim``,
 ``<record>.output.0.1``, ``<record>.parameters.weight``, ``<record>.parameters_grad.bias``), each with what the dump
-says of it: dtype, shape, statistics, CRC-32, data file. The dump is indexed once (names and byte spans, flat
-memory); a record is decoded from its own bytes when the compare reaches it, so a broken record costs its own rows.
+says of it: dtype, shape, statistics, CRC-32, data file. The dump is indexed once by precheck.dump.index (names and
+byte spans, flat memory), as run_ut's is; a record is decoded from its own bytes when the compare reaches it, so a
+broken record costs its own rows, worded as run_ut words it.
 Nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO
 
-from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
+from precheck.dump.index import RecordError, RecordIndex
+from precheck.dump.record_names import split_key
 from precheck.errors import PrecheckError
 
-DIRECTIONS = ("forward", "backward", "parameters_grad")
 MAX_DEPTH = 32  # nesting of an argument (msprobe's own limit is lower)
 _FIELDS = (  # (record field, name suffix, state) in msprobe's order: a module's parameters before its outputs
     ("input_args", ".input", "input"),
@@ -30,7 +31,6 @@ _FIELDS = (  # (record field, name suffix, state) in msprobe's order: a module's
     ("parameters", ".parameters", "parameters"),
     ("output", ".output", "output"),
 )
-_HEADER = ("task", "level", "framework", "dump_data_dir")
 
 
 class CompareInputError(PrecheckError):
@@ -77,37 +77,16 @@ class Record:
         return tuple(i for i in self.items if i.state in ("output", "parameters_grad"))
 
 
-def split_key(key: str) -> tuple[str, str, str] | None:
-    """(api, counter, direction) of an L1 key (``api.N.direction``) or an L0 one (``Module.path.Class.direction.N``)."""
-    parts = key.split(".")
-    if len(parts) >= 3 and parts[-1] in DIRECTIONS and parts[-2].isdigit():
-        return ".".join(parts[:-2]), parts[-2], parts[-1]
-    if len(parts) >= 3 and parts[-2] in DIRECTIONS and parts[-1].isdigit():
-        return ".".join(parts[:-2]), parts[-1], parts[-2]
-    return None
+class DumpIndex(RecordIndex):
+    """A dump's index as compare reads it: each record cut into items by :meth:`record`."""
 
-
-@dataclass(frozen=True)
-class DumpIndex:
-    """Where each record of a dump.json lies; records are decoded one at a time by :meth:`record`."""
-
-    path: Path
-    task: str
-    level: str
-    framework: str
-    keys: list[str]
-    spans: list[tuple[int, int]]
-    summary_mode: str  # statistics, md5 or tensor
-
-    @property
-    def data_dir(self) -> Path:
-        return self.path.parent / "dump_tensor_data"
-
-    def raw(self, i: int, f: BinaryIO) -> Any:
-        """Record ``i`` decoded from its own bytes of the open dump.json ``f``."""
-        start, end = self.spans[i]
-        f.seek(start)
-        return json.loads(f.read(end - start).decode("utf-8"))
+    @functools.cached_property
+    def summary_mode(self) -> str:
+        """statistics, md5 or tensor: msprobe's md5 dumps are statistics dumps whose tensors carry "md5", and the
+        first record tells."""
+        if self.task == "tensor":
+            return "tensor"
+        return "md5" if self.keys and self.first_records_hold((b'"md5"',)) else "statistics"
 
     def record(self, i: int, f: BinaryIO) -> Record:
         """Record ``i`` cut into items; one that cannot be read is kept with its ``problem``."""
@@ -115,68 +94,28 @@ class DumpIndex:
         parts = split_key(key)
         api, direction = (parts[0], parts[2]) if parts else (key, "forward")
         try:
-            data = self.raw(i, f)
+            data = self.read(i, f)
             if parts is None:
                 raise ValueError(f"{key!r} is not a record name (api.N.forward / Module.path.Class.forward.N)")
             return Record(key, api, direction, tuple(record_items(key, data)))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-            reason = digits_problem(e) if "digits" in str(e) else str(e) or type(e).__name__
+        except (RecordError, ValueError) as e:
+            reason = str(e) or type(e).__name__
             return Record(key, api, direction, (), problem=f"record {key[:120]}: {reason[:200]}")
 
     def records(self) -> Iterator[Record]:
-        with open(self.path, "rb") as f:
+        with self.file() as f:
             yield from (self.record(i, f) for i in range(len(self.keys)))
 
 
 def open_dump(path: str | os.PathLike) -> DumpIndex:
     """Index a dump.json (or the folder holding it); CompareInputError names the file and what is wrong."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "dump.json"
-    doc, keys, spans, md5 = read_file(path, _index, CompareInputError)
-    if keys is None:
-        raise CompareInputError(f"{path}: not an msprobe dump (no 'data' map at the top level)")
-    task = doc.get("task")
+    index = DumpIndex.open(path, CompareInputError)
+    task = index.task
     if task not in ("tensor", "statistics"):
         raise CompareInputError(
-            f"{path}: not an msprobe dump ('task' is {str(task)[:40]!r}, expected tensor or statistics)"
+            f"{index.path}: not an msprobe dump ('task' is {str(task)[:40]!r}, expected tensor or statistics)"
         )
-    mode = "tensor" if task == "tensor" else "md5" if md5 else "statistics"
-    return DumpIndex(path, task, str(doc.get("level", "")), str(doc.get("framework", "")), keys, spans, mode)
-
-
-def _index(js: JsonStream) -> tuple[dict, list[str] | None, list[tuple[int, int]], bool]:
-    """The dump's top-level fields, its record names and byte spans, and whether its records carry CRC-32s."""
-    doc: dict[str, Any] = {}
-    keys: list[str] | None = None
-    spans: list[tuple[int, int]] = []
-    md5 = False
-    if js.sniff() != "{":
-        return doc, None, spans, md5
-    for key in js.keys("a top-level field name"):
-        if key == "data" and js.peek() == "{":
-            keys = []
-            for name in js.keys("a record name"):
-                keys.append(name)
-                spans.append(js.skip())
-        elif key in _HEADER:
-            doc[key] = js.value(f"the {key!r} field")
-        else:
-            js.skip()
-    if keys:
-        md5 = _has_md5(js, spans[0])
-    return doc, keys, spans, md5
-
-
-def _has_md5(js: JsonStream, span: tuple[int, int]) -> bool:
-    """msprobe's md5 dumps are statistics dumps whose tensors carry "md5": the first record tells."""
-    f = js.f
-    here = f.tell()
-    try:
-        f.seek(span[0])
-        return b'"md5"' in f.read(min(span[1] - span[0], 1 << 20))
-    finally:
-        f.seek(here)
+    return index
 
 
 def record_items(key: str, data: Any) -> list[Item]:

@@ -22,8 +22,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from precheck.compare.divergence import AGREE, HONEST_RULE, MAX_SUSPECTS, SUSPECT, TOLERANCE_RULE, Finding
-from precheck.compare.entries import DumpIndex, split_key
+from precheck.compare.entries import DumpIndex
 from precheck.compare.record_log import mark_suspect
+from precheck.dump.index import RecordError
+from precheck.dump.record_names import is_module, split_key
 
 if TYPE_CHECKING:
     from precheck.compare.summary import DumpComparison
@@ -116,7 +118,7 @@ class _Replay:
     def _status(self, index: DumpIndex, key: str) -> tuple[str, str] | None:
         """(run_ut's status of the record's direction, its error message), or None where it has none."""
         parts = split_key(key)
-        if parts is None or key.startswith(("Module.", "Cell.")):
+        if parts is None or is_module(key):
             return None  # a module is no API to replay
         api, number, direction = parts
         stem = f"{api}.{number}"
@@ -142,10 +144,10 @@ def _grade(index: DumpIndex, at: dict[str, int], stem: str, api: str) -> Any:
     from precheck.execution.options import CheckOptions
 
     try:
-        with open(index.path, "rb") as f:
-            forward = index.raw(at[f"{stem}.forward"], f) if f"{stem}.forward" in at else None
-            backward = index.raw(at[f"{stem}.backward"], f) if f"{stem}.backward" in at else None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        with index.file() as f:
+            forward = index.read(at[f"{stem}.forward"], f) if f"{stem}.forward" in at else None
+            backward = index.read(at[f"{stem}.backward"], f) if f"{stem}.backward" in at else None
+    except (OSError, ValueError, RecordError):  # the file gone or refused; a record broken inside
         return None
     if forward is None:
         return None

@@ -27,8 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from precheck.compare.entries import CompareInputError, split_key
+from precheck.compare.entries import CompareInputError
 from precheck.dump.jsonstream import read_json
+from precheck.dump.record_names import split_key
 
 TOP_LAYER = "TopLayer"
 MAX_CONSTRUCT = 256 << 20  # bytes: construct.json holds one short line per record

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from precheck.compare.divergence import call_of
 from precheck.compare.entries import DumpIndex, open_dump
 from precheck.compare.summary import DumpComparison
 from precheck.dump import safe_files
+from precheck.dump.record_names import call_of, is_module
 
 MAX_PRECHECKED = 50  # calls replayed by one compare
 
@@ -40,10 +40,10 @@ def write_sub_dump(target: DumpIndex, calls: list[str], folder: Path) -> Path:
     """A dump.json holding only the records of ``calls``, its tensor files copied beside it."""
     wanted = set(calls)
     data, files = {}, set()
-    with open(target.path, "rb") as f:
+    with target.file() as f:
         for i, key in enumerate(target.keys):
             if call_of(key) in wanted:
-                data[key] = target.raw(i, f)
+                data[key] = target.read(i, f)
                 files |= set(_data_names(data[key]))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dump_tensor_data").mkdir(exist_ok=True)
@@ -87,7 +87,7 @@ def precheck_suspects(
     target = open_dump(comparison.target)
     calls = suspect_calls(comparison)
     verdicts: dict[str, dict[str, str]] = {}
-    api_calls = [c for c in calls if not c.startswith(("Module.", "Cell."))]
+    api_calls = [c for c in calls if not is_module(c)]
     for call in set(calls) - set(api_calls):
         verdicts[call] = {"forward": "SKIP", "message": "a module, not an API: precheck checks APIs (dump at L1)"}
     if api_calls:

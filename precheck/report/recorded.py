@@ -1,13 +1,13 @@
 """What the dump recorded of a graded row, for the advice rules that need more than the CSVs: the inputs'
 statistics (was a NaN born here?) and the call's arguments and output norm (how long a sum, how large its error).
 
-Records are cut into items by precheck.compare.entries (the one torch-free walk over a raw record), so the report
-still imports no torch. The dump is streamed past once and only the records asked for are decoded.
+Records are found by the one index of dump.json (precheck.dump.index) and cut into items by
+precheck.compare.entries (the one torch-free walk over a raw record), so the report still imports no torch. The
+dump is streamed past once and only the records asked for are decoded.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from api_registry.reduced import reduced_length
 from precheck.compare.entries import Item, record_items
-from precheck.dump.jsonstream import JsonStream, StreamError
-from precheck.dump.safe_files import open_regular
+from precheck.dump.index import RecordError, RecordIndex
 from precheck.grader.limits import limits_for
 
 if TYPE_CHECKING:
@@ -36,26 +35,10 @@ GROWTH_SHARE = 0.5  # ... and at least this share of what adding n terms in the 
 def read_records(dump_json: Path, keys: set[str]) -> dict | None:
     """The records named ``keys``, read from their byte spans while the dump streams past (a dump of gigabytes is
     never held); None when the dump moved or cannot be read: the rules that need it stay silent."""
-    spans, records = {}, {}
-    try:
-        with open_regular(dump_json) as f:  # a FIFO named by a sidecar: refused, never waited on
-            js = JsonStream(f)
-            if js.sniff() != "{":
-                return None
-            for key in js.keys("a top-level field name"):
-                if key != "data" or js.peek() != "{":
-                    js.skip()
-                    continue
-                for name in js.keys("a record name"):
-                    span = js.skip()
-                    if name in keys:
-                        spans[name] = span
-            for name, (start, end) in spans.items():
-                f.seek(start)
-                records[name] = json.loads(f.read(end - start))
-    except (OSError, ValueError, StreamError, RecursionError):
+    try:  # a FIFO named by a sidecar: refused, never waited on
+        return RecordIndex.open(dump_json, ValueError).named(keys)
+    except (OSError, ValueError, RecordError):
         return None
-    return records
 
 
 def _items(dump: dict, key: str) -> list[Item]:
