@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from api_registry.classes import api_class
+from precheck.dump.record_names import api_of
 from precheck.errors import PrecheckError
 from precheck.grader.comparison import Metrics
 from precheck.grader.reasons import Reason
@@ -32,49 +33,7 @@ from precheck.report.csv_files import BLANK, cell, read_csv_rows, write_csv
 from precheck.report.reasons import RowReason
 from precheck.results import split_row_name
 from precheck.schema import CHINESE as _METRIC_COLUMNS
-from precheck.schema import read_status
-
-RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
-DETAILS_HEADER_2 = [
-    "API Name",
-    "小值域错误比值",
-    "小值域判定结果",
-    "均方根误差比值",
-    "均方根误差判定结果",
-    "相对误差最大值比值",
-    "相对误差最大值判定结果",
-    "相对误差平均值比值",
-    "相对误差平均值判定结果",
-    "误差均衡性比值",
-    "误差均衡性判定结果",
-    "inf/nan错误率",
-    "inf/nan判定结果",
-    "相对误差错误率",
-    "相对误差判定结果",
-    "绝对误差错误率",
-    "绝对误差判定结果",
-    "二进制一致错误率",
-    "二进制一致错误率判定结果",
-    "ULP误差平均值",
-    "ULP误差大于阈值占比",
-    "ULP误差大于阈值占比比值",
-    "ULP误差判定结果",
-    "双千指标",
-    "双千指标判定结果",
-    "比对结果",
-    "比对算法",
-    "Message",
-]
-ALGORITHMS = {
-    "benchmark": "标杆比对法",
-    "absolute": "绝对阈值法",
-    "ulp": "ULP误差比对法",
-    "binary": "二进制一致法",
-    "thousandth": "双千指标法",
-    "accumulative": "累积误差比对法",
-    "default": "precheck默认标准",
-    "msprobe": "msprobe单标杆标准",
-}
+from precheck.schema import PRECISION_DETAILS_HEADER, PRECISION_RESULT_HEADER, STANDARD_NAMES, read_status
 
 
 class CompareError(PrecheckError):
@@ -132,7 +91,7 @@ def _judge_row(
 ) -> list[str]:
     """One details row of the output: its 28 cells; ``reason``: the row's in the first stage's reasons file."""
     name = npu["API Name"]
-    out = {column: BLANK for column in DETAILS_HEADER_2}
+    out = {column: BLANK for column in PRECISION_DETAILS_HEADER}
     out["API Name"] = name
     found = split_row_name(name)
     if found is None:
@@ -147,13 +106,13 @@ def _judge_row(
         message, dtype = npu.get("Message", "").strip(), npu.get("DEVICE Dtype", "")
         random = reason is not None and reason.reason == Reason.RANDOM_LAW
         verdict = second_stage(
-            stage1, message, _metrics(npu), _metrics(gpu), dtype, api_class(api.rsplit(".", 1)[0]), standard, random
+            stage1, message, _metrics(npu), _metrics(gpu), dtype, api_class(api_of(api)), standard, random
         )
     out.update({column: cell(value) for column, value in verdict.columns.items()})
     out["比对结果"] = verdict.status
-    out["比对算法"] = ALGORITHMS.get(verdict.standard, verdict.standard or BLANK)
+    out["比对算法"] = STANDARD_NAMES.get(verdict.standard, verdict.standard or BLANK)
     out["Message"] = verdict.message or BLANK
-    return [out[c] for c in DETAILS_HEADER_2]
+    return [out[c] for c in PRECISION_DETAILS_HEADER]
 
 
 def api_precision_compare(
@@ -186,8 +145,10 @@ def api_precision_compare(
     ts = time.strftime("%Y%m%d%H%M%S")
     result_path = out / f"api_precision_compare_result_{ts}.csv"
     details_path = out / f"api_precision_compare_details_{ts}.csv"
-    write_csv(details_path, DETAILS_HEADER_2, details)
-    write_csv(result_path, RESULT_HEADER, [[api, f, b, messages.get(api, BLANK)] for api, (f, b) in results.items()])
+    write_csv(details_path, PRECISION_DETAILS_HEADER, details)
+    write_csv(
+        result_path, PRECISION_RESULT_HEADER, [[api, f, b, messages.get(api, BLANK)] for api, (f, b) in results.items()]
+    )
     return PrecisionCompareSummary(result_path, details_path, results)
 
 

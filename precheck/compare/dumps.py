@@ -19,7 +19,7 @@ import numpy as np
 
 from precheck.compare.align import align, rejoin
 from precheck.compare.divergence import UNMATCHED, UNREADABLE, tolerance
-from precheck.compare.entries import DumpIndex, Item, Record, open_dump, split_key
+from precheck.compare.entries import DumpIndex, Item, Record, open_dump
 from precheck.compare.fused import Elements
 from precheck.compare.localize import localize
 from precheck.compare.mapping import NameMap, torch_dtype
@@ -31,6 +31,7 @@ from precheck.compare.stacks import Stacks
 from precheck.compare.summary import DumpComparison
 from precheck.compare.table import CompareCsv
 from precheck.dump.ptarchive import PtError
+from precheck.dump.record_names import split_key
 from precheck.grader.status import ERROR
 from precheck.paths import claim_stamp, output_folder
 

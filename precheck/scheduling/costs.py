@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 
 from api_registry.classes import api_class
+from precheck.dump.record_names import api_of
 from precheck.dump.records import Case
 from precheck.execution.limits import HEAVY_CLASSES, SECONDS_PER_CASE, case_limit, input_seconds, work
 from precheck.execution.limits import MAX_TIMEOUT as MAX_TIMEOUT  # the longest wait the scheduler tells the OS
@@ -88,7 +89,7 @@ def largest_first(cases: Sequence[Case]) -> Iterator[Case]:
     started, so nothing is held meanwhile."""
     names = getattr(cases, "names", None) or [case.name for case in cases]
     every = len(names) <= SIZE_ALL_UP_TO
-    candidates = [i for i, n in enumerate(names) if every or api_class(n.rsplit(".", 1)[0]) in HEAVY_CLASSES]
+    candidates = [i for i, n in enumerate(names) if every or api_class(api_of(n)) in HEAVY_CLASSES]
     sized = [(work(cases[i]), i) for i in candidates]
     heavy = sorted((pair for pair in sized if pair[0] >= HEAVY_FLOPS), key=lambda pair: (-pair[0], pair[1]))
     first = {i for _, i in heavy}
