@@ -69,6 +69,20 @@ ENGLISH = dict(zip(METRIC_HEADERS, METRIC_FIELDS, strict=True))  # Chinese colum
 CHINESE = dict(zip(METRIC_FIELDS, METRIC_HEADERS, strict=True))  # Metrics field -> Chinese column
 DETAILS_HEADER = ["API Name", "Bench Dtype", "DEVICE Dtype", "Shape", *METRIC_HEADERS, "Status", "Message"]
 
+# api_precision_compare's CSVs (msprobe's second stage); its result CSV has "API Name" where stage 1's has "API name".
+PRECISION_RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
+PRECISION_DETAILS_HEADER = ["API Name", "小值域错误比值", "小值域判定结果", "均方根误差比值", "均方根误差判定结果",
+                            "相对误差最大值比值", "相对误差最大值判定结果", "相对误差平均值比值",
+                            "相对误差平均值判定结果", "误差均衡性比值", "误差均衡性判定结果", "inf/nan错误率",
+                            "inf/nan判定结果", "相对误差错误率", "相对误差判定结果", "绝对误差错误率",
+                            "绝对误差判定结果", "二进制一致错误率", "二进制一致错误率判定结果", "ULP误差平均值",
+                            "ULP误差大于阈值占比", "ULP误差大于阈值占比比值", "ULP误差判定结果", "双千指标",
+                            "双千指标判定结果", "比对结果", "比对算法", "Message"]  # fmt: skip
+# Its 比对算法 cell: msprobe's name of the standard that judged a row (the last two are precheck's own standards).
+STANDARD_NAMES = {"benchmark": "标杆比对法", "absolute": "绝对阈值法", "ulp": "ULP误差比对法", "binary": "二进制一致法",
+                  "thousandth": "双千指标法", "accumulative": "累积误差比对法", "default": "precheck默认标准",
+                  "msprobe": "msprobe单标杆标准"}  # fmt: skip
+
 # A run's files in its output folder, by its stem (``<YYYYmmddHHMMSS>`` or ``<ts>_<n>``).
 RESULT = "accuracy_checking_result_{}.csv"
 DETAILS = "accuracy_checking_details_{}.csv"

@@ -12,9 +12,10 @@ import pytest
 from helpers import DATA, real_dump_json
 
 from precheck.commands.cli import main
-from precheck.commands.precision_compare import DETAILS_HEADER_2, api_precision_compare
+from precheck.commands.precision_compare import api_precision_compare
 from precheck.report import reasons
 from precheck.run_ut import run_ut
+from precheck.schema import PRECISION_DETAILS_HEADER
 
 BOM = b"\xef\xbb\xbf"
 RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
@@ -122,8 +123,8 @@ def test_output_names_headers_and_bom(mlp_csv, tmp_path):
         assert path.read_bytes().startswith(BOM)
     o = Outcome(summary)
     assert o.result_header == RESULT_HEADER
-    assert o.details_header == DETAILS_HEADER_2 == MSPROBE_DETAILS_HEADER
-    assert len(DETAILS_HEADER_2) == 28
+    assert o.details_header == PRECISION_DETAILS_HEADER == MSPROBE_DETAILS_HEADER
+    assert len(PRECISION_DETAILS_HEADER) == 28
     with open(summary.details_path, encoding="utf-8-sig", newline="") as f:
         assert all(len(r) == 28 for r in csv.reader(f))
     with open(summary.result_path, encoding="utf-8-sig", newline="") as f:

@@ -53,3 +53,34 @@ def test_read_status_reads_either_spelling():
     assert [read_status(t) for t in (" Pass", "WARNING", "error ", "skip", "SKIP")] == [
         Status.PASS, Status.WARNING, Status.ERROR, Status.SKIP, Status.SKIP]  # fmt: skip
     assert read_status("") is None and read_status("unmatched") is None
+
+
+def _header_copies(names: set[str]) -> list[str]:
+    """List, tuple and dict literals outside schema.py holding three or more of ``names``: a second copy."""
+    import ast
+
+    found = []
+    for path, text in _sources().items():
+        for node in ast.walk(ast.parse(text)):
+            items = node.values if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+            if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)) and items is not None:
+                spelled = [e.value for e in items if isinstance(e, ast.Constant) and e.value in names]
+                if len(spelled) >= 3:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {spelled[:3]}")
+    return found
+
+
+def test_csv_headers_are_written_once():
+    """The headers of run_ut's, compare's records and api_precision_compare's CSVs, the 17 metric columns and
+    the second stage's standard names are spelled in schema.py only; the writers and readers use them."""
+    from precheck import schema
+
+    names = {
+        *schema.DETAILS_HEADER,
+        *schema.RESULT_HEADER,
+        *schema.RECORDS_HEADER,
+        *schema.PRECISION_RESULT_HEADER,
+        *schema.PRECISION_DETAILS_HEADER,
+        *schema.STANDARD_NAMES.values(),
+    } - {"API Name", "API name", "Message"}
+    assert _header_copies(names) == []
