@@ -24,9 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Equivalent", "NoEquivalent", "torch_call"]
+__all__ = ["Equivalent", "NoEquivalent", "is_mint", "torch_call"]
 
 _MINT = {"Mint": "Torch", "MintFunctional": "Functional"}
+
+
+def is_mint(api: str) -> bool:
+    """Whether a dump name is one of MindSpore's mint APIs (``Mint.abs``): in a dump read as PyTorch's, the
+    dump is MindSpore's and the run wants --framework mindspore."""
+    return api.partition(".")[0] in _MINT
 
 
 @dataclass(frozen=True)

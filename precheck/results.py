@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ApiResult",
     "DetailRow",
+    "device_lost",
     "Direction",
     "Status",
     "failed",
@@ -114,10 +115,16 @@ def is_timed_out(result: ApiResult) -> bool:
     return result.forward == SKIP and any(d.comparison.reason == Reason.TIMED_OUT for d in result.details)
 
 
-def failed(record: Recorded, reason: str) -> ApiResult:
+def failed(record: Recorded, reason: str, code: Reason = Reason.TARGET_FAILED) -> ApiResult:
     """A record whose check failed in a way that blames the API (it crashed, or its target run failed):
-    one error row, its backward not compared."""
-    return _one_row(record, ERROR, None, reason, Reason.TARGET_FAILED)
+    one error row, its backward not compared; ``code`` DEVICE_FAILED where the failure left the device
+    untrusted (a pool then retires the worker: ``device_lost``)."""
+    return _one_row(record, ERROR, None, reason, code)
+
+
+def device_lost(result: ApiResult) -> bool:
+    """Whether a result's check left its process's device untrusted: the worker that ran it is retired."""
+    return any(d.comparison.reason == Reason.DEVICE_FAILED for d in result.details)
 
 
 def graded(

@@ -19,6 +19,7 @@ from precheck.errors import OptionError, PrecheckError
 from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import for_framework, target_for
+from precheck.grader.reasons import Reason
 from precheck.grader.status import SKIP, at_or_below
 from precheck.report.csv_files import CsvReport, text
 from precheck.report.runfiles import dump_identity, unfinished, versions
@@ -338,7 +339,7 @@ def _plan(
             continue
         listed_out = api_lists.excluded(case) if api_lists else None
         if listed_out:
-            result = skipped(case, listed_out)
+            result = skipped(case, listed_out, Reason.SKIP_LISTED_OUT)
             report.add(result)
             keep(result)
         else:

@@ -66,11 +66,18 @@ _POISONED = []
 
 def sticky_device_error(x: torch.Tensor) -> torch.Tensor:
     """Fails on the target side (not float64) and leaves the process unusable, as a CUDA illegal memory access
-    leaves its context."""
+    leaves its context: torch's type for it, in words that name no device."""
     if x.dtype == torch.float64:
         return x * 1
     _POISONED.append(True)
-    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    raise torch.AcceleratorError("an illegal memory access was encountered")
+
+
+def wordy_error(x: torch.Tensor) -> torch.Tensor:
+    """Fails on the target side with an error of its own whose words happen to be a device's: the process is fine."""
+    if x.dtype == torch.float64:
+        return x * 1
+    raise ValueError("CUDA error: out of memory, says this API of its own arguments")
 
 
 def needs_clean_process(x: torch.Tensor) -> torch.Tensor:
@@ -91,5 +98,6 @@ ENTRIES = {
     "Torch.precheck_slow": slow_identity,
     "Torch.precheck_busy": busy_in_torch,
     "Torch.precheck_sticky": sticky_device_error,
+    "Torch.precheck_wordy": wordy_error,
     "Torch.precheck_clean": needs_clean_process,
 }

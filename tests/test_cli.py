@@ -377,8 +377,9 @@ def test_an_all_skip_run_says_why_and_what_to_do(tmp_path, capsys):
     lines = out.splitlines()
     at = lines.index("  nothing was graded: every API is SKIP; why (the result CSV's Message has each):")
     assert lines[at + 1] == (
-        f"    6 APIs: tensor files not found in {tmp_path / 'd' / 'dump_tensor_data'}: copy the dump's "
-        "dump_tensor_data/ beside its dump.json, or add --random to generate inputs from the recorded statistics"
+        "    6 APIs: tensor files not found (the first: Functional.linear.0.forward.input.0.pt: file not found in "
+        f"{tmp_path / 'd' / 'dump_tensor_data'}): copy the dump's dump_tensor_data/ beside its dump.json, or add "
+        "--random to generate inputs from the recorded statistics"
     )
     assert lines[at + 2].startswith("  report:")
     code, out, _ = run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o"), "-q", "--random")
@@ -388,25 +389,38 @@ def test_an_all_skip_run_says_why_and_what_to_do(tmp_path, capsys):
 
 
 def test_skip_reasons_are_counted_commonest_first_with_their_fixes(tmp_path):
+    # Grouped by the reasons file's codes: the Messages are words of any kind (reworded, or a placeholder).
     from precheck.report.skips import describe_skips, skip_reasons
 
-    rows = [("Mint.abs.0", "not supported: Mint.abs"), ("MintFunctional.relu.0", "not supported: MintFunctional.relu")]
-    rows += [(f"Torch.x{i}.0", f"not supported: Torch.x{i}") for i in range(3)]  # a message of its own each
-    rows += [("Torch.mm.0", "Torch.mm.0.forward.input.1.pt: refused, a link out of the dump directory")]
-    rows += [("Torch.mm.1", "Torch.mm.1.forward.input.0.pt: refused, a link out of the dump directory")]
-    rows += [("Torch.ok.0", "")]
+    rows = [("Mint.abs.0", "skip_other_framework", "any words"), ("Mint.relu.0", "skip_other_framework", "other")]
+    rows += [(f"Torch.x{i}.0", "skip_unsupported", f"Torch.x{i} is new to precheck") for i in range(3)]
+    rows += [(f"Torch.mm.{i}", "skip_inputs", f"a link out, file {i}") for i in range(2)]
+    rows += [("Torch.ok.0", "passed", ""), ("Torch.old.0", None, "from an older precheck")]
     result = tmp_path / "accuracy_checking_result_20260101000000.csv"
     with open(result, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["API name", "Forward Test Success", "Backward Test Success", "Message"])
-        writer.writerows((name, "pass" if name == "Torch.ok.0" else "SKIP", "SKIP", message) for name, message in rows)
+        writer.writerows(
+            (name, "pass" if code == "passed" else "SKIP", "SKIP", message) for name, code, message in rows
+        )
+    lines = [
+        {"row": f"{name}.forward.output.0", "reason": code, "standard": "", "ratio": None, "nonfinite": 0,
+         "generated": False}
+        for name, code, _ in rows if name != "Torch.old.0"
+    ]  # fmt: skip
+    sidecar = tmp_path / "accuracy_checking_reasons_20260101000000.jsonl"
+    sidecar.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert describe_skips(*skip_reasons(result)) == [
-        "  7 APIs SKIP; why (the result CSV's Message has each):",
-        "    3 APIs: not supported: {API}",
+        "  8 APIs SKIP; why (the result CSV's Message has each):",
+        "    3 APIs: not supported (the first: Torch.x0 is new to precheck): precheck apis lists the APIs precheck "
+        "checks",
         "    2 APIs: MindSpore APIs read as PyTorch's: add --framework mindspore (or precheck -f mindspore run_ut ...)",
-        "    2 APIs: a tensor file: refused, a link out of the dump directory",
+        "    2 APIs: inputs that cannot be rebuilt (the first: a link out, file 0)",
+        "    1 API: 1 other reasons",
     ]
-    assert describe_skips(*skip_reasons(result), shown=1)[2:] == ["    4 APIs: 2 other reasons"]
+    assert describe_skips(*skip_reasons(result), shown=4)[-1] == (
+        "    1 API: no reason code recorded (rows of an older precheck): the result CSV's Message says why"
+    )
 
 
 @pytest.mark.parametrize("backend", ["inprocess", "process"])

@@ -4,20 +4,25 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import DATA
+from helpers import DATA, misbehaving_env
 
+from api_registry import registry
+from precheck.dump.decode import Case, Stats, TensorSpec
+from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.grader import compare
 from precheck.grader.reasons import Reason
 from precheck.report import reasons
 from precheck.report.advice import NO_REASONS, advise
 from precheck.report.html import write_report
-from precheck.results import load
+from precheck.report.skips import describe_skips, skip_reasons
+from precheck.results import device_lost, load
 from precheck.run_ut import run_ut
 
 # Dumps whose runs (target recorded) fire the advice's rules: fp16 overflow and nan born here; accumulation in low
@@ -81,3 +86,76 @@ def test_a_run_without_a_reasons_file_still_opens_and_says_findings_need_a_newer
     assert len(frame) == len(load(details)) and frame["reason"].isna().all() and advise(frame, dump) == []
     page = write_report(copy, tmp_path / "page").read_text(encoding="utf-8")
     assert NO_REASONS.replace("'", "&#x27;") in page
+
+
+def _stats(shape: list[int], data_name: str | None = None) -> dict:
+    spec = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": 1.0, "Min": -1.0, "Mean": 0.0,
+            "Norm": 1.5, "requires_grad": False}  # fmt: skip
+    return {**spec, "data_name": data_name} if data_name else spec
+
+
+SKIPS = {  # a record -> the code of its SKIP row, decided where the row is made
+    "Mint.abs.0": ({"input_args": [_stats([4])]}, Reason.SKIP_OTHER_FRAMEWORK),
+    "Torch.no_such_api.0": ({"input_args": [_stats([4])]}, Reason.SKIP_UNSUPPORTED),
+    "Functional.relu.0": (
+        {"input_args": [_stats([4], "Functional.relu.0.forward.input.0.pt")]},
+        Reason.SKIP_MISSING_FILE,
+    ),  # fmt: skip
+    "Functional.gelu.0": ({"input_args": [_stats([4])], "input_kwargs": [1]}, Reason.SKIP_BAD_RECORD),
+    "Torch.matmul.0": ({"input_args": [_stats([2048, 2048]), _stats([2048, 2048])]}, Reason.SKIP_MEMORY),
+}
+
+
+@pytest.fixture(scope="module")
+def skips(tmp_path_factory):
+    root = tmp_path_factory.mktemp("skips")
+    data = {f"{name}.forward": {"input_kwargs": {}, "output": [_stats([4])], **record}
+            for name, (record, _) in SKIPS.items()}  # fmt: skip
+    dump = root / "dump.json"
+    dump.write_text(json.dumps({"task": "tensor", "level": "L1", "framework": "pytorch", "data": data}))
+    options = CheckOptions(max_memory=1 << 20)
+    summary = run_ut(dump, root / "run", device="cpu", workers=1, backend="inprocess", options=options)
+    return Path(summary.result_path), Path(summary.details_path)
+
+
+def test_each_skip_row_says_why_as_a_code(skips):
+    _, details = skips
+    found = reasons.read(details)
+    assert {name: found[f"{name}.forward.output.0"].reason for name in SKIPS} == {n: c for n, (_, c) in SKIPS.items()}
+
+
+def test_skips_group_by_code_with_every_message_a_placeholder(skips, tmp_path):
+    result, details = skips
+    for path in (result, details):
+        shutil.copy(path, tmp_path / path.name)
+    shutil.copy(reasons.path_for(details), reasons.path_for(tmp_path / details.name))
+    _placeholder_messages(tmp_path / result.name)
+    counts, total = skip_reasons(tmp_path / result.name)
+    assert total == len(SKIPS) and sum(counts.values()) == len(SKIPS)
+    lines = describe_skips(counts, total, shown=len(SKIPS))
+    assert "    1 API: MindSpore APIs read as PyTorch's: add --framework mindspore" in "\n".join(lines)
+    assert any(line.startswith("    1 API: tensor files not found (the first: placeholder): copy") for line in lines)
+    assert any(line.startswith("    1 API: above --max-memory: raise it") for line in lines)
+
+
+def test_a_device_failure_is_a_code_decided_where_it_was_caught_not_its_words(monkeypatch, tmp_path):
+    """torch's AcceleratorError retires the worker whatever it says; an API's own error that says "CUDA error:
+    out of memory" does not (process.py retires by results.device_lost)."""
+    for key, value in misbehaving_env().items():
+        monkeypatch.setenv(key, value)
+    registry.cache_clear()
+    try:
+        got = {}
+        for api in ("Torch.precheck_sticky", "Torch.precheck_wordy"):
+            case = Case(
+                name=f"{api}.0", api=api, order=0, args=(TensorSpec(torch.float32, (4,), Stats(1.0, -1.0, 0.0, 1.5)),)
+            )
+            result = check_case(case, tmp_path, CheckOptions(device="cpu", force_random=True))
+            got[api] = (result.forward, result.details[0].comparison.reason, device_lost(result))
+    finally:
+        monkeypatch.delenv("PRECHECK_PLUGINS")
+        registry.cache_clear()
+    assert got == {
+        "Torch.precheck_sticky": ("error", Reason.DEVICE_FAILED, True),
+        "Torch.precheck_wordy": ("error", Reason.TARGET_FAILED, False),
+    }

@@ -16,6 +16,7 @@ import torch
 
 from precheck.dump.index import RecordError
 from precheck.grader.dtypes import MINDSPORE
+from precheck.grader.reasons import Reason
 
 TENSOR_TYPES = frozenset(
     {
@@ -89,6 +90,7 @@ class Case:
     grad_outputs: tuple | None = None  # backward record "input": gradients flowing into the outputs
     grad_inputs: tuple | None = None  # backward record "output": recorded gradients of the inputs
     problem: str | None = None  # set when the record could not be decoded
+    problem_reason: Reason = Reason.SKIP_BAD_RECORD  # the code of ``problem``'s SKIP row
     framework: str = "pytorch"  # the dump's: a MindSpore case is its PyTorch equivalent (precheck.dump.mindspore)
     recorded_api: str | None = None  # the recorded API where ``api`` is another framework's equivalent
     recorded_call: tuple | None = None  # its recorded (args, kwargs), where ``args`` / ``kwargs`` are translated

@@ -17,6 +17,7 @@ from typing import Any
 
 from api_registry.mindspore import NoEquivalent, torch_call
 from precheck.dump.decode import Case, TensorSpec
+from precheck.grader.reasons import Reason
 from precheck.walk import flatten, map_placed
 
 __all__ = ["MINDSPORE", "translate"]
@@ -33,7 +34,7 @@ def translate(case: Case) -> Case:
     try:
         equivalent = torch_call(case.api, args, kwargs)
     except NoEquivalent as e:
-        return replace(case, problem=str(e))
+        return replace(case, problem=str(e), problem_reason=Reason.SKIP_UNSUPPORTED)
     return replace(
         case,
         api=equivalent.api,

@@ -31,6 +31,12 @@ class Refused(ValueError):
     why (run_ut's SKIP reason, compare's row note)."""
 
 
+class Missing(Refused):
+    """The named file is not in the dump's data folder (a dump.json copied without its dump_tensor_data/):
+    its own type, so run_ut's SKIP row says so as a code (Reason.SKIP_MISSING_FILE) and the run's summary
+    names the fix."""
+
+
 @dataclass
 class DataFile:
     """A dump's file, open: read only through ``file`` (the descriptor whose type and size were checked), never
@@ -88,7 +94,7 @@ def open_file(data_dir: Path, data_name: str) -> DataFile:
         fd = _open_beneath(root, path.relative_to(root).parts)
     except OSError as e:
         if e.errno in (errno.ENOENT, errno.ENOTDIR):
-            raise Refused(f"{name}: file not found in {data_dir}") from None
+            raise Missing(f"{name}: file not found in {data_dir}") from None
         if e.errno == errno.ELOOP:
             raise Refused(f"{name}: refused, a symbolic link on its path (it changed after it was checked)") from None
         raise Refused(f"{name}: cannot access: {reason(e)}") from None

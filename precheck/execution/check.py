@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from api_registry import ApiEntry, lookup, why_unsupported
+from api_registry.mindspore import is_mint
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.honest_run import HonestRun
 from precheck.execution.options import CheckOptions
@@ -23,8 +24,9 @@ from precheck.execution.recorded import gradient_shapes, placed, same_place
 from precheck.execution.runner import Call, SideRun, one_line, run_side
 from precheck.execution.sides import GOLDEN, reference_side
 from precheck.execution.sizes import memory_problem
-from precheck.execution.targets import Ran, Target, target_for
+from precheck.execution.targets import Ran, Target, target_for, target_raised
 from precheck.grader import stochastic
+from precheck.grader.reasons import Reason
 from precheck.grader.rows import RowGrader
 from precheck.grader.statistics import recorded_output_notes
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING, worst
@@ -92,7 +94,7 @@ def _guarded(case: Case, data_dir: Path, options: CheckOptions, target: Target) 
     try:
         return _check(case, data_dir, options, target)
     except Exception as e:
-        return skipped(case, f"precheck could not check this record: {one_line(e)}")
+        return skipped(case, f"precheck could not check this record: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT)
 
 
 def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) -> ApiResult:
@@ -116,9 +118,10 @@ def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) ->
         return ran
     if ran.golden.error:
         why = "cannot run the recorded call" if ran.target.error else "golden (CPU float64) failed"
-        return skipped(case, "; ".join(filter(None, [f"{why}: {ran.golden.error}", builder.describe()])))
+        why = "; ".join(filter(None, [f"{why}: {ran.golden.error}", builder.describe()]))
+        return skipped(case, why, Reason.SKIP_GOLDEN_FAILED)
     if ran.target.error:
-        return failed(case, "; ".join(filter(None, [f"target raised {ran.target.error}", builder.describe()])))
+        return target_raised(case, ran.target, builder.describe())
     reference = _reference(case, call, options, ran)
     return _graded(case, call, builder, options, target, backward_problem, ran, reference)
 
@@ -127,25 +130,29 @@ def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | 
     """The case's SKIP row when it cannot be checked here (a bad record, an unsupported API, another device's
     fused op, an uncheckable random call, too much memory); else its registry entry and why it is random."""
     if case.problem:
-        return skipped(case, case.problem)
+        return skipped(case, case.problem, case.problem_reason)
     entry = lookup(case.api)
     if entry is None and case.recorded_api:
-        return skipped(case, f"{case.recorded_api}: its PyTorch equivalent {case.api} is not supported")
+        return skipped(
+            case, f"{case.recorded_api}: its PyTorch equivalent {case.api} is not supported", Reason.SKIP_UNSUPPORTED
+        )
     if entry is None:
-        return skipped(case, why_unsupported(case.api))
+        code = Reason.SKIP_OTHER_FRAMEWORK if is_mint(case.api) else Reason.SKIP_UNSUPPORTED
+        return skipped(case, why_unsupported(case.api), code)
     if entry.needs_device and target.on_device and not target.device.startswith(entry.needs_device):
         return skipped(
             case,
             f"{case.api} is an {entry.needs_device.upper()} fused op: it runs on an "
             f"{entry.needs_device.upper()}, not on {target.device}; --target recorded grades its "
             f"recorded outputs against the CPU reference",
+            Reason.SKIP_DEVICE_OP,
         )
     reason = entry.random_reason(case.args, case.kwargs)
     if reason and not stochastic.checkable(entry):
-        return skipped(case, reason)
+        return skipped(case, reason, Reason.SKIP_RANDOM)
     too_big = memory_problem(case, options.max_memory)
     if too_big:
-        return skipped(case, too_big)
+        return skipped(case, too_big, Reason.SKIP_MEMORY)
     return entry, reason
 
 
@@ -155,7 +162,7 @@ def _built(case: Case, entry: ApiEntry, builder: InputBuilder) -> ApiResult | tu
         args = builder.build(case.args, "input_args")
         kwargs = builder.build(case.kwargs, "input_kwargs")
     except InputError as e:
-        return skipped(case, str(e))
+        return skipped(case, str(e), e.reason)
     grad_outputs, backward_problem = None, None
     if case.has_backward:
         try:
@@ -262,7 +269,7 @@ def _random(
     grad_outputs = call.grad_outputs if target.on_device else None  # only a run on the device ran a backward
     rows = stochastic.grade(case, call.entry, call.loaded_args, call.loaded_kwargs, drawn, grad_outputs)
     if isinstance(rows, str):
-        return skipped(case, "; ".join(filter(None, [rows, builder.describe()])))
+        return skipped(case, "; ".join(filter(None, [rows, builder.describe()])), Reason.SKIP_RANDOM)
     forward = [r for r in rows if r.direction == Direction.FORWARD]
     backward = [r for r in rows if r.direction == Direction.BACKWARD]
     backward_status = worst(r.status for r in backward) if backward else SKIP if case.has_backward else None

@@ -25,6 +25,7 @@ from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import target_side
+from precheck.grader.reasons import Reason
 from precheck.grader.statistics import crossed, recorded_output_notes, statistics_rows
 from precheck.grader.status import PASS, SKIP
 from precheck.inputs.builder import InputBuilder, InputError
@@ -154,7 +155,7 @@ def recorded_outcome(
     """The recorded target of one call: its outputs and gradients, and the golden of each gradient where msprobe's
     hook recorded it; or the case's result when it ends here (statistics only, a missing file)."""
     if golden.error:
-        return skipped(case, f"golden (CPU float64) failed: {golden.error}")
+        return skipped(case, f"golden (CPU float64) failed: {golden.error}", Reason.SKIP_GOLDEN_FAILED)
     no_node = made_no_node(call)
     try:
         target, golden, at = recorded_run(case, builder, golden, no_node)
@@ -163,18 +164,18 @@ def recorded_outcome(
     except StatisticsOnly:
         return _statistics_result(case, golden, builder, no_node)
     except InputError as e:
-        return skipped(case, f"recorded output: {e}")
+        return skipped(case, f"recorded output: {e}", Reason.SKIP_RECORDED_OUTPUT)
     return target, golden, at
 
 
 def recorded_draw(case: Case, builder: InputBuilder) -> SideRun | ApiResult:
     """A random call's recorded outputs (its law is checked on them), or its SKIP row."""
     if any(isinstance(o, TensorSpec) and o.data_name is None for o in flatten(case.outputs)):
-        return skipped(case, "random op: its recorded outputs are statistics only")
+        return skipped(case, "random op: its recorded outputs are statistics only", Reason.SKIP_RECORDED_OUTPUT)
     try:
         return SideRun(outputs=flatten(builder.load(case.outputs, "output")))
     except InputError as e:
-        return skipped(case, f"recorded output: {e}")
+        return skipped(case, f"recorded output: {e}", Reason.SKIP_RECORDED_OUTPUT)
 
 
 def made_no_node(call: Call) -> Callable[[], bool]:
@@ -211,7 +212,8 @@ def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder, no_no
     forward = statistics_rows(case.name, Direction.FORWARD, triples)
     odd = recorded_output_notes(case.outputs, golden.outputs)  # an output no tensor can be is not graded: said why
     if not forward:
-        return skipped(case, "; ".join(odd) or "statistics only, and no tensor output to grade them on")
+        why = "; ".join(odd) or "statistics only, and no tensor output to grade them on"
+        return skipped(case, why, Reason.SKIP_RECORDED_OUTPUT)
     messages = [r.comparison.message for r in forward if r.status != PASS] or [forward[0].comparison.message]
     backward, notes = [], ()
     if case.has_backward and golden.grads is not None:

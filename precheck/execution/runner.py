@@ -142,7 +142,7 @@ def run_side(call: Call, side: Side, func: Callable[..., Any] | None = None, hoo
     except CompileError as e:
         return SideRun(outputs=[], error=str(e), compile_failed=True)
     except Exception as e:  # the API's own failure is this case's result, never the run's
-        return SideRun(outputs=[], error=one_line(e))
+        return SideRun(outputs=[], error=one_line(e), device_lost=side.lost_to(e))
     finally:
         _REPLAYING.active = False
     return SideRun(outputs=[_detach(o) for o in outputs], grads=grads, node=probe.node() if probe else None)

@@ -21,6 +21,15 @@ class DeviceError(PrecheckError, ValueError):
     """The requested device does not exist on this machine (a one-line CLI error)."""
 
 
+# What torch raises when a device's memory or its context failed (torch 2.8 and later have AcceleratorError for
+# an error of the device runtime; earlier ones only the out-of-memory type, torch.cuda's before 2.5).
+_DEVICE_FAILURES = tuple(
+    getattr(owner, name)
+    for owner, name in ((torch, "AcceleratorError"), (torch, "OutOfMemoryError"), (torch.cuda, "OutOfMemoryError"))
+    if hasattr(owner, name)
+)
+
+
 @dataclass(frozen=True)
 class Side:
     name: str
@@ -49,6 +58,21 @@ class Side:
             torch.cuda.synchronize(self.device)
         elif self.device.startswith("npu"):
             torch.npu.synchronize(self.device)  # type: ignore[attr-defined]
+
+    def lost_to(self, error: BaseException) -> bool:
+        """Whether a call's exception leaves this process's device untrusted, so its worker is retired: by the
+        exception's type, or, for an error on an accelerator that has no type of its own (a cuBLAS or NPU
+        runtime status), by asking the device whether it still works. Never by the error's words: an API's own
+        message may say "out of memory" of anything."""
+        if isinstance(error, _DEVICE_FAILURES):
+            return True
+        if self.device == "cpu":
+            return False
+        try:
+            self.synchronize()
+        except Exception:
+            return True
+        return False
 
 
 GOLDEN = Side(name="golden", device="cpu", golden=True)

@@ -25,6 +25,7 @@ from precheck.execution.options import TARGETS, CheckOptions
 from precheck.execution.recorded import AtHook, recorded_draw, recorded_outcome
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import compiled, target_side
+from precheck.grader.reasons import Reason
 from precheck.inputs.builder import InputBuilder
 from precheck.inputs.synth import rng_for
 from precheck.results import ApiResult, failed, skipped, timed_out
@@ -80,7 +81,7 @@ class Target:
         """The target's run of the call, or the case's result when it ends here."""
         run = self.run(call, case)
         if run.compile_failed:
-            return skipped(case, f"torch.compile failed: {run.error}")
+            return skipped(case, f"torch.compile failed: {run.error}", Reason.SKIP_COMPILE_FAILED)
         return Ran(run, golden)
 
     def draw(self, call: Call, case: Case, builder: InputBuilder, seed: int) -> SideRun | ApiResult:
@@ -89,9 +90,9 @@ class Target:
         with _seeded(seed, case.name, self.device):
             run = self.run(call, case)
         if run.compile_failed:
-            return skipped(case, f"torch.compile failed: {run.error}")
+            return skipped(case, f"torch.compile failed: {run.error}", Reason.SKIP_COMPILE_FAILED)
         if run.error:
-            return failed(case, "; ".join(filter(None, [f"target raised {run.error}", builder.describe()])))
+            return target_raised(case, run, builder.describe())
         return run
 
     def is_honest(self, case: Case) -> bool:
@@ -163,9 +164,9 @@ class MindSporeTarget(Target):
         try:
             return Ran(self.run(call, case), golden)
         except MindSporeUnavailable as e:
-            return skipped(case, str(e))
+            return skipped(case, str(e), Reason.SKIP_NO_MINDSPORE)
         except Unsupported as e:
-            return skipped(case, f"MindSpore cannot run this call on {self.device}: {e}")
+            return skipped(case, f"MindSpore cannot run this call on {self.device}: {e}", Reason.SKIP_MINDSPORE_KERNEL)
         except TimedOut as e:
             return timed_out(case, e.seconds)
 
@@ -174,7 +175,7 @@ class MindSporeTarget(Target):
         if isinstance(ran, ApiResult):
             return ran
         if ran.target.error:
-            return failed(case, "; ".join(filter(None, [f"target raised {ran.target.error}", builder.describe()])))
+            return target_raised(case, ran.target, builder.describe())
         return ran.target
 
 
@@ -189,6 +190,13 @@ def target_for(options: CheckOptions) -> Target:
     if kind is None:
         raise OptionError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
     return kind(options)
+
+
+def target_raised(case: Case, run: SideRun, inputs: str) -> ApiResult:
+    """The error row of a target run that raised; ``inputs`` says where its inputs came from. Its code says
+    whether the error left the device untrusted, as the runner judged where it caught it."""
+    code = Reason.DEVICE_FAILED if run.device_lost else Reason.TARGET_FAILED
+    return failed(case, "; ".join(filter(None, [f"target raised {run.error}", inputs])), code)
 
 
 def for_framework(options: CheckOptions, dump: Dump) -> CheckOptions:

@@ -34,8 +34,28 @@ class Reason(StrEnum):
     RANDOM_LAW = "random_law"  # a random op judged by the law of its outputs (grader/stochastic.py)
     STATISTICS = "statistics"  # graded on a dump's recorded statistics only (grader/statistics.py)
     TARGET_FAILED = "target_failed"  # the API crashed or its target run failed: one error row
-    SKIPPED = "skipped"  # not graded; the Message says why
-    TIMED_OUT = "timed_out"  # not graded: the check ran past its time limit
+    # The target's device failed in a way that leaves its process's device context untrusted (torch's
+    # AcceleratorError or OutOfMemoryError, a device library's status): one error row, and a pool retires the
+    # worker that ran it. Decided where the exception is caught (execution/sides.py), never from the Message.
+    DEVICE_FAILED = "device_failed"
+    # SKIP: not graded. The code says why, as the place that made the row knew it; the Message says it in words.
+    SKIPPED = "skipped"  # a cause with no code of its own (a plugin target's skipped() without a code)
+    TIMED_OUT = "timed_out"  # the check ran past its time limit
+    SKIP_LISTED_OUT = "skip_listed_out"  # the white or black list leaves the API out
+    SKIP_BAD_RECORD = "skip_bad_record"  # a dump record (or key) precheck cannot decode
+    SKIP_UNSUPPORTED = "skip_unsupported"  # no entry for the API, or a MindSpore API without a PyTorch equivalent
+    SKIP_OTHER_FRAMEWORK = "skip_other_framework"  # a MindSpore API in a dump read as PyTorch's
+    SKIP_DEVICE_OP = "skip_device_op"  # another device's fused op
+    SKIP_RANDOM = "skip_random"  # a random call no law of grader/stochastic.py can judge
+    SKIP_MEMORY = "skip_memory"  # it would need more memory than --max-memory
+    SKIP_MISSING_FILE = "skip_missing_file"  # a tensor file of its inputs is not in the dump's data folder
+    SKIP_INPUTS = "skip_inputs"  # its inputs cannot be rebuilt: a file refused or unreadable, odd statistics
+    SKIP_GOLDEN_FAILED = "skip_golden_failed"  # the golden (CPU float64) run failed: nothing to grade against
+    SKIP_COMPILE_FAILED = "skip_compile_failed"  # torch.compile could not compile the call
+    SKIP_NO_MINDSPORE = "skip_no_mindspore"  # no interpreter with MindSpore, or its worker cannot start
+    SKIP_MINDSPORE_KERNEL = "skip_mindspore_kernel"  # MindSpore has no kernel for the call on this device
+    SKIP_RECORDED_OUTPUT = "skip_recorded_output"  # target recorded: the recorded outputs cannot be graded
+    SKIP_PRECHECK_FAULT = "skip_precheck_fault"  # precheck's own fault on this record (a bug to report)
 
 
 HONEST = frozenset(

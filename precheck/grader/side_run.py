@@ -22,6 +22,7 @@ class SideRun:
     grads: dict[int, torch.Tensor | None] | None = None  # tensor-argument index -> gradient
     error: str | None = None
     compile_failed: bool = False  # the error is the compiler's, not the API's
+    device_lost: bool = False  # the error left the process's device untrusted (execution/sides.Side.lost_to)
     node: NodeGrads | None = None  # only with hook_node: the node msprobe's backward hook sits on
 
 

@@ -17,8 +17,9 @@ from api_registry import ApiEntry
 from precheck.dump import safe_files
 from precheck.dump.ptfile import NotAnArchive, PtError, inspect, read
 from precheck.dump.records import Case, TensorSpec
-from precheck.dump.safe_files import DataFile, Refused, load_npy, open_file, reason, shown
+from precheck.dump.safe_files import DataFile, Missing, Refused, load_npy, open_file, reason, shown
 from precheck.errors import PrecheckError
+from precheck.grader.reasons import Reason
 from precheck.inputs.synth import rng_for, synthesize
 from precheck.walk import flatten, map_placed
 
@@ -26,7 +27,15 @@ STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
 
 
 class InputError(PrecheckError):
-    """An argument cannot be rebuilt; the message is the SKIP reason."""
+    """An argument cannot be rebuilt; the message is the SKIP reason, ``reason`` its code."""
+
+    def __init__(self, message: str, reason: Reason = Reason.SKIP_INPUTS) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _refused(e: Refused) -> InputError:
+    return InputError(str(e), Reason.SKIP_MISSING_FILE if isinstance(e, Missing) else Reason.SKIP_INPUTS)
 
 
 def map_specs(tree: Any, fn: Callable[[TensorSpec], Any]) -> Any:
@@ -50,7 +59,7 @@ def resolve(data_dir: Path, data_name: str) -> Path:
     try:
         return safe_files.resolve(data_dir, data_name)
     except Refused as e:
-        raise InputError(str(e)) from None
+        raise _refused(e) from None
 
 
 def _load_problem(e: BaseException) -> str:
@@ -74,7 +83,7 @@ def load_tensor(
     try:
         data = open_file(data_dir, spec.data_name)
     except Refused as e:
-        raise InputError(str(e)) from None
+        raise _refused(e) from None
     suffix = data.path.suffix.lower()
     try:
         with data:

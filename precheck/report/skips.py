@@ -2,52 +2,95 @@
 what to do about each. A run whose every API is SKIP (a dump.json copied without its dump_tensor_data/, a
 MindSpore dump without MindSpore) exits 0 by design (``--fail-on`` gates it), so the summary has to say it.
 
-Read from the result CSV, so the lines count what the file holds (a resumed run's rows too). Torch-free.
+Read from the result CSV and the run's reasons file (report/reasons.py), so the lines count what the files hold (a
+resumed run's rows too). A SKIP row is grouped by its reason code, never by its Message's words: a Message is only
+shown, as the first row's example where the code alone does not say enough. The summary is written for the run
+this precheck just made, so the reasons file is there; an API without a code (the part of a resumed run that an
+older precheck wrote) is counted apart. Torch-free.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from pathlib import Path
 
 from precheck.escape import unformula
+from precheck.grader.reasons import Reason
 from precheck.grader.status import SKIP
+from precheck.report import reasons as reasons_file
 from precheck.report.csv_files import RESULT_HEADER, read_csv_rows
+from precheck.schema import DETAILS_PREFIX, RESULT_PREFIX, Direction, split_row_name
 
 _NAME, _FORWARD, _MESSAGE = RESULT_HEADER[0], RESULT_HEADER[1], RESULT_HEADER[3]
-_MISSING_FILE = re.compile(r"^\S+: file not found in (.+)$")
-_MINDSPORE_API = re.compile(r"^not supported: (Mint|MintFunctional)\.")
+_SHOWN = 160  # characters of a Message quoted as an example
+_ADD_DATA = (
+    "copy the dump's dump_tensor_data/ beside its dump.json, or add --random to generate inputs from the recorded "
+    "statistics"
+)
+
+# Each SKIP code: what its APIs have in common, whether the first row's Message is quoted as an example (where the
+# code does not say which file, record or error), and what to do where that is known.
+_SAID: dict[Reason | None, tuple[str, bool, str]] = {
+    Reason.SKIP_MISSING_FILE: ("tensor files not found", True, _ADD_DATA),
+    Reason.SKIP_OTHER_FRAMEWORK: (
+        "MindSpore APIs read as PyTorch's",
+        False,
+        "add --framework mindspore (or precheck -f mindspore run_ut ...)",
+    ),
+    Reason.SKIP_UNSUPPORTED: ("not supported", True, "precheck apis lists the APIs precheck checks"),
+    Reason.SKIP_INPUTS: ("inputs that cannot be rebuilt", True, ""),
+    Reason.SKIP_BAD_RECORD: ("records precheck cannot decode", True, ""),
+    Reason.SKIP_LISTED_OUT: ("left out by the white or black list", False, ""),
+    Reason.SKIP_DEVICE_OP: ("another device's fused ops", False, "--target recorded grades their recorded outputs"),
+    Reason.SKIP_RANDOM: ("random calls that no law checks", True, ""),
+    Reason.SKIP_MEMORY: ("above --max-memory", False, "raise it to check them"),
+    Reason.SKIP_GOLDEN_FAILED: ("the CPU float64 golden failed", True, ""),
+    Reason.SKIP_COMPILE_FAILED: ("torch.compile failed", True, ""),
+    Reason.SKIP_NO_MINDSPORE: ("no MindSpore to run them", True, ""),
+    Reason.SKIP_MINDSPORE_KERNEL: ("MindSpore cannot run them on this device", True, ""),
+    Reason.SKIP_RECORDED_OUTPUT: ("recorded outputs that cannot be graded", True, ""),
+    Reason.SKIP_PRECHECK_FAULT: ("precheck's own fault on the record", True, "worth a bug report"),
+    Reason.TIMED_OUT: ("timed out", False, "raise --timeout to grade them"),
+    None: ("no reason code recorded (rows of an older precheck)", False, "the result CSV's Message says why"),
+}
 
 
 def skip_reasons(result_csv: str | os.PathLike) -> tuple[Counter, int]:
     """Reason (with its fix where one is known) -> APIs whose forward is SKIP, and the number of APIs, from a
-    run's result CSV."""
-    _, rows = read_csv_rows(Path(result_csv))
-    reasons: Counter = Counter()
-    for row in rows:
-        if row.get(_FORWARD, "").strip() == SKIP:
-            reasons[reason_of(unformula(row.get(_MESSAGE, "")).strip(), row.get(_NAME, ""))] += 1
+    run's result CSV and its reasons file."""
+    result_csv = Path(result_csv)
+    _, rows = read_csv_rows(result_csv)
+    codes = _forward_codes(result_csv.with_name(result_csv.name.replace(RESULT_PREFIX, DETAILS_PREFIX, 1)))
+    skipped = [row for row in rows if row.get(_FORWARD, "").strip() == SKIP]
+    first: dict[Reason | None, str] = {}
+    for row in skipped:
+        first.setdefault(codes.get(row.get(_NAME, "")), unformula(row.get(_MESSAGE, "")).strip())
+    reasons: Counter = Counter(_said(codes.get(row.get(_NAME, "")), first) for row in skipped)
     return reasons, len(rows)
 
 
-def reason_of(message: str, name: str = "") -> str:
-    """A SKIP row's message as a reason shared by the rows it applies to (the record's own name taken out), and
-    the fix where one is known."""
-    missing = _MISSING_FILE.match(message)
-    if missing:
-        return (
-            f"tensor files not found in {missing[1]}: copy the dump's dump_tensor_data/ beside its dump.json, or "
-            "add --random to generate inputs from the recorded statistics"
-        )
-    if _MINDSPORE_API.match(message):
-        return "MindSpore APIs read as PyTorch's: add --framework mindspore (or precheck -f mindspore run_ut ...)"
-    file, colon, why = message.partition(": ")
-    if name and file.startswith(f"{name}.") and colon:  # a record's tensor file: Mint.abs.0.forward.input.0.npy
-        return f"a tensor file: {why}"
-    api = name.rpartition(".")[0]
-    return (message.replace(api, "{API}") if api else message) or "(no message)"
+def _forward_codes(details: Path) -> dict[str, Reason | None]:
+    """API -> the code of its first forward row in the reasons file (a SKIP API's one row says why)."""
+    found = reasons_file.read(details) or {}
+    codes: dict[str, tuple[int, Reason | None]] = {}
+    for name, row in found.items():
+        parts = split_row_name(name)
+        if parts is None or parts[1] != Direction.FORWARD:
+            continue
+        api, index = parts[0], parts[2]
+        if api not in codes or index < codes[api][0]:
+            codes[api] = (index, row.reason)
+    return {api: code for api, (_, code) in codes.items()}
+
+
+def _said(code: Reason | None, first: dict[Reason | None, str]) -> str:
+    """A group's line: its code's words, the first row's Message where quoted, the fix where known."""
+    what, quoted, fix = _SAID.get(code, (str(code), True, ""))
+    example = first.get(code, "")
+    if quoted and example:
+        what += f" (the first: {example if len(example) <= _SHOWN else example[: _SHOWN - 3] + '...'})"
+    return f"{what}: {fix}" if fix else what
 
 
 def describe_skips(reasons: Counter, total: int, shown: int = 3) -> list[str]:

@@ -35,8 +35,7 @@ from precheck.errors import PrecheckError
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import quiet_replayed
-from precheck.grader.status import ERROR
-from precheck.results import ApiResult
+from precheck.results import ApiResult, device_lost
 from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS
 from precheck.scheduling.forkserver import worker_context
 from precheck.scheduling.loop import Body, prepare_worker
@@ -46,10 +45,6 @@ READY = "ready"
 
 class WorkerStartError(PrecheckError, RuntimeError):
     """No worker process could start (the environment, not a case): one line, exit code 2."""
-
-
-# Device errors after which a process's device context cannot be trusted: its worker is replaced.
-STICKY_ERRORS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "NPU error", "ACL error", "out of memory")
 
 
 class _Inherited:
@@ -105,7 +100,7 @@ def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions, inheri
         conn.send(READY)
         while (case := conn.recv()) is not None:
             result = check_case(case, data_dir, options)
-            retire = result.forward == ERROR and any(s in result.message for s in STICKY_ERRORS)
+            retire = device_lost(result)  # its device context cannot be trusted: the worker is replaced
             conn.send((result, retire))
             if retire:
                 return
