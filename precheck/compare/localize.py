@@ -26,6 +26,8 @@ from precheck.compare.entries import DumpIndex
 from precheck.compare.record_log import mark_suspect
 from precheck.dump.index import RecordError
 from precheck.dump.record_names import is_module, split_key
+from precheck.grader.comparison import Comparison
+from precheck.grader.reasons import BEYOND_ROUNDING
 
 if TYPE_CHECKING:
     from precheck.compare.summary import DumpComparison
@@ -166,11 +168,11 @@ def _direction(result: Any, direction: str) -> tuple[str, str] | None:
     if status is None:
         return None
     rows = result.rows(Direction.FORWARD if direction == "forward" else Direction.BACKWARD)
-    errors = [f"{r.short_name}: {_why(r.comparison.message)}" for r in rows if r.status == status]
+    errors = [f"{r.short_name}: {_why(r.comparison)}" for r in rows if r.status == status]
     return str(status.value), "; ".join(errors) or result.message
 
 
-def _why(message: str) -> str:
-    """The honest verdict's part of a row's message (from "worse than an honest ..." on), else all of it."""
-    at = message.find("worse than an honest")
-    return message[at:] if at >= 0 else message
+def _why(c: Comparison) -> str:
+    """An honest-kernel verdict's clause and the worst element's place (not the rule it overruled, nor a target's
+    label), else the row's whole message: from the comparison's fields, never by finding a phrase."""
+    return c.clause + c.place if c.reason in BEYOND_ROUNDING else c.message

@@ -57,7 +57,9 @@ class Metrics:
 class Comparison:
     """The verdict on one output, with everything the details CSV and a failing test need to say: ``message``
     for people, ``reason`` (what decided it) and ``ratio`` (its normwise error as a multiple of an honest
-    kernel's, where the default standard's verdict states one) for programs (grader/reasons.py)."""
+    kernel's, where the default standard's verdict states one) for programs (grader/reasons.py). ``clause`` and
+    ``place`` are parts of the message kept apart, so no reader cuts the message to find them: the words of what
+    decided a tensor's verdict (not a rule the default standard overruled), and where its worst element is."""
 
     status: Status
     message: str
@@ -68,3 +70,5 @@ class Comparison:
     standard: str = ""
     reason: Reason | None = None
     ratio: float | None = None
+    clause: str = ""  # "worse than an honest bf16 kernel: error 3x ..."; "" where the message is all of it
+    place: str = ""  # " (worst at index (0, 1): target 1.0, golden 1.01)", as the message ends

@@ -69,6 +69,7 @@ class Verdict(NamedTuple):
     message: str
     reason: Reason
     ratio: float | None = None
+    clause: str = ""  # the part of the message that decided it, where a rule it overruled comes before
 
 
 @dataclass(frozen=True)
@@ -222,9 +223,9 @@ def verdict(
     ratio = e.normwise / _floored(ref.normwise, e.count, dtype)
     worse = _worse(e, ref, dtype)
     if worse:
-        message = "; ".join([*rule, f"worse than an honest {name} kernel: " + "; ".join(w for _, w in worse)])
+        clause = f"worse than an honest {name} kernel: " + "; ".join(w for _, w in worse)
         stated = ratio if worse[0][0] == Reason.HONEST_NORMWISE else None  # the message states it only then
-        return Verdict(ERROR, message, worse[0][0], stated)
+        return Verdict(ERROR, "; ".join([*rule, clause]), worse[0][0], stated, clause)
     if not rule:
         return Verdict(PASS, "", Reason.PASSED)
     who = "the honest" if ref.measured else "a modeled honest"

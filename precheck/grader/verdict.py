@@ -172,17 +172,21 @@ def _compare_tensors(
     ref = float_metrics(reference, golden, dtype, regime) if has_reference else None
     if name == "default" and m.max_abs_err is not None:
         ctx = Context(dtype=dtype, cosine=cosine, max_abs=max_abs)
-        status, message, reason, ratio = honest_kernel.verdict(target, golden, m, rule(m, ctx), dtype, honest)
+        status, message, reason, ratio, clause = honest_kernel.verdict(target, golden, m, rule(m, ctx), dtype, honest)
     else:
         status, message = judge(m, dtype, name, cosine=cosine, max_abs=max_abs, reference=ref, api_class=api_class)
-        reason, ratio = _rule_reason(m, status), None
+        reason, ratio, clause = _rule_reason(m, status), None, ""
+    place = ""
     if status != PASS:
-        message += (
+        place = (
             _at(shape, m.worst_index, target, golden)
             if m.nonfinite_mismatches == 0
             else _at(shape, m.first_nonfinite_mismatch, target, golden, "first")
         )
-    return Comparison(status, message, m, **dtypes, standard=name, reason=reason, ratio=ratio)
+    clause = clause or message
+    return Comparison(
+        status, message + place, m, **dtypes, standard=name, reason=reason, ratio=ratio, clause=clause, place=place
+    )
 
 
 def _rule_reason(m: Metrics, status: Status) -> Reason:

@@ -27,7 +27,6 @@ __all__ = [
     "load",
     "csv_pair",
     "read_table",
-    "decisive_reason",
     "worst_errors",
 ]
 
@@ -158,7 +157,8 @@ def _api_statuses(path: Path) -> pandas.DataFrame:
 
 def worst_errors(details: Path, limit: int = 10) -> list[str]:
     """One line per API graded error in a details CSV, worst first, at most ``limit``, each naming its worst
-    output and the reason that decided it ("error 4.76x the honest kernel's ..."): an error of the default
+    output and the reason that decided it, as the reasons file keeps it apart from the Message ("worse than an
+    honest bf16 kernel: error 4.76x the honest kernel's ..."; the Message where none is kept): an error of the default
     standard can have a cosine and a max abs error that pass the card's rule, so those numbers explain nothing.
     Worst: the largest multiple of an honest kernel's error, then the lowest cosine, the largest max abs error.
     Read with the csv module, not pandas: every run prints these, and importing pandas would cost a small run a
@@ -174,8 +174,8 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
             parts = split_row_name(row.get("API Name", ""))
             call, where = (parts[0], f"{parts[1]}.output.{parts[2]}") if parts else (row.get("API Name", ""), "")
             cosine, max_abs = _number(row.get("余弦相似度")), _number(row.get("最大绝对误差"))
-            reason = decisive_reason(row.get("Message", ""))
             known = found.get(row.get("API Name", ""))
+            reason = _clipped(known.clause if known is not None and known.clause else row.get("Message", "").strip())
             ratio = known.ratio if known is not None else None
             key = (
                 -ratio if ratio is not None else 0.0,
@@ -191,13 +191,7 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
     return [f"    {call} {where}: {reason}" for call, (_, where, reason) in ranked]
 
 
-def decisive_reason(message: str, width: int = 160) -> str:
-    """What decided an error, from its details Message: the honest-kernel clause of the default standard where
-    there is one (what came before it is the card's rule, which only makes a warning), without the worst
-    element's place and values; else the message's first reason."""
-    text = message.strip().split(" (worst at index ")[0]
-    start = text.find("worse than an honest ")
-    text = text[start:] if start >= 0 else text.split("; ")[0]
+def _clipped(text: str, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

@@ -36,6 +36,7 @@ class RowReason:
     ratio: float | None = None  # normwise error as a multiple of an honest kernel's, where the Message states it
     nonfinite: int = 0  # positions holding inf/nan the golden does not hold
     generated: bool = False  # the API's inputs were generated from the dump's statistics
+    clause: str = ""  # the words of what decided a tensor's verdict, apart from its Message (Comparison.clause)
 
 
 def path_for(details: Path) -> Path:
@@ -51,7 +52,7 @@ def lines(result: ApiResult, names: list[str]) -> str:
         c = d.comparison
         nonfinite = c.metrics.nonfinite_mismatches if c.metrics is not None else 0
         record = {"row": name, "reason": c.reason, "standard": c.standard, "ratio": c.ratio, "nonfinite": nonfinite}
-        out.append(json.dumps({**record, "generated": result.generated_inputs}) + "\n")
+        out.append(json.dumps({**record, "generated": result.generated_inputs, "clause": c.clause}) + "\n")
     return "".join(out)
 
 
@@ -86,6 +87,7 @@ def _parse(raw: bytes) -> tuple[str, RowReason] | None:
             float(ratio) if ratio is not None else None,
             int(item["nonfinite"]),
             bool(item["generated"]),
+            str(item.get("clause", "")),  # absent from the first version of this file
         )
     except (ValueError, KeyError, TypeError):  # JSON, a code this version does not know, a missing field
         return None
