@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import shutil
@@ -159,3 +160,58 @@ def test_a_device_failure_is_a_code_decided_where_it_was_caught_not_its_words(mo
         "Torch.precheck_sticky": ("error", Reason.DEVICE_FAILED, True),
         "Torch.precheck_wordy": ("error", Reason.TARGET_FAILED, False),
     }
+
+
+# Text a program may match because it is no verdict's: argparse's own error message (a required option misspelt).
+_MATCHED_ON_PURPOSE = {("precheck/commands/parser.py", "startswith")}
+_TEXT_METHODS = {"find", "rfind", "index", "startswith", "endswith", "split", "rsplit", "partition", "rpartition",
+                 "replace", "removeprefix", "removesuffix", "count"}  # fmt: skip
+_PATTERN_METHODS = {"match", "search", "fullmatch", "findall", "finditer", "sub", "split"}
+
+
+def _is_message(node: ast.AST) -> bool:
+    """Whether an expression is a message's text: a name or attribute saying message, ``row["Message"]``,
+    ``row.get("Message")``, or a call on one of them (``message.strip()``, ``unformula(row.get("Message"))``)."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return "message" in (node.id if isinstance(node, ast.Name) else node.attr).lower()
+    if isinstance(node, ast.Subscript):
+        key = node.slice.value if isinstance(node.slice, ast.Constant) else ""
+        return "message" in str(key).lower() or _is_message(node.value)
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "get" and node.args and isinstance(node.args[0], ast.Constant):
+            return "message" in str(node.args[0].value).lower()
+        return _is_message(f.value) if isinstance(f, ast.Attribute) else any(map(_is_message, node.args))
+    return False
+
+
+def _matched_messages(path: Path) -> list[tuple[int, str]]:
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops):
+            hits += [(node.lineno, "in")] if any(map(_is_message, node.comparators)) else []
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            how = node.func.attr
+            if how in _TEXT_METHODS and _is_message(node.func.value):
+                hits.append((node.lineno, how))
+            elif how in _PATTERN_METHODS and any(map(_is_message, node.args)):
+                hits.append((node.lineno, how))
+    return hits
+
+
+def test_no_program_reads_a_verdict_from_a_message():
+    """No phrase of a verdict is matched anywhere: no ``in``, find/split/startswith or regular expression is
+    applied to a message's text in precheck/ (the codes, clauses and flags are data), but for the allowed."""
+    root = Path(__file__).parent.parent
+    found = [
+        f"{path.relative_to(root)}:{line} {how}"
+        for path in sorted((root / "precheck").rglob("*.py"))
+        for line, how in _matched_messages(path)
+        if (str(path.relative_to(root)), how) not in _MATCHED_ON_PURPOSE
+    ]
+    assert found == []
+
+
+def test_the_reference_names_every_reason_code():
+    page = (Path(__file__).parent.parent / "docs" / "reference" / "csv-formats.md").read_text(encoding="utf-8")
+    assert [r.value for r in Reason if f"`{r.value}`" not in page] == []
