@@ -8,6 +8,8 @@ from pathlib import Path
 
 from precheck.errors import PrecheckError
 
+MAX_STEMS = 10_000  # outputs started in one second in one folder
+
 
 class OutputError(PrecheckError, ValueError):
     """``-o`` cannot be used as a folder (one line, exit code 2)."""
@@ -43,13 +45,21 @@ def create_new(path: Path) -> bool:
     return True
 
 
-def claim_stamp(folder: Path, first: str) -> str:
-    """A stem (``<ts>`` or ``<ts>_<n>``) for a command's files named ``first.format(stem)`` and its siblings: the
-    first file is created here with O_EXCL, so a command started in the same second, in this process or another,
-    takes the next stem instead of writing over this one's files."""
-    stamp = time.strftime("%Y%m%d%H%M%S")
-    for n in range(1, 10_000):
+def claim_stamp(folder: Path, *names: str, stamp: str | None = None) -> str:
+    """A stem (``<stamp>`` or ``<stamp>_<n>``; the stamp is now's ``YYYYmmddHHMMSS`` by default) for a command's
+    files named ``name.format(stem)`` for each of ``names``, all created here, empty, with O_EXCL: a command
+    started in the same second, in this process or another, takes the next stem instead of writing over this
+    one's files, and so does a stem of which any one name is taken (the files made for it are removed)."""
+    stamp = stamp or time.strftime("%Y%m%d%H%M%S")
+    for n in range(1, MAX_STEMS):
         stem = stamp if n == 1 else f"{stamp}_{n}"
-        if create_new(folder / first.format(stem)):
+        made = []
+        for path in (folder / name.format(stem) for name in names):
+            if not create_new(path):
+                break
+            made.append(path)
+        else:
             return stem
-    raise OutputError(f"{folder}: 10,000 outputs already started at {stamp}")
+        for path in made:
+            path.unlink(missing_ok=True)
+    raise OutputError(f"{folder}: {MAX_STEMS:,} outputs already started at {stamp}")

@@ -88,5 +88,26 @@ RESULT = "accuracy_checking_result_{}.csv"
 DETAILS = "accuracy_checking_details_{}.csv"
 JOURNAL = "accuracy_checking_result_{}.journal"
 SIDECAR = "accuracy_checking_result_{}.run.json"
+REASONS = "accuracy_checking_reasons_{}.jsonl"
+PRECISION_RESULT = "api_precision_compare_result_{}.csv"
+PRECISION_DETAILS = "api_precision_compare_details_{}.csv"
 RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14}(?:_\d+)?)\.csv$")  # a run's stem in group 1
 RESULT_PREFIX, DETAILS_PREFIX = RESULT.split("{")[0], DETAILS.split("{")[0]
+_RESULT_PART, _DETAILS_PART = "_result_", "_details_"  # what tells a run's two CSVs apart in a renamed pair too
+
+
+def run_stem(details: str) -> str:
+    """The stem of the run whose details CSV is named ``details``; a details CSV renamed by hand keeps its name
+    less ``.csv`` as its stem (its report is ``report_<stem>.html``)."""
+    return details.removeprefix(DETAILS_PREFIX).removesuffix(".csv")
+
+
+def details_of(result: str) -> str:
+    """The name of the details CSV beside the result CSV ``result`` (``rank0_accuracy_checking_result_<ts>.csv``
+    pairs with ``rank0_accuracy_checking_details_<ts>.csv``)."""
+    return result.replace(_RESULT_PART, _DETAILS_PART, 1)
+
+
+def result_of(details: str) -> str:
+    """The name of the result CSV beside the details CSV ``details``; ``details`` itself when it names none."""
+    return details.replace(_DETAILS_PART, _RESULT_PART, 1)

@@ -84,3 +84,52 @@ def test_csv_headers_are_written_once():
         *schema.STANDARD_NAMES.values(),
     } - {"API Name", "API name", "Message"}
     assert _header_copies(names) == []
+
+
+_RUN_FILE_NAME = re.compile(
+    r"(accuracy_checking|api_precision_compare)_(result|details|reasons)_(\{|\*|$)|^_(result|details)_$"
+)
+
+
+def test_run_file_names_are_built_in_schema_only():
+    """A run's file names (and how a result CSV finds its details CSV) come from schema's names and functions:
+    no other module builds one from a literal (docstrings and messages may name them)."""
+    import ast
+
+    built = [
+        f"{p.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
+        for p, text in _sources().items()
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _RUN_FILE_NAME.search(node.value)
+    ]
+    assert built == []
+
+
+def test_api_precision_compare_twice_in_one_second_keeps_both(tmp_path, monkeypatch):
+    """api_precision_compare claims its stem as run_ut does (paths.claim_stamp): a second compare started in the
+    same second writes ``_2`` files instead of overwriting the first's."""
+    import time
+
+    from helpers import DATA
+
+    from precheck.commands.precision_compare import api_precision_compare
+
+    details = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
+    monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20260101120000")
+    first = api_precision_compare(details, details, tmp_path)
+    second = api_precision_compare(details, details, tmp_path)
+    assert first.result_path.name == "api_precision_compare_result_20260101120000.csv"
+    assert second.result_path.name == "api_precision_compare_result_20260101120000_2.csv"
+    assert second.details_path.name == "api_precision_compare_details_20260101120000_2.csv"
+    assert first.details_path.read_bytes() == second.details_path.read_bytes() != b""
+
+
+def test_a_stem_is_claimed_whole(tmp_path):
+    """A stem one of whose names is taken (a stray details CSV) is passed over, and the names made for it go."""
+    from precheck.paths import claim_stamp
+    from precheck.schema import DETAILS, RESULT
+
+    (tmp_path / DETAILS.format("20260101120000")).write_text("stray")
+    assert claim_stamp(tmp_path, RESULT, DETAILS, stamp="20260101120000") == "20260101120000_2"
+    names = [DETAILS.format("20260101120000"), DETAILS.format("20260101120000_2"), RESULT.format("20260101120000_2")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names

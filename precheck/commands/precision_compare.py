@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import math
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +26,20 @@ from precheck.grader.comparison import Metrics
 from precheck.grader.reasons import Reason
 from precheck.grader.second_stage import SecondStage, second_stage
 from precheck.grader.status import PASS, SKIP, worst
-from precheck.paths import output_folder
+from precheck.paths import claim_stamp, output_folder
 from precheck.report import reasons
 from precheck.report.csv_files import BLANK, cell, read_csv_rows, write_csv
 from precheck.report.reasons import RowReason
 from precheck.results import split_row_name
 from precheck.schema import CHINESE as _METRIC_COLUMNS
-from precheck.schema import PRECISION_DETAILS_HEADER, PRECISION_RESULT_HEADER, STANDARD_NAMES, read_status
+from precheck.schema import (
+    PRECISION_DETAILS,
+    PRECISION_DETAILS_HEADER,
+    PRECISION_RESULT,
+    PRECISION_RESULT_HEADER,
+    STANDARD_NAMES,
+    read_status,
+)
 
 
 class CompareError(PrecheckError):
@@ -142,9 +148,8 @@ def api_precision_compare(
             messages.setdefault(api, f"{row['API Name'].removeprefix(api + '.')}: {cells[-1]}")
     results = {api: (_aggregate(d["forward"]), _aggregate(d["backward"])) for api, d in per_api.items()}
     out = output_folder(out_dir)
-    ts = time.strftime("%Y%m%d%H%M%S")
-    result_path = out / f"api_precision_compare_result_{ts}.csv"
-    details_path = out / f"api_precision_compare_details_{ts}.csv"
+    stem = claim_stamp(out, PRECISION_RESULT, PRECISION_DETAILS)
+    result_path, details_path = out / PRECISION_RESULT.format(stem), out / PRECISION_DETAILS.format(stem)
     write_csv(details_path, PRECISION_DETAILS_HEADER, details)
     write_csv(
         result_path, PRECISION_RESULT_HEADER, [[api, f, b, messages.get(api, BLANK)] for api, (f, b) in results.items()]

@@ -55,7 +55,7 @@ from precheck.escape import markdown, markdown_code, unescape, unformula
 from precheck.grader.status import ERROR, SKIP
 from precheck.report.csv_files import read_csv_rows
 from precheck.report.frame import LoadError, csv_pair
-from precheck.schema import SEVERITY, read_status
+from precheck.schema import RESULT, SEVERITY, read_status
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
     "PASS",
@@ -305,7 +305,7 @@ def _result_csv(path: str | os.PathLike) -> str | os.PathLike:
     except LoadError as e:
         raise RegressError(str(e)) from None
     if result is None:
-        raise RegressError(f"{path}: its newest run has no accuracy_checking_result_*.csv")
+        raise RegressError(f"{path}: its newest run has no {RESULT.format('*')}")
     return result
 
 

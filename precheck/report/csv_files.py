@@ -11,7 +11,6 @@ import contextlib
 import csv
 import io
 import os
-import time
 from array import array
 from collections import Counter
 from collections.abc import Iterator
@@ -19,10 +18,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from precheck.escape import escape, formula_safe
+from precheck.paths import claim_stamp
 from precheck.report import reasons, runfiles
 from precheck.report.runfiles import RunFileError
 from precheck.results import ApiResult, DetailRow
-from precheck.schema import DETAILS_HEADER, RESULT_HEADER
+from precheck.schema import DETAILS, DETAILS_HEADER, JOURNAL, RESULT, RESULT_HEADER, RESULT_NAME, SIDECAR
 
 BLANK = " "
 
@@ -86,7 +86,7 @@ class CsvReport:
     """The pair of CSV files of one run. Every finished API is on disk (flushed) before the next starts: its
     details rows first, then its result row, so a result row always has all its details.
 
-    A new run claims names no other run has (runfiles.claim) and locks its journal. Resuming (``resume`` = a
+    A new run claims names no other run has (paths.claim_stamp) and locks its journal. Resuming (``resume`` = a
     result CSV of an interrupted run) checks the sidecar against ``identity`` (what this run is), then repairs
     both files into new ones (a torn last line cut, details rows of APIs without a result row dropped) that
     replace the old ones atomically, so a kill at any moment of a resume loses nothing. ``suspects`` are the APIs
@@ -111,18 +111,18 @@ class CsvReport:
         self.suspects: set[str] = set()
         if resume is not None:
             path = Path(resume)
-            m = runfiles.RESULT_NAME.match(path.name)
+            m = RESULT_NAME.match(path.name)
             if m is None or not path.is_file():
-                raise ResumeError(f"{path}: not an accuracy_checking_result_<YYYYmmddHHMMSS>.csv file")
+                raise ResumeError(f"{path}: not an {RESULT.format('<YYYYmmddHHMMSS>')} file")
             self.out_dir, stem = path.parent, m.group(1)
         else:
             self.out_dir = Path(out_dir)
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            stem = runfiles.claim(self.out_dir, timestamp or time.strftime("%Y%m%d%H%M%S"))
-        self.result_path = self.out_dir / runfiles.RESULT.format(stem)
-        self.details_path = self.out_dir / runfiles.DETAILS.format(stem)
-        self.journal_path = self.out_dir / runfiles.JOURNAL.format(stem)
-        self.sidecar_path = self.out_dir / runfiles.SIDECAR.format(stem)
+            stem = claim_stamp(self.out_dir, RESULT, DETAILS, stamp=timestamp)
+        self.result_path = self.out_dir / RESULT.format(stem)
+        self.details_path = self.out_dir / DETAILS.format(stem)
+        self.journal_path = self.out_dir / JOURNAL.format(stem)
+        self.sidecar_path = self.out_dir / SIDECAR.format(stem)
         self._journal = runfiles.lock(self.journal_path, self.result_path)
         try:
             if resume is not None:

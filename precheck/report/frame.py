@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING
 
 from precheck.errors import PrecheckError
 from precheck.report import reasons
-from precheck.schema import DETAILS_HEADER, ENGLISH, RESULT_HEADER, split_row_name
+from precheck.schema import (
+    DETAILS,
+    DETAILS_HEADER,
+    ENGLISH,
+    RESULT_HEADER,
+    RESULT_PREFIX,
+    details_of,
+    result_of,
+    split_row_name,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -56,18 +65,18 @@ def csv_pair(path: str | os.PathLike) -> tuple[Path, Path | None]:
     CSV or a result CSV; the two files of one run share their timestamp."""
     p = Path(path)
     if p.is_dir():
-        details = sorted(p.glob("accuracy_checking_details_*.csv"))
+        details = sorted(p.glob(DETAILS.format("*")))
         if not details:
-            raise LoadError(f"{p}: no accuracy_checking_details_*.csv in this folder")
+            raise LoadError(f"{p}: no {DETAILS.format('*')} in this folder")
         p = details[-1]
     elif not p.is_file():
         raise LoadError(f"{p}: no such file or folder")
-    if p.name.startswith("accuracy_checking_result_"):
-        details_path = p.with_name(p.name.replace("_result_", "_details_", 1))
+    if p.name.startswith(RESULT_PREFIX):
+        details_path = p.with_name(details_of(p.name))
         if not details_path.is_file():
             raise LoadError(f"{p}: its details CSV {details_path.name} is not beside it")
         return details_path, p
-    result = p.with_name(p.name.replace("_details_", "_result_", 1))
+    result = p.with_name(result_of(p.name))
     return p, result if result != p and result.is_file() else None
 
 

@@ -26,7 +26,7 @@ from precheck.report.advice import NO_REASONS, Finding, advise
 from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
-from precheck.schema import COLOURS, STATUSES, WORST_FIRST
+from precheck.schema import COLOURS, STATUSES, WORST_FIRST, run_stem
 
 if TYPE_CHECKING:
     import pandas
@@ -45,7 +45,7 @@ def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None)
     a compare's in precheck/report/pages.py."""
     details_path, result_path = csv_pair(path)
     frame = load(details_path)
-    stem = details_path.name.removeprefix("accuracy_checking_details_").removesuffix(".csv")
+    stem = run_stem(details_path.name)
     run = _run_record(details_path.with_name(SIDECAR.format(stem)))
     text = render(frame, run, advise(frame, run.get("dump")), f"precheck report {stem}")
     out = Path(into) if into is not None else details_path.parent

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.grader.reasons import Reason
+from precheck.schema import REASONS, run_stem
 
 if TYPE_CHECKING:
     from precheck.results import ApiResult  # results.load reads this module's files: a type, not a runtime import
 
 __all__ = ["RowReason", "lines", "path_for", "read"]
 
-_FILE = "accuracy_checking_reasons_{}.jsonl"
 MAX_LINE = 1 << 16  # bytes; a longer line is no line of this file's
 
 
@@ -41,8 +41,7 @@ class RowReason:
 
 def path_for(details: Path) -> Path:
     """The reasons file of the run whose details CSV is ``details`` (``accuracy_checking_details_<stem>.csv``)."""
-    stem = details.name.removeprefix("accuracy_checking_details_").removesuffix(".csv")
-    return details.with_name(_FILE.format(stem))
+    return details.with_name(REASONS.format(run_stem(details.name)))
 
 
 def lines(result: ApiResult, names: list[str]) -> str:

@@ -1,10 +1,10 @@
 """The files beside a run's CSVs, and how they are created: unique names, the lock, the journal, the sidecar.
 
-Two runs into one folder never share a file: names are claimed with ``O_EXCL`` (a second run in the same second
-gets ``accuracy_checking_result_<ts>_2.csv``). A run holds an exclusive lock on its journal while it writes, so a
-second ``-csv_path`` of the same CSV is refused with the pid that holds it. The sidecar
-(``accuracy_checking_result_<ts>.run.json``) records what the run was (the dump's identity and every option that
-changes a verdict), so a resume with another dump or other options is refused instead of mixing them. The journal
+Two runs into one folder never share a file: names are claimed with ``O_EXCL`` by precheck.paths.claim_stamp (a
+second run in the same second gets ``accuracy_checking_result_<ts>_2.csv``). A run holds an exclusive lock on its
+journal while it writes, so a second ``-csv_path`` of the same CSV is refused with the pid that holds it. The
+sidecar (``accuracy_checking_result_<ts>.run.json``) records what the run was (the dump's identity and every option
+that changes a verdict), so a resume with another dump or other options is refused instead of mixing them. The journal
 says which APIs were running when a run died: only those are suspects on resume.
 """
 
@@ -18,15 +18,13 @@ from typing import Any, BinaryIO
 
 from precheck.dump.jsonstream import read_json
 from precheck.errors import PrecheckError
-from precheck.paths import create_new
-from precheck.schema import DETAILS, JOURNAL, RESULT, RESULT_NAME, SIDECAR
+from precheck.schema import JOURNAL, RESULT, RESULT_NAME, SIDECAR
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; names stay unique, concurrent resumes are not detected
     fcntl = None  # type: ignore[assignment]
 
-MAX_SUFFIX = 10_000
 MAX_SIDECAR = 1 << 20  # bytes; a run record is a few hundred
 # The fields a report reads from a sidecar, and what each must be.
 _SIDECAR_FIELDS = {"dump": "text", "standard": "text", "max_abs": "a finite number", "cosine": "a finite number",
@@ -55,21 +53,6 @@ def installed_version(name: str) -> str:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return "not installed"
-
-
-def claim(out_dir: Path, timestamp: str) -> str:
-    """The stem (``<ts>`` or ``<ts>_<n>``) of a result and details CSV that this call created, empty, and no other
-    run can have: both are created with ``O_EXCL``, and a name taken by anyone (a run started in the same second,
-    in this process or another) moves on to the next suffix."""
-    for n in range(1, MAX_SUFFIX):
-        stem = timestamp if n == 1 else f"{timestamp}_{n}"
-        result = out_dir / RESULT.format(stem)
-        if not create_new(result):
-            continue
-        if create_new(out_dir / DETAILS.format(stem)):
-            return stem
-        result.unlink(missing_ok=True)  # a stray details file of that name: leave it, take the next name
-    raise RunFileError(f"{out_dir}: {MAX_SUFFIX} runs already started at {timestamp}")
 
 
 def lock(journal: Path, csv: Path) -> BinaryIO:
