@@ -1,7 +1,20 @@
 """precheck: API precision pre-check and test generation for PyTorch.
 
 Library entry points: :func:`precheck.run_ut.run_ut` (the main job), :mod:`precheck.grader` (metrics and
-verdicts for your own tests), :func:`precheck.dump.records.load_dump` (msprobe dumps as ordered cases).
+verdicts for your own tests), :func:`precheck.dump.records.load_dump` (msprobe dumps as ordered cases),
+:func:`precheck.record` (a training step recorded as msprobe records it, without msprobe).
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["record"]
+
+
+def __getattr__(name: str) -> Any:
+    """``precheck.record`` imports torch only when used: the commands that read CSVs import precheck too."""
+    if name == "record":
+        from precheck.recording.api import record
+
+        return record
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

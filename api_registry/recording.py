@@ -1,0 +1,73 @@
+"""What msprobe's PyTorch L1 dumper records, so that ``precheck record`` records the same calls under the same
+names: the APIs it wraps (msprobe_wrap_ops.yaml, copied from msprobe 26.2) and its risk-level filter.
+
+msprobe leaves out the calls its risk level calls low unless its config says otherwise (no ``risk_level`` key is
+"FOCUS"): a view, a cast, a concatenation. Such a call still runs inside the dumper (its counter advances, and
+the calls nested in it stay hidden), it is only not written. The sets below are msprobe's
+(msprobe/pytorch/dump/api_dump/api_risk_level.py, Mulan PSL v2, https://license.coscl.org.cn/MulanPSL2), copied
+as they are: CORE_API_SET's missing comma, which fuses "chain_matmul" and "linear", included. Torch-free.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import yaml
+
+__all__ = ["PATCHED", "RISK_LEVELS", "kept_by_risk", "wrapped_names"]
+
+RISK_LEVELS = ("FOCUS", "ALL", "CORE")
+# yaml section -> (the object msprobe patches, as a dotted path, and the record name's prefix)
+PATCHED = {
+    "functional": ("torch.nn.functional", "Functional"),
+    "tensor": ("torch.Tensor", "Tensor"),
+    "torch": ("torch", "Torch"),
+    "distributed": ("torch.distributed", "Distributed"),
+}
+
+_LOW_RISK = frozenset(
+    """
+    squeeze unsqueeze reshape reshape_as view view_as flatten unflatten expand expand_as repeat repeat_interleave
+    tile transpose permute moveaxis movedim swapaxes swapdims chunk unsafe_chunk split split_with_sizes unsafe_split
+    unsafe_split_with_sizes tensor_split hsplit vsplit dsplit unbind stack cat concat concatenate hstack vstack
+    dstack column_stack row_stack align_as align_to atleast_1d atleast_2d atleast_3d ravel clamp unfold type_as to
+    float double int long half bfloat16 byte char bool cfloat numpy empty empty_like zeros zeros_like ones
+    ones_like full full_like arange linspace logspace eye identity diag diagflat diag_embed triu tril triu_indices
+    tril_indices clone __bool__ stride
+    """.split()
+)
+_CORE = frozenset(
+    """
+    _fused_adamw_ _fused_adam_ matmul __matmul__ bmm addmm addmm_ addbmm addbmm_ baddbmm baddbmm_ mm mv addmv addmv_
+    addr addr_ conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d conv_tbc convolution
+    _convolution chain_matmullinear bilinear linalg.matmul linalg.multi_dot linalg.vecdot batch_norm instance_norm
+    layer_norm group_norm local_response_norm _batch_norm_impl_index batch_norm_elemt batch_norm_stats
+    batch_norm_update_stats batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_backward_elemt
+    batch_norm_backward_reduce embedding embedding_bag multi_head_attention_forward scaled_dot_product_attention
+    """.split()
+)
+
+
+@functools.cache
+def wrapped_names() -> dict[str, tuple[str, ...]]:
+    """yaml section -> the API names msprobe wraps there (``linalg.vector_norm``: an attribute of an attribute)."""
+    text = (Path(__file__).parent / "msprobe_wrap_ops.yaml").read_text(encoding="utf-8")
+    return {section: tuple(names or ()) for section, names in yaml.safe_load(text).items() if section in PATCHED}
+
+
+def kept_by_risk(api: str, risk_level: str) -> bool:
+    """Whether msprobe writes a call of ``api`` (its bare name: ``float``, ``linalg.vector_norm``) at
+    ``risk_level``."""
+    if risk_level == "ALL":
+        return True
+    core = api in _CORE or api.rsplit(".", 1)[-1] in _distributed_names()
+    if risk_level == "CORE":
+        return core
+    return core or api not in _LOW_RISK
+
+
+@functools.cache
+def _distributed_names() -> frozenset[str]:
+    """msprobe counts every distributed API as core (the yaml's distributed section)."""
+    return frozenset(name.rsplit(".", 1)[-1] for name in wrapped_names().get("distributed", ()))

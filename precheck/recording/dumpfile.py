@@ -1,0 +1,62 @@
+"""One step's dump folder as msprobe writes it: dump.json, stack.json, construct.json and dump_tensor_data/.
+
+dump.json is written as the step runs, a record at a time, never held whole: a step of a large model has more
+records than memory should keep. The bytes are those of msprobe's ``json.dump(doc, f, indent=1)`` (NaN and
+infinities as bare words), so a reader cannot tell the two recorders' files apart by their layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DumpFile"]
+
+
+class DumpFile:
+    """dump.json of one step, open for records until :meth:`close`."""
+
+    def __init__(self, folder: Path, task: str, level: str) -> None:
+        self.folder = folder
+        self.data_dir = folder / "dump_tensor_data" if task == "tensor" else None
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.data_dir is not None:
+            self.data_dir.mkdir(exist_ok=True)
+        self.path = folder / "dump.json"
+        self._f = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - open for the step, closed by close()
+        self._records = 0
+        self._stacks: dict[tuple[str, ...], list[str]] = {}
+        head = {
+            "task": task,
+            "level": level,
+            "framework": "pytorch",
+            "dump_data_dir": None if self.data_dir is None else str(self.data_dir.resolve()),
+        }
+        text = json.dumps(head, indent=1)
+        self._f.write(text[: text.rindex("\n")] + ',\n "data": {')
+
+    def add(self, name: str, record: dict[str, Any], stack: tuple[str, ...] | None = None) -> None:
+        """Append one record; ``stack`` (a forward call's frames) goes to stack.json, grouped as msprobe does."""
+        body = json.dumps(record, indent=1).replace("\n", "\n  ")
+        self._f.write(("," if self._records else "") + f"\n  {json.dumps(name)}: {body}")
+        self._records += 1
+        if stack is not None:
+            self._stacks.setdefault(stack, []).append(name)
+
+    @property
+    def records(self) -> int:
+        return self._records
+
+    def close(self) -> None:
+        """Finish dump.json and write stack.json and construct.json (empty at L1, as msprobe's)."""
+        if self._f.closed:
+            return
+        self._f.write("\n }\n}" if self._records else "}\n}")
+        self._f.close()
+        stacks = {str(i): [names, list(frames)] for i, (frames, names) in enumerate(self._stacks.items())}
+        for name, doc in (("stack.json", stacks), ("construct.json", {})):
+            tmp = self.folder / f"{name}.tmp"
+            tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+            os.replace(tmp, self.folder / name)

@@ -1,0 +1,134 @@
+"""A call's arguments and outputs as msprobe's dump.json spells them, and their tensor files.
+
+The encoding is msprobe 26.2's (its PytorchDataProcessor), field for field, so that what ``precheck record``
+writes is read by msprobe's tools and by precheck exactly as msprobe's own dump: a tensor is ``type, dtype, shape,
+Max, Min, Mean, Norm, requires_grad`` and its ``data_name``; the statistics are computed in the tensor's own dtype
+(a float64 or integer tensor has no Mean or Norm, a bool's Max is any() and Min all(), a 0-d tensor's four are
+its value, an empty tensor's are null and it has no file); a number is ``{"type": "int", "value": 3}``; a dtype
+or device only under the keyword that names one; anything else is null. The walk is msprobe's own (a namedtuple
+is a dict by field, a structseq a list), which no other walk in precheck follows: it is the format's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["Encoder", "stats_of"]
+
+MAX_DEPTH = 400  # msprobe's DUMP_MAX_DEPTH: deeper arguments are not recorded
+_OBJECT_KEYS = ("dtype", "output_dtype", "device")  # keywords whose torch.dtype / torch.device is written
+_MEMORY_FORMATS = {
+    getattr(torch, name): name for name in ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
+}
+_SPECIAL = (bool, int, float, str, slice, type(Ellipsis), torch.Size, torch.Tensor, torch.memory_format)
+_SPECIAL += (torch.dtype, torch.device, np.integer, np.floating, np.bool_, np.ndarray)
+
+
+def stats_of(t: torch.Tensor) -> tuple[Any, Any, Any, Any]:
+    """Max, Min, Mean, Norm of ``t`` as msprobe computes them, as Python values (None where msprobe writes null)."""
+    data = t.detach()
+    if data.numel() == 0 or data.device.type == "meta":
+        return None, None, None, None
+    if data.is_complex():
+        magnitude = np.abs(data.cpu().numpy())
+        return np.max(magnitude).item(), np.min(magnitude).item(), np.mean(magnitude).item(), None
+    if data.dtype == torch.bool:
+        return bool(torch.any(data)), bool(torch.all(data)), None, None
+    if data.dim() == 0:
+        value = data.item()
+        return value, value, value, value
+    high, low = torch.max(data).item(), torch.min(data).item()
+    if data.is_floating_point() and data.dtype != torch.float64:
+        return high, low, torch.mean(data).item(), torch.norm(data).item()
+    return high, low, None, None
+
+
+class Encoder:
+    """Encodes one record's values; in the tensor task every non-empty tensor is saved under ``data_dir`` as
+    ``{record}.{category}.{place}.pt`` (a fresh contiguous copy, dtype and device kept, as msprobe saves it)."""
+
+    def __init__(self, data_dir: Path | None, save: Callable[[torch.Tensor, Path], None] | None = None) -> None:
+        self.data_dir = data_dir
+        self._save = save or _save
+
+    def values(self, value: Any, stem: str) -> Any:
+        """``value`` (args, kwargs or outputs of the call ``stem``: ``Functional.linear.0.forward.input``)."""
+        return self._walk(value, stem, [], 0)
+
+    def _walk(self, value: Any, stem: str, keys: list, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(value, _SPECIAL):
+            return self._leaf(value, stem, keys)
+        if isinstance(value, tuple) and hasattr(value, "_fields"):
+            return {f: self._walk(getattr(value, f), stem, [*keys, f], depth + 1) for f in value._fields}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = [f.name for f in dataclasses.fields(value)]
+            return {f: self._walk(getattr(value, f), stem, [*keys, f], depth + 1) for f in fields}
+        if isinstance(value, (list, tuple)):
+            return [self._walk(v, stem, [*keys, i], depth + 1) for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            return {k: self._walk(v, stem, [*keys, k], depth + 1) for k, v in value.items()}
+        return None
+
+    def _leaf(self, value: Any, stem: str, keys: list) -> Any:
+        if keys and keys[-1] in _OBJECT_KEYS:
+            if isinstance(value, torch.dtype):
+                return {"type": "torch.dtype", "value": str(value)}
+            if keys[-1] == "device":
+                return _device(value)
+        if isinstance(value, torch.Tensor):
+            return self._tensor(value, ".".join([stem, *map(str, keys)]))
+        if isinstance(value, slice):
+            return {"type": "slice", "value": [_int(v) for v in (value.start, value.stop, value.step)]}
+        if isinstance(value, (bool, int, float, str)) or value is Ellipsis:
+            return {"type": type(value).__name__, "value": "..." if value is Ellipsis else value}
+        if isinstance(value, torch.Size):
+            return {"type": "torch.Size", "value": [int(n) for n in value]}
+        if isinstance(value, torch.memory_format):
+            return {"type": "torch.memory_format", "format": _MEMORY_FORMATS.get(value)}
+        if isinstance(value, (np.integer, np.floating, np.bool_)):
+            return {"type": type(value).__name__, "value": value.item()}
+        if isinstance(value, np.ndarray):
+            return self._tensor(torch.from_numpy(value), ".".join([stem, *map(str, keys)]))
+        return {}  # a dtype or device passed by position: msprobe writes an empty object
+
+    def _tensor(self, t: torch.Tensor, name: str) -> dict:
+        high, low, mean, norm = stats_of(t)
+        out = {
+            "type": "torch.Tensor",
+            "dtype": str(t.dtype),
+            "shape": list(t.shape),
+            "Max": high,
+            "Min": low,
+            "Mean": mean,
+            "Norm": norm,
+            "requires_grad": t.requires_grad,
+        }
+        if self.data_dir is not None and t.numel() and t.device.type != "meta":
+            out["data_name"] = f"{name}.pt"
+            self._save(t, self.data_dir / out["data_name"])
+        return out
+
+
+def _save(t: torch.Tensor, path: Path) -> None:
+    torch.save(t.detach().clone().contiguous(), path)
+
+
+def _device(value: Any) -> dict:
+    if isinstance(value, torch.device):
+        return {"type": "torch.device", "value": f"{value.type}:{value.index}"}
+    return {"type": "torch.device", "value": value}
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,215 @@
+"""A recording: msprobe's L1 dump of chosen steps of a training run, written by precheck without msprobe.
+
+What is recorded, under which name and in which order is msprobe 26.2's (its PyTorch dumper): the outermost
+call of each API its list wraps, named ``Prefix.api.N.forward`` with N counted per name and reset at each step;
+the forward record written when the call returns, in the order calls start; a backward record
+``Prefix.api.N.backward`` when autograd runs the node that made the call's first output (its ``input`` the
+gradients of that node's outputs, its ``output`` those of its inputs), also after the step's forward has stopped
+and until the next step begins. Calls msprobe's risk level leaves out (a view, a cast: ``risk_level``) are
+counted and hide the calls inside them, and are not written.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from api_registry.recording import RISK_LEVELS, kept_by_risk
+from precheck.errors import OptionError
+from precheck.recording.dumpfile import DumpFile
+from precheck.recording.encode import Encoder
+from precheck.recording.wrap import installed, quiet
+
+__all__ = ["Recorder", "RecordOptions"]
+
+TASKS = ("tensor", "statistics")
+LEVELS = ("L1",)
+# msprobe writes no backward record for a dropout whose p is 0 (its DROPOUT_API_LIST)
+_DROPOUTS = frozenset(
+    f"{p}.{n}." for p, names in (("Functional", ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+    "feature_alpha_dropout")), ("Torch", ("dropout", "dropout_"))) for n in names
+)  # fmt: skip
+_OWN_FILES = str(Path(__file__).parent)
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """What to record: msprobe's config keys of the same names (``steps`` empty: every step)."""
+
+    task: str = "tensor"
+    level: str = "L1"
+    steps: tuple[int, ...] = (0,)
+    risk_level: str = "FOCUS"
+    stack: bool = True
+
+    def __post_init__(self) -> None:
+        for value, allowed, what in (
+            (self.task, TASKS, "task"),
+            (self.level, LEVELS, "level"),
+            (self.risk_level, RISK_LEVELS, "risk level"),
+        ):
+            if value not in allowed:
+                raise OptionError(f"{what} {value!r} is not one of {', '.join(allowed)}")
+        if any(s < 0 for s in self.steps):
+            raise OptionError("steps are counted from 0")
+
+
+@dataclass
+class Recorder:
+    """msprobe's PrecisionDebugger without msprobe: :meth:`start`, :meth:`stop` and :meth:`step` as its, the
+    dump written under ``dump_path/step{N}/proc{pid}`` (``rank{R}`` in a distributed run)."""
+
+    dump_path: Path
+    options: RecordOptions = field(default_factory=RecordOptions)
+    on_record: Callable[[str, dict, DumpFile], None] | None = None  # told of each record once written
+    current_step: int = 0
+    written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
+    _running: bool = False
+    _dump: DumpFile | None = None
+    _counts: defaultdict = field(default_factory=lambda: defaultdict(int))
+    _wrappers: installed | None = None
+
+    def start(self) -> None:
+        """Record from now on, if this step is one of the chosen ones."""
+        if self._wrappers is None:
+            self._wrappers = installed(self)
+            self._wrappers.__enter__()
+        self._running = not self.options.steps or self.current_step in self.options.steps
+
+    def stop(self) -> None:
+        """No forward call is recorded after this; backward records of this step still are, until step()."""
+        self._running = False
+
+    def step(self) -> None:
+        """End this step: its dump is complete on disk, and counting starts again."""
+        self._running = False
+        self._finish()
+        self._counts.clear()
+        self.current_step += 1
+
+    def close(self) -> None:
+        """Finish the open step and take the wrappers off."""
+        self._running = False
+        self._finish()
+        if self._wrappers is not None:
+            self._wrappers.__exit__(None, None, None)
+            self._wrappers = None
+
+    def __enter__(self) -> Recorder:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def done(self) -> bool:
+        """Every chosen step is behind: nothing more will be recorded."""
+        return bool(self.options.steps) and self.current_step > max(self.options.steps)
+
+    def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
+        """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
+        if not self._running:
+            return func(*args, **kwargs)
+        key = f"{prefix}.{api}."
+        name = f"{key}{self._counts[key]}.forward"
+        if not kept_by_risk(api, self.options.risk_level):
+            out = func(*args, **kwargs)
+            self._counts[key] += 1
+            return out
+        dump = self._open()
+        encoder = Encoder(dump.data_dir)
+        with quiet():
+            record = {
+                "input_args": encoder.values(args, f"{name}.input"),
+                "input_kwargs": encoder.values(kwargs, f"{name}.kwargs"),
+            }
+            stack = _stack() if self.options.stack else None
+        grad = torch.is_grad_enabled()
+        out = func(*args, **kwargs)
+        count = self._counts[key]
+        self._counts[key] += 1
+        with quiet():
+            record["output"] = encoder.values(_as_list(out), f"{name}.output")
+            self._write(dump, name, record, stack)
+            if grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0):
+                _hook_backward(out, lambda gi, go: self._backward(dump, f"{key}{count}.backward", gi, go))
+        return out
+
+    def _backward(self, dump: DumpFile, name: str, grad_inputs: Iterable, grad_outputs: Iterable) -> None:
+        if dump is not self._dump:
+            return  # a backward of a step already written (msprobe's records end at step())
+        with quiet():
+            encoder = Encoder(dump.data_dir)
+            record = {
+                "input": encoder.values(list(grad_outputs), f"{name}.input"),
+                "output": encoder.values(list(grad_inputs), f"{name}.output"),
+            }
+            self._write(dump, name, record, None)
+
+    def _write(self, dump: DumpFile, name: str, record: dict, stack: tuple[str, ...] | None) -> None:
+        dump.add(name, record, stack)
+        if self.on_record is not None:
+            self.on_record(name, record, dump)
+
+    def _open(self) -> DumpFile:
+        if self._dump is None:
+            self._dump = DumpFile(self._folder(), self.options.task, self.options.level)
+        return self._dump
+
+    def _folder(self) -> Path:
+        dist = torch.distributed
+        where = f"rank{dist.get_rank()}" if dist.is_available() and dist.is_initialized() else f"proc{os.getpid()}"
+        return Path(self.dump_path) / f"step{self.current_step}" / where
+
+    def _finish(self) -> None:
+        if self._dump is not None:
+            self._dump.close()
+            self.written.append(self._dump.path)
+            self._dump = None
+
+
+def _as_list(out: Any) -> Any:
+    """msprobe's output field: a tuple's items, a namedtuple by field, anything else as a list of one."""
+    if isinstance(out, list) or (isinstance(out, tuple) and not hasattr(out, "_fields")):
+        return list(out)
+    return out if isinstance(out, tuple) else [out]
+
+
+def _first_tensor(value: Any) -> Any:
+    while isinstance(value, (list, tuple, dict)) and value:
+        value = next(iter(value.values())) if isinstance(value, dict) else value[0]
+    return value
+
+
+def _hook_backward(out: Any, hook: Callable[[Any, Any], None]) -> None:
+    """msprobe's backward record hangs on the autograd node that made the first output tensor."""
+    var = _first_tensor(out)
+    if isinstance(var, torch.Tensor) and var.requires_grad and var.grad_fn is not None:
+        var.grad_fn.register_hook(hook)
+
+
+def _dropout_p(args: tuple, kwargs: dict) -> Any:
+    return args[1] if len(args) >= 2 else kwargs.get("p", 0.5)
+
+
+def _stack() -> tuple[str, ...]:
+    """The caller's frames, innermost first, without the recorder's own: stack.json's entry, as msprobe writes
+    it."""
+    frames = []
+    frame = sys._getframe(2)
+    while frame is not None:
+        path, line = frame.f_code.co_filename, frame.f_lineno
+        text = linecache.getline(path, line).strip()
+        if text and not path.startswith(_OWN_FILES):
+            frames.append(f"File {path}, line {line}, in {frame.f_code.co_name}, \n {text}")
+        frame = frame.f_back
+    return tuple(frames)
