@@ -83,6 +83,9 @@ STANDARD_NAMES = {"benchmark": "标杆比对法", "absolute": "绝对阈值法",
                   "thousandth": "双千指标法", "accumulative": "累积误差比对法", "default": "precheck默认标准",
                   "msprobe": "msprobe单标杆标准"}  # fmt: skip
 
+# precheck compare's modes (precheck.compare.modes.MODES), as its summary JSON's "mode" names them.
+COMPARE_MODES = ("tensor", "statistics", "md5")
+
 # A run's files in its output folder, by its stem (``<YYYYmmddHHMMSS>`` or ``<ts>_<n>``).
 RESULT = "accuracy_checking_result_{}.csv"
 DETAILS = "accuracy_checking_details_{}.csv"

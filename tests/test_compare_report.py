@@ -205,3 +205,27 @@ def test_a_compare_report_that_cannot_be_written_leaves_the_page_it_replaces(tmp
     assert proc.stderr.splitlines() == [f"precheck: error: cannot write {page}: File too large"]
     assert page.read_text(encoding="utf-8") == "the page of the last report"
     assert sorted(p.name for p in tmp_path.iterdir()) == files
+
+
+def test_the_compare_mode_is_the_one_its_summary_records(tmp_path):
+    """The frame's (and the page's) mode is the one precheck compare recorded in its summary, even where the CSV's
+    columns cannot tell it (here a statistics compare whose metric columns were cut); only a CSV with no summary
+    beside it, as msprobe's own compare writes, has its mode told from its columns."""
+    from precheck.compare.modes import MODES
+    from precheck.report.compare_frame import load_compare
+    from precheck.schema import COMPARE_MODES
+
+    assert tuple(MODES) == COMPARE_MODES
+    argv = ["compare", "-target", _dump("bf16_statistics_gelu_bug"), "-bench", _dump("fp32_statistics")]
+    assert main([*argv, "-o", str(tmp_path)]) == 0
+    compare_csv = next(tmp_path.glob("compare_result_*.csv"))
+    with open(compare_csv, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    kept = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "Result"]
+    with open(compare_csv, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, kept, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    assert load_compare(compare_csv).attrs["mode"] == "statistics"
+    next(tmp_path.glob("compare_summary_*.json")).unlink()
+    assert load_compare(compare_csv).attrs["mode"] == "md5"  # no summary: the columns are all there is

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.report.frame import LoadError, read_table
+from precheck.schema import COMPARE_MODES
 from precheck.schema import RECORDS_HEADER as RECORD_COLUMNS
 
 if TYPE_CHECKING:
@@ -87,9 +88,9 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
     """Every compared tensor of one compare as a row (see the module's docstring)."""
     import pandas as pd
 
-    csv_path, records_path, _ = compare_files(path)
+    csv_path, records_path, summary_path = compare_files(path)
     table = read_table(csv_path, ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "Result"], "a compare CSV")
-    mode = "tensor" if "Cosine" in table else "statistics" if "Max diff" in table else "md5"
+    mode = _mode(read_summary(summary_path), table)
     names = table["NPU Name"].where(table["NPU Name"].str.strip() != "N/A", table["Bench Name"])
     parts = names.str.extract(_NAME)
     frame = pd.DataFrame({"record": parts["record"].fillna(names), "direction": parts["direction"].fillna("")})
@@ -115,6 +116,15 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
     frame = frame[_FIRST + [c for c in frame if c not in _FIRST]]
     frame.attrs["mode"] = mode
     return frame
+
+
+def _mode(summary: dict, table: pandas.DataFrame) -> str:
+    """The compare's mode as its summary records it (precheck compare chose it from the dumps); told from the CSV's
+    columns only where no summary says it: msprobe's own compare CSV, which has none."""
+    recorded = summary.get("mode")
+    if recorded in COMPARE_MODES:
+        return recorded
+    return "tensor" if "Cosine" in table else "statistics" if "Max diff" in table else "md5"
 
 
 def load_records(path: Path) -> pandas.DataFrame:
