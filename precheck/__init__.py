@@ -7,8 +7,9 @@ verdicts for your own tests), :func:`precheck.dump.records.load_dump` (msprobe d
 
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["record"]
+from precheck.version import __version__
+
+__all__ = ["__version__", "record"]
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from precheck import __version__
+from precheck.version import __version__
 from precheck.commands.compare_cli import add_parsers as add_compare_parsers
 from precheck.execution.options import BACKENDS, TARGETS
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
