@@ -15,8 +15,10 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["PATCHED", "RISK_LEVELS", "kept_by_risk", "wrapped_names"]
+__all__ = ["LEVELS", "PATCHED", "RISK_LEVELS", "TASKS", "kept_by_risk", "wrapped_names"]
 
+TASKS = ("tensor", "statistics")  # msprobe's config "task" values a recording takes
+LEVELS = ("L1",)
 RISK_LEVELS = ("FOCUS", "ALL", "CORE")
 # yaml section -> (the object msprobe patches, as a dotted path, and the record name's prefix)
 PATCHED = {

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from precheck.commands.compare_cli import handlers as compare_handlers
 from precheck.commands.parser import build_parser
+from precheck.commands.record_cli import handlers as record_handlers
 from precheck.errors import BUG_EXIT_CODE, USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.execution.options import CheckOptions
@@ -171,6 +172,7 @@ def _main(argv: list[str]) -> int:
         "regress": _regress,
         "report": _report,
         **compare_handlers(),
+        **record_handlers(),
     }
     args = build_parser(handlers).parse_args(argv)
     return args.func(args)

@@ -9,10 +9,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
-from precheck.version import __version__
 from precheck.commands.compare_cli import add_parsers as add_compare_parsers
+from precheck.commands.record_cli import add_parsers as add_record_parsers
 from precheck.execution.options import BACKENDS, TARGETS
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+from precheck.version import __version__
 
 
 def _number(text: str, kind: type, expected: str) -> int | float:
@@ -131,7 +132,15 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | N
     grading = _grading_options()
     for add in (_add_run_ut, _add_generate):
         add(commands, grading)
-    for add in (_add_apis, _add_repro, _add_precision_compare, _add_regress, _add_report, add_compare_parsers):
+    for add in (
+        _add_apis,
+        _add_repro,
+        _add_precision_compare,
+        _add_regress,
+        _add_report,
+        add_compare_parsers,
+        add_record_parsers,
+    ):
         add(commands)
     for name, sub in commands.choices.items():
         if handlers is not None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from api_registry.recording import RISK_LEVELS, kept_by_risk
+from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
 from precheck.errors import OptionError
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import Encoder
@@ -30,8 +30,6 @@ from precheck.recording.wrap import installed, quiet
 
 __all__ = ["Recorder", "RecordOptions"]
 
-TASKS = ("tensor", "statistics")
-LEVELS = ("L1",)
 # msprobe writes no backward record for a dropout whose p is 0 (its DROPOUT_API_LIST)
 _DROPOUTS = frozenset(
     f"{p}.{n}." for p, names in (("Functional", ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
@@ -76,6 +74,7 @@ class Recorder:
     _dump: DumpFile | None = None
     _counts: defaultdict = field(default_factory=lambda: defaultdict(int))
     _wrappers: installed | None = None
+    _pid: int = field(default_factory=os.getpid)
 
     def start(self) -> None:
         """Record from now on, if this step is one of the chosen ones."""
@@ -117,8 +116,8 @@ class Recorder:
 
     def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
-        if not self._running:
-            return func(*args, **kwargs)
+        if not self._running or os.getpid() != self._pid:
+            return func(*args, **kwargs)  # a forked child (a DataLoader worker) records nothing into our files
         key = f"{prefix}.{api}."
         name = f"{key}{self._counts[key]}.forward"
         if not kept_by_risk(api, self.options.risk_level):

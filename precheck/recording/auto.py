@@ -1,0 +1,88 @@
+"""Recording a program that knows nothing of precheck (``precheck record -- python train.py``): the recorder
+starts when the program imports torch, and steps are told by the optimizer.
+
+A step is what runs from one ``optimizer.step()`` to the next: step 0 from the import of torch to the first
+optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A program without an
+optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off and the rest of
+the program runs as it would without precheck.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = ["ENV", "options_env", "when_torch_loads"]
+
+ENV = "PRECHECK_RECORD"
+
+
+def options_env(out: Path, task: str, steps: Sequence[int], risk_level: str, check: dict | None = None) -> str:
+    """PRECHECK_RECORD's value: what the recorded program is to record, and how it checks it (``check``)."""
+    return json.dumps({"out": str(out), "task": task, "steps": list(steps), "risk_level": risk_level, "check": check})
+
+
+def when_torch_loads() -> None:
+    """Start recording as soon as torch is imported (now, if it already is)."""
+    if "torch" in sys.modules:
+        _start()
+    else:
+        sys.meta_path.insert(0, _TorchWatch())
+
+
+class _TorchWatch(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; lets the import of ``torch`` run its course, then starts the recorder."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            _start()
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _start() -> None:
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    from precheck.recording.session import Recorder, RecordOptions
+
+    config = json.loads(os.environ[ENV])
+    options = RecordOptions(task=config["task"], steps=tuple(config["steps"]), risk_level=config["risk_level"])
+    recorder = Recorder(Path(config["out"]), options)
+    if config.get("check"):
+        from precheck.recording.online import attach
+
+        attach(recorder, config["check"])
+    os.environ.pop(ENV, None)  # processes this one starts (DataLoader workers, a compile) are not recorded
+
+    def before_step(*_: object) -> None:
+        recorder.stop()
+
+    def after_step(*_: object) -> None:
+        recorder.step()
+        if recorder.done:
+            recorder.close()
+        else:
+            recorder.start()
+
+    register_optimizer_step_pre_hook(before_step)
+    register_optimizer_step_post_hook(after_step)
+    atexit.register(recorder.close)
+    recorder.start()
