@@ -20,7 +20,7 @@ from precheck.grader.reasons import Reason
 from precheck.grader.status import SKIP
 from precheck.report import reasons as reasons_file
 from precheck.report.csv_files import RESULT_HEADER, read_csv_rows
-from precheck.schema import DETAILS_PREFIX, RESULT_PREFIX, Direction, split_row_name
+from precheck.schema import Direction, details_of, split_row_name
 
 _NAME, _FORWARD, _MESSAGE = RESULT_HEADER[0], RESULT_HEADER[1], RESULT_HEADER[3]
 _SHOWN = 160  # characters of a Message quoted as an example
@@ -61,7 +61,7 @@ def skip_reasons(result_csv: str | os.PathLike) -> tuple[Counter, int]:
     run's result CSV and its reasons file."""
     result_csv = Path(result_csv)
     _, rows = read_csv_rows(result_csv)
-    codes = _forward_codes(result_csv.with_name(result_csv.name.replace(RESULT_PREFIX, DETAILS_PREFIX, 1)))
+    codes = _forward_codes(result_csv.with_name(details_of(result_csv.name)))
     skipped = [row for row in rows if row.get(_FORWARD, "").strip() == SKIP]
     first: dict[Reason | None, str] = {}
     for row in skipped:
