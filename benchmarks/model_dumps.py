@@ -40,6 +40,15 @@ def bert(dt):
     return m, lambda: m(input_ids=ids, labels=ids).loss
 
 
+def gpt2(dt):
+    """make_dump.py's GPT-2 (2 layers, width 64, 500 tokens), built in this process for bench_record.py."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    m = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=500, n_positions=64)).to(dt)
+    ids = torch.randint(0, 500, (2, 16))
+    return m, lambda: m(input_ids=ids, labels=ids).loss
+
+
 def llama(dt):
     from transformers import LlamaConfig, LlamaForCausalLM
 

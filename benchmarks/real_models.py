@@ -37,6 +37,12 @@ def resnet50(dt):
     return _image_step(_torchvision_models().resnet50(), dt, batch=32)
 
 
+def resnet18(dt):
+    """ResNet-18 at batch 4, 112x112: bench_record.py's CNN, small enough that a tensor dump of its step stays
+    under a few hundred MB."""
+    return _image_step(_torchvision_models().resnet18(), dt, batch=4, size=112)
+
+
 def mobilenet_v3(dt):
     """MobileNetV3-Large at batch 8: in-place hardswish and ReLU, squeeze-excitation, dropout."""
     return _image_step(_torchvision_models().mobilenet_v3_large(), dt, batch=8)
