@@ -157,7 +157,7 @@ def run_ut(
     dump = load_dump(api_info, framework)
     options = resolved(for_framework(options or CheckOptions(), dump), device)
     workers = worker_count(workers)
-    identity = _identity(dump, options, filter_api, api_lists)
+    identity = run_identity(dump.path, options, filter_api, api_lists)
     options = _usable_error_folder(options)
     keep = _Tally(keep_results)
     bar = _progress_bar(len(dump.cases)) if progress else None
@@ -292,7 +292,9 @@ def resolved(options: CheckOptions, device: str) -> CheckOptions:
     return options
 
 
-def _identity(dump: Dump, options: CheckOptions, filter_api: bool, api_lists: ApiLists | None) -> dict[str, object]:
+def run_identity(
+    dump_path: Path, options: CheckOptions, filter_api: bool, api_lists: ApiLists | None
+) -> dict[str, object]:
     """What a run is, as its sidecar records it: the dump and every option that can change a row (a resume must
     use the same). Not where error data is saved, whether tensors are kept, nor --timeout (a resume may give a
     hanging API more time)."""
@@ -300,7 +302,7 @@ def _identity(dump: Dump, options: CheckOptions, filter_api: bool, api_lists: Ap
     for name in ("save_error_data", "keep_tensors", "timeout"):
         chosen.pop(name)
     lists = None if api_lists is None else [sorted(api_lists.white), sorted(api_lists.black)]
-    return {**dump_identity(dump.path), **chosen, "filter_api": filter_api, "api_lists": lists, "versions": versions()}
+    return {**dump_identity(dump_path), **chosen, "filter_api": filter_api, "api_lists": lists, "versions": versions()}
 
 
 def _usable_error_folder(options: CheckOptions) -> CheckOptions:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from precheck.execution.options import CheckOptions
 from precheck.recording.session import Recorder, RecordOptions
 
 __all__ = ["record"]
@@ -14,11 +15,36 @@ __all__ = ["record"]
 
 @contextmanager
 def record(
-    dump_path: str | os.PathLike, step: int = 0, *, task: str = "tensor", risk_level: str = "FOCUS"
+    dump_path: str | os.PathLike,
+    step: int = 0,
+    *,
+    task: str = "tensor",
+    risk_level: str = "FOCUS",
+    check: bool | CheckOptions = False,
+    backend: str = "inprocess",
+    workers: int = 1,
+    scheduler: str | None = None,
+    keep_failing: bool = False,
 ) -> Iterator[Recorder]:
     """Record the block as step ``step`` of an msprobe L1 dump under ``dump_path`` (``dump_path/step{step}/
-    proc{pid}/dump.json``). Put the backward inside the block: its records are the step's until it ends."""
+    proc{pid}/dump.json``). Put the backward inside the block: its records are the step's until it ends.
+
+    ``check`` (True, or the CheckOptions to grade by) checks each call while the block runs (precheck.recording.
+    online): no tensor file is written (``keep_failing``: only those of calls graded error), and the run's CSVs
+    and report are in ``dump_path`` when the block ends; ``backend``, ``workers`` and ``scheduler`` say where
+    the cases run, as run_ut's."""
     recorder = Recorder(Path(dump_path), RecordOptions(task=task, steps=(step,), risk_level=risk_level))
     recorder.current_step = step
-    with recorder:
-        yield recorder
+    online = None
+    if check is not False:
+        from precheck.recording.online import OnlineCheck
+
+        options = check if isinstance(check, CheckOptions) else CheckOptions()
+        online = OnlineCheck(Path(dump_path), options, backend, workers, scheduler, keep_failing)
+        online.attach(recorder)
+    try:
+        with recorder:
+            yield recorder
+    finally:
+        if online is not None:
+            online.close()

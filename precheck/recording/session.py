@@ -14,6 +14,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ _DROPOUTS = frozenset(
     "feature_alpha_dropout")), ("Torch", ("dropout", "dropout_"))) for n in names
 )  # fmt: skip
 _OWN_FILES = str(Path(__file__).parent)
+CHECKERS = "precheck-"  # the threads precheck checks cases on are named so: their calls are not the step's
 
 
 @dataclass(frozen=True)
@@ -67,9 +69,13 @@ class Recorder:
 
     dump_path: Path
     options: RecordOptions = field(default_factory=RecordOptions)
-    on_record: Callable[[str, dict, DumpFile], None] | None = None  # told of each record once written
+    # told of each record once written, and whether a backward record of the call is awaited
+    on_record: Callable[[str, dict, bool, DumpFile], None] | None = None
+    on_step_end: Callable[[DumpFile], None] | None = None  # told when a step's records are all written
+    store: Path | None = None  # where tensor files go instead of the dump's folder (an online check's)
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
+    results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
     _running: bool = False
     _dump: DumpFile | None = None
     _counts: defaultdict = field(default_factory=lambda: defaultdict(int))
@@ -116,8 +122,8 @@ class Recorder:
 
     def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
-        if not self._running or os.getpid() != self._pid:
-            return func(*args, **kwargs)  # a forked child (a DataLoader worker) records nothing into our files
+        if not self._running or os.getpid() != self._pid or threading.current_thread().name.startswith(CHECKERS):
+            return func(*args, **kwargs)  # a forked child (a DataLoader worker) or precheck's own checking
         key = f"{prefix}.{api}."
         name = f"{key}{self._counts[key]}.forward"
         if not kept_by_risk(api, self.options.risk_level):
@@ -125,7 +131,7 @@ class Recorder:
             self._counts[key] += 1
             return out
         dump = self._open()
-        encoder = Encoder(dump.data_dir)
+        encoder = self._encoder(dump)
         with quiet():
             record = {
                 "input_args": encoder.values(args, f"{name}.input"),
@@ -138,26 +144,31 @@ class Recorder:
         self._counts[key] += 1
         with quiet():
             record["output"] = encoder.values(_as_list(out), f"{name}.output")
-            self._write(dump, name, record, stack)
-            if grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0):
-                _hook_backward(out, lambda gi, go: self._backward(dump, f"{key}{count}.backward", gi, go))
+            hooked = grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0)
+            hooked = hooked and _hook_backward(
+                out, lambda gi, go: self._backward(dump, f"{key}{count}.backward", gi, go)
+            )
+            self._write(dump, name, record, stack, hooked)
         return out
 
     def _backward(self, dump: DumpFile, name: str, grad_inputs: Iterable, grad_outputs: Iterable) -> None:
         if dump is not self._dump:
             return  # a backward of a step already written (msprobe's records end at step())
         with quiet():
-            encoder = Encoder(dump.data_dir)
+            encoder = self._encoder(dump)
             record = {
                 "input": encoder.values(list(grad_outputs), f"{name}.input"),
                 "output": encoder.values(list(grad_inputs), f"{name}.output"),
             }
-            self._write(dump, name, record, None)
+            self._write(dump, name, record, None, False)
 
-    def _write(self, dump: DumpFile, name: str, record: dict, stack: tuple[str, ...] | None) -> None:
+    def _encoder(self, dump: DumpFile) -> Encoder:
+        return Encoder(self.store if self.store is not None and dump.data_dir is not None else dump.data_dir)
+
+    def _write(self, dump: DumpFile, name: str, record: dict, stack: tuple[str, ...] | None, awaits: bool) -> None:
         dump.add(name, record, stack)
         if self.on_record is not None:
-            self.on_record(name, record, dump)
+            self.on_record(name, record, awaits, dump)
 
     def _open(self) -> DumpFile:
         if self._dump is None:
@@ -171,6 +182,8 @@ class Recorder:
 
     def _finish(self) -> None:
         if self._dump is not None:
+            if self.on_step_end is not None:
+                self.on_step_end(self._dump)
             self._dump.close()
             self.written.append(self._dump.path)
             self._dump = None
@@ -189,11 +202,14 @@ def _first_tensor(value: Any) -> Any:
     return value
 
 
-def _hook_backward(out: Any, hook: Callable[[Any, Any], None]) -> None:
-    """msprobe's backward record hangs on the autograd node that made the first output tensor."""
+def _hook_backward(out: Any, hook: Callable[[Any, Any], None]) -> bool:
+    """msprobe's backward record hangs on the autograd node that made the first output tensor; whether there is
+    one."""
     var = _first_tensor(out)
     if isinstance(var, torch.Tensor) and var.requires_grad and var.grad_fn is not None:
         var.grad_fn.register_hook(hook)
+        return True
+    return False
 
 
 def _dropout_p(args: tuple, kwargs: dict) -> Any:

@@ -38,8 +38,16 @@ class Backend:
         """One result per case, in completion order; ``on_start`` hears of each case before it starts."""
         return self._run(cases, Body(self.options, on_start))
 
+    def stream(self, cases: Iterable[Case], on_start: OnStart) -> Iterator[ApiResult]:
+        """One result per case of a stream whose end is not known yet (precheck record --check): cases run in the
+        order they come, with no plan over the whole."""
+        return self._stream(cases, Body(self.options, on_start))
+
     def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
         raise NotImplementedError
+
+    def _stream(self, cases: Iterable[Case], body: Body) -> Iterator[ApiResult]:
+        return self._run(cases, body)  # type: ignore[arg-type]  # in-process and Dask take cases as they come
 
     def _pool(self, cases: Iterable[Case], size: int, body: Body) -> Iterator[ApiResult]:
         return Supervisor(self.data_dir, body, size).run(cases)
@@ -62,6 +70,9 @@ class Processes(Backend):
 
     def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
         return self._pool(largest_first(cases), self.processes(cases), body)
+
+    def _stream(self, cases: Iterable[Case], body: Body) -> Iterator[ApiResult]:
+        return self._pool(cases, max(1, self.workers), body)
 
 
 class Dask(Backend):

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing.context import BaseContext
 from pathlib import Path
 
@@ -31,6 +34,25 @@ def worker_context() -> BaseContext:
     context.set_forkserver_preload(PRELOAD)
     _ensure_server()
     return context
+
+
+@contextmanager
+def main_left_out() -> Iterator[None]:
+    """Start workers without the caller's main module. multiprocessing imports the parent's ``__main__`` in
+    every child it starts; a worker runs only precheck's code, and a training script without an ``if __name__
+    == "__main__"`` guard (recorded with ``precheck record --check``, or calling run_ut) would train again in
+    each worker and start workers of its own."""
+    main = sys.modules.get("__main__")
+    saved = {k: v for k, v in vars(main).items() if k in ("__file__", "__spec__")} if main is not None else {}
+    if "__file__" in saved:
+        del main.__file__
+    if "__spec__" in saved:
+        main.__spec__ = None  # read by multiprocessing without a default
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(main, name, value)
 
 
 def _ensure_server() -> None:

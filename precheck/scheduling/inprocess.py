@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +41,9 @@ class Handoff:
     width: int
 
 
-def in_process(cases: Sequence[Case], data_dir: Path, body: Body) -> Generator[ApiResult, None, Handoff]:
+def in_process(
+    cases: Sequence[Case] | Iterable[Case], data_dir: Path, body: Body
+) -> Generator[ApiResult, None, Handoff]:
     """The cases on a helper thread of this process, each waited for at most its timeout. One past it is a
     SKIP row; its thread is abandoned (it may be stuck in a C kernel that nothing can interrupt, a daemon thread
     that dies with the process) and the cases after it are handed off, undecoded, to worker processes, as are
@@ -61,7 +63,8 @@ def in_process(cases: Sequence[Case], data_dir: Path, body: Body) -> Generator[A
             result = inline.check(case, body.start(case))
             if result is None:
                 yield body.late(case)
-                return Handoff(itertools.chain(crashing, source), len(cases) - i - 1 + len(crashing))
+                left = len(cases) - i - 1 if isinstance(cases, Sized) else 1  # a stream's length is not known
+                return Handoff(itertools.chain(crashing, source), left + len(crashing))
             yield result
         return Handoff(iter(crashing), min(1, len(crashing)))
     finally:

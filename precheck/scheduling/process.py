@@ -37,7 +37,7 @@ from precheck.execution.options import CheckOptions
 from precheck.execution.runner import quiet_replayed
 from precheck.results import ApiResult, device_lost
 from precheck.scheduling.costs import MAX_TIMEOUT, STARTUP_SECONDS
-from precheck.scheduling.forkserver import worker_context
+from precheck.scheduling.forkserver import main_left_out, worker_context
 from precheck.scheduling.loop import Body, prepare_worker
 
 READY = "ready"
@@ -145,7 +145,7 @@ class Supervisor:
         parent, child = self.context.Pipe()
         args = (child, self.data_dir, self.body.options, _Inherited())
         process = self.context.Process(target=_worker_main, args=args, daemon=True)
-        with _signals_ignored_by_children():
+        with _signals_ignored_by_children(), main_left_out():
             process.start()
         child.close()
         worker = _Worker(process, parent)

@@ -1,0 +1,180 @@
+"""``precheck record --check``: each call checked while the step runs, with no tensor file on disk.
+
+A call becomes a case as soon as it is whole: at once when no backward record will come, when its backward
+record arrives otherwise, at the end of the step for a backward that never ran. The case is decoded from the
+record exactly as run_ut decodes it from dump.json, and its tensors are in shared memory (files of a tmpfs,
+``/dev/shm``, never the disk), so a case is checked as an offline run of the recorded dump checks it: the same
+rows. Cases go through a bounded queue to the backend's loop (in this process, a pool, a Dask cluster on this
+machine); a full queue makes the step wait instead of memory growing, and a call's tensors are released once
+its case is checked. With ``keep_failing`` the tensors of a call graded error are kept in the dump's
+dump_tensor_data/, so ``precheck repro`` runs on it. The CSVs, the reasons file and the report come out when the
+step ends.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from precheck.dump.decode import decode_case
+from precheck.execution.options import CheckOptions
+from precheck.grader.status import ERROR
+from precheck.recording.dumpfile import DumpFile
+from precheck.recording.session import Recorder
+from precheck.report.csv_files import CsvReport
+from precheck.results import ApiResult
+from precheck.run_ut import default_max_memory, resolved, run_identity
+from precheck.scheduling.backends import backend_for
+
+__all__ = ["OnlineCheck", "attach"]
+
+_END = object()
+
+
+@dataclass
+class OnlineCheck:
+    """The checking side of a recording: told of each record, it hands whole calls to the backend."""
+
+    out_dir: Path
+    options: CheckOptions = field(default_factory=CheckOptions)
+    backend: str = "inprocess"
+    workers: int = 1
+    scheduler: str | None = None
+    keep_failing: bool = False
+    report: bool = True
+    result_paths: list[Path] = field(default_factory=list)
+    _store: Path | None = None
+    _queue: queue.Queue | None = None
+    _thread: threading.Thread | None = None
+    _pending: dict[str, tuple[int, dict]] = field(default_factory=dict)
+    _files: dict[str, list[str]] = field(default_factory=dict)
+    _forwards: int = 0
+    _csv: CsvReport | None = None
+    _dump: DumpFile | None = None
+    _failure: BaseException | None = None
+
+    def attach(self, recorder: Recorder) -> None:
+        """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
+        shm = Path("/dev/shm")
+        self._store = Path(tempfile.mkdtemp(prefix="precheck-record-", dir=shm if shm.is_dir() else None))
+        recorder.store, recorder.on_record, recorder.on_step_end = self._store, self.record, self.step_end
+        self.result_paths = recorder.results
+
+    def record(self, name: str, record: dict, awaits_backward: bool, dump: DumpFile) -> None:
+        """One record written by the recorder: a case once its call is whole."""
+        self._dump = dump
+        stem, _, kind = name.rpartition(".")
+        self._files.setdefault(stem, []).extend(_data_names(record))
+        if kind == "forward":
+            order, self._forwards = self._forwards, self._forwards + 1
+            if awaits_backward:
+                self._pending[stem] = (order, record)
+            else:
+                self._submit(stem, order, record, None)
+        elif stem in self._pending:
+            order, forward = self._pending.pop(stem)
+            self._submit(stem, order, forward, record)
+
+    def step_end(self, dump: DumpFile) -> None:
+        """The step's last record is written: the calls whose backward never ran are checked forward only, and the
+        step's CSVs and report are finished."""
+        for stem, (order, forward) in list(self._pending.items()):
+            self._submit(stem, order, forward, None)
+        self._pending.clear()
+        if self._queue is not None:
+            self._queue.put(_END)
+            self._thread.join()  # type: ignore[union-attr]
+            self._queue = self._thread = None
+            self._csv.close()  # type: ignore[union-attr]
+            self.result_paths.append(self._csv.result_path)  # type: ignore[union-attr]
+            if self.report:
+                from precheck.report.html import write_report
+
+                write_report(self._csv.details_path)  # type: ignore[union-attr]
+            self._csv = None
+        self._forwards = 0
+        if self._failure is not None:
+            raise self._failure
+
+    def close(self) -> None:
+        """Release the shared memory (a step that ended has none left; an interrupted one may)."""
+        if self._store is not None:
+            shutil.rmtree(self._store, ignore_errors=True)
+
+    def _submit(self, stem: str, order: int, forward: dict, backward: dict | None) -> None:
+        if self._queue is None:
+            self._start()
+        case = decode_case(stem, stem.rpartition(".")[0], order, forward, backward)
+        self._queue.put(case)  # type: ignore[union-attr]  # blocks while the checkers are behind: the step waits
+
+    def _start(self) -> None:
+        options = resolved(self.options, self.options.device)
+        if options.max_memory is None:
+            options = replace(options, max_memory=default_max_memory(self.workers))
+        self.options = options
+        self._csv = CsvReport(self.out_dir, identity=run_identity(self._dump_path(), options, False, None))
+        self._queue = queue.Queue(maxsize=2 * max(1, self.workers))
+        self._thread = threading.Thread(target=self._check, name="precheck-online", daemon=True)
+        self._thread.start()
+
+    def _dump_path(self) -> Path:
+        return self.out_dir / "dump.json" if self._dump is None else self._dump.path
+
+    def _cases(self) -> Any:
+        while (case := self._queue.get()) is not _END:  # type: ignore[union-attr]
+            yield case
+
+    def _check(self) -> None:
+        name = "dask" if self.scheduler else self.backend
+        runner = backend_for(name, [], self._store, self.options, self.workers, self.scheduler)  # type: ignore[arg-type]
+        try:
+            for result in runner.stream(self._cases(), lambda case: self._csv.start(case.name)):  # type: ignore[union-attr]
+                self._csv.add(result)  # type: ignore[union-attr]
+                self._release(result)
+        except BaseException as e:  # the step must not hang on a queue nobody reads: drain it, report at the end
+            self._failure = e
+            while self._queue.get() is not _END:  # type: ignore[union-attr]
+                pass
+
+    def _release(self, result: ApiResult) -> None:
+        """A checked call's tensors leave shared memory; kept in the dump when it failed and that was asked."""
+        keep = self.keep_failing and ERROR in (result.forward, result.backward) and self._dump is not None
+        for data_name in self._files.pop(result.name, ()):
+            path = self._store / data_name  # type: ignore[operator]
+            if keep and self._dump.data_dir is not None:  # type: ignore[union-attr]
+                shutil.move(path, self._dump.data_dir / data_name)  # type: ignore[union-attr]
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _data_names(record: Any) -> list[str]:
+    """The tensor files a record names."""
+    if isinstance(record, dict):
+        own = [record["data_name"]] if isinstance(record.get("data_name"), str) else []
+        return own + [n for v in record.values() for n in _data_names(v)]
+    if isinstance(record, list):
+        return [n for v in record for n in _data_names(v)]
+    return []
+
+
+def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:
+    """An online check of ``recorder``'s calls as ``precheck record --check`` configures it (``check``: out,
+    backend, workers, scheduler, keep_failing, report, device)."""
+    online = OnlineCheck(
+        Path(check["out"]),
+        CheckOptions(device=check.get("device", "auto")),
+        check.get("backend", "inprocess"),
+        int(check.get("workers", 1)),
+        check.get("scheduler"),
+        bool(check.get("keep_failing", False)),
+        bool(check.get("report", True)),
+    )
+    online.attach(recorder)
+    os.environ.pop("PRECHECK_RECORD", None)
+    return online
