@@ -7,11 +7,15 @@ could be recorded (no command, a command that cannot start, no Python process th
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
-from precheck.errors import PrecheckError
+from precheck.errors import OptionError, PrecheckError
 from precheck.escape import escape, shell_command
+from precheck.report.csv_files import read_csv_rows
+from precheck.schema import RESULT_HEADER, STATUSES, details_of, run_stem
 
 
 class NothingRecorded(PrecheckError):
@@ -39,6 +43,21 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         default="FOCUS",
         help="msprobe's risk_level: FOCUS (its default) leaves views, casts and concatenations out; ALL records them",
     )
+    rec.add_argument(
+        "--check",
+        action="store_true",
+        help="check each call while the step runs (no tensor file is written): the run_ut CSVs, reasons file and "
+        "report of each recorded step go to DUMP_DIR when it ends",
+    )
+    rec.add_argument("--keep-failing", action="store_true", help="with --check: keep the tensor files of error calls")
+    rec.add_argument("-n", "--workers", type=int, default=1, help="with --check: processes checking calls")
+    rec.add_argument(
+        "--backend",
+        choices=("inprocess", "process", "dask"),
+        default=None,
+        help="with --check: where calls are checked (default: in the training process with -n 1, else a pool)",
+    )
+    rec.add_argument("--scheduler", metavar="ADDRESS", help="with --check: a Dask scheduler on this machine")
     rec.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
 
 
@@ -51,7 +70,7 @@ def _record(args: argparse.Namespace) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     done = run_recorded(
-        args.out_path, command, task=args.task, steps=args.steps, risk_level=args.risk_level, check=None
+        args.out_path, command, task=args.task, steps=args.steps, risk_level=args.risk_level, check=_check(args)
     )
     if not done.dumps:
         raise NothingRecorded(
@@ -59,6 +78,41 @@ def _record(args: argparse.Namespace) -> int:
             "imported torch with precheck installed, or it ended before its first call"
         )
     lines = [f"precheck record: {len(done.dumps)} dump(s) written (command exited {done.returncode})"]
-    lines += [f"  {escape(str(p))}  (check: {shell_command('precheck', 'run_ut', '-api_info', p)})" for p in done.dumps]
+    if args.check:
+        lines += [f"  {escape(str(p))}" for p in done.dumps]
+        for result in done.results:
+            page = result.parent / f"report_{run_stem(details_of(result.name))}.html"
+            lines += [_counts(result), f"  result:  {escape(str(result))}", f"  report:  {escape(str(page))}"]
+    else:
+        lines += [
+            f"  {escape(str(p))}  (check: {shell_command('precheck', 'run_ut', '-api_info', p)})" for p in done.dumps
+        ]
     print("\n".join(lines))
     return done.returncode
+
+
+def _counts(result: Path) -> str:
+    """A checked step's APIs per forward and backward status, as run_ut's summary gives them."""
+    _, rows = read_csv_rows(result)
+    per = [Counter(row.get(RESULT_HEADER[i], "").strip() for row in rows) for i in (1, 2)]
+    forward, backward = (", ".join(f"{k} {c.get(k, 0)}" for k in STATUSES) for c in per)
+    return f"  {len(rows)} APIs checked; forward: {forward}; backward: {backward}"
+
+
+def _check(args: argparse.Namespace) -> dict | None:
+    """How the recorded program checks its calls (precheck.recording.online.attach), None without --check."""
+    extra = [name for name in ("keep_failing", "scheduler", "backend") if getattr(args, name)]
+    if not args.check:
+        if extra or args.workers != 1:
+            raise OptionError(f"--{(extra or ['workers'])[0].replace('_', '-')} goes with --check")
+        return None
+    if args.workers < 1:
+        raise OptionError("-n/--workers must be at least 1")
+    backend = args.backend or ("dask" if args.scheduler else "inprocess" if args.workers == 1 else "process")
+    return {
+        "out": str(args.out_path),
+        "backend": backend,
+        "workers": args.workers,
+        "scheduler": args.scheduler,
+        "keep_failing": args.keep_failing,
+    }

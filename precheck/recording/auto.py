@@ -69,7 +69,7 @@ def _start() -> None:
     if config.get("check"):
         from precheck.recording.online import attach
 
-        attach(recorder, config["check"])
+        atexit.register(attach(recorder, config["check"]).close)  # after recorder.close, registered below
     os.environ.pop(ENV, None)  # processes this one starts (DataLoader workers, a compile) are not recorded
 
     def before_step(*_: object) -> None:

@@ -13,7 +13,6 @@ step ends.
 
 from __future__ import annotations
 
-import os
 import queue
 import shutil
 import tempfile
@@ -167,7 +166,7 @@ def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:
     """An online check of ``recorder``'s calls as ``precheck record --check`` configures it (``check``: out,
     backend, workers, scheduler, keep_failing, report, device)."""
     online = OnlineCheck(
-        Path(check["out"]),
+        Path(check["out"]).resolve(),
         CheckOptions(device=check.get("device", "auto")),
         check.get("backend", "inprocess"),
         int(check.get("workers", 1)),
@@ -176,5 +175,4 @@ def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:
         bool(check.get("report", True)),
     )
     online.attach(recorder)
-    os.environ.pop("PRECHECK_RECORD", None)
     return online
