@@ -132,16 +132,9 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | N
     grading = _grading_options()
     for add in (_add_run_ut, _add_generate):
         add(commands, grading)
-    for add in (
-        _add_apis,
-        _add_repro,
-        _add_precision_compare,
-        _add_regress,
-        _add_report,
-        add_compare_parsers,
-        add_record_parsers,
-    ):
+    for add in (_add_apis, _add_repro, _add_precision_compare, _add_regress, _add_report, add_compare_parsers):
         add(commands)
+    add_record_parsers(commands, grading_only())
     for name, sub in commands.choices.items():
         if handlers is not None:
             sub.set_defaults(func=handlers[name])
@@ -150,7 +143,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | N
 
 def _grading_options() -> argparse.ArgumentParser:
     """The options ``run_ut`` and ``generate`` share: the dump, the target and how it is graded."""
-    shared = argparse.ArgumentParser(add_help=False)
+    shared = argparse.ArgumentParser(add_help=False, parents=[grading_only()])
     shared.add_argument(
         "-api_info",
         "--api_info",
@@ -158,6 +151,12 @@ def _grading_options() -> argparse.ArgumentParser:
         metavar="DUMP_JSON",
         help="the dump.json of an msprobe L1 dump (tensor files are read from dump_tensor_data/ beside it)",
     )
+    return shared
+
+
+def grading_only() -> argparse.ArgumentParser:
+    """The target and how it is graded: what ``record --check`` shares with run_ut and generate."""
+    shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument(
         "-d",
         "--device",

@@ -22,9 +22,11 @@ class NothingRecorded(PrecheckError):
     """The command ran, and no Python process of it recorded anything."""
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> None:
+def add_parsers(commands: argparse._SubParsersAction, grading: argparse.ArgumentParser) -> None:
+    """``grading``: run_ut's target and grading options, which ``--check`` grades by."""
     rec = commands.add_parser(
         "record",
+        parents=[grading],
         help="record a training step as msprobe's dumper does, without msprobe: precheck record -o DIR -- CMD",
         description="Run CMD (e.g. python train.py ARGS) with precheck's recorder in its Python processes: msprobe's "
         "L1 dump (the same record names, order, fields and tensor files as msprobe 26.2's PrecisionDebugger) is "
@@ -59,6 +61,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     rec.add_argument("--scheduler", metavar="ADDRESS", help="with --check: a Dask scheduler on this machine")
     rec.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
+
+
+_DEFAULTS = {"target": "device", "standard": "default"}
 
 
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -102,6 +107,7 @@ def _counts(result: Path) -> str:
 def _check(args: argparse.Namespace) -> dict | None:
     """How the recorded program checks its calls (precheck.recording.online.attach), None without --check."""
     extra = [name for name in ("keep_failing", "scheduler", "backend") if getattr(args, name)]
+    extra += [name for name in ("target", "standard") if getattr(args, name) != _DEFAULTS[name]]
     if not args.check:
         if extra or args.workers != 1:
             raise OptionError(f"--{(extra or ['workers'])[0].replace('_', '-')} goes with --check")
@@ -110,6 +116,7 @@ def _check(args: argparse.Namespace) -> dict | None:
         raise OptionError("-n/--workers must be at least 1")
     backend = args.backend or ("dask" if args.scheduler else "inprocess" if args.workers == 1 else "process")
     return {
+        "options": {k: getattr(args, k) for k in ("device", "target", "cosine", "max_abs", "standard", "seed")},
         "out": str(args.out_path),
         "backend": backend,
         "workers": args.workers,

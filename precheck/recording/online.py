@@ -164,10 +164,10 @@ def _data_names(record: Any) -> list[str]:
 
 def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:
     """An online check of ``recorder``'s calls as ``precheck record --check`` configures it (``check``: out,
-    backend, workers, scheduler, keep_failing, report, device)."""
+    backend, workers, scheduler, keep_failing, report, and the CheckOptions fields it grades by)."""
     online = OnlineCheck(
         Path(check["out"]).resolve(),
-        CheckOptions(device=check.get("device", "auto")),
+        CheckOptions(**check.get("options", {})),
         check.get("backend", "inprocess"),
         int(check.get("workers", 1)),
         check.get("scheduler"),
