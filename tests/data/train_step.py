@@ -1,17 +1,12 @@
 """A small training program that knows nothing of precheck, for ``precheck record -- python train_step.py N``:
-make_dump.py's MLP trained N steps with SGD. ``BUGGY_GELU=1`` swaps F.gelu for one that is wrong by 1% (a bug
-for the online check to find). No main guard, on purpose: precheck's workers must not run it again."""
+make_dump.py's MLP trained N steps with SGD. No main guard, on purpose: precheck's workers must not run it
+again."""
 
-import os
 import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-if os.environ.get("BUGGY_GELU"):
-    exact = F.gelu
-    F.gelu = lambda x, approximate="none": exact(x, approximate=approximate) * 1.01
 
 
 class Net(nn.Module):

@@ -1,0 +1,123 @@
+"""``precheck record --check`` and ``precheck.record(check=...)``: a step checked while it runs gives the rows an
+offline run of its recorded dump gives, with no tensor file on disk; the command line records a program that
+knows nothing of precheck, step by step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import precheck
+from precheck.commands.repro import write_repro
+from precheck.execution.options import CheckOptions
+from precheck.run_ut import run_ut
+
+TRAIN = Path(__file__).parent / "data" / "train_step.py"
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1, self.ln, self.l2 = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l2(torch.softmax(F.gelu(self.ln(self.l1(x))), dim=-1)).sum()
+
+
+def _step(out: Path, **check: object) -> precheck.recording.session.Recorder:
+    torch.manual_seed(0)
+    model, x = Net(), torch.randn(4, 16)
+    with precheck.record(out, step=0, **check) as recorder:  # type: ignore[arg-type]
+        model(x).backward()
+    return recorder
+
+
+def _csvs(folder: Path) -> tuple[bytes, bytes]:
+    (result,) = folder.glob("accuracy_checking_result_*.csv")
+    (details,) = folder.glob("accuracy_checking_details_*.csv")
+    return result.read_bytes(), details.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, bytes]:
+    """The step recorded with its tensor files, then checked by run_ut: what the online check must equal."""
+    out = tmp_path_factory.mktemp("offline")
+    recorder = _step(out / "dump")
+    run_ut(recorder.written[0], out / "csv", workers=1)
+    return _csvs(out / "csv")
+
+
+@pytest.mark.parametrize("backend, workers", [("inprocess", 1), ("process", 2)])
+def test_a_step_checked_online_has_the_rows_of_record_then_run_ut(
+    tmp_path: Path, offline: tuple[bytes, bytes], backend: str, workers: int
+) -> None:
+    recorder = _step(tmp_path, check=True, backend=backend, workers=workers)
+    assert _csvs(tmp_path) == offline
+    assert [p.name for p in recorder.results] == [p.name for p in tmp_path.glob("accuracy_checking_result_*.csv")]
+    (dump_json,) = recorder.written
+    assert list((dump_json.parent / "dump_tensor_data").iterdir()) == []  # nothing on disk
+    assert list(tmp_path.glob("report_*.html")), "the report comes out when the step ends"
+    assert not any(Path("/dev/shm").glob("precheck-record-*")), "shared memory is released"
+
+
+def _record(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "precheck", "record", "-o", str(tmp_path / "dump"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+
+
+def test_the_command_records_the_chosen_steps_of_a_program_that_knows_nothing_of_precheck(tmp_path: Path) -> None:
+    done = _record(tmp_path, "--steps", "0", "2", "--", sys.executable, str(TRAIN), "4")
+    assert done.returncode == 0, done.stderr
+    dumps = sorted((tmp_path / "dump").glob("step*/*/dump.json"))
+    assert [p.parts[-3] for p in dumps] == ["step0", "step2"]
+    assert "2 dump(s) written" in done.stdout and "precheck run_ut -api_info" in done.stdout
+    step2 = run_ut(dumps[1], tmp_path / "csv", workers=1)
+    assert step2.counts["pass"] == 6 and step2.backward_counts["pass"] == 6  # the MLP's six calls, all graded
+
+
+def test_check_with_a_pool_records_the_program_once_and_writes_no_tensor_file(tmp_path: Path) -> None:
+    done = _record(tmp_path, "--check", "-n", "2", "--", sys.executable, str(TRAIN), "2")
+    assert done.returncode == 0, done.stderr
+    assert "7 APIs checked; forward: pass 7, warning 0, error 0, SKIP 0" in done.stdout
+    (dump_json,) = (tmp_path / "dump").glob("step*/*/dump.json")  # the workers trained nothing, recorded nothing
+    assert list((dump_json.parent / "dump_tensor_data").iterdir()) == []
+    assert len(list((tmp_path / "dump").glob("accuracy_checking_result_*.csv"))) == 1
+
+
+def test_keep_failing_keeps_the_files_of_the_calls_graded_error_and_repro_runs_on_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exact = F.gelu
+    monkeypatch.setattr(F, "gelu", lambda x, approximate="none": exact(x, approximate=approximate) * 1.01)
+    options = CheckOptions(target="recorded")
+    recorder = _step(tmp_path, check=options, backend="process", workers=1, keep_failing=True)
+    (dump_json,) = recorder.written
+    assert sorted(p.name for p in (dump_json.parent / "dump_tensor_data").iterdir()) == [
+        f"Functional.gelu.0.{d}.{side}.0.pt" for d in ("backward", "forward") for side in ("input", "output")
+    ]
+    lines = _csvs(tmp_path)[0].decode("utf-8-sig").splitlines()[1:]
+    rows = {line.split(",")[0]: line.split(",")[1] for line in lines}
+    assert rows["Functional.gelu.0"] == "error" and set(rows.values()) == {"pass", "error"}
+    script = write_repro("Functional.gelu.0", dump_json, tmp_path / "repro")
+    assert script.is_file()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "record needs the command to run after --"),
+        (["--keep-failing", "--", "true"], "--keep-failing goes with --check"),
+        (["--", "true"], "recorded nothing"),
+    ],
+)
+def test_a_record_that_cannot_be_made_is_one_line_and_exit_code_2(tmp_path: Path, args: list, message: str) -> None:
+    done = _record(tmp_path, *args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
