@@ -77,6 +77,7 @@ class Recorder:
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
     _running: bool = False
+    _chosen: bool = False  # this step was started as one to record: it has a dump, even with no record
     _dump: DumpFile | None = None
     _counts: defaultdict = field(default_factory=lambda: defaultdict(int))
     _wrappers: installed | None = None
@@ -88,6 +89,7 @@ class Recorder:
             self._wrappers = installed(self)
             self._wrappers.__enter__()
         self._running = not self.options.steps or self.current_step in self.options.steps
+        self._chosen = self._chosen or self._running
 
     def stop(self) -> None:
         """No forward call is recorded after this; backward records of this step still are, until step()."""
@@ -181,6 +183,9 @@ class Recorder:
         return Path(self.dump_path) / f"step{self.current_step}" / where
 
     def _finish(self) -> None:
+        if self._chosen and self._dump is None:
+            self._open()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
+        self._chosen = False
         if self._dump is not None:
             if self.on_step_end is not None:
                 self.on_step_end(self._dump)
