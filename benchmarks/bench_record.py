@@ -19,7 +19,8 @@ What one run does, and what is timed:
      recorded, the recorder ends with the dump complete on disk (msprobe's stop() and step(); leaving the record
      block), then the optimizer step and zero_grad run outside the recording, as msprobe's documentation places
      them. msprobe records step 0 only, so the timed step is exactly the recorded one.
-The overhead of a recorder is its median step minus the median step with no recorder; "ratio" is precheck's
+The overhead of a recorder is its best step (the fastest of the repeats: other work on a shared machine only adds
+time; --stat median for the median) minus the best step with no recorder; "ratio" is precheck's
 overhead over msprobe's (the target is at most 0.5). "peak" is the resident memory of the run's whole process
 (sampled every 20 ms by process_tree.py), "dump" the size of what the recorder wrote.
 """
@@ -45,6 +46,7 @@ MODELS = {"gpt2": ("model_dumps", "gpt2"), "llama": ("model_dumps", "llama"), "r
 TASKS = ("tensor", "statistics")
 RECORDERS = ("msprobe", "precheck")
 _DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+STATS = {"best": min, "median": statistics.median}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each variant (default 3)")
     parser.add_argument("--dtype", choices=_DTYPES, default="fp32")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument("--stat", choices=STATS, default="best", help="of the repeats' steps (default best)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads in each run (default 1)")
     parser.add_argument("--python", default=sys.executable, help="the venv's python (default: this one)")
     parser.add_argument("--step", nargs=4, metavar=("MODEL", "RECORDER", "TASK", "RESULT"), help=argparse.SUPPRESS)
@@ -66,7 +69,7 @@ def main() -> None:
         return
     runs: dict[tuple, list[dict]] = defaultdict(list)
     variants = [("none", "-")] + [(rec, task) for task in args.tasks for rec in RECORDERS]
-    print(f"{args.dtype}, {args.threads} torch thread(s), {args.repeats} repeats, python {args.python}")
+    print(f"{args.dtype}, {args.threads} torch thread(s), {args.repeats} repeats ({args.stat}), python {args.python}")
     for model in args.models or list(MODELS):
         for repeat in range(args.repeats):
             for recorder, task in variants:
@@ -77,7 +80,7 @@ def main() -> None:
                     f" s, peak {run['peak']:,.0f} MiB, dump {run['dump'] / 2**20:,.1f} MiB",
                     flush=True,
                 )
-    _table(runs, args.models or list(MODELS), args.tasks)
+    _table(runs, args.models or list(MODELS), args.tasks, STATS[args.stat])
 
 
 def _measured(args: argparse.Namespace, model: str, recorder: str, task: str) -> dict:
@@ -96,16 +99,16 @@ def _measured(args: argparse.Namespace, model: str, recorder: str, task: str) ->
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _table(runs: dict, models: list[str], tasks: list[str]) -> None:
+def _table(runs: dict, models: list[str], tasks: list[str], of: Callable) -> None:
     print(
         "\n| model | task | none | msprobe | precheck | msprobe overhead | precheck overhead | ratio"
         " | peak none / msprobe / precheck | dump msprobe / precheck |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for model in models:
-        base = statistics.median(r["step"] for r in runs[model, "none", "-"])
+        base = of(r["step"] for r in runs[model, "none", "-"])
         for task in tasks:
-            step = {rec: statistics.median(r["step"] for r in runs[model, rec, task]) for rec in RECORDERS}
+            step = {rec: of(r["step"] for r in runs[model, rec, task]) for rec in RECORDERS}
             over = {rec: step[rec] - base for rec in RECORDERS}
             ratio = over["precheck"] / over["msprobe"] if over["msprobe"] > 0 else float("nan")
             peaks = [
