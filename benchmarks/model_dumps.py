@@ -22,6 +22,23 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+class MLP(nn.Module):
+    """make_dump.py's mlp (tests/data/mlp_fp32_tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.ln, self.l2 = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.l2(torch.softmax(F.gelu(self.ln(self.l1(x))), dim=-1)).sum()
+
+
+def mlp(dt):
+    m = MLP().to(dt)
+    x = torch.randn(4, 16, dtype=dt)
+    return m, lambda: m(x)
+
+
 def bert(dt):
     from transformers import BertConfig, BertForMaskedLM
 
@@ -101,7 +118,7 @@ def encoder(dt):
     return m, lambda: m(x).pow(2).mean()
 
 
-MODELS = {"bert": bert, "llama": llama, "cnn": cnn, "encoder": encoder}
+MODELS = {"mlp": mlp, "gpt2": gpt2, "bert": bert, "llama": llama, "cnn": cnn, "encoder": encoder}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 

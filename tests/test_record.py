@@ -287,3 +287,20 @@ def test_torch_is_as_before_after_the_block(tmp_path, fails):
     loss.backward()  # the autograd hooks outlive the block: they write nothing into a finished dump
     assert (_folder(tmp_path / "dump") / "dump.json").read_bytes() == written
     json.loads(written)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")
+def test_a_sparse_or_nested_tensor_never_makes_the_users_call_fail(tmp_path):
+    """The recorder takes the statistics of every tensor; a sparse or nested one has no max() to take. The call
+    runs as it would unrecorded, and its record is written without statistics or a file."""
+    index, values = torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0])
+    sparse = torch.sparse_coo_tensor(index, values, (2, 2))
+    nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    with precheck.record(tmp_path / "dump"):
+        total = torch.add(sparse, sparse)
+        doubled = nested * 2
+    assert total.to_dense().tolist() == [[0.0, 2.0], [4.0, 0.0]] and doubled.is_nested
+    data = json.loads((_folder(tmp_path / "dump") / "dump.json").read_text())["data"]
+    assert list(data) == ["Torch.add.0.forward", "Tensor.__mul__.0.forward"]
+    first = data["Torch.add.0.forward"]["input_args"][0]
+    assert first["shape"] == [2, 2] and first["Max"] is None and "data_name" not in first

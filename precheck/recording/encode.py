@@ -100,18 +100,21 @@ class Encoder:
         return {}  # a dtype or device passed by position: msprobe writes an empty object
 
     def _tensor(self, t: torch.Tensor, name: str) -> dict:
-        high, low, mean, norm = stats_of(t)
+        strided = t.layout == torch.strided and not t.is_nested
+        # a sparse or nested tensor has no max() to take, nor always a shape: it is written without them, and the
+        # user's step goes on (the recorder must never make a call fail)
+        high, low, mean, norm = stats_of(t) if strided else (None, None, None, None)
         out = {
             "type": "torch.Tensor",
             "dtype": str(t.dtype),
-            "shape": list(t.shape),
+            "shape": list(t.shape) if strided or t.layout != torch.strided else None,
             "Max": high,
             "Min": low,
             "Mean": mean,
             "Norm": norm,
             "requires_grad": t.requires_grad,
         }
-        if self.data_dir is not None and t.numel() and t.device.type != "meta":
+        if self.data_dir is not None and strided and t.numel() and t.device.type != "meta":
             out["data_name"] = f"{name}.pt"
             self._save(t, self.data_dir / out["data_name"])
         return out

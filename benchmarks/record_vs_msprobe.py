@@ -1,0 +1,111 @@
+"""Is precheck record's dump msprobe's? Each bundled model's step recorded by msprobe's PrecisionDebugger and by
+precheck.record in the same interpreter (one torch, one seed), then compared: record names and order, every
+record, dump.json's bytes (the machine's paths aside), every tensor file, and the rows precheck run_ut gives on
+each dump.
+
+Run it with the msprobe venv's python (it needs msprobe and transformers; precheck from this checkout):
+    PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity
+    PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity mlp cnn --dtype fp32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import model_dumps
+
+TASKS = ("tensor", "statistics")
+
+
+def record_one(who: str, model: str, dtype: str, task: str, out: Path) -> None:
+    """One recording in this process: ``who`` is msprobe or precheck."""
+    import torch
+
+    torch.manual_seed(0)
+    net, run = model_dumps.MODELS[model](model_dumps.DTYPES[dtype])
+    if who == "msprobe":
+        from msprobe_step import record_step
+
+        cfg = {"task": task, "dump_path": str(out), "rank": [], "step": [0], "level": "L1"}
+        record_step(
+            net, lambda: run().backward(), str(out), {**cfg, task: {"scope": [], "list": [], "data_mode": ["all"]}}
+        )
+    else:
+        import precheck
+
+        with precheck.record(out, step=0, task=task):
+            run().backward()
+
+
+def compared(ms: Path, pc: Path) -> dict[str, object]:
+    """What differs between msprobe's dump under ``ms`` and precheck's under ``pc``."""
+    import torch
+
+    (a,), (b,) = sorted(ms.glob("step0/*/dump.json")), sorted(pc.glob("step0/*/dump.json"))
+    da, db = json.loads(a.read_text()), json.loads(b.read_text())
+    same_bytes = a.read_text().replace(str(a.parent), "X") == b.read_text().replace(str(b.parent), "X")
+    files = sorted(p.name for p in (a.parent / "dump_tensor_data").glob("*")) if da["task"] == "tensor" else []
+    theirs = sorted(p.name for p in (b.parent / "dump_tensor_data").glob("*")) if db["task"] == "tensor" else []
+    unequal = [
+        f
+        for f in files
+        if f in theirs
+        and not torch.equal(
+            torch.load(a.parent / "dump_tensor_data" / f), torch.load(b.parent / "dump_tensor_data" / f)
+        )
+    ]
+    return {
+        "records": len(da["data"]),
+        "names and order": list(da["data"]) == list(db["data"]),
+        "records differing": sum(da["data"][k] != db["data"].get(k) for k in da["data"]),
+        "dump.json bytes": "same" if same_bytes else "differ",
+        "files": f"{len(files)} vs {len(theirs)}, {len(unequal)} unequal",
+        "run_ut rows": _rows(a) == _rows(b),
+    }
+
+
+def _rows(dump_json: Path) -> list[str]:
+    from precheck.run_ut import run_ut
+
+    summary = run_ut(dump_json, dump_json.parent / "run_ut", workers=1)
+    return [line for line in summary.details_path.read_text(encoding="utf-8-sig").splitlines()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("models", nargs="*", help=f"default: all of {', '.join(model_dumps.MODELS)}")
+    parser.add_argument("--dtype", choices=model_dumps.DTYPES, default="bf16")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument("--one", nargs=4, metavar=("WHO", "MODEL", "TASK", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        who, model, task, out = args.one
+        record_one(who, model, args.dtype, task, Path(out))
+        return
+    for model in args.models or list(model_dumps.MODELS):
+        for task in args.tasks:
+            outs = {who: args.out_dir / f"{model}_{args.dtype}_{task}_{who}" for who in ("msprobe", "precheck")}
+            for who, out in outs.items():  # a process each: msprobe's wrappers stay on once started
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    str(args.out_dir),
+                    "--dtype",
+                    args.dtype,
+                    "--one",
+                    who,
+                    model,
+                    task,
+                    str(out),
+                ]
+                subprocess.run(cmd, check=True, capture_output=True)
+            print(f"{model} {args.dtype} {task}: {compared(outs['msprobe'], outs['precheck'])}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
