@@ -97,6 +97,14 @@ PRECISION_DETAILS = "api_precision_compare_details_{}.csv"
 RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14}(?:_\d+)?)\.csv$")  # a run's stem in group 1
 RESULT_PREFIX, DETAILS_PREFIX = RESULT.split("{")[0], DETAILS.split("{")[0]
 _RESULT_PART, _DETAILS_PART = "_result_", "_details_"  # what tells a run's two CSVs apart in a renamed pair too
+REPORT = "report_{}.html"  # the run's page (precheck report)
+
+# precheck compare's files, by the tail they share: ``_<ts>``, or ``<suffix>_<ts>`` (``_rank0_<ts>``) for a rank's.
+COMPARE_RESULT = "compare_result{}.csv"
+COMPARE_RECORDS = "compare_records{}.csv"
+COMPARE_SUMMARY = "compare_summary{}.json"
+COMPARE_REPORT = "compare_report{}.html"
+COMPARE_KINDS = tuple(t.split("{")[0] for t in (COMPARE_RESULT, COMPARE_RECORDS, COMPARE_SUMMARY))
 
 
 def run_stem(details: str) -> str:
@@ -114,3 +122,10 @@ def details_of(result: str) -> str:
 def result_of(details: str) -> str:
     """The name of the result CSV beside the details CSV ``details``; ``details`` itself when it names none."""
     return details.replace(_DETAILS_PART, _RESULT_PART, 1)
+
+
+def compare_tail(name: str) -> str | None:
+    """The tail a compare's files share, read from one's name (``compare_records_rank0_<ts>.csv`` ->
+    ``_rank0_<ts>``), so that any of them finds the others; None for a name that is not a compare's."""
+    kind = next((k for k in COMPARE_KINDS if name.startswith(k)), None)
+    return None if kind is None else name.removeprefix(kind).rsplit(".", 1)[0]

@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.schema import COLOURS, WORST_FIRST
 
@@ -86,23 +88,62 @@ def test_csv_headers_are_written_once():
     assert _header_copies(names) == []
 
 
+# A piece of a run's or a compare's file name: a prefix ending where its stem goes ({, a glob's *, or the end of an
+# f-string's literal part), or the infixes pairing a run's CSVs.
 _RUN_FILE_NAME = re.compile(
     r"(accuracy_checking|api_precision_compare)_(result|details|reasons)_(\{|\*|$)|^_(result|details)_$"
+    r"|\bcompare_(result|records|summary|report)(\{|\*|$)|^report_$"
 )
 
 
-def test_run_file_names_are_built_in_schema_only():
-    """A run's file names (and how a result CSV finds its details CSV) come from schema's names and functions:
-    no other module builds one from a literal (docstrings and messages may name them)."""
+def _docstrings(tree) -> set[int]:
     import ast
 
-    built = [
-        f"{p.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
-        for p, text in _sources().items()
-        for node in ast.walk(ast.parse(text))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _RUN_FILE_NAME.search(node.value)
-    ]
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def test_run_file_names_are_built_in_schema_only():
+    """A run's file names, its page's, compare's four (and how one of a run's or a compare's files finds the
+    others) come from schema's names and functions: no other module builds one from a literal (docstrings and
+    messages may name them)."""
+    import ast
+
+    built = []
+    for p, text in _sources().items():
+        tree = ast.parse(text)
+        docs = _docstrings(tree)
+        built += [
+            f"{p.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+            and _RUN_FILE_NAME.search(node.value)
+        ]  # fmt: skip
     assert built == []
+
+
+def test_compare_files_find_each_other_by_their_tail(tmp_path):
+    """Any of a compare's files (a rank's too) finds the other two; a file that is not a compare's is refused."""
+    from precheck.report.compare_frame import LoadError, compare_files, is_compare
+    from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY
+
+    names = [t.format("_rank0_20260101120000") for t in (COMPARE_RESULT, COMPARE_RECORDS, COMPARE_SUMMARY)]
+    for name in names:
+        (tmp_path / name).write_text("")
+    for name in names:
+        assert is_compare(tmp_path / name)
+        assert [p.name for p in compare_files(tmp_path / name)] == names
+    assert [p.name for p in compare_files(tmp_path)] == names
+    (tmp_path / "accuracy_checking_result_20260101120000.csv").write_text("")
+    assert not is_compare(tmp_path / "accuracy_checking_result_20260101120000.csv")
+    with pytest.raises(LoadError, match="not a compare file"):
+        compare_files(tmp_path / "accuracy_checking_result_20260101120000.csv")
 
 
 def test_api_precision_compare_twice_in_one_second_keeps_both(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
 from precheck.errors import OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.report.csv_files import read_csv_rows
-from precheck.schema import RESULT_HEADER, STATUSES, details_of, run_stem
+from precheck.schema import REPORT, RESULT_HEADER, STATUSES, details_of, run_stem
 
 
 class NothingRecorded(PrecheckError):
@@ -86,7 +86,7 @@ def _record(args: argparse.Namespace) -> int:
     if args.check:
         lines += [f"  {escape(str(p))}" for p in done.dumps]
         for result in done.results:
-            page = result.parent / f"report_{run_stem(details_of(result.name))}.html"
+            page = result.parent / REPORT.format(run_stem(details_of(result.name)))
             lines += [_counts(result), f"  result:  {escape(str(result))}", f"  report:  {escape(str(page))}"]
     else:
         lines += [

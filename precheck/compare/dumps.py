@@ -34,6 +34,7 @@ from precheck.dump.ptarchive import PtError
 from precheck.dump.record_names import split_key
 from precheck.grader.status import ERROR
 from precheck.paths import claim_stamp, output_folder
+from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY
 
 
 def compare_dumps(
@@ -54,11 +55,11 @@ def compare_dumps(
     names.learn(t.keys, t.path.parent / "construct.json")
     stacks = Stacks.load(Path(stack_path) if stack_path else t.path.parent / "stack.json")
     folder = output_folder(out_path)
-    stamp = claim_stamp(folder, f"compare_result{suffix}_{{}}.csv")
+    tail = f"{suffix}_{claim_stamp(folder, COMPARE_RESULT.format(suffix + '_{}'))}"
     result = DumpComparison(
         str(t.path), str(b.path), mode,
-        folder / f"compare_result{suffix}_{stamp}.csv", folder / f"compare_summary{suffix}_{stamp}.json",
-        folder / f"compare_records{suffix}_{stamp}.csv", stack_problem=stacks.problem,
+        folder / COMPARE_RESULT.format(tail), folder / COMPARE_SUMMARY.format(tail),
+        folder / COMPARE_RECORDS.format(tail), stack_problem=stacks.problem,
     )  # fmt: skip
     with (
         open(t.path, "rb") as t_file,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from precheck.errors import OptionError, PrecheckError
 from precheck.recording.auto import ENV, options_env
+from precheck.schema import RESULT
 
 __all__ = ["Recorded", "run_recorded"]
 
@@ -58,7 +59,7 @@ def run_recorded(
     return Recorded(
         code,
         _newer(out.glob("step*/*/dump.json"), started),
-        _newer(out.glob("accuracy_checking_result_*.csv"), started),
+        _newer(out.glob(RESULT.format("*")), started),
     )
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.report.frame import LoadError, read_table
-from precheck.schema import COMPARE_MODES
+from precheck.schema import COMPARE_MODES, COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY, compare_tail
 from precheck.schema import RECORDS_HEADER as RECORD_COLUMNS
 
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["ENGLISH", "COMPARE_FILES", "compare_files", "is_compare", "load_compare", "load_records", "read_summary"]
+__all__ = ["ENGLISH", "compare_files", "is_compare", "load_compare", "load_records", "read_summary"]
 
 # msprobe's metric columns per mode and their English names. MaxRelativeErr is an elementwise error in tensor mode
 # and the relative difference of the two maxima in statistics mode, hence two names.
@@ -41,7 +41,6 @@ _NAME = re.compile(
 )
 _FIRST = ["record", "call", "api", "prefix", "direction", "role", "output", "dtype", "bench_dtype", "shape", "status",
           "message"]  # fmt: skip
-COMPARE_FILES = ("compare_result", "compare_records", "compare_summary")
 
 
 def is_compare(path: str | os.PathLike) -> bool:
@@ -49,8 +48,8 @@ def is_compare(path: str | os.PathLike) -> bool:
     run_ut run beside it is the pre-check of the compare's suspects, which the compare report links)."""
     p = Path(path)
     if p.is_dir():
-        return any(p.glob("compare_summary*.json"))
-    return p.name.startswith(COMPARE_FILES)
+        return any(p.glob(COMPARE_SUMMARY.format("*")))
+    return compare_tail(p.name) is not None
 
 
 def compare_files(path: str | os.PathLike) -> tuple[Path, Path | None, Path | None]:
@@ -58,18 +57,17 @@ def compare_files(path: str | os.PathLike) -> tuple[Path, Path | None, Path | No
     folder (its newest compare). The three files of one compare share their name's tail (``_rank0_<ts>``)."""
     p = Path(path)
     if p.is_dir():
-        found = sorted(p.glob("compare_result*.csv"), key=lambda f: (f.stat().st_mtime, f.name))
+        found = sorted(p.glob(COMPARE_RESULT.format("*")), key=lambda f: (f.stat().st_mtime, f.name))
         if not found:
             raise LoadError(f"{p}: no compare_result_*.csv in this folder")
         p = found[-1]
     elif not p.is_file():
         raise LoadError(f"{p}: no such file or folder")
-    kind = next((k for k in COMPARE_FILES if p.name.startswith(k)), None)
-    if kind is None:
+    tail = compare_tail(p.name)
+    if tail is None:
         raise LoadError(f"{p}: not a compare file (compare_result_*, compare_records_* or compare_summary_*)")
-    tail = p.name.removeprefix(kind).rsplit(".", 1)[0]
-    csv_path, records = p.with_name(f"compare_result{tail}.csv"), p.with_name(f"compare_records{tail}.csv")
-    summary = p.with_name(f"compare_summary{tail}.json")
+    csv_path, records = p.with_name(COMPARE_RESULT.format(tail)), p.with_name(COMPARE_RECORDS.format(tail))
+    summary = p.with_name(COMPARE_SUMMARY.format(tail))
     if not csv_path.is_file():
         raise LoadError(f"{p}: its compare CSV {csv_path.name} is not beside it")
     return csv_path, records if records.is_file() else None, summary if summary.is_file() else None

@@ -22,7 +22,7 @@ from precheck.grader.status import ERROR, PASS, SKIP, WARNING
 from precheck.report.compare_frame import compare_files, load_compare, load_records, read_summary
 from precheck.report.html import MAX_POINTS, PAD, esc, log_scale, page, table_shell
 from precheck.report.runfiles import replace_atomically
-from precheck.schema import COLOURS
+from precheck.schema import COLOURS, COMPARE_REPORT, compare_tail
 
 if TYPE_CHECKING:
     import pandas
@@ -43,7 +43,7 @@ def write_compare_report(path: str | os.PathLike, into: str | os.PathLike | None
     from precheck.report.html import write_report
 
     csv_path, records_path, summary_path = compare_files(path)
-    tail = csv_path.name.removeprefix("compare_result").removesuffix(".csv")
+    tail = compare_tail(csv_path.name)
     summary = read_summary(summary_path)
     out = Path(into) if into is not None else csv_path.parent
     out.mkdir(parents=True, exist_ok=True)
@@ -55,7 +55,7 @@ def write_compare_report(path: str | os.PathLike, into: str | os.PathLike | None
     records = load_records(records_path) if records_path else None
     title = f"precheck compare report {tail.strip('_').replace('_', ' ')}"
     text = render_compare(frame, records, summary, title, run_page)
-    target = out / f"compare_report{tail}.html"
+    target = out / COMPARE_REPORT.format(tail)
     replace_atomically(target, text.encode("utf-8", "backslashreplace"))  # whole or not at all, as a run's page
     return target
 

@@ -26,7 +26,7 @@ from precheck.report.advice import NO_REASONS, Finding, advise
 from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
-from precheck.schema import COLOURS, STATUSES, WORST_FIRST, run_stem
+from precheck.schema import COLOURS, REPORT, STATUSES, WORST_FIRST, run_stem
 
 if TYPE_CHECKING:
     import pandas
@@ -50,7 +50,7 @@ def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None)
     text = render(frame, run, advise(frame, run.get("dump")), f"precheck report {stem}")
     out = Path(into) if into is not None else details_path.parent
     out.mkdir(parents=True, exist_ok=True)
-    target = out / f"report_{stem}.html"
+    target = out / REPORT.format(stem)
     # Whole or not at all (a killed report leaves the page it replaces); a lone surrogate, from a file name
     # Python could not decode, is written as its escape.
     replace_atomically(target, text.encode("utf-8", "backslashreplace"))
