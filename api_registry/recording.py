@@ -18,7 +18,7 @@ import yaml
 __all__ = ["LEVELS", "PATCHED", "RISK_LEVELS", "TASKS", "kept_by_risk", "wrapped_names"]
 
 TASKS = ("tensor", "statistics")  # msprobe's config "task" values a recording takes
-LEVELS = ("L1",)
+LEVELS = ("L1", "mix")  # mix: module (L0) records and construct.json beside the API records
 RISK_LEVELS = ("FOCUS", "ALL", "CORE")
 # yaml section -> (the object msprobe patches, as a dotted path, and the record name's prefix)
 PATCHED = {

@@ -19,6 +19,7 @@ def record(
     step: int = 0,
     *,
     task: str = "tensor",
+    level: str = "L1",
     risk_level: str = "FOCUS",
     check: bool | CheckOptions = False,
     backend: str = "inprocess",
@@ -26,14 +27,15 @@ def record(
     scheduler: str | None = None,
     keep_failing: bool = False,
 ) -> Iterator[Recorder]:
-    """Record the block as step ``step`` of an msprobe L1 dump under ``dump_path`` (``dump_path/step{step}/
-    proc{pid}/dump.json``). Put the backward inside the block: its records are the step's until it ends.
+    """Record the block as step ``step`` of an msprobe dump (``level`` L1, or mix: module records too) under
+    ``dump_path`` (``dump_path/step{step}/proc{pid}/dump.json``). Put the backward inside the block: its
+    records are the step's until it ends.
 
     ``check`` (True, or the CheckOptions to grade by) checks each call while the block runs (precheck.recording.
     online): no tensor file is written (``keep_failing``: only those of calls graded error), and the run's CSVs
     and report are in ``dump_path`` when the block ends; ``backend``, ``workers`` and ``scheduler`` say where
     the cases run, as run_ut's."""
-    recorder = Recorder(Path(dump_path), RecordOptions(task=task, steps=(step,), risk_level=risk_level))
+    recorder = Recorder(Path(dump_path), RecordOptions(task=task, level=level, steps=(step,), risk_level=risk_level))
     recorder.current_step = step
     online = None
     if check is not False:

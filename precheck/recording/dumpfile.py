@@ -1,8 +1,10 @@
 """One step's dump folder as msprobe writes it: dump.json, stack.json, construct.json and dump_tensor_data/.
 
 dump.json is written as the step runs, a record at a time, never held whole: a step of a large model has more
-records than memory should keep. The bytes are those of msprobe's ``json.dump(doc, f, indent=1)`` (NaN and
-infinities as bare words), so a reader cannot tell the two recorders' files apart by their layout.
+records than memory should keep (at the mix level a ``parameters_grad`` record still open to more parameters
+holds the records after it back, as msprobe moves it to the end each time it grows). The bytes are those of
+msprobe's ``json.dump(doc, f, indent=1)`` (NaN and infinities as bare words), so a reader cannot tell the two
+recorders' files apart by their layout.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class DumpFile:
         self._f = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - open for the step, closed by close()
         self._records = 0
         self._stacks: dict[tuple[str, ...], list[str]] = {}
+        self._held: dict[str, dict[str, Any]] = {}  # records not yet written, from the first open one on
+        self._open: set[str] = set()
         head = {
             "task": task,
             "level": level,
@@ -39,24 +43,52 @@ class DumpFile:
 
     def add(self, name: str, record: dict[str, Any], stack: tuple[str, ...] | None = None) -> None:
         """Append one record; ``stack`` (a forward call's frames) goes to stack.json, grouped as msprobe does."""
+        self.note_stack(name, stack)
+        if self._held:
+            self._held[name] = record
+        else:
+            self._write(name, record)
+
+    def note_stack(self, name: str, stack: tuple[str, ...] | None) -> None:
+        """stack.json lists ``name`` under ``stack`` (a module call's, taken when it starts, as msprobe's)."""
+        if stack is not None:
+            self._stacks.setdefault(stack, []).append(name)
+
+    def merge(self, name: str, part: dict[str, Any], complete: set[str]) -> None:
+        """Add ``part``'s fields to the record ``name`` and move it to the end, as msprobe updates a module's
+        record; it stays movable (the records after it unwritten) until it has every field of ``complete``."""
+        record = self._held.pop(name, {})
+        record.update(part)
+        self._held[name] = record
+        if complete <= record.keys():
+            self._open.discard(name)
+        else:
+            self._open.add(name)
+        while self._held and next(iter(self._held)) not in self._open:
+            first = next(iter(self._held))
+            self._write(first, self._held.pop(first))
+
+    def _write(self, name: str, record: dict[str, Any]) -> None:
         body = json.dumps(record, indent=1).replace("\n", "\n  ")
         self._f.write(("," if self._records else "") + f"\n  {json.dumps(name)}: {body}")
         self._records += 1
-        if stack is not None:
-            self._stacks.setdefault(stack, []).append(name)
 
     @property
     def records(self) -> int:
         return self._records
 
-    def close(self) -> None:
-        """Finish dump.json and write stack.json and construct.json (empty at L1, as msprobe's)."""
+    def close(self, construct: dict[str, Any] | None = None) -> None:
+        """Finish dump.json and write stack.json and construct.json (``construct``: the mix level's call tree;
+        empty at L1, as msprobe's)."""
         if self._f.closed:
             return
+        for name, record in self._held.items():
+            self._write(name, record)
+        self._held.clear()
         self._f.write("\n }\n}" if self._records else "}\n}")
         self._f.close()
         stacks = {str(i): [names, list(frames)] for i, (frames, names) in enumerate(self._stacks.items())}
-        for name, doc in (("stack.json", stacks), ("construct.json", {})):
+        for name, doc in (("stack.json", stacks), ("construct.json", construct or {})):
             tmp = self.folder / f"{name}.tmp"
             tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
             os.replace(tmp, self.folder / name)

@@ -6,7 +6,8 @@ the forward record written when the call returns, in the order calls start; a ba
 ``Prefix.api.N.backward`` when autograd runs the node that made the call's first output (its ``input`` the
 gradients of that node's outputs, its ``output`` those of its inputs), also after the step's forward has stopped
 and until the next step begins. Calls msprobe's risk level leaves out (a view, a cast: ``risk_level``) are
-counted and hide the calls inside them, and are not written.
+counted and hide the calls inside them, and are not written. At the ``mix`` level module records and the call
+tree come beside them (precheck.recording.modules).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
 from precheck.errors import OptionError
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import Encoder
+from precheck.recording.modules import ModuleHooks
 from precheck.recording.wrap import installed, quiet
 
 __all__ = ["Recorder", "RecordOptions"]
@@ -81,6 +83,7 @@ class Recorder:
     _dump: DumpFile | None = None
     _counts: defaultdict = field(default_factory=lambda: defaultdict(int))
     _wrappers: installed | None = None
+    _modules: ModuleHooks | None = None  # the mix level's module hooks
     _pid: int = field(default_factory=os.getpid)
 
     def start(self) -> None:
@@ -88,6 +91,8 @@ class Recorder:
         if self._wrappers is None:
             self._wrappers = installed(self)
             self._wrappers.__enter__()
+        if self.options.level == "mix" and self._modules is None:
+            self._modules = ModuleHooks(self)
         self._running = not self.options.steps or self.current_step in self.options.steps
         self._chosen = self._chosen or self._running
 
@@ -100,6 +105,8 @@ class Recorder:
         self._running = False
         self._finish()
         self._counts.clear()
+        if self._modules is not None:
+            self._modules.reset()
         self.current_step += 1
 
     def close(self) -> None:
@@ -109,6 +116,9 @@ class Recorder:
         if self._wrappers is not None:
             self._wrappers.__exit__(None, None, None)
             self._wrappers = None
+        if self._modules is not None:
+            self._modules.remove()
+            self._modules = None
 
     def __enter__(self) -> Recorder:
         self.start()
@@ -122,30 +132,44 @@ class Recorder:
         """Every chosen step is behind: nothing more will be recorded."""
         return bool(self.options.steps) and self.current_step > max(self.options.steps)
 
+    def recording(self) -> bool:
+        """Whether a call made now is the step's: not in a forked child (a DataLoader worker) nor in precheck's
+        own checking."""
+        return self._running and os.getpid() == self._pid and not threading.current_thread().name.startswith(CHECKERS)
+
     def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
-        if not self._running or os.getpid() != self._pid or threading.current_thread().name.startswith(CHECKERS):
-            return func(*args, **kwargs)  # a forked child (a DataLoader worker) or precheck's own checking
+        if not self.recording():
+            return func(*args, **kwargs)
         key = f"{prefix}.{api}."
         name = f"{key}{self._counts[key]}.forward"
         if not kept_by_risk(api, self.options.risk_level):
+            grad = torch.is_grad_enabled()
             out = func(*args, **kwargs)
             self._counts[key] += 1
+            if self._modules is not None:  # not written, but in construct.json, forward and backward
+                self._modules.api(name)
+                if grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0):
+                    dump, modules = self.dump(), self._modules
+                    back = name.replace(".forward", ".backward")
+                    _hook_backward(out, lambda gi, go: dump is self._dump and modules.api(back))
             return out
-        dump = self._open()
-        encoder = self._encoder(dump)
+        dump = self.dump()
+        encoder = self.encoder(dump)
         with quiet():
             record = {
                 "input_args": encoder.values(args, f"{name}.input"),
                 "input_kwargs": encoder.values(kwargs, f"{name}.kwargs"),
             }
-            stack = _stack() if self.options.stack else None
+            stack = self.stack()
         grad = torch.is_grad_enabled()
         out = func(*args, **kwargs)
         count = self._counts[key]
         self._counts[key] += 1
         with quiet():
             record["output"] = encoder.values(_as_list(out), f"{name}.output")
+            if self._modules is not None:
+                self._modules.api(name)
             hooked = grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0)
             hooked = hooked and _hook_backward(
                 out, lambda gi, go: self._backward(dump, f"{key}{count}.backward", gi, go)
@@ -156,15 +180,19 @@ class Recorder:
     def _backward(self, dump: DumpFile, name: str, grad_inputs: Iterable, grad_outputs: Iterable) -> None:
         if dump is not self._dump:
             return  # a backward of a step already written (msprobe's records end at step())
+        if self._modules is not None:
+            self._modules.api(name)
         with quiet():
-            encoder = self._encoder(dump)
+            encoder = self.encoder(dump)
             record = {
                 "input": encoder.values(list(grad_outputs), f"{name}.input"),
                 "output": encoder.values(list(grad_inputs), f"{name}.output"),
             }
             self._write(dump, name, record, None, False)
 
-    def _encoder(self, dump: DumpFile) -> Encoder:
+    def encoder(self, dump: DumpFile) -> Encoder:
+        """How the values of a record of ``dump`` are written (their tensors saved where this recording keeps
+        them)."""
         return Encoder(self.store if self.store is not None and dump.data_dir is not None else dump.data_dir)
 
     def _write(self, dump: DumpFile, name: str, record: dict, stack: tuple[str, ...] | None, awaits: bool) -> None:
@@ -172,7 +200,12 @@ class Recorder:
         if self.on_record is not None:
             self.on_record(name, record, awaits, dump)
 
-    def _open(self) -> DumpFile:
+    def stack(self) -> tuple[str, ...] | None:
+        """The calling frames for stack.json, None when it is not written."""
+        return _stack(3) if self.options.stack else None
+
+    def dump(self) -> DumpFile:
+        """This step's dump, opened at its first record."""
         if self._dump is None:
             self._dump = DumpFile(self._folder(), self.options.task, self.options.level)
         return self._dump
@@ -184,12 +217,12 @@ class Recorder:
 
     def _finish(self) -> None:
         if self._chosen and self._dump is None:
-            self._open()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
+            self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
         if self._dump is not None:
             if self.on_step_end is not None:
                 self.on_step_end(self._dump)
-            self._dump.close()
+            self._dump.close(None if self._modules is None else self._modules.construct)
             self.written.append(self._dump.path)
             self._dump = None
 
@@ -221,11 +254,11 @@ def _dropout_p(args: tuple, kwargs: dict) -> Any:
     return args[1] if len(args) >= 2 else kwargs.get("p", 0.5)
 
 
-def _stack() -> tuple[str, ...]:
+def _stack(skip: int) -> tuple[str, ...]:
     """The caller's frames, innermost first, without the recorder's own: stack.json's entry, as msprobe writes
     it."""
     frames = []
-    frame = sys._getframe(2)
+    frame = sys._getframe(skip)
     while frame is not None:
         path, line = frame.f_code.co_filename, frame.f_lineno
         text = linecache.getline(path, line).strip()
