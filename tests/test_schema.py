@@ -174,3 +174,60 @@ def test_a_stem_is_claimed_whole(tmp_path):
     assert claim_stamp(tmp_path, RESULT, DETAILS, stamp="20260101120000") == "20260101120000_2"
     names = [DETAILS.format("20260101120000"), DETAILS.format("20260101120000_2"), RESULT.format("20260101120000_2")]
     assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+def _grammar_copies(path: Path, tree) -> list[str]:
+    """Where a module reads a record's or a row's name itself: a regular expression of its directions or roles,
+    a split of a name at its last dots (``rsplit(".", 3)``), or its own tuple of the module prefixes."""
+    import ast
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _GRAMMAR.search(node.value):
+            found.append(f"{path}:{node.lineno}: {node.value[:40]!r}")
+        elif (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("split", "rsplit") and len(node.args) == 2
+            and all(isinstance(a, ast.Constant) for a in node.args)
+            and node.args[0].value == "." and node.args[1].value >= 2
+        ):  # fmt: skip
+            found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            if {"Module", "Cell"} <= {e.value for e in node.elts if isinstance(e, ast.Constant)}:
+                found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+_GRAMMAR = re.compile(r"forward\|backward|input\|output")
+_NAME_HOMES = {"schema.py", "dump/record_names.py"}
+
+
+def test_names_are_read_in_schema_and_record_names_only():
+    """A details row's name is read by schema.split_row_name, a record's or a compare tensor's by
+    dump/record_names (split_key, is_module, split_item): no reader splits one itself, so the grammar changes in one
+    place. precheck/recording is the writer of these names, not a reader, and is not scanned."""
+    import ast
+
+    copies = [
+        found
+        for p in PACKAGE.rglob("*.py")
+        if (rel := p.relative_to(PACKAGE).as_posix()) not in _NAME_HOMES and not rel.startswith("recording/")
+        for found in _grammar_copies(p.relative_to(PACKAGE), ast.parse(p.read_text(encoding="utf-8")))
+    ]
+    assert copies == []
+
+
+def test_compare_tensor_names_split_into_record_call_and_api():
+    """The compare frame's record, call, API, direction, role and place of a tensor, L1 and L0 (a module's call
+    is the module), and a name of no role as its own record."""
+    from precheck.dump.record_names import split_item
+
+    assert split_item("Functional.linear.0.forward.input.1") == (
+        "Functional.linear.0.forward", "Functional.linear.0", "Functional.linear", "forward", "input", "1")  # fmt: skip
+    assert split_item("Module.fc.Linear.backward.2.output.0") == (
+        "Module.fc.Linear.backward.2", "Module.fc.Linear", "Module.fc.Linear", "backward", "output", "0")  # fmt: skip
+    assert split_item("Tensor.add.3.forward.kwargs") == (
+        "Tensor.add.3.forward", "Tensor.add.3", "Tensor.add", "forward", "kwargs", None)  # fmt: skip
+    assert split_item("Module.fc.Linear.parameters_grad.weight") == (
+        "Module.fc.Linear.parameters_grad.weight", "Module.fc.Linear.parameters_grad.weight",
+        "Module.fc.Linear.parameters_grad.weight", "", "", None)  # fmt: skip

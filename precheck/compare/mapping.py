@@ -29,11 +29,10 @@ from pathlib import Path
 
 from precheck.compare.entries import CompareInputError
 from precheck.dump.jsonstream import read_json
-from precheck.dump.record_names import split_key
+from precheck.dump.record_names import is_module, split_key
 
 TOP_LAYER = "TopLayer"
 MAX_CONSTRUCT = 256 << 20  # bytes: construct.json holds one short line per record
-_MODULES = ("Module", "Cell")
 _MS_PREFIXES = {"Mint": "Torch", "MintFunctional": "Functional", "Tensor": "Tensor", "Functional": "Functional",
                 "Primitive": "Torch", "Cell": "Module"}  # fmt: skip
 _DTYPES = {"Float32": "torch.float32", "Float16": "torch.float16", "BFloat16": "torch.bfloat16",
@@ -89,7 +88,7 @@ class NameMap:
             self.parents = _parents(construct)
         for key in (*keys, *self.parents.values()):
             parts = key.split(".")
-            if parts[0] in _MODULES and split_key(key) and len(parts) >= 5:
+            if is_module(key) and split_key(key) and len(parts) >= 5:
                 self.classes.setdefault(".".join(parts[1:-3]), parts[-3])
 
     def token(self, key: str, mapped: bool = True) -> str:
@@ -97,8 +96,8 @@ class NameMap:
         (``mapped``: the target's key; otherwise the bench's own). An API that a layer mapping names is matched
         by its name alone: frameworks file one API under different prefixes."""
         api, _, direction = split_key(key) or (key, "", "forward")
-        head, _, name = api.rpartition(".")
-        if head.split(".", 1)[0] in _MODULES:
+        name = api.rpartition(".")[2]
+        if is_module(api):
             return f"{direction}:{self.api(api) if mapped else api}"
         renamed = self._renamed(key, name) if mapped else None
         if renamed is not None or name in self._named_apis:
@@ -128,7 +127,7 @@ class NameMap:
         """An API or module name (no counter) as the bench would record it."""
         head, _, rest = api.partition(".")
         bench_head = _MS_PREFIXES.get(head, head) if self.cross_framework else head
-        if head in ("Module", "Cell") and self.layers:
+        if is_module(api) and self.layers:
             path, _, cls = rest.rpartition(".")
             return f"{bench_head}.{self._path(path)}.{cls}" if path else f"{bench_head}.{cls}"
         return f"{bench_head}.{rest}" if rest else api
@@ -140,8 +139,7 @@ class NameMap:
             return key
         api, n, direction = parts
         mapped = self.api(api)
-        head = key.split(".", 1)[0]
-        if head in ("Module", "Cell"):
+        if is_module(key):
             return f"{mapped}.{direction}.{n}"
         return f"{mapped}.{n}.{direction}"
 

@@ -15,6 +15,12 @@ DIRECTIONS = ("forward", "backward", "parameters_grad")
 MODULE_PREFIXES = ("Module.", "Cell.")  # PyTorch's and MindSpore's module records (no API to replay)
 MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 _REPLAY_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")
+# A tensor's name in a compare CSV: its record (``<call>.forward``, ``<module>.forward.<N>``), its role, the rest.
+_ITEM = re.compile(
+    r"^(?P<record>.+?\.(?P<direction>forward|backward)(?:\.\d+)?)\.(?P<role>input|output|parameters_grad|parameters|"
+    r"kwargs)(?:\.(?P<rest>.*))?$"
+)
+_DIRECTION_END, _COUNTER_END = re.compile(r"\.(forward|backward)(\.\d+)?$"), re.compile(r"\.\d+$")
 
 
 def replay_key(key: str) -> tuple[str, str, str] | None:
@@ -51,3 +57,15 @@ def call_of(key: str) -> str:
 def api_of(call: str) -> str:
     """The API of a call (``Functional.linear.0`` -> ``Functional.linear``): its name without the counter."""
     return call.rsplit(".", 1)[0]
+
+
+def split_item(name: str) -> tuple[str, str, str, str, str, str | None]:
+    """(record, call, API, direction, role, rest) of a tensor named in a compare CSV, so that the compare frame
+    groups its rows as run_ut's frame does: ``Functional.linear.0.forward.input.1`` is record
+    ``Functional.linear.0.forward``, call ``Functional.linear.0``, API ``Functional.linear``, forward, input, ``1``.
+    An L0 record's call is its module without the counter (``Module.fc.Linear.forward.0`` -> ``Module.fc.Linear``);
+    a name of no role is its own record, with no direction or role."""
+    m = _ITEM.match(name)
+    record, direction, role, rest = (m["record"], m["direction"], m["role"], m["rest"]) if m else (name, "", "", None)
+    call = _DIRECTION_END.sub("", record)
+    return record, call, _COUNTER_END.sub("", call), direction, role, rest

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.dump.record_names import split_item
 from precheck.report.frame import LoadError, read_table
 from precheck.schema import COMPARE_MODES, COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY, compare_tail
 from precheck.schema import RECORDS_HEADER as RECORD_COLUMNS
@@ -35,10 +35,6 @@ ENGLISH = {
 }  # fmt: skip
 _STATS = {f"{side} {stat}": f"{side.lower()}_{stat}" for side in ("NPU", "Bench") for stat in ("max", "min", "mean",
           "l2norm")}  # fmt: skip
-_NAME = re.compile(
-    r"^(?P<record>.+?\.(?P<direction>forward|backward)(?:\.\d+)?)\.(?P<role>input|output|parameters_grad|parameters|"
-    r"kwargs)(?:\.(?P<rest>.*))?$"
-)
 _FIRST = ["record", "call", "api", "prefix", "direction", "role", "output", "dtype", "bench_dtype", "shape", "status",
           "message"]  # fmt: skip
 
@@ -90,13 +86,15 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
     table = read_table(csv_path, ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "Result"], "a compare CSV")
     mode = _mode(read_summary(summary_path), table)
     names = table["NPU Name"].where(table["NPU Name"].str.strip() != "N/A", table["Bench Name"])
-    parts = names.str.extract(_NAME)
-    frame = pd.DataFrame({"record": parts["record"].fillna(names), "direction": parts["direction"].fillna("")})
-    frame["call"] = frame["record"].str.replace(r"\.(forward|backward)(\.\d+)?$", "", regex=True)
-    frame["api"] = frame["call"].str.replace(r"\.\d+$", "", regex=True)
+    parts = [split_item(name) for name in names]
+    frame = pd.DataFrame(
+        [p[:5] for p in parts],
+        columns=["record", "call", "api", "direction", "role"],
+        index=names.index,
+        dtype=names.dtype,
+    )
     frame["prefix"] = frame["call"].str.split(".", n=1).str[0]
-    frame["role"] = parts["role"].fillna("")
-    frame["output"] = pd.array([int(r) if isinstance(r, str) and r.isdigit() else None for r in parts["rest"]],
+    frame["output"] = pd.array([int(p[5]) if p[5] is not None and p[5].isdigit() else None for p in parts],
                                dtype="Int64")  # fmt: skip
     frame["dtype"], frame["bench_dtype"] = table["NPU Dtype"].str.strip(), table["Bench Dtype"].str.strip()
     frame["shape"] = table.get("NPU Tensor Shape", pd.Series([""] * len(table))).str.strip()

@@ -22,7 +22,16 @@ from precheck.paths import claim_stamp
 from precheck.report import reasons, runfiles
 from precheck.report.runfiles import RunFileError
 from precheck.results import ApiResult, DetailRow
-from precheck.schema import DETAILS, DETAILS_HEADER, JOURNAL, RESULT, RESULT_HEADER, RESULT_NAME, SIDECAR
+from precheck.schema import (
+    DETAILS,
+    DETAILS_HEADER,
+    JOURNAL,
+    RESULT,
+    RESULT_HEADER,
+    RESULT_NAME,
+    SIDECAR,
+    split_row_name,
+)
 
 BLANK = " "
 
@@ -180,7 +189,8 @@ class CsvReport:
             f.write(_BOM + _line(DETAILS_HEADER).encode("utf-8"))
             last = None
             for row in rows:
-                api = row[0].rsplit(".", 3)[0] if row else ""
+                parts = split_row_name(row[0]) if row else None
+                api = parts[0] if parts else ""
                 if api not in self.completed:
                     continue
                 if api != last and api in spans:
