@@ -14,6 +14,8 @@ grades the L1 dump of the step and counts the module records it does not replay.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,26 @@ def test_run_ut_grades_the_api_records_of_a_mix_dump_and_counts_its_module_recor
     ]
     assert runs[0].module_records == len(modules) == 37 and runs[1].module_records == 0
     assert f"{len(modules)} module (L0) records are not replayed" in runs[0].describe()
+
+
+def test_the_command_records_modules_at_level_mix_each_step_counted_afresh(tmp_path):
+    train = DATA / "train_step.py"  # the MLP trained with SGD, a program that knows nothing of precheck
+    command = [sys.executable, "-m", "precheck", "record", "-o", str(tmp_path / "dump"), "--level", "mix"]
+    done = subprocess.run(
+        [*command, "--steps", "0", "1", "--", sys.executable, str(train), "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    docs = [_doc(f.parent) for f in sorted((tmp_path / "dump").glob("step*/*/dump.json"))]
+    assert [doc["level"] for doc in docs] == ["mix", "mix"]
+    for doc in docs:  # the model the program calls is not a record; its modules are, numbered from 0 each step
+        modules = [n for n in doc["data"] if n.startswith("Module.")]
+        assert modules[:3] == [
+            "Module.l1.Linear.forward.0",
+            "Module.ln.LayerNorm.forward.0",
+            "Module.l2.Linear.forward.0",
+        ]
+        assert "Module.l1.Linear.parameters_grad.0" in modules and len(modules) == 9

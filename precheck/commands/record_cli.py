@@ -35,7 +35,7 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
     )
     rec.add_argument("-o", "--out_path", required=True, metavar="DUMP_DIR", help="folder of the dump")
     rec.add_argument("--task", choices=TASKS, default="tensor", help="tensor (with tensor files) or statistics")
-    rec.add_argument("--level", choices=LEVELS, default="L1", help="msprobe's dump level (L1: APIs)")
+    rec.add_argument("--level", choices=LEVELS, default="L1", help="msprobe's dump level (L1: APIs; mix: modules too)")
     rec.add_argument("--steps", type=int, nargs="+", default=[0], metavar="N", help="steps to record (default: 0)")
     rec.add_argument(
         "--risk-level",
@@ -75,7 +75,13 @@ def _record(args: argparse.Namespace) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     done = run_recorded(
-        args.out_path, command, task=args.task, steps=args.steps, risk_level=args.risk_level, check=_check(args)
+        args.out_path,
+        command,
+        task=args.task,
+        level=args.level,
+        steps=args.steps,
+        risk_level=args.risk_level,
+        check=_check(args),
     )
     if not done.dumps:
         raise NothingRecorded(

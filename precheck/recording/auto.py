@@ -25,9 +25,12 @@ __all__ = ["ENV", "options_env", "when_torch_loads"]
 ENV = "PRECHECK_RECORD"
 
 
-def options_env(out: Path, task: str, steps: Sequence[int], risk_level: str, check: dict | None = None) -> str:
+def options_env(
+    out: Path, task: str, steps: Sequence[int], risk_level: str, check: dict | None = None, level: str = "L1"
+) -> str:
     """PRECHECK_RECORD's value: what the recorded program is to record, and how it checks it (``check``)."""
-    return json.dumps({"out": str(out), "task": task, "steps": list(steps), "risk_level": risk_level, "check": check})
+    options = {"out": str(out), "task": task, "level": level, "steps": list(steps), "risk_level": risk_level}
+    return json.dumps({**options, "check": check})
 
 
 def when_torch_loads() -> None:
@@ -64,7 +67,9 @@ def _start() -> None:
     from precheck.recording.session import Recorder, RecordOptions
 
     config = json.loads(os.environ[ENV])
-    options = RecordOptions(task=config["task"], steps=tuple(config["steps"]), risk_level=config["risk_level"])
+    options = RecordOptions(
+        task=config["task"], level=config["level"], steps=tuple(config["steps"]), risk_level=config["risk_level"]
+    )
     recorder = Recorder(Path(config["out"]), options)
     if config.get("check"):
         from precheck.recording.online import attach

@@ -39,6 +39,7 @@ def run_recorded(
     command: Sequence[str],
     *,
     task: str = "tensor",
+    level: str = "L1",
     steps: Sequence[int] = (0,),
     risk_level: str = "FOCUS",
     check: dict | None = None,
@@ -49,7 +50,7 @@ def run_recorded(
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env[ENV] = options_env(out, task, steps, risk_level, check)
+    env[ENV] = options_env(out, task, steps, risk_level, check, level)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT), env.get("PYTHONPATH")) if p)
     started = time.time()
     try:
