@@ -25,6 +25,7 @@ def record_one(who: str, model: str, dtype: str, task: str, out: Path) -> None:
     """One recording in this process: ``who`` is msprobe or precheck."""
     import torch
 
+    _without_a_broken_torchvision()
     torch.manual_seed(0)
     net, run = model_dumps.MODELS[model](model_dumps.DTYPES[dtype])
     if who == "msprobe":
@@ -39,6 +40,18 @@ def record_one(who: str, model: str, dtype: str, task: str, out: Path) -> None:
 
         with precheck.record(out, step=0, task=task):
             run().backward()
+
+
+def _without_a_broken_torchvision() -> None:
+    """transformers imports torchvision when it is installed; one built for another torch fails at import
+    ("operator torchvision::nms does not exist") and takes every model with it. The models here need none."""
+    import importlib.util
+
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        find = importlib.util.find_spec
+        importlib.util.find_spec = lambda name, *a: None if name.startswith("torchvision") else find(name, *a)
 
 
 def compared(ms: Path, pc: Path) -> dict[str, object]:
