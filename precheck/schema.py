@@ -71,13 +71,21 @@ DETAILS_HEADER = ["API Name", "Bench Dtype", "DEVICE Dtype", "Shape", *METRIC_HE
 
 # api_precision_compare's CSVs (msprobe's second stage); its result CSV has "API Name" where stage 1's has "API name".
 PRECISION_RESULT_HEADER = ["API Name", "Forward Test Success", "Backward Test Success", "Message"]
-PRECISION_DETAILS_HEADER = ["API Name", "小值域错误比值", "小值域判定结果", "均方根误差比值", "均方根误差判定结果",
-                            "相对误差最大值比值", "相对误差最大值判定结果", "相对误差平均值比值",
-                            "相对误差平均值判定结果", "误差均衡性比值", "误差均衡性判定结果", "inf/nan错误率",
-                            "inf/nan判定结果", "相对误差错误率", "相对误差判定结果", "绝对误差错误率",
-                            "绝对误差判定结果", "二进制一致错误率", "二进制一致错误率判定结果", "ULP误差平均值",
-                            "ULP误差大于阈值占比", "ULP误差大于阈值占比比值", "ULP误差判定结果", "双千指标",
-                            "双千指标判定结果", "比对结果", "比对算法", "Message"]  # fmt: skip
+# The columns a second-stage standard fills, as msprobe fills them: the benchmark's (ratio, verdict) pairs in
+# precheck.grader.standards.benchmark_ratios' order, and each single-side standard's (THRESHOLD: absolute and
+# accumulative); then the row's verdict and the standard that gave it.
+BENCHMARK_COLUMNS = (("小值域错误比值", "小值域判定结果"), ("均方根误差比值", "均方根误差判定结果"),
+                     ("相对误差最大值比值", "相对误差最大值判定结果"), ("相对误差平均值比值", "相对误差平均值判定结果"),
+                     ("误差均衡性比值", "误差均衡性判定结果"))  # fmt: skip
+INF_NAN_COLUMNS = ("inf/nan错误率", "inf/nan判定结果")
+THRESHOLD_COLUMNS = ("相对误差错误率", "相对误差判定结果", "绝对误差错误率", "绝对误差判定结果")
+BINARY_COLUMNS = ("二进制一致错误率", "二进制一致错误率判定结果")
+ULP_COLUMNS = ("ULP误差平均值", "ULP误差大于阈值占比", "ULP误差大于阈值占比比值", "ULP误差判定结果")
+THOUSANDTH_COLUMNS = ("双千指标", "双千指标判定结果")
+VERDICT_COLUMN, STANDARD_COLUMN = "比对结果", "比对算法"
+PRECISION_DETAILS_HEADER = ["API Name", *(c for pair in BENCHMARK_COLUMNS for c in pair), *INF_NAN_COLUMNS,
+                            *THRESHOLD_COLUMNS, *BINARY_COLUMNS, *ULP_COLUMNS, *THOUSANDTH_COLUMNS, VERDICT_COLUMN,
+                            STANDARD_COLUMN, "Message"]  # fmt: skip
 # Its 比对算法 cell: msprobe's name of the standard that judged a row (the last two are precheck's own standards).
 STANDARD_NAMES = {"benchmark": "标杆比对法", "absolute": "绝对阈值法", "ulp": "ULP误差比对法", "binary": "二进制一致法",
                   "thousandth": "双千指标法", "accumulative": "累积误差比对法", "default": "precheck默认标准",

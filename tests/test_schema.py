@@ -58,23 +58,32 @@ def test_read_status_reads_either_spelling():
 
 
 def _header_copies(names: set[str]) -> list[str]:
-    """List, tuple and dict literals outside schema.py holding three or more of ``names``: a second copy."""
+    """List, tuple and set literals, and dicts' keys, outside schema.py holding three or more of ``names``; and any
+    string outside a docstring that is one of the Chinese names alone (a dict's key, a ``row.get``): a second
+    copy. compare/keydata.py is not scanned for the latter: msprobe's key-data CSV is a format of its own."""
     import ast
 
+    chinese = {n for n in names if not n.isascii()}
     found = []
     for path, text in _sources().items():
-        for node in ast.walk(ast.parse(text)):
-            items = node.values if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+        tree = ast.parse(text)
+        docs = _docstrings(tree)
+        alone = path.relative_to(PACKAGE).as_posix() != "compare/keydata.py"
+        for node in ast.walk(tree):
+            items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
             if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)) and items is not None:
                 spelled = [e.value for e in items if isinstance(e, ast.Constant) and e.value in names]
                 if len(spelled) >= 3:
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {spelled[:3]}")
+            elif alone and isinstance(node, ast.Constant) and node.value in chinese and id(node) not in docs:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value}")
     return found
 
 
 def test_csv_headers_are_written_once():
     """The headers of run_ut's, compare's records and api_precision_compare's CSVs, the 17 metric columns and
-    the second stage's standard names are spelled in schema.py only; the writers and readers use them."""
+    the second stage's columns and standard names are spelled in schema.py only; the writers and readers use them
+    (a second stage that spelled its columns itself would write a cell the header has not)."""
     from precheck import schema
 
     names = {
@@ -88,8 +97,6 @@ def test_csv_headers_are_written_once():
     assert _header_copies(names) == []
 
 
-# A piece of a run's or a compare's file name: a prefix ending where its stem goes ({, a glob's *, or the end of an
-# f-string's literal part), or the infixes pairing a run's CSVs.
 _RUN_FILE_NAME = re.compile(
     r"(accuracy_checking|api_precision_compare)_(result|details|reasons)_(\{|\*|$)|^_(result|details)_$"
     r"|\bcompare_(result|records|summary|report)(\{|\*|$)|^report_$"

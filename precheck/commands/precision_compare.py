@@ -37,7 +37,9 @@ from precheck.schema import (
     PRECISION_DETAILS_HEADER,
     PRECISION_RESULT,
     PRECISION_RESULT_HEADER,
+    STANDARD_COLUMN,
     STANDARD_NAMES,
+    VERDICT_COLUMN,
     read_status,
 )
 
@@ -115,8 +117,8 @@ def _judge_row(
             stage1, message, _metrics(npu), _metrics(gpu), dtype, api_class(api_of(api)), standard, random
         )
     out.update({column: cell(value) for column, value in verdict.columns.items()})
-    out["比对结果"] = verdict.status
-    out["比对算法"] = STANDARD_NAMES.get(verdict.standard, verdict.standard or BLANK)
+    out[VERDICT_COLUMN] = verdict.status
+    out[STANDARD_COLUMN] = STANDARD_NAMES.get(verdict.standard, verdict.standard or BLANK)
     out["Message"] = verdict.message or BLANK
     return [out[c] for c in PRECISION_DETAILS_HEADER]
 

@@ -16,17 +16,9 @@ from precheck.grader.dtypes import canonical, is_complex, is_floating
 from precheck.grader.limits import limits_for
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, ratio_of, resolve
 from precheck.grader.status import ERROR, PASS, SKIP, worst
+from precheck.schema import BENCHMARK_COLUMNS, BINARY_COLUMNS, THOUSANDTH_COLUMNS, THRESHOLD_COLUMNS, ULP_COLUMNS
 
-__all__ = ["RATIO_COLUMNS", "SecondStage", "second_stage"]
-
-# The benchmark ratios' columns of the second-stage details CSV: (ratio, verdict), in benchmark_ratios' order.
-RATIO_COLUMNS = (
-    ("小值域错误比值", "小值域判定结果"),
-    ("均方根误差比值", "均方根误差判定结果"),
-    ("相对误差最大值比值", "相对误差最大值判定结果"),
-    ("相对误差平均值比值", "相对误差平均值判定结果"),
-    ("误差均衡性比值", "误差均衡性判定结果"),
-)
+__all__ = ["SecondStage", "second_stage"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +62,7 @@ def second_stage(
         rate = target.binary_mismatch
         status = PASS if rate == 0 else ERROR
         why = "" if status == PASS else "ERROR: 二进制一致错误率超过阈值"
-        return SecondStage(status, "binary", why, {"二进制一致错误率": rate, "二进制一致错误率判定结果": status})
+        return SecondStage(status, "binary", why, dict(zip(BINARY_COLUMNS, (rate, status), strict=True)))
     if dtype == "torch.float64" or is_complex(dtype):
         return SecondStage(SKIP, "", "This data type does not support benchmark compare.")
     name = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
@@ -87,24 +79,16 @@ def _judged_columns(name: str, m: Metrics, ref: Metrics, dtype: str, status: str
     ``m`` and ``ref`` are _filled: a blank column reads 0, as the standard judged it."""
     if name in ("absolute", "accumulative"):
         rel, small = m.rel_err_ratio or 0.0, m.abs_err_ratio or 0.0
-        return {
-            "相对误差错误率": rel,
-            "相对误差判定结果": ERROR if rel > 0 else PASS,
-            "绝对误差错误率": small,
-            "绝对误差判定结果": ERROR if small > 0 else PASS,
-        }
+        verdicts = (ERROR if rel > 0 else PASS, ERROR if small > 0 else PASS)
+        return dict(zip(THRESHOLD_COLUMNS, (rel, verdicts[0], small, verdicts[1]), strict=True))
     if name == "ulp":
         share = m.ulp_above_ratio or 0.0
-        return {
-            "ULP误差平均值": m.ulp_mean,
-            "ULP误差大于阈值占比": share,
-            "ULP误差大于阈值占比比值": ratio_of(share, ref.ulp_above_ratio or 0.0, limits_for(dtype).ratio_floor),
-            "ULP误差判定结果": status,
-        }
+        ratio = ratio_of(share, ref.ulp_above_ratio or 0.0, limits_for(dtype).ratio_floor)
+        return dict(zip(ULP_COLUMNS, (m.ulp_mean, share, ratio, status), strict=True))
     if name == "thousandth":
-        return {"双千指标": m.rel_within_1e3, "双千指标判定结果": status}
+        return dict(zip(THOUSANDTH_COLUMNS, (m.rel_within_1e3, status), strict=True))
     if name == "binary":
-        return {"二进制一致错误率": m.binary_mismatch, "二进制一致错误率判定结果": status}
+        return dict(zip(BINARY_COLUMNS, (m.binary_mismatch, status), strict=True))
     return {}  # precheck's own standards (default, msprobe) judge no column of msprobe's second stage
 
 
@@ -118,7 +102,7 @@ def _benchmark(m: Metrics, ref: Metrics, dtype: str, api_class: str | None) -> S
     messages, statuses = [], []
     columns: dict[str, float | str | None] = {}
     ratios = benchmark_ratios(_filled(m), _filled(ref), dtype, api_class)
-    for (ratio_col, verdict_col), r in zip(RATIO_COLUMNS, ratios, strict=False):
+    for (ratio_col, verdict_col), r in zip(BENCHMARK_COLUMNS, ratios, strict=False):
         if not (math.isfinite(r.mine) and math.isfinite(r.theirs)):
             same = r.mine == r.theirs or math.isnan(r.mine) and math.isnan(r.theirs)
             status = PASS if same else ERROR

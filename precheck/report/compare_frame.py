@@ -127,11 +127,7 @@ def load_records(path: Path) -> pandas.DataFrame:
     """compare_records_{ts}.csv, a row per record in execution order: its divergence verdict, whether its inputs
     agree, its deviations (floats), the record that produced a differing input and the run_ut verdict."""
     table = read_table(path, RECORD_COLUMNS, "a compare records CSV")
-    frame = table.rename(columns={"Record": "record", "Direction": "direction", "Verdict": "verdict",
-                                  "Inputs agree": "inputs_agree", "Input deviation": "input_deviation",
-                                  "Output deviation": "output_deviation", "Worst input": "worst_input",
-                                  "Worst output": "worst_output", "Produced by": "produced_by",
-                                  "Precheck": "precheck"})  # fmt: skip
+    frame = table.rename(columns={c: c.lower().replace(" ", "_") for c in RECORD_COLUMNS})  # "Worst input": worst_input
     for column in ("input_deviation", "output_deviation"):
         frame[column] = _numbers(frame[column])
     frame["inputs_agree"] = frame["inputs_agree"].map({"True": True, "False": False})

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from precheck.errors import PrecheckError
 from precheck.report import reasons
 from precheck.schema import (
+    CHINESE,
     DETAILS,
     DETAILS_HEADER,
     ENGLISH,
@@ -182,7 +183,7 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
                 continue
             parts = split_row_name(row.get("API Name", ""))
             call, where = (parts[0], f"{parts[1]}.output.{parts[2]}") if parts else (row.get("API Name", ""), "")
-            cosine, max_abs = _number(row.get("余弦相似度")), _number(row.get("最大绝对误差"))
+            cosine, max_abs = _number(row.get(CHINESE["cosine"])), _number(row.get(CHINESE["max_abs_err"]))
             known = found.get(row.get("API Name", ""))
             reason = _clipped(known.clause if known is not None and known.clause else row.get("Message", "").strip())
             ratio = known.ratio if known is not None else None
