@@ -102,3 +102,15 @@ def test_the_command_records_modules_at_level_mix_each_step_counted_afresh(tmp_p
             "Module.l2.Linear.forward.0",
         ]
         assert "Module.l1.Linear.parameters_grad.0" in modules and len(modules) == 9
+
+
+def test_an_online_check_at_mix_keeps_no_tensor_of_a_module_record(tmp_path):
+    """--check grades API calls and releases their tensors; module records are graded by nothing: none kept."""
+    _, run = _module(MIX / "mix_model.py").build(torch.float32)
+    with precheck.record(tmp_path, step=0, level="mix", check=True) as recorder:
+        run().backward()
+        kept = [p.name for p in recorder.store.iterdir() if p.name.startswith("Module.")]
+    assert kept == []
+    (dump,) = recorder.written
+    assert sum(n.startswith("Module.") for n in _doc(dump.parent)["data"]) == 37
+    assert list(tmp_path.glob("accuracy_checking_result_*.csv"))

@@ -31,6 +31,8 @@ from torch.utils.hooks import BackwardHook, RemovableHandle
 from precheck.recording.wrap import depth, quiet
 
 if TYPE_CHECKING:
+    from precheck.recording.dumpfile import DumpFile
+    from precheck.recording.encode import Encoder
     from precheck.recording.session import Recorder
 
 __all__ = ["ModuleHooks"]
@@ -115,7 +117,7 @@ class ModuleHooks:
         name = f"{prefix}forward.{index}"
         self._push(name)
         dump = self.recorder.dump()
-        encoder = self.recorder.encoder(dump)
+        encoder = self._encoder(dump)
         with quiet():
             record = {
                 "input_args": encoder.values(args, f"{name}.input"),
@@ -142,7 +144,7 @@ class ModuleHooks:
         record, hook = call
         if self.recorder.recording():
             dump = self.recorder.dump()
-            encoder = self.recorder.encoder(dump)
+            encoder = self._encoder(dump)
             with quiet():
                 params = {key.split(".")[-1]: p for key, p in module.named_parameters(recurse=False)}
                 self._hook_params(name.rsplit(".", 2)[0], params)
@@ -159,7 +161,7 @@ class ModuleHooks:
     def _backward(self, name: str, module: torch.nn.Module, grad_input: Any, grad_output: Any) -> None:
         if self.recorder.recording():  # msprobe records a module's backward only before stop(), unlike an API's
             dump = self.recorder.dump()
-            encoder = self.recorder.encoder(dump)
+            encoder = self._encoder(dump)
             with quiet():
                 record = {
                     "input": encoder.values(_tuple(grad_output), f"{name}.input"),
@@ -193,9 +195,14 @@ class ModuleHooks:
         name = f"{owner}.parameters_grad.{calls[0]}"
         dump = self.recorder.dump()
         with quiet():
-            value = self.recorder.encoder(dump).values(param().grad, f"{name}.{param_name}")
+            value = self._encoder(dump).values(param().grad, f"{name}.{param_name}")
         hooked = {n for n in names if f"{owner}.{n}" in self._param_handles}
         dump.merge(name, {param_name: [value]}, hooked)
+
+    def _encoder(self, dump: DumpFile) -> Encoder:
+        """An online check (a store for its tensors) grades no module record: their tensors are not kept, as the
+        check keeps none of the calls it has graded."""
+        return self.recorder.encoder(dump, files=self.recorder.store is None)
 
     def _push(self, name: str) -> None:
         """msprobe's set_construct_info_in_pre_hook: ``name`` is now the running call of this thread."""

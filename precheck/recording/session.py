@@ -190,10 +190,11 @@ class Recorder:
             }
             self._write(dump, name, record, None, False)
 
-    def encoder(self, dump: DumpFile) -> Encoder:
+    def encoder(self, dump: DumpFile, files: bool = True) -> Encoder:
         """How the values of a record of ``dump`` are written (their tensors saved where this recording keeps
-        them)."""
-        return Encoder(self.store if self.store is not None and dump.data_dir is not None else dump.data_dir)
+        them; ``files`` False: named in the record, saved nowhere)."""
+        folder = self.store if self.store is not None and dump.data_dir is not None else dump.data_dir
+        return Encoder(folder) if files else Encoder(folder, save=lambda tensor, path: None)
 
     def _write(self, dump: DumpFile, name: str, record: dict, stack: tuple[str, ...] | None, awaits: bool) -> None:
         dump.add(name, record, stack)
