@@ -148,7 +148,7 @@ class ModuleHooks:
             with quiet():
                 params = {key.split(".")[-1]: p for key, p in module.named_parameters(recurse=False)}
                 self._hook_params(name.rsplit(".", 2)[0], params)
-                record["output"] = encoder.values(output if isinstance(output, tuple) else (output,), f"{name}.output")
+                record["output"] = encoder.values(_tuple(output), f"{name}.output")
                 record["parameters"] = encoder.values(params, f"{name}.parameters")
             dump.add(name, record)
             self._sync()
