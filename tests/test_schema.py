@@ -238,3 +238,33 @@ def test_compare_tensor_names_split_into_record_call_and_api():
     assert split_item("Module.fc.Linear.parameters_grad.weight") == (
         "Module.fc.Linear.parameters_grad.weight", "Module.fc.Linear.parameters_grad.weight",
         "Module.fc.Linear.parameters_grad.weight", "", "", None)  # fmt: skip
+
+
+def _metric_counts(tree) -> list[int]:
+    """Lines that count the metric columns themselves: ``[None] * 17``, a slice ``[4:21]`` / ``[:17]`` of a row,
+    or the Metrics dataclass's fields taken as its columns (its first 17 only by accident of order)."""
+    import ast
+
+    def number(node, value: int) -> bool:
+        return isinstance(node, ast.Constant) and node.value == value
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and number(node.right, 17):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Slice) and (number(node.upper, 21) or number(node.upper, 17)):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "fields":
+            if any(getattr(a, "id", "") == "Metrics" for a in node.args):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_metric_columns_are_counted_in_schema_only():
+    """The 17 metric columns are schema.METRIC_HEADERS / METRIC_FIELDS: a writer's blank row and a standard's
+    filled metrics take their length and names from there, so an 18th column is one edit."""
+    import ast
+
+    found = {p.relative_to(PACKAGE).as_posix(): lines for p, text in _sources().items()
+             if (lines := _metric_counts(ast.parse(text)))}  # fmt: skip
+    assert found == {}

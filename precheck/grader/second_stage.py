@@ -9,14 +9,21 @@ The command (commands/precision_compare.py) reads and writes the CSVs; this only
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from precheck.grader.comparison import Metrics
 from precheck.grader.dtypes import canonical, is_complex, is_floating
 from precheck.grader.limits import limits_for
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, ratio_of, resolve
 from precheck.grader.status import ERROR, PASS, SKIP, worst
-from precheck.schema import BENCHMARK_COLUMNS, BINARY_COLUMNS, THOUSANDTH_COLUMNS, THRESHOLD_COLUMNS, ULP_COLUMNS
+from precheck.schema import (
+    BENCHMARK_COLUMNS,
+    BINARY_COLUMNS,
+    METRIC_FIELDS,
+    THOUSANDTH_COLUMNS,
+    THRESHOLD_COLUMNS,
+    ULP_COLUMNS,
+)
 
 __all__ = ["SecondStage", "second_stage"]
 
@@ -94,7 +101,7 @@ def _judged_columns(name: str, m: Metrics, ref: Metrics, dtype: str, status: str
 
 def _filled(m: Metrics) -> Metrics:
     """Blank columns of an otherwise measured row read as 0 for the single-side standards (the count stays)."""
-    filled = {f.name: 0.0 if v is None else v for f, v in zip(fields(Metrics), m.columns(), strict=False)}
+    filled = {name: 0.0 if v is None else v for name, v in zip(METRIC_FIELDS, m.columns(), strict=True)}
     return replace(m, **filled)  # type: ignore[arg-type]  # the 17 metric columns, all floats
 
 

@@ -26,6 +26,7 @@ from precheck.schema import (
     DETAILS,
     DETAILS_HEADER,
     JOURNAL,
+    METRIC_HEADERS,
     RESULT,
     RESULT_HEADER,
     RESULT_NAME,
@@ -69,7 +70,7 @@ def result_row(r: ApiResult) -> list[str]:
 
 def detail_row(d: DetailRow) -> list[str]:
     c = d.comparison
-    metrics = c.metrics.columns() if c.metrics is not None else [None] * 17
+    metrics = c.metrics.columns() if c.metrics is not None else [None] * len(METRIC_HEADERS)
     shape = BLANK if c.shape is None else str(tuple(c.shape))
     return [
         text(d.name),
