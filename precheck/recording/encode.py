@@ -43,9 +43,13 @@ def stats_of(t: torch.Tensor) -> tuple[Any, Any, Any, Any]:
     if data.dim() == 0:
         value = data.item()
         return value, value, value, value
-    high, low = torch.max(data).item(), torch.min(data).item()
     if data.is_floating_point() and data.dtype != torch.float64:
-        return high, low, torch.mean(data).item(), torch.norm(data).item()
+        # one copy to the host for the four (each stays in the tensor's dtype, so the values are item()'s)
+        high, low, mean, norm = torch.stack(
+            [torch.max(data), torch.min(data), torch.mean(data), torch.norm(data)]
+        ).tolist()
+        return high, low, mean, norm
+    high, low = torch.stack([torch.max(data), torch.min(data)]).tolist()
     return high, low, None, None
 
 
