@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils.hooks import BackwardHook, RemovableHandle
 
+from precheck.dump.record_names import MODULE_PREFIXES, split_key
 from precheck.recording.wrap import depth, quiet
 
 if TYPE_CHECKING:
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
     from precheck.recording.session import Recorder
 
 __all__ = ["ModuleHooks"]
-
-_PREFIXES = ("Module", "Cell")
 
 
 class ModuleHooks:
@@ -147,7 +146,7 @@ class ModuleHooks:
             encoder = self._encoder(dump)
             with quiet():
                 params = {key.split(".")[-1]: p for key, p in module.named_parameters(recurse=False)}
-                self._hook_params(name.rsplit(".", 2)[0], params)
+                self._hook_params(split_key(name)[0], params)  # type: ignore[index]  # a name it made
                 record["output"] = encoder.values(_tuple(output), f"{name}.output")
                 record["parameters"] = encoder.values(params, f"{name}.parameters")
             dump.add(name, record)
@@ -231,9 +230,9 @@ def _queued_parent(queue: OrderedDict[str, bool], name: str) -> str | None:
     """msprobe's ModuleQueue.find_last: with no call running on this thread, the latest open call whose path is
     ``name``'s parent path."""
     parts = name.split(".")
-    if len(parts) < 5 or ".".join(parts[:-4]) in _PREFIXES:
-        return None
     prefix = ".".join(parts[:-4])
+    if len(parts) < 5 or f"{prefix}." in MODULE_PREFIXES:  # a top-level module has no parent
+        return None
     for parent in reversed(queue):
         parent_parts = parent.split(".")
         if len(parent_parts) < 5:

@@ -28,6 +28,7 @@ from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
 from precheck.errors import OptionError
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import Encoder
+from precheck.recording.files import TensorFiles
 from precheck.recording.modules import ModuleHooks
 from precheck.recording.wrap import installed, quiet
 
@@ -81,6 +82,7 @@ class Recorder:
     _running: bool = False
     _chosen: bool = False  # this step was started as one to record: it has a dump, even with no record
     _dump: DumpFile | None = None
+    _files: TensorFiles | None = None  # the tensor task's writer, off the step's path
     _counts: defaultdict = field(default_factory=lambda: defaultdict(int))
     _wrappers: installed | None = None
     _modules: ModuleHooks | None = None  # the mix level's module hooks
@@ -193,8 +195,13 @@ class Recorder:
     def encoder(self, dump: DumpFile, files: bool = True) -> Encoder:
         """How the values of a record of ``dump`` are written (their tensors saved where this recording keeps
         them; ``files`` False: named in the record, saved nowhere)."""
-        folder = self.store if self.store is not None and dump.data_dir is not None else dump.data_dir
-        return Encoder(folder) if files else Encoder(folder, save=lambda tensor, path: None)
+        if self.store is not None and dump.data_dir is not None:
+            return Encoder(self.store) if files else Encoder(self.store, save=lambda tensor, path: None)
+        if not files:
+            return Encoder(dump.data_dir, save=lambda tensor, path: None)
+        if self._files is None:
+            self._files = TensorFiles()
+        return Encoder(dump.data_dir, save=self._files.save)  # an online check reads its files at once: not here
 
     def _write(self, dump: DumpFile, name: str, record: dict, stack: tuple[str, ...] | None, awaits: bool) -> None:
         dump.add(name, record, stack)
@@ -220,6 +227,9 @@ class Recorder:
         if self._chosen and self._dump is None:
             self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
+        if self._files is not None:
+            self._files.close()  # the step's tensor files are on disk before its dump.json is whole
+            self._files = None
         if self._dump is not None:
             if self.on_step_end is not None:
                 self.on_step_end(self._dump)
