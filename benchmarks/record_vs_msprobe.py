@@ -88,14 +88,18 @@ def _rows(dump_json: Path) -> list[str]:
     return [line for line in summary.details_path.read_text(encoding="utf-8-sig").splitlines()]
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("models", nargs="*", help=f"default: all of {', '.join(model_dumps.MODELS)}")
     parser.add_argument("--dtype", choices=model_dumps.DTYPES, default="bf16")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--one", nargs=4, metavar=("WHO", "MODEL", "TASK", "OUT"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.one:
         who, model, task, out = args.one
         record_one(who, model, args.dtype, task, Path(out))
