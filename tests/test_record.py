@@ -26,7 +26,6 @@ from typing import Any
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from helpers import DATA
 
 import precheck
@@ -55,30 +54,13 @@ def _edge_build(dtype: torch.dtype) -> tuple[nn.Module, Callable[[], torch.Tenso
     return _module(RECORD / "edge_model.py").build(dtype)
 
 
-class _Mlp(nn.Module):
-    """make_dump.py's mlp (/work/shared/tools/make_dump.py), the model of mlp_fp32_tensor."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.l1, self.ln, self.l2 = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.l2(torch.softmax(F.gelu(self.ln(self.l1(x))), dim=-1)).sum()
-
-
-def _mlp(dtype: torch.dtype) -> tuple[nn.Module, Callable[[], torch.Tensor]]:
-    model = _Mlp().to(dtype)
-    x = torch.randn(4, 16, dtype=dtype)
-    return model, lambda: model(x)
-
-
 def _model_dumps(name: str) -> Callable:
     return getattr(_module(DATA.parent.parent / "benchmarks" / "model_dumps.py"), name)
 
 
 # bundled dump -> (its model, dtype, risk level of its msprobe_config.json)
 BUNDLED = {
-    "mlp_fp32_tensor": (lambda: _mlp, torch.float32, "FOCUS"),
+    "mlp_fp32_tensor": (lambda: _model_dumps("mlp"), torch.float32, "FOCUS"),
     "cnn_bf16_tensor": (lambda: _model_dumps("cnn"), torch.bfloat16, "ALL"),
     "encoder_fp32_tensor": (lambda: _model_dumps("encoder"), torch.float32, "ALL"),
     "composite_fp32_tensor": (lambda: _module(DATA / "composite_model.py").build, torch.float32, "ALL"),

@@ -3,7 +3,7 @@ dumps without msprobe installed.
 
 tests/data/record_mix/mix_model.py is a training step through the mix level's traps (nested paths, a module
 called twice, keyword arguments, a module whose input needs no gradient, a frozen weight, a tuple output, low-risk
-calls inside modules); make_fixtures.py beside it recorded it with msprobe at level mix into mix_tensor and
+calls inside modules); tests/data/record/make_fixtures.py recorded it with msprobe at level mix into mix_tensor and
 mix_statistics (dump.json and construct.json; tensor files left out for size). The test records the same step with
 ``precheck.record`` and wants the same records in the same order (module, parameters_grad and API records
 interleaved as msprobe interleaves them), every non-float field equal, float statistics within a few units in the

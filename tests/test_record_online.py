@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from test_record import _model_dumps
 
 import precheck
 from precheck.commands.repro import write_repro
@@ -21,20 +21,11 @@ from precheck.run_ut import run_ut
 TRAIN = Path(__file__).parent / "data" / "train_step.py"
 
 
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.l1, self.ln, self.l2 = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.l2(torch.softmax(F.gelu(self.ln(self.l1(x))), dim=-1)).sum()
-
-
 def _step(out: Path, **check: object) -> precheck.recording.session.Recorder:
     torch.manual_seed(0)
-    model, x = Net(), torch.randn(4, 16)
+    _, loss = _model_dumps("mlp")(torch.float32)
     with precheck.record(out, step=0, **check) as recorder:  # type: ignore[arg-type]
-        model(x).backward()
+        loss().backward()
     return recorder
 
 

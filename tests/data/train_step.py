@@ -3,29 +3,17 @@ make_dump.py's MLP trained N steps with SGD. No main guard, on purpose: precheck
 again."""
 
 import sys
+from pathlib import Path
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.l1, self.ln, self.l2 = nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.l2(torch.softmax(F.gelu(self.ln(self.l1(x))), dim=-1)).sum()
-
-
-def step(model: nn.Module, x: torch.Tensor) -> None:
-    model(x).backward()
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from model_dumps import mlp  # noqa: E402 - the model, from the one table of bundled models
 
 torch.manual_seed(0)
-model, x = Net(), torch.randn(4, 16)
+model, loss = mlp(torch.float32)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 1):
     optimizer.zero_grad()
-    step(model, x)
+    loss().backward()
     optimizer.step()

@@ -1,16 +1,20 @@
-"""Record edge_model.py's step with msprobe 26.2 into the dumps tests/test_record.py compares precheck.record with.
+"""Record the steps tests/test_record.py and tests/test_record_mix.py compare precheck.record with, by msprobe 26.2.
 
 Run it in the throwaway venv that has msprobe (mindstudio-probe 26.2, torch 2.13), from the repository root, with
-the CPU kernels pinned to AVX2 as tests/conftest.py pins them for the test that records the same step:
+the CPU kernels pinned to AVX2 as tests/conftest.py pins them for the tests that record the same steps:
 
-    ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \
-        /tmp/j3msp/bin/python tests/data/record/make_fixtures.py
+    ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
+        /tmp/j3msp/bin/python tests/data/record/make_fixtures.py [DUMP ...]
 
-It writes tests/data/record/edge_{tensor,statistics,all_statistics}/ (step0/procNNNN/dump.json, stack.json,
-construct.json, dump_tensor_data/, and the msprobe_config.json it used): the tensor and statistics tasks at
-msprobe's default risk level (no ``risk_level`` key: FOCUS) and the statistics task at risk level ALL. Each is
-recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py records:
-``start(model); run().backward(); stop(); step()``.
+It writes, each with the msprobe_config.json it used:
+- tests/data/record/edge_{tensor,statistics,all_statistics}/: edge_model.py's step at level L1 (step0/procNNNN/
+  dump.json, stack.json, construct.json, dump_tensor_data/), the tensor and statistics tasks at msprobe's default
+  risk level (no ``risk_level`` key: FOCUS) and the statistics task at risk level ALL;
+- tests/data/record_mix/mix_{tensor,statistics}/: record_mix/mix_model.py's step at level mix, without stack.json
+  (its frames are the recorder's own, not compared) and without the tensor task's dump_tensor_data/ (201 files,
+  850 KB; the test checks that precheck writes a file for each ``data_name`` of msprobe's dump.json).
+Each is recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py
+records: ``start(model); run().backward(); stop(); step()``.
 """
 
 import json
@@ -21,25 +25,29 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# dump -> (task, risk level; None: no risk_level key, msprobe's FOCUS)
+MIX = HERE.parent / "record_mix"
+# dump -> (folder, model module, level, task, risk level (None: no risk_level key, msprobe's FOCUS), left out)
 DUMPS = {
-    "edge_tensor": ("tensor", None),
-    "edge_statistics": ("statistics", None),
-    "edge_all_statistics": ("statistics", "ALL"),
+    "edge_tensor": (HERE, "edge_model", "L1", "tensor", None, ()),
+    "edge_statistics": (HERE, "edge_model", "L1", "statistics", None, ()),
+    "edge_all_statistics": (HERE, "edge_model", "L1", "statistics", "ALL", ()),
+    "mix_tensor": (MIX, "mix_model", "mix", "tensor", None, ("stack.json", "dump_tensor_data")),
+    "mix_statistics": (MIX, "mix_model", "mix", "statistics", None, ("stack.json",)),
 }
 
 
 def record(name: str) -> None:
     """Record one dump, in this interpreter."""
+    import importlib
+
     import torch
     from msprobe.pytorch import PrecisionDebugger
 
-    sys.path.insert(0, str(HERE))
-    from edge_model import build
-
-    task, risk = DUMPS[name]
+    folder, model_module, level, task, risk, left_out = DUMPS[name]
+    sys.path.insert(0, str(folder))
+    build = importlib.import_module(model_module).build
     out = Path(tempfile.mkdtemp()) / name
-    config = {"task": task, "dump_path": str(out), "rank": [], "step": [0], "level": "L1"}
+    config = {"task": task, "dump_path": str(out), "rank": [], "step": [0], "level": level}
     if risk:
         config["risk_level"] = risk
     config[task] = {"scope": [], "list": [], "data_mode": ["all"]}
@@ -51,16 +59,16 @@ def record(name: str) -> None:
     run().backward()
     debugger.stop()
     debugger.step()
-    target = HERE / name
+    target = folder / name
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(out, target)
+    shutil.copytree(out, target, ignore=shutil.ignore_patterns(*left_out))
     shutil.copy(config_path, target / "msprobe_config.json")
     print("wrote", target)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        record(sys.argv[1])
-    else:
-        for dump in DUMPS:
+    for dump in sys.argv[1:] or DUMPS:
+        if len(sys.argv) == 2:
+            record(dump)
+        else:
             subprocess.run([sys.executable, __file__, dump], check=True)
