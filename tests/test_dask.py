@@ -97,3 +97,25 @@ def test_a_killed_worker_and_a_system_exit_are_their_calls_rows_not_timeouts(tmp
     exited = ("error", "the call raised SystemExit: 0, which would have ended the run")
     assert got["Torch.precheck_sys_exit.0"] == exited
     assert got["Torch.tanh.0"][0] == got["Torch.exp.0"][0] == "pass"
+
+
+def test_a_step_checked_online_on_dask_ships_each_calls_tensors_with_it(tmp_path, cluster):
+    """precheck record --check --scheduler: the workers are never told where this machine keeps the tensors (a
+    cluster on other machines could not read them); each case's files travel with it, and the rows are those of
+    record-then-run_ut."""
+    import torch
+
+    import precheck
+    from tests.test_record import _model_dumps
+
+    steps = {}
+    for name, check in (("offline", {}), ("dask", {"check": True, "scheduler": cluster})):
+        torch.manual_seed(0)
+        _, loss = _model_dumps("mlp")(torch.float32)
+        with precheck.record(tmp_path / name, step=0, **check) as recorder:
+            loss().backward()
+        steps[name] = recorder
+    offline = run_ut(steps["offline"].written[0], tmp_path / "csv", workers=1)
+    (details,) = (tmp_path / "dask").glob("accuracy_checking_details_*.csv")
+    assert read(details) == read(offline.details_path)
+    assert list((steps["dask"].written[0].parent / "dump_tensor_data").iterdir()) == []

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from precheck.dump.decode import decode_case
+from precheck.dump.decode import Case, decode_case
 from precheck.execution.options import CheckOptions
 from precheck.grader.status import ERROR
 from precheck.recording.dumpfile import DumpFile
@@ -131,15 +131,24 @@ class OnlineCheck:
 
     def _check(self) -> None:
         name = "dask" if self.scheduler else self.backend
-        runner = backend_for(name, [], self._store, self.options, self.workers, self.scheduler)  # type: ignore[arg-type]
+        # a Dask cluster gets each case's files with it, never this machine's path (its workers may be elsewhere)
+        where = Path("(shipped with each case)") if name == "dask" else self._store
+        runner = backend_for(name, [], where, self.options, self.workers, self.scheduler)  # type: ignore[arg-type]
         try:
-            for result in runner.stream(self._cases(), lambda case: self._csv.start(case.name)):  # type: ignore[union-attr]
+            ship = self._shipped if name == "dask" else None
+            for result in runner.stream(self._cases(), lambda case: self._csv.start(case.name), ship):  # type: ignore[union-attr]
                 self._csv.add(result)  # type: ignore[union-attr]
                 self._release(result)
         except BaseException as e:  # the step must not hang on a queue nobody reads: drain it, report at the end
             self._failure = e
             while self._queue.get() is not _END:  # type: ignore[union-attr]
                 pass
+
+    def _shipped(self, case: Case) -> dict[str, bytes]:
+        """A case's tensor files, sent with it to a Dask worker: the cluster need not see this machine's shared
+        memory."""
+        names = self._files.get(case.name, ())
+        return {name: (self._store / name).read_bytes() for name in names if (self._store / name).is_file()}  # type: ignore[operator]
 
     def _release(self, result: ApiResult) -> None:
         """A checked call's tensors leave shared memory; kept in the dump when it failed and that was asked."""

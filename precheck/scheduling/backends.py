@@ -18,7 +18,7 @@ from precheck.errors import OptionError
 from precheck.execution.options import BACKENDS, CheckOptions
 from precheck.results import ApiResult
 from precheck.scheduling.costs import largest_first, use_pool
-from precheck.scheduling.dask_cluster import on_dask
+from precheck.scheduling.dask_cluster import Shipped, on_dask
 from precheck.scheduling.inprocess import in_process
 from precheck.scheduling.loop import Body, OnStart
 from precheck.scheduling.process import Supervisor
@@ -29,6 +29,7 @@ class Backend:
 
     def __init__(self, data_dir: Path, options: CheckOptions, workers: int, scheduler: str | None = None) -> None:
         self.data_dir, self.options, self.workers, self.scheduler = data_dir, options, workers, scheduler
+        self.ship: Shipped | None = None
 
     def processes(self, cases: Sequence[Case]) -> int:
         """How many processes hold a case at once: each one's share of the memory (--max-memory's default)."""
@@ -38,9 +39,11 @@ class Backend:
         """One result per case, in completion order; ``on_start`` hears of each case before it starts."""
         return self._run(cases, Body(self.options, on_start))
 
-    def stream(self, cases: Iterable[Case], on_start: OnStart) -> Iterator[ApiResult]:
+    def stream(self, cases: Iterable[Case], on_start: OnStart, ship: Shipped | None = None) -> Iterator[ApiResult]:
         """One result per case of a stream whose end is not known yet (precheck record --check): cases run in the
-        order they come, with no plan over the whole."""
+        order they come, with no plan over the whole. ``ship`` gives a case's tensor files, sent with it where it
+        runs on another machine (Dask); the other backends read them where they lie."""
+        self.ship = ship
         return self._stream(cases, Body(self.options, on_start))
 
     def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
@@ -84,7 +87,7 @@ class Dask(Backend):
     def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
         if self.scheduler is None:
             raise OptionError("--backend dask needs --scheduler ADDRESS")
-        return on_dask(cases, self.data_dir, self.scheduler, body)
+        return on_dask(cases, self.data_dir, self.scheduler, body, self.ship)
 
 
 _KINDS = {kind.name: kind for kind in (InProcess, Processes, Dask)}

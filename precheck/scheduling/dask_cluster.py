@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import shutil
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +18,45 @@ from precheck.results import ApiResult, failed
 from precheck.scheduling.costs import START_POLL_SECONDS, STARTUP_SECONDS
 from precheck.scheduling.loop import Body, prepare_worker
 
+Shipped = Callable[[Case], dict[str, bytes]]  # a case's tensor files, by name, sent with it
 
-def _check_remote(case: Case, data_dir: Path, options: CheckOptions, topic: str) -> ApiResult:
+
+def _check_remote(
+    case: Case, data_dir: Path, options: CheckOptions, topic: str, files: dict[str, bytes] | None = None
+) -> ApiResult:
     """One case on a Dask worker, with the thread discipline of a local worker. It tells the run (an event on
     ``topic``) when the check itself starts: the case's timeout counts from then, never the time the task spent
-    queued, behind a worker's restart or in a fresh worker's first import of torch."""
+    queued, behind a worker's restart or in a fresh worker's first import of torch. ``files``: the case's tensor
+    files sent with it, for a worker that cannot see ``data_dir``; they live in the worker's memory (a tmpfs where
+    it has one) for the case's check only."""
     from distributed import get_worker
 
     prepare_worker()
     worker = get_worker()
     worker.log_event(topic, worker.get_current_task())
-    return check_case(case, data_dir, options)
+    if files is None:
+        return check_case(case, data_dir, options)
+    shm = Path("/dev/shm")
+    here = Path(tempfile.mkdtemp(prefix="precheck-case-", dir=shm if shm.is_dir() else None))
+    try:
+        for name, data in files.items():
+            if Path(name).name != name:  # a bare file name, as the recorder makes them
+                raise ValueError(f"not a tensor file name: {name[:80]!r}")
+            (here / name).write_bytes(data)
+        return check_case(case, here, options)
+    finally:
+        shutil.rmtree(here, ignore_errors=True)
 
 
-def on_dask(cases: Sequence[Case], data_dir: Path, scheduler: str, body: Body) -> Iterator[ApiResult]:
+def on_dask(
+    cases: Sequence[Case], data_dir: Path, scheduler: str, body: Body, ship: Shipped | None = None
+) -> Iterator[ApiResult]:
     """Cases as tasks of a Dask cluster whose workers see the dump's path, as many at a time as the cluster has
     threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task whose
     worker dies while running it alone is the case's "worker crashed" row, as in a pool, and is not run again
     (Dask would retry it on three more workers, killing them too); one that runs past its timeout is a SKIP row,
-    and its worker is restarted, since a thread cannot be stopped."""
+    and its worker is restarted, since a thread cannot be stopped. ``ship`` gives a case's tensor files to send
+    with it (an online check: the workers need not see this machine's files)."""
     try:
         from distributed import Client, wait
     except ImportError:
@@ -58,7 +80,8 @@ def on_dask(cases: Sequence[Case], data_dir: Path, scheduler: str, body: Body) -
             while True:
                 for case in itertools.islice(todo, window - len(running)):
                     seconds = body.start(case)
-                    future = client.submit(_check_remote, case, data_dir, body.options, topic, pure=False)
+                    files = ship(case) if ship is not None else None
+                    future = client.submit(_check_remote, case, data_dir, body.options, topic, files, pure=False)
                     running[future] = (case, time.monotonic(), seconds)
                 if not running:
                     return
