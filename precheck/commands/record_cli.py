@@ -59,7 +59,11 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
         default=None,
         help="with --check: where calls are checked (default: in the training process with -n 1, else a pool)",
     )
-    rec.add_argument("--scheduler", metavar="ADDRESS", help="with --check: a Dask scheduler (each call's tensors travel with its task)")
+    rec.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --check: a Dask scheduler (each call's tensors travel with its task)",
+    )
     rec.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
 
 
