@@ -4,6 +4,7 @@ knows nothing of precheck, step by step."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,10 @@ from test_record import _model_dumps
 
 import precheck
 from precheck.commands.repro import write_repro
+from precheck.errors import OptionError
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
+from precheck.scheduling.backends import Backend
 
 TRAIN = Path(__file__).parent / "data" / "train_step.py"
 
@@ -112,3 +115,26 @@ def test_a_record_that_cannot_be_made_is_one_line_and_exit_code_2(tmp_path: Path
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_unknown_backend_is_the_users_error_at_once_and_the_dump_stays_whole(tmp_path: Path) -> None:
+    """It used to fail on the checker's thread: the step then waited forever on a queue nobody read."""
+    with pytest.raises(OptionError, match="unknown backend"):
+        _step(tmp_path, check=True, backend="bogus")
+    (dump_json,) = tmp_path.glob("step0/*/dump.json")
+    json.loads(dump_json.read_text())  # closed, readable
+
+
+def test_a_checker_that_fails_is_raised_at_the_steps_end_with_the_dump_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: object, cases: object, on_start: object, ship: object = None) -> object:
+        raise RuntimeError("the checker broke")
+
+    monkeypatch.setattr(Backend, "stream", broken)
+    with pytest.raises(RuntimeError, match="the checker broke"):
+        _step(tmp_path / "a", check=True)
+    (dump_json,) = (tmp_path / "a").glob("step0/*/dump.json")
+    assert len(json.loads(dump_json.read_text())["data"]) == 12  # every record of the step, the file closed
+    monkeypatch.undo()
+    assert _step(tmp_path / "b", check=True).results  # the next recording starts clean

@@ -29,7 +29,8 @@ from precheck.recording.session import Recorder
 from precheck.report.csv_files import CsvReport
 from precheck.results import ApiResult
 from precheck.run_ut import default_max_memory, resolved, run_identity
-from precheck.scheduling.backends import backend_for
+from precheck.scheduling.backends import Backend, backend_for
+from precheck.scheduling.dask_cluster import Shipped
 
 __all__ = ["OnlineCheck", "attach"]
 
@@ -99,7 +100,8 @@ class OnlineCheck:
             self._csv = None
         self._forwards = 0
         if self._failure is not None:
-            raise self._failure
+            failure, self._failure = self._failure, None  # the next step starts clean
+            raise failure
 
     def close(self) -> None:
         """Release the shared memory (a step that ended has none left; an interrupted one may)."""
@@ -117,9 +119,15 @@ class OnlineCheck:
         if options.max_memory is None:
             options = replace(options, max_memory=default_max_memory(self.workers))
         self.options = options
+        name = "dask" if self.scheduler else self.backend
+        # a Dask cluster gets each case's files with it, never this machine's path (its workers may be elsewhere)
+        where = Path("(shipped with each case)") if name == "dask" else self._store
+        # made here, in the step's thread: an unknown backend is the user's error at once, not a dead checker
+        runner = backend_for(name, [], where, options, self.workers, self.scheduler)  # type: ignore[arg-type]
         self._csv = CsvReport(self.out_dir, identity=run_identity(self._dump_path(), options, False, None))
         self._queue = queue.Queue(maxsize=2 * max(1, self.workers))
-        self._thread = threading.Thread(target=self._check, name="precheck-online", daemon=True)
+        ship = self._shipped if name == "dask" else None
+        self._thread = threading.Thread(target=self._check, args=(runner, ship), name="precheck-online", daemon=True)
         self._thread.start()
 
     def _dump_path(self) -> Path:
@@ -129,13 +137,8 @@ class OnlineCheck:
         while (case := self._queue.get()) is not _END:  # type: ignore[union-attr]
             yield case
 
-    def _check(self) -> None:
-        name = "dask" if self.scheduler else self.backend
-        # a Dask cluster gets each case's files with it, never this machine's path (its workers may be elsewhere)
-        where = Path("(shipped with each case)") if name == "dask" else self._store
-        runner = backend_for(name, [], where, self.options, self.workers, self.scheduler)  # type: ignore[arg-type]
+    def _check(self, runner: Backend, ship: Shipped | None) -> None:
         try:
-            ship = self._shipped if name == "dask" else None
             for result in runner.stream(self._cases(), lambda case: self._csv.start(case.name), ship):  # type: ignore[union-attr]
                 self._csv.add(result)  # type: ignore[union-attr]
                 self._release(result)

@@ -227,15 +227,17 @@ class Recorder:
         if self._chosen and self._dump is None:
             self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
-        if self._files is not None:
-            self._files.close()  # the step's tensor files are on disk before its dump.json is whole
-            self._files = None
-        if self._dump is not None:
-            if self.on_step_end is not None:
-                self.on_step_end(self._dump)
-            self._dump.close(None if self._modules is None else self._modules.construct)
-            self.written.append(self._dump.path)
-            self._dump = None
+        files, self._files = self._files, None
+        dump, self._dump = self._dump, None
+        try:
+            if files is not None:
+                files.close()  # the step's tensor files are on disk before its dump.json is whole
+            if dump is not None and self.on_step_end is not None:
+                self.on_step_end(dump)  # an online check's failure is raised here
+        finally:  # whatever failed, the step's dump.json is closed and readable
+            if dump is not None:
+                dump.close(None if self._modules is None else self._modules.construct)
+                self.written.append(dump.path)
 
 
 def _as_list(out: Any) -> Any:
