@@ -58,7 +58,9 @@ def t5(dt):
     _torchvision_models()  # transformers imports torchvision when it is installed
     from transformers import T5Config, T5ForConditionalGeneration
 
-    model = T5ForConditionalGeneration(T5Config(vocab_size=32128, d_model=512, d_ff=2048, num_layers=6, num_heads=8))
+    config = T5Config(vocab_size=32128, d_model=512, d_ff=2048, num_layers=6, num_heads=8)
+    config.pad_token_id = config.decoder_start_token_id = 0  # T5's own (transformers 5 sets neither by default)
+    model = T5ForConditionalGeneration(config)
     model = model.to(dt)
     model.train()
     ids = torch.randint(0, 32128, (2, 64))

@@ -6,28 +6,36 @@ each dump.
 Run it with the msprobe venv's python (it needs msprobe and transformers; precheck from this checkout):
     PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity
     PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity mlp cnn --dtype fp32
+    PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity mobilenet_v3 t5
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import model_dumps
+import real_models
 
 TASKS = ("tensor", "statistics")
+# the bundled models, and real architectures at real input sizes (bench_real.py's)
+MODELS = {
+    **model_dumps.MODELS,
+    **{n: getattr(real_models, n) for n in ("resnet50", "mobilenet_v3", "vit", "t5", "qwen2")},
+}
 
 
 def record_one(who: str, model: str, dtype: str, task: str, out: Path) -> None:
     """One recording in this process: ``who`` is msprobe or precheck."""
     import torch
 
-    _without_a_broken_torchvision()
+    real_models._torchvision_models()  # transformers imports torchvision when it is installed (real_models' note)
     torch.manual_seed(0)
-    net, run = model_dumps.MODELS[model](model_dumps.DTYPES[dtype])
+    net, run = MODELS[model](model_dumps.DTYPES[dtype])
     if who == "msprobe":
         from msprobe_step import record_step
 
@@ -40,18 +48,6 @@ def record_one(who: str, model: str, dtype: str, task: str, out: Path) -> None:
 
         with precheck.record(out, step=0, task=task):
             run().backward()
-
-
-def _without_a_broken_torchvision() -> None:
-    """transformers imports torchvision when it is installed; one built for another torch fails at import
-    ("operator torchvision::nms does not exist") and takes every model with it. The models here need none."""
-    import importlib.util
-
-    try:
-        import torchvision  # noqa: F401
-    except Exception:
-        find = importlib.util.find_spec
-        importlib.util.find_spec = lambda name, *a: None if name.startswith("torchvision") else find(name, *a)
 
 
 def compared(ms: Path, pc: Path) -> dict[str, object]:
@@ -91,7 +87,9 @@ def _rows(dump_json: Path) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("models", nargs="*", help=f"default: all of {', '.join(model_dumps.MODELS)}")
+    parser.add_argument(
+        "models", nargs="*", help=f"{', '.join(MODELS)} (default: the bundled {', '.join(model_dumps.MODELS)})"
+    )
     parser.add_argument("--dtype", choices=model_dumps.DTYPES, default="bf16")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--one", nargs=4, metavar=("WHO", "MODEL", "TASK", "OUT"), help=argparse.SUPPRESS)
@@ -108,6 +106,7 @@ def main() -> None:
         for task in args.tasks:
             outs = {who: args.out_dir / f"{model}_{args.dtype}_{task}_{who}" for who in ("msprobe", "precheck")}
             for who, out in outs.items():  # a process each: msprobe's wrappers stay on once started
+                shutil.rmtree(out, ignore_errors=True)  # an earlier run's step0/proc* would be a second dump
                 cmd = [
                     sys.executable,
                     __file__,
