@@ -29,7 +29,6 @@ class Backend:
 
     def __init__(self, data_dir: Path, options: CheckOptions, workers: int, scheduler: str | None = None) -> None:
         self.data_dir, self.options, self.workers, self.scheduler = data_dir, options, workers, scheduler
-        self.ship: Shipped | None = None
 
     def processes(self, cases: Sequence[Case]) -> int:
         """How many processes hold a case at once: each one's share of the memory (--max-memory's default)."""
@@ -43,13 +42,12 @@ class Backend:
         """One result per case of a stream whose end is not known yet (precheck record --check): cases run in the
         order they come, with no plan over the whole. ``ship`` gives a case's tensor files, sent with it where it
         runs on another machine (Dask); the other backends read them where they lie."""
-        self.ship = ship
-        return self._stream(cases, Body(self.options, on_start))
+        return self._stream(cases, Body(self.options, on_start), ship)
 
     def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
         raise NotImplementedError
 
-    def _stream(self, cases: Iterable[Case], body: Body) -> Iterator[ApiResult]:
+    def _stream(self, cases: Iterable[Case], body: Body, ship: Shipped | None) -> Iterator[ApiResult]:
         return self._run(cases, body)  # type: ignore[arg-type]  # in-process and Dask take cases as they come
 
     def _pool(self, cases: Iterable[Case], size: int, body: Body) -> Iterator[ApiResult]:
@@ -74,7 +72,7 @@ class Processes(Backend):
     def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
         return self._pool(largest_first(cases), self.processes(cases), body)
 
-    def _stream(self, cases: Iterable[Case], body: Body) -> Iterator[ApiResult]:
+    def _stream(self, cases: Iterable[Case], body: Body, ship: Shipped | None) -> Iterator[ApiResult]:
         return self._pool(cases, max(1, self.workers), body)
 
 
@@ -85,9 +83,12 @@ class Dask(Backend):
         return super().processes(cases) if use_pool(cases, self.workers, self.options) else 1
 
     def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
+        return self._stream(cases, body, None)
+
+    def _stream(self, cases: Iterable[Case], body: Body, ship: Shipped | None) -> Iterator[ApiResult]:
         if self.scheduler is None:
             raise OptionError("--backend dask needs --scheduler ADDRESS")
-        return on_dask(cases, self.data_dir, self.scheduler, body, self.ship)
+        return on_dask(cases, self.data_dir, self.scheduler, body, ship)  # type: ignore[arg-type]
 
 
 _KINDS = {kind.name: kind for kind in (InProcess, Processes, Dask)}
