@@ -4,9 +4,11 @@ knows nothing of precheck, step by step."""
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ import precheck
 from precheck.commands.repro import write_repro
 from precheck.errors import OptionError
 from precheck.execution.options import CheckOptions
+from precheck.recording.store import Store
+from precheck.report.csv_files import read_csv_rows
 from precheck.run_ut import run_ut
 from precheck.scheduling.backends import Backend
 
@@ -25,11 +29,23 @@ TRAIN = Path(__file__).parent / "data" / "train_step.py"
 
 
 def _step(out: Path, **check: object) -> precheck.recording.session.Recorder:
+    return _trained(out, **check)[1]
+
+
+def _trained(out: Path | None, **check: object) -> tuple[list[torch.Tensor], object]:
+    """The MLP's step (recorded under ``out``, not recorded without it): its loss and gradients, and the recorder."""
     torch.manual_seed(0)
-    _, loss = _model_dumps("mlp")(torch.float32)
-    with precheck.record(out, step=0, **check) as recorder:  # type: ignore[arg-type]
-        loss().backward()
-    return recorder
+    model, loss = _model_dumps("mlp")(torch.float32)
+    with nullcontext() if out is None else precheck.record(out, step=0, **check) as recorder:  # type: ignore[arg-type]
+        value = loss()
+        value.backward()
+    return [value.detach(), *(p.grad for p in model.parameters())], recorder
+
+
+def _rows(folder: Path) -> dict[str, tuple[str, str]]:
+    """The result CSV's rows: API -> (forward status, message)."""
+    (result,) = folder.glob("accuracy_checking_result_*.csv")
+    return {r["API name"]: (r["Forward Test Success"], r["Message"]) for r in read_csv_rows(result)[1]}
 
 
 def _csvs(folder: Path) -> tuple[bytes, bytes]:
@@ -107,6 +123,7 @@ def test_keep_failing_keeps_the_files_of_the_calls_graded_error_and_repro_runs_o
     [
         ([], "record needs the command to run after --"),
         (["--keep-failing", "--", "true"], "--keep-failing goes with --check"),
+        (["--store-size", "64M", "--", "true"], "--store-size goes with --check"),
         (["--", "true"], "recorded nothing"),
     ],
 )
@@ -138,3 +155,63 @@ def test_a_checker_that_fails_is_raised_at_the_steps_end_with_the_dump_whole(
     assert len(json.loads(dump_json.read_text())["data"]) == 12  # every record of the step, the file closed
     monkeypatch.undo()
     assert _step(tmp_path / "b", check=True).results  # the next recording starts clean
+
+
+def test_a_store_too_small_for_the_calls_tensors_makes_skip_rows_and_leaves_the_training_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """The store in /dev/shm was unbounded: Docker's 64 MB filled, and torch.save failed inside the user's call."""
+    values, recorder = _trained(tmp_path, check=True, store_size=1)
+    assert all(torch.equal(a, b) for a, b in zip(values, _trained(None)[0], strict=True))  # bit for bit
+    rows = _rows(tmp_path)
+    assert len(rows) == 6 and {status for status, _ in rows.values()} == {"SKIP"}
+    assert all("did not fit the check's store" in m and "over its budget of 1 bytes" in m for _, m in rows.values())
+    assert not recorder.store.exists()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        RuntimeError("[enforce fail at inline_container.cc] unexpected pos"),
+    ],
+)
+def test_a_save_that_fails_never_reaches_the_users_call_and_its_call_is_a_skip_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """A full tmpfs fails torch.save halfway (ENOSPC, or the zip writer's "unexpected pos"): it killed the run."""
+    save, failed = torch.save, []
+
+    def full(obj: object, f: object, *args: object, **kwargs: object) -> None:
+        if failed:
+            return save(obj, f, *args, **kwargs)
+        failed.append(Path(f).name)  # type: ignore[arg-type]
+        Path(f).write_bytes(b"PK\x03\x04")  # type: ignore[arg-type]  # half written
+        raise error
+
+    monkeypatch.setattr(torch, "save", full)
+    values, _ = _trained(tmp_path, check=True)
+    monkeypatch.undo()
+    assert all(torch.equal(a, b) for a, b in zip(values, _trained(None)[0], strict=True))
+    assert failed == ["Functional.linear.0.forward.input.0.pt"]
+    rows = _rows(tmp_path)
+    status, message = rows.pop("Functional.linear.0")
+    assert status == "SKIP" and f"saving {failed[0]} failed: {type(error).__name__}" in message
+    assert {status for status, _ in rows.values()} == {"pass"}  # only the call whose file failed
+
+
+def test_the_store_counts_what_it_holds_and_frees_it_when_a_call_is_released() -> None:
+    tensor = torch.ones(1000)
+    store = Store(budget=10000)  # one such file (4000 bytes, and 4096 for the file itself) at a time
+    try:
+        store.save(tensor, store.path / "a.pt")
+        store.save(tensor, store.path / "b.pt")
+        assert (store.path / "a.pt").is_file() and not (store.path / "b.pt").exists()
+        assert "b.pt is 6192 bytes over its budget of 10000 bytes" in (store.refused(["a.pt", "b.pt"]) or "")
+        assert store.refused(["a.pt"]) is None
+        store.release(["a.pt", "b.pt"])
+        store.save(tensor, store.path / "c.pt")
+        assert [p.name for p in store.path.iterdir()] == ["c.pt"] and store.refused(["b.pt"]) is None
+    finally:
+        store.close()
+    assert not store.path.exists() and Store().budget > 0  # by default, half of /dev/shm's free space

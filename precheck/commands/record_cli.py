@@ -22,8 +22,11 @@ class NothingRecorded(PrecheckError):
     """The command ran, and no Python process of it recorded anything."""
 
 
-def add_parsers(commands: argparse._SubParsersAction, grading: argparse.ArgumentParser) -> None:
-    """``grading``: run_ut's target and grading options, which ``--check`` grades by."""
+def add_parsers(
+    commands: argparse._SubParsersAction, grading: argparse.ArgumentParser, size: Callable[[str], int]
+) -> None:
+    """``grading``: run_ut's target and grading options, which ``--check`` grades by; ``size``: how a SIZE is read
+    (the parser's own, which imports this module)."""
     rec = commands.add_parser(
         "record",
         parents=[grading],
@@ -52,6 +55,14 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
         "report of each recorded step go to DUMP_DIR when it ends",
     )
     rec.add_argument("--keep-failing", action="store_true", help="with --check: keep the tensor files of error calls")
+    rec.add_argument(
+        "--store-size",
+        type=size,
+        default=None,
+        metavar="SIZE",
+        help="with --check: the most tensor data (e.g. 512M) waiting in /dev/shm for its check; a call beyond it is "
+        "a SKIP row (default: half of /dev/shm's free space)",
+    )
     rec.add_argument("-n", "--workers", type=int, default=1, help="with --check: processes checking calls")
     rec.add_argument(
         "--backend",
@@ -117,7 +128,7 @@ def _counts(result: Path) -> str:
 
 def _check(args: argparse.Namespace) -> dict | None:
     """How the recorded program checks its calls (precheck.recording.online.attach), None without --check."""
-    extra = [name for name in ("keep_failing", "scheduler", "backend") if getattr(args, name)]
+    extra = [name for name in ("keep_failing", "store_size", "scheduler", "backend") if getattr(args, name)]
     extra += [name for name in ("target", "standard") if getattr(args, name) != _DEFAULTS[name]]
     if not args.check:
         if extra or args.workers != 1:
@@ -133,4 +144,5 @@ def _check(args: argparse.Namespace) -> dict | None:
         "workers": args.workers,
         "scheduler": args.scheduler,
         "keep_failing": args.keep_failing,
+        "store_size": args.store_size,
     }

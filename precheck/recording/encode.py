@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Encoder", "stats_of"]
+__all__ = ["Encoder", "save_copy", "stats_of"]
 
 MAX_DEPTH = 400  # msprobe's DUMP_MAX_DEPTH: deeper arguments are not recorded
 _OBJECT_KEYS = ("dtype", "output_dtype", "device")  # keywords whose torch.dtype / torch.device is written
@@ -59,7 +59,7 @@ class Encoder:
 
     def __init__(self, data_dir: Path | None, save: Callable[[torch.Tensor, Path], None] | None = None) -> None:
         self.data_dir = data_dir
-        self._save = save or _save
+        self._save = save or save_copy
 
     def values(self, value: Any, stem: str) -> Any:
         """``value`` (args, kwargs or outputs of the call ``stem``: ``Functional.linear.0.forward.input``)."""
@@ -124,7 +124,8 @@ class Encoder:
         return out
 
 
-def _save(t: torch.Tensor, path: Path) -> None:
+def save_copy(t: torch.Tensor, path: Path) -> None:
+    """``t`` saved as msprobe saves it: a fresh contiguous copy, so a view saves only its own elements."""
     torch.save(t.detach().clone().contiguous(), path)
 
 

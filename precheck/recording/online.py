@@ -5,17 +5,17 @@ record arrives otherwise, at the end of the step for a backward that never ran. 
 record exactly as run_ut decodes it from dump.json, and its tensors are in shared memory (files of a tmpfs,
 ``/dev/shm``, never the disk), so a case is checked as an offline run of the recorded dump checks it: the same
 rows. Cases go through a bounded queue to the backend's loop (in this process, a pool, a Dask cluster on this
-machine); a full queue makes the step wait instead of memory growing, and a call's tensors are released once
-its case is checked. With ``keep_failing`` the tensors of a call graded error are kept in the dump's
-dump_tensor_data/, so ``precheck repro`` runs on it. The CSVs, the reasons file and the report come out when the
-step ends.
+machine); a full queue makes the step wait while the checkers are behind, and a call's tensors are released
+once its case is checked. The queue does not bound the shared memory (every call awaiting its backward holds its
+forward's tensors there): the store has a byte budget (precheck.recording.store), and a call whose tensors do
+not fit it is a SKIP row that says so, never an error in the user's call. With ``keep_failing`` the tensors of a
+call graded error are kept in the dump's dump_tensor_data/, so ``precheck repro`` runs on it. The CSVs, the
+reasons file and the report come out when the step ends.
 """
 
 from __future__ import annotations
 
 import queue
-import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,9 +23,11 @@ from typing import Any
 
 from precheck.dump.decode import Case, decode_case
 from precheck.execution.options import CheckOptions
+from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.session import Recorder
+from precheck.recording.store import Store
 from precheck.report.csv_files import CsvReport
 from precheck.results import ApiResult
 from precheck.run_ut import default_max_memory, resolved, run_identity
@@ -48,8 +50,9 @@ class OnlineCheck:
     scheduler: str | None = None
     keep_failing: bool = False
     report: bool = True
+    store_size: int | None = None  # bytes of tensor files the shared memory holds at once (None: Store's default)
     result_paths: list[Path] = field(default_factory=list)
-    _store: Path | None = None
+    _store: Store | None = None
     _queue: queue.Queue | None = None
     _thread: threading.Thread | None = None
     _pending: dict[str, tuple[int, dict]] = field(default_factory=dict)
@@ -61,9 +64,9 @@ class OnlineCheck:
 
     def attach(self, recorder: Recorder) -> None:
         """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
-        shm = Path("/dev/shm")
-        self._store = Path(tempfile.mkdtemp(prefix="precheck-record-", dir=shm if shm.is_dir() else None))
-        recorder.store, recorder.on_record, recorder.on_step_end = self._store, self.record, self.step_end
+        self._store = Store(self.store_size)
+        recorder.store, recorder.store_save = self._store.path, self._store.save
+        recorder.on_record, recorder.on_step_end = self.record, self.step_end
         self.result_paths = recorder.results
 
     def record(self, name: str, record: dict, awaits_backward: bool, dump: DumpFile) -> None:
@@ -106,12 +109,15 @@ class OnlineCheck:
     def close(self) -> None:
         """Release the shared memory (a step that ended has none left; an interrupted one may)."""
         if self._store is not None:
-            shutil.rmtree(self._store, ignore_errors=True)
+            self._store.close()
 
     def _submit(self, stem: str, order: int, forward: dict, backward: dict | None) -> None:
         if self._queue is None:
             self._start()
         case = decode_case(stem, stem.rpartition(".")[0], order, forward, backward)
+        refused = self._store.refused(self._files.get(stem, []))  # type: ignore[union-attr]
+        if refused is not None and case.problem is None:
+            case = replace(case, problem=refused, problem_reason=Reason.SKIP_MEMORY)
         self._queue.put(case)  # type: ignore[union-attr]  # blocks while the checkers are behind: the step waits
 
     def _start(self) -> None:
@@ -121,7 +127,7 @@ class OnlineCheck:
         self.options = options
         name = "dask" if self.scheduler else self.backend
         # a Dask cluster gets each case's files with it, never this machine's path (its workers may be elsewhere)
-        where = Path("(shipped with each case)") if name == "dask" else self._store
+        where = Path("(shipped with each case)") if name == "dask" else self._store.path  # type: ignore[union-attr]
         # made here, in the step's thread: an unknown backend is the user's error at once, not a dead checker
         runner = backend_for(name, [], where, options, self.workers, self.scheduler)  # type: ignore[arg-type]
         self._csv = CsvReport(self.out_dir, identity=run_identity(self._dump_path(), options, False, None))
@@ -150,18 +156,14 @@ class OnlineCheck:
     def _shipped(self, case: Case) -> dict[str, bytes]:
         """A case's tensor files, sent with it to a Dask worker: the cluster need not see this machine's shared
         memory."""
-        names = self._files.get(case.name, ())
-        return {name: (self._store / name).read_bytes() for name in names if (self._store / name).is_file()}  # type: ignore[operator]
+        names, store = self._files.get(case.name, ()), self._store.path  # type: ignore[union-attr]
+        return {name: (store / name).read_bytes() for name in names if (store / name).is_file()}
 
     def _release(self, result: ApiResult) -> None:
         """A checked call's tensors leave shared memory; kept in the dump when it failed and that was asked."""
         keep = self.keep_failing and ERROR in (result.forward, result.backward) and self._dump is not None
-        for data_name in self._files.pop(result.name, ()):
-            path = self._store / data_name  # type: ignore[operator]
-            if keep and self._dump.data_dir is not None:  # type: ignore[union-attr]
-                shutil.move(path, self._dump.data_dir / data_name)  # type: ignore[union-attr]
-            else:
-                path.unlink(missing_ok=True)
+        keep_in = self._dump.data_dir if keep else None  # type: ignore[union-attr]
+        self._store.release(self._files.pop(result.name, []), keep_in)  # type: ignore[union-attr]
 
 
 def _data_names(record: Any) -> list[str]:
@@ -176,7 +178,7 @@ def _data_names(record: Any) -> list[str]:
 
 def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:
     """An online check of ``recorder``'s calls as ``precheck record --check`` configures it (``check``: out,
-    backend, workers, scheduler, keep_failing, report, and the CheckOptions fields it grades by)."""
+    backend, workers, scheduler, keep_failing, report, store_size, and the CheckOptions fields it grades by)."""
     online = OnlineCheck(
         Path(check["out"]).resolve(),
         CheckOptions(**check.get("options", {})),
@@ -185,6 +187,7 @@ def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:
         check.get("scheduler"),
         bool(check.get("keep_failing", False)),
         bool(check.get("report", True)),
+        check.get("store_size"),
     )
     online.attach(recorder)
     return online

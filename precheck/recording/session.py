@@ -76,6 +76,7 @@ class Recorder:
     on_record: Callable[[str, dict, bool, DumpFile], None] | None = None
     on_step_end: Callable[[DumpFile], None] | None = None  # told when a step's records are all written
     store: Path | None = None  # where tensor files go instead of the dump's folder (an online check's)
+    store_save: Callable[[torch.Tensor, Path], None] | None = None  # how they are saved there (never raising)
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
@@ -196,7 +197,7 @@ class Recorder:
         """How the values of a record of ``dump`` are written (their tensors saved where this recording keeps
         them; ``files`` False: named in the record, saved nowhere)."""
         if self.store is not None and dump.data_dir is not None:
-            return Encoder(self.store) if files else Encoder(self.store, save=lambda tensor, path: None)
+            return Encoder(self.store, self.store_save if files else lambda tensor, path: None)
         if not files:
             return Encoder(dump.data_dir, save=lambda tensor, path: None)
         if self._files is None:
