@@ -25,7 +25,7 @@ from precheck.report.csv_files import CsvReport, text
 from precheck.report.runfiles import dump_identity, unfinished, versions
 from precheck.results import ApiResult, is_timed_out, skipped
 from precheck.scheduling.backends import Backend, backend_for
-from precheck.scheduling.costs import worker_count
+from precheck.scheduling.costs import default_max_memory, worker_count
 from precheck.schema import STATUSES
 
 if TYPE_CHECKING:
@@ -347,15 +347,6 @@ def _plan(
         else:
             (suspects if case.name in report.suspects else todo).append(order)
     return suspects, todo
-
-
-def default_max_memory(workers: int) -> int:
-    """Half the machine's memory, shared among the workers actually started (each may hold a case at once)."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 16 * 2**30
-    return total // (2 * workers)
 
 
 def _progress_bar(total: int):

@@ -5,12 +5,19 @@ bugged API, and the summary JSON, the records CSV, the console and the report sa
 
 from __future__ import annotations
 
+import json
+import resource
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from precheck.compare import localize
 from precheck.compare.dumps import compare_dumps
+from tests.helpers import _rec, forward_rec
 from tests.test_compare import compare, dump, outputs, run
 
 # (bugged dump, clean twin, the bugged record, what the tolerance rule alone named)
@@ -103,3 +110,87 @@ def test_a_bench_record_that_cannot_be_graded_names_nothing(capsys, tmp_path):
     summary = outputs(tmp_path / "out")[2]
     assert summary["localization"]["rule"] == "tolerance"
     assert (summary["first_divergent"] or {}).get("name") != "Functional.softmax.0.forward"
+
+
+def _encoded(value, data: Path, name: str) -> dict:
+    """A tensor as its file and statistics (tests/helpers._rec), any other argument as msprobe writes a value."""
+    if isinstance(value, torch.Tensor):
+        return _rec(value, data, name)
+    return {"type": type(value).__name__, "value": value}
+
+
+def hostile_twins(root: Path, calls: list[tuple[str, list, dict, torch.Tensor, torch.Tensor]]) -> tuple[Path, Path]:
+    """Target and bench tensor dumps of the same ``calls`` (name, args, kwargs, the target's output, the bench's)
+    from the same input files; outputs that differ by less than rounding make every call a candidate the
+    honest-kernel rule replays."""
+    found = []
+    for side in (0, 1):
+        folder = root / ("target", "bench")[side]
+        data = folder / "dump_tensor_data"
+        data.mkdir(parents=True)
+        records = {}
+        for name, args, kwargs, *outs in calls:
+            key = f"{name}.forward"
+            encoded = [_encoded(a, data, f"{key}.input.{i}.pt") for i, a in enumerate(args)]
+            named = {k: _encoded(v, data, f"{key}.input.{k}.pt") for k, v in kwargs.items()}
+            output = [_rec(outs[side], data, f"{key}.output.0.pt")]
+            records[key] = forward_rec(*encoded, kwargs=named, output=output)
+        doc = {"task": "tensor", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": records}
+        (folder / "dump.json").write_text(json.dumps(doc), encoding="utf-8")
+        found.append(folder / "dump.json")
+    return found[0], found[1]
+
+
+_X = torch.linspace(-2, 2, 16)
+# tanh, the bench's output off by 2**-20 (within the tolerance, worse than an honest kernel) and the target's not:
+# graded on the target's side only, and named by neither rule
+TANH = ("Torch.tanh.0", [_X], {}, torch.tanh(_X), torch.tanh(_X) * (1 + 2**-20))
+
+
+def test_a_segfaulting_candidate_is_not_graded_and_a_slow_one_is_cut(tmp_path):
+    """An unsafe=True segment_reduce whose lengths point past its data segfaults torch: replayed in the compare's
+    own process, it killed compare (exit 139, nothing printed). matrix_power(A, 2**62) of a stride-0 2000x2000
+    matrix (a file of one element) squares it 62 times in float64, and 50 such records kept compare busy past 120 s.
+    Now the first runs in a worker process, as in run_ut, whose death is the call's "not graded" line; the next
+    candidate is graded; the third is cut at --timeout, not graded, and the replay stops there (its helper may
+    still run: more such records would hold compare once each)."""
+    segment_reduce = (
+        "Torch.segment_reduce.0",
+        [torch.ones(8), "sum"],
+        {"lengths": torch.tensor([10**9, 10**9]), "unsafe": True},
+        torch.tensor([1.0, 2.0]) * (1 + 2**-20),
+        torch.tensor([1.0, 2.0]),
+    )
+    power = ("Torch.matrix_power.0", [torch.full((1,), 0.5).expand(2000, 2000), 2**62], {})
+    power += (torch.ones(1).expand(2000, 2000) * (1 + 2**-20), torch.ones(1).expand(2000, 2000))
+    target, bench = hostile_twins(tmp_path, [segment_reduce, TANH, power, ("Torch.tanh.1", *TANH[1:])])
+    argv = ["compare", "-target", str(target), "-bench", str(bench), "-o", str(tmp_path / "out"), "--timeout", "2"]
+    done = subprocess.run([sys.executable, "-m", "precheck", *argv], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    summary = outputs(tmp_path / "out")[2]
+    where = summary["localization"]
+    assert where["not_graded"] == [
+        {"record": "Torch.segment_reduce.0", "side": "target", "why": "worker crashed: signal 11 (SIGSEGV)"},
+        {"record": "Torch.matrix_power.0", "side": "target", "why": "timed out after 2 s; not graded"},
+    ]
+    assert where["replayed_calls"] == 3 and "stopped at Torch.matrix_power.0, past its time limit" in where["why"]
+    assert summary["first_divergent"] is None and where["rule"] == "tolerance"
+    assert "  not graded: Torch.segment_reduce.0 (target): worker crashed: signal 11 (SIGSEGV)" in done.stdout
+    assert "  not graded: Torch.matrix_power.0 (target): timed out after 2 s; not graded" in done.stdout
+
+
+def test_a_candidate_above_max_memory_is_refused_before_anything_is_built(capsys, tmp_path):
+    """histc(bins=5e7) in a dump of a few KB took 1.8 GB of the compare's memory, with no --max-memory to refuse
+    it; under --max-memory it is refused from its arguments, as run_ut refuses it, and not graded."""
+    histc = ("Torch.histc.0", [_X], {"bins": 5 * 10**7}, torch.ones(4) * (1 + 2**-20), torch.ones(4))
+    target, bench = hostile_twins(tmp_path, [histc, TANH])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # bytes (Linux counts KiB)
+    code, out, err = run(capsys, "compare", "-target", str(target), "-bench", str(bench), "-o",
+                         str(tmp_path / "out"), "--max-memory", "256M")  # fmt: skip
+    assert code == 0, err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak < 2**29  # no 1.8 GB histogram
+    where = outputs(tmp_path / "out")[2]["localization"]
+    (refused,) = where["not_graded"]
+    assert refused["record"] == "Torch.histc.0" and "above --max-memory 0.25 GiB" in refused["why"]
+    assert "output of 5e+07 elements" in refused["why"] and where["replayed_calls"] == 2
+    assert "  not graded: Torch.histc.0 (target): needs about" in out

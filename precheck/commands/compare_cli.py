@@ -13,10 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.commands.values import positive_float, size
 from precheck.escape import escape
 
 if TYPE_CHECKING:
     from precheck.compare.summary import DumpComparison
+
+
+MAX_NOT_GRADED_SHOWN = 5  # replayed calls refused, crashed or cut named on the console (the summary keeps more)
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -44,6 +48,22 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="replay the suspect APIs of the target against the float64 golden (run_ut's CSVs beside)",
     )
     cmp.add_argument("--device", default="cpu", help="where --precheck re-runs calls of a statistics dump")
+    cmp.add_argument(
+        "--max-memory",
+        type=size,
+        default=None,
+        metavar="SIZE",
+        help="a replayed call needing more memory than this (e.g. 8G) is not graded, as run_ut's SKIP row "
+        "(default: half the machine's memory)",
+    )
+    cmp.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds one replayed call may take before it is cut, not graded, and the replay stops (default: "
+        "run_ut's, 60 s plus 20 times its predicted cost)",
+    )
     cmp.add_argument(
         "--report",
         action="store_true",
@@ -104,14 +124,15 @@ def _compare(args: argparse.Namespace) -> int:
     for pair in resolve(target, bench):
         out = Path(args.out_path) / pair.folder
         result = compare_dumps(
-            pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix
-        )
+            pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix,
+            max_memory=args.max_memory, timeout=args.timeout,
+        )  # fmt: skip
         if result.stack_problem:
             print(
                 escape(f"precheck: warning: {result.stack_problem}; compared without the call stacks"), file=sys.stderr
             )
         if args.precheck:
-            _precheck(result, out, args.device)
+            _precheck(result, out, args)
         print(describe(result))
         if args.report:
             _report(result)
@@ -128,13 +149,15 @@ def _report(result: DumpComparison) -> None:
         print(f"precheck: warning: no report: {escape(str(e))}", file=sys.stderr)
 
 
-def _precheck(result: DumpComparison, out: Path, device: str) -> None:
+def _precheck(result: DumpComparison, out: Path, args: argparse.Namespace) -> None:
     from precheck.compare.dumps import write_summary
     from precheck.compare.record_log import add_verdicts
     from precheck.compare.suspects import precheck_suspects
+    from precheck.execution.options import CheckOptions
     from precheck.run_ut import run_ut
 
-    precheck_suspects(result, out, run_ut, device)
+    limits = CheckOptions(device=args.device, max_memory=args.max_memory, timeout=args.timeout)
+    precheck_suspects(result, out, run_ut, limits)
     add_verdicts(result.records_path, result.prechecked)
     write_summary(result)
 
@@ -174,7 +197,10 @@ def _rule(localization: dict, named: bool) -> list[str]:
         return []
     cost = f"; {graded} call(s) graded in {localization.get('replay_seconds', 0):.2f} s" if graded else ""
     head = f"named by the {localization.get('rule')} rule" if named else "the honest-kernel rule"
-    return [f"  {head}: {localization.get('why', '')}{cost}"]
+    lines = [f"  {head}: {localization.get('why', '')}{cost}"]
+    for call in localization.get("not_graded", [])[:MAX_NOT_GRADED_SHOWN]:
+        lines.append(f"  not graded: {call['record']} ({call['side']}): {call['why']}")
+    return lines
 
 
 def _v(result: DumpComparison, name: str) -> str:

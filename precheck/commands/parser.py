@@ -1,66 +1,21 @@
-"""The command line's grammar: ``precheck``'s subcommands, their options, and the option value types that turn a
-bad value into argparse's one-line usage error (exit code 2) instead of a traceback."""
+"""The command line's grammar: ``precheck``'s subcommands and their options (their value types, which turn a bad
+value into argparse's one-line usage error, are values.py's)."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 from precheck.commands.compare_cli import add_parsers as add_compare_parsers
 from precheck.commands.record_cli import add_parsers as add_record_parsers
+from precheck.commands.values import fraction, positive_float, positive_int, size
 from precheck.execution.options import BACKENDS, TARGETS
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
 from precheck.version import __version__
 
-
-def _number(text: str, kind: type, expected: str) -> int | float:
-    """``text`` as a finite number of ``kind``; argparse would say "invalid _fraction value" about a ValueError."""
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r} (expected {expected})") from None
-    if kind is float and not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not finite (expected {expected})")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _number(text, int, "a whole number, at least 1")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is below 1 (expected a whole number, at least 1)")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = _number(text, float, "a number in [0, 1], such as 0.99")
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is outside [0, 1] (expected a number such as 0.99)")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _number(text, float, "a number above 0, such as 1e-4")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not above 0 (expected a number such as 1e-4)")
-    return value
-
-
 FRAMEWORKS = ("pytorch", "mindspore")  # precheck.dump.records.FRAMEWORKS, whose module loads torch
-MIN_MEMORY = 2**20  # below a megabyte no record's inputs fit: every row would be SKIP
-
-
-def _size(text: str) -> int:
-    """A memory size: bytes, or a number with K, M, G or T (powers of 1024); finite and at least 1M."""
-    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    unit = units[t[-1]] if t and t[-1] in units else 1
-    value = _number(text.strip()[: len(t) - (unit > 1)], float, "a size such as 512M or 8G") * unit
-    if not math.isfinite(value) or value < MIN_MEMORY:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size from 1M up (examples: 512M, 8G)")
-    return int(value)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -174,13 +129,13 @@ def grading_only() -> argparse.ArgumentParser:
     )
     shared.add_argument(
         "--cosine",
-        type=_fraction,
+        type=fraction,
         default=DEFAULT_COSINE,
         help=f"pass needs cosine above this (default {DEFAULT_COSINE})",
     )
     shared.add_argument(
         "--max-abs",
-        type=_positive_float,
+        type=positive_float,
         default=DEFAULT_MAX_ABS,
         help=f"pass needs max absolute error below this (default {DEFAULT_MAX_ABS:g})",
     )
@@ -215,7 +170,7 @@ def _add_run_ut(commands: argparse._SubParsersAction, grading: argparse.Argument
     run.add_argument(
         "-n",
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="worker processes (default: the machine's cores; small dumps run in-process)",
     )
@@ -238,7 +193,7 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
     """``run_ut``'s options on how the run goes: memory, resuming, workers' time, backend, selection, gates."""
     run.add_argument(
         "--max-memory",
-        type=_size,
+        type=size,
         default=None,
         metavar="SIZE",
         help="a record needing more memory than this (e.g. 8G) is a SKIP row (default: half the "
@@ -254,7 +209,7 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         metavar="SECONDS",
         help="seconds one API may take before it is a SKIP row, 'timed out; not graded' (default: 60 s plus "

@@ -32,6 +32,7 @@ from precheck.compare.summary import DumpComparison
 from precheck.compare.table import CompareCsv
 from precheck.dump.ptarchive import PtError
 from precheck.dump.record_names import split_key
+from precheck.execution.options import CheckOptions
 from precheck.grader.status import ERROR
 from precheck.paths import claim_stamp, output_folder
 from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY
@@ -45,9 +46,13 @@ def compare_dumps(
     layer_mapping: dict[str, dict[str, str]] | None = None,
     stack_path: str | os.PathLike | None = None,
     suffix: str = "",
+    max_memory: int | None = None,
+    timeout: float | None = None,
 ) -> DumpComparison:
     """Compare ``target`` with ``bench`` (dump.json files or their folders) and write the CSV and the summary.
-    Raises CompareInputError (a dump or mapping that cannot be used) or OSError (the output cannot be written)."""
+    Raises CompareInputError (a dump or mapping that cannot be used) or OSError (the output cannot be written).
+    ``max_memory`` (bytes) and ``timeout`` (seconds) bound each call the honest-kernel rule replays, as run_ut's
+    options do (None: run_ut's defaults)."""
     start = time.perf_counter()
     t, b = open_dump(target), open_dump(bench)
     mode = compare_mode(t, b)
@@ -75,7 +80,7 @@ def compare_dumps(
         for i, j in pairs:
             _compare_pair(result, out, sides, names, stacks, i, j)
     result.rows = out.table.rows
-    localize(result, t, b, pairs)
+    localize(result, t, b, pairs, CheckOptions(max_memory=max_memory, timeout=timeout))
     result.unmatched = _unmatched_runs(pairs, t, b)
     result.wall_seconds = time.perf_counter() - start
     result.complete = True

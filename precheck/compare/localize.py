@@ -13,6 +13,13 @@ record cost nothing), at most MAX_REPLAYED calls, the target side first (the ben
 stopping at the first record named. torch is imported only then, so a compare with nothing to grade stays
 torch-free. Statistics and md5 dumps hold no tensors to grade: the tolerance rule alone names their record, and the
 summary says so.
+
+A dump comes from someone else's machine (docs/reference/untrusted-dumps.md), so each call is replayed as run_ut
+replays it, through its backends (precheck.scheduling.backends): a call that switches off torch's checks runs in a
+worker process, a call sized above ``--max-memory`` is refused before anything is built, and a call past its time
+limit (``--timeout``, run_ut's default) is cut. A call refused, crashed or cut is not graded, so never named: the
+summary lists it with its reason, and a call cut stops the replay (its helper may still be running; a hostile dump
+of such calls would otherwise hold the compare once per call).
 """
 
 from __future__ import annotations
@@ -26,23 +33,37 @@ from precheck.compare.entries import DumpIndex
 from precheck.compare.record_log import mark_suspect
 from precheck.dump.index import RecordError
 from precheck.dump.record_names import is_module, split_key
+from precheck.execution.options import CheckOptions
 from precheck.grader.comparison import Comparison
-from precheck.grader.reasons import BEYOND_ROUNDING
+from precheck.grader.reasons import BEYOND_ROUNDING, Reason
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from precheck.compare.summary import DumpComparison
+    from precheck.dump.records import Case
+    from precheck.results import ApiResult
 
 __all__ = ["MAX_REPLAYED", "localize"]
 
 MAX_REPLAYED = 50  # calls graded on the target side by one compare
 MAX_REASON = 300  # characters of run_ut's message kept in the summary
+MAX_NOT_GRADED = 20  # calls refused, crashed or cut that the summary names (all are counted)
+# run_ut's rows of a call that was not graded: refused by --max-memory, cut at its time limit, or whose worker died
+# (with --target recorded nothing else fails a target: the only call run is the golden's, and the honest kernel's)
+NOT_GRADED = frozenset({Reason.SKIP_MEMORY, Reason.TIMED_OUT, Reason.TARGET_FAILED, Reason.DEVICE_FAILED})
 
 
 def localize(
-    result: DumpComparison, target: DumpIndex, bench: DumpIndex, pairs: list[tuple[int | None, int | None]]
+    result: DumpComparison,
+    target: DumpIndex,
+    bench: DumpIndex,
+    pairs: list[tuple[int | None, int | None]],
+    limits: CheckOptions | None = None,
 ) -> None:
     """Apply the honest-kernel rule to ``result``'s candidates; ``result.divergence.localization`` says which rule
-    named the first divergent record, and what grading cost."""
+    named the first divergent record, what grading cost and which calls were not graded. ``limits``: run_ut's
+    ``max_memory`` and ``timeout`` for each replayed call (None: run_ut's defaults)."""
     d = result.divergence
     info: dict[str, Any] = {
         "rule": TOLERANCE_RULE,
@@ -57,10 +78,12 @@ def localize(
         info["why"] = "no record before it deviates within rounding: nothing for the honest-kernel rule to grade"
     else:
         start = time.perf_counter()
-        replay = _Replay(target, bench, pairs)
+        replay = _Replay(target, bench, pairs, limits or CheckOptions())
         hit = replay.search(d.candidates)
         info.update(replayed_calls=replay.calls, replay_seconds=round(time.perf_counter() - start, 3))
         info["why"] = replay.summary(hit, d.first is not None)
+        if replay.not_graded:
+            info.update(not_graded=replay.not_graded, not_graded_count=replay.not_graded_count)
         if hit is not None:
             _name(result, hit)
             info["rule"] = HONEST_RULE
@@ -80,13 +103,19 @@ def _name(result: DumpComparison, found: Finding) -> None:
 class _Replay:
     """Grades records of either side as run_ut's ``--target recorded`` does, each call once per side."""
 
-    def __init__(self, target: DumpIndex, bench: DumpIndex, pairs: list[tuple[int | None, int | None]]) -> None:
+    def __init__(
+        self, target: DumpIndex, bench: DumpIndex, pairs: list[tuple[int | None, int | None]], limits: CheckOptions
+    ) -> None:
         self.target, self.bench = target, bench
+        self.options = replace(limits, target="recorded")
         self.bench_of = {i: j for i, j in pairs if i is not None and j is not None}
         self.at = {id(target): _positions(target), id(bench): _positions(bench)}
         self.graded: dict[tuple[int, str], Any] = {}
         self.calls = 0
         self.stopped = False
+        self.cut: str | None = None  # the call past its time limit that stopped the replay
+        self.not_graded: list[dict[str, str]] = []  # calls refused, crashed or cut: record, side, why
+        self.not_graded_count = 0
 
     def search(self, candidates: list[Finding]) -> Finding | None:
         """The first candidate the target's side fails and the bench's passes, or None."""
@@ -96,11 +125,13 @@ class _Replay:
             if j is None:
                 continue
             mine = self._status(self.target, found.name)
-            if self.stopped:
+            if self.stopped or self.cut:
                 return None
             if mine is None or mine[0] != "error":
                 continue
             theirs = self._status(self.bench, self.bench.keys[j])
+            if self.cut:
+                return None
             if theirs is not None and theirs[0] in ("pass", "warning"):  # graded, and no worse than honest
                 why = (
                     f"the target's {found.direction} is worse than an honest kernel ({mine[1][:MAX_REASON]}) and "
@@ -113,6 +144,14 @@ class _Replay:
         if hit is not None:
             return f"the target is worse than an honest kernel at {hit.name} and the bench is not"
         limit = f" (stopped at {MAX_REPLAYED} calls: the rest were not graded)" if self.stopped else ""
+        if self.cut:
+            limit = f" (stopped at {self.cut}, past its time limit: the rest were not graded)"
+        if self.not_graded_count:
+            first = self.not_graded[0]
+            limit += (
+                f"; {self.not_graded_count} call(s) not graded (refused, crashed or past the time limit), "
+                f"the first {first['record']} ({first['side']}): {first['why']}"
+            )
         stands = "the tolerance rule's record stands" if tolerance_named else "no record parts the runs"
         graded = f"of {self.calls} calls graded{limit}"
         return f"no record graded worse than an honest kernel on the target only, {graded}: {stands}"
@@ -129,21 +168,33 @@ class _Replay:
                 self.stopped = True
                 return None
             self.calls += index is self.target
-            self.graded[(id(index), stem)] = _grade(index, self.at[id(index)], stem, api)
+            self.graded[(id(index), stem)] = self._graded(index, stem, api)
         return _direction(self.graded[(id(index), stem)], direction)
+
+    def _graded(self, index: DumpIndex, stem: str, api: str) -> ApiResult | None:
+        """run_ut's result of the call, or None where it was not graded: refused, crashed or cut, which the
+        summary then names (a cut also stops the replay)."""
+        result = _grade(index, self.at[id(index)], stem, api, self.options)
+        if result is None or not any(d.comparison.reason in NOT_GRADED for d in result.details):
+            return result
+        side = "target" if index is self.target else "bench"
+        self.not_graded_count += 1
+        if len(self.not_graded) < MAX_NOT_GRADED:
+            self.not_graded.append({"record": stem, "side": side, "why": result.message[:MAX_REASON]})
+        if any(d.comparison.reason == Reason.TIMED_OUT for d in result.details):
+            self.cut = stem
+        return None
 
 
 def _positions(index: DumpIndex) -> dict[str, int]:
     return {key: i for i, key in enumerate(index.keys)}
 
 
-def _grade(index: DumpIndex, at: dict[str, int], stem: str, api: str) -> Any:
+def _grade(index: DumpIndex, at: dict[str, int], stem: str, api: str, options: CheckOptions) -> ApiResult | None:
     """run_ut's result of one call of ``index`` graded as recorded (its outputs against the float64 golden of its
     own inputs, an honest kernel the yardstick), or None when its records cannot be read."""
     from precheck.dump.decode import decode_case
     from precheck.dump.mindspore import MINDSPORE, translate
-    from precheck.execution.check import check_case
-    from precheck.execution.options import CheckOptions
 
     try:
         with index.file() as f:
@@ -156,7 +207,21 @@ def _grade(index: DumpIndex, at: dict[str, int], stem: str, api: str) -> Any:
     case = decode_case(stem, api, 0, forward, backward)
     if index.framework == MINDSPORE:
         case = translate(case)
-    return check_case(case, index.data_dir, CheckOptions(target="recorded"))
+    return _replayed(case, index.data_dir, options)
+
+
+def _replayed(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
+    """The case run as a small dump's run_ut runs it, through the backends' one seam: on a helper thread of this
+    process, waited for at most its time limit, unless it may crash its process (then in a worker process, whose
+    death is its row); sized against ``--max-memory`` (default: half the machine's, one case at a time) first."""
+    from precheck.scheduling.backends import backend_for
+    from precheck.scheduling.costs import default_max_memory
+
+    if options.max_memory is None:
+        options = replace(options, max_memory=default_max_memory(1))
+    backend = backend_for("inprocess", [case], data_dir, options, workers=1)
+    (result,) = backend.run([case], lambda _: None)  # run to its end: the helper closed, torch's threads restored
+    return result
 
 
 def _direction(result: Any, direction: str) -> tuple[str, str] | None:

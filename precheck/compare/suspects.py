@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from precheck.compare.entries import DumpIndex, open_dump
 from precheck.compare.summary import DumpComparison
 from precheck.dump import safe_files
 from precheck.dump.record_names import call_of, is_module
+from precheck.execution.options import CheckOptions
 
 MAX_PRECHECKED = 50  # calls replayed by one compare
 
@@ -78,11 +80,11 @@ def _data_names(value) -> list[str]:
 
 
 def precheck_suspects(
-    comparison: DumpComparison, out_dir: Path, run_ut: Callable[..., Any], device: str = "cpu"
+    comparison: DumpComparison, out_dir: Path, run_ut: Callable[..., Any], limits: CheckOptions | None = None
 ) -> dict[str, dict[str, str]]:
     """Replay the suspects with ``run_ut`` (precheck.run_ut.run_ut, passed in by the command: run_ut sits above
-    compare); the verdict of each suspect record's call, by record name."""
-    from precheck.execution.options import CheckOptions
+    compare); the verdict of each suspect record's call, by record name. ``limits``: the device a statistics
+    dump's calls re-run on, ``max_memory`` and ``timeout`` (default: the CPU, run_ut's defaults)."""
 
     target = open_dump(comparison.target)
     calls = suspect_calls(comparison)
@@ -93,7 +95,7 @@ def precheck_suspects(
     if api_calls:
         sub = write_sub_dump(target, api_calls, out_dir / "precheck_dump")
         recorded = target.task == "tensor"
-        options = CheckOptions(device=device, target="recorded" if recorded else "device")
+        options = replace(limits or CheckOptions(), target="recorded" if recorded else "device")
         summary = run_ut(sub, out_dir, options=options)
         comparison.precheck_csv = summary.result_path
         for result in summary.results:

@@ -30,8 +30,9 @@ from precheck.recording.session import Recorder
 from precheck.recording.store import Store
 from precheck.report.csv_files import CsvReport
 from precheck.results import ApiResult
-from precheck.run_ut import default_max_memory, resolved, run_identity
+from precheck.run_ut import resolved, run_identity
 from precheck.scheduling.backends import Backend, backend_for
+from precheck.scheduling.costs import default_max_memory
 from precheck.scheduling.dask_cluster import Shipped
 
 __all__ = ["OnlineCheck", "attach"]

@@ -35,6 +35,15 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def default_max_memory(workers: int) -> int:
+    """Half the machine's memory, shared among the workers actually started (each may hold a case at once)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 16 * 2**30
+    return total // (2 * workers)
+
+
 def worker_count(requested: int | None) -> int:
     """``-n`` as given, at least 1 and at most MAX_WORKERS_PER_CORE per core; the cores when not given."""
     cores = default_workers()
