@@ -4,10 +4,14 @@ knows nothing of precheck, step by step."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -20,6 +24,7 @@ import precheck
 from precheck.commands.repro import write_repro
 from precheck.errors import OptionError
 from precheck.execution.options import CheckOptions
+from precheck.recording.launch import run_recorded
 from precheck.recording.store import Store
 from precheck.report.csv_files import read_csv_rows
 from precheck.run_ut import run_ut
@@ -215,3 +220,100 @@ def test_the_store_counts_what_it_holds_and_frees_it_when_a_call_is_released() -
     finally:
         store.close()
     assert not store.path.exists() and Store().budget > 0  # by default, half of /dev/shm's free space
+
+
+FAILS_AT_EXIT = """
+import torch
+from precheck.scheduling.backends import Backend
+
+def broken(self, cases, on_start, ship=None):
+    raise RuntimeError("the checker broke")
+
+Backend.stream = broken  # no optimizer: the one step, and its check, end at the program's exit
+torch.ones(3).add(1)
+"""
+
+
+def test_a_check_that_fails_at_the_programs_exit_fails_record_and_says_the_csv_is_partial(tmp_path: Path) -> None:
+    """It was raised in an exit handler: Python printed it, and the program and precheck record exited 0 with
+    the partial CSV and report passed off as whole."""
+    (tmp_path / "train.py").write_text(FAILS_AT_EXIT)
+    done = _record(tmp_path, "--check", "--", sys.executable, "train.py")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().endswith("RuntimeError: the checker broke"), done.stderr
+    assert "Exception ignored" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "PARTIAL: 0 APIs checked (the check failed: RuntimeError: the checker broke)" in done.stdout
+    (sidecar,) = (tmp_path / "dump").glob("accuracy_checking_result_*.run.json")
+    assert json.loads(sidecar.read_text())["partial"] == "the check failed: RuntimeError: the checker broke"
+    (page,) = (tmp_path / "dump").glob("report_*.html")
+    assert "Partial run: the check failed" in page.read_text()
+
+
+KILLED = """
+import os, signal
+import torch
+torch.ones(3).add(1)
+os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would, mid-step
+"""
+
+
+def test_a_training_killed_mid_step_is_said_so_with_the_shells_exit_code(tmp_path: Path) -> None:
+    """It listed the unclosed dump as written, named a report never written, and exited 247 (-9 as a byte)."""
+    (tmp_path / "train.py").write_text(KILLED)
+    done = _record(tmp_path, "--check", "--", sys.executable, "train.py")
+    assert done.returncode == 137, done.stderr
+    (dump_json,) = (tmp_path / "dump").glob("step0/*/dump.json")
+    assert "0 dump(s) written (command was killed by signal 9 (SIGKILL), exit 137)" in done.stdout
+    assert f"not closed, its process died mid-step: {dump_json}" in done.stdout
+    assert "PARTIAL: " in done.stdout and "report:" not in done.stdout
+    assert not list(Path("/dev/shm").glob(f"precheck-record-{dump_json.parent.name[4:]}-*"))
+
+
+def test_record_lists_only_the_dumps_of_its_own_processes(tmp_path: Path) -> None:
+    """A dump.json another run wrote into the same folder meanwhile was listed as this run's (by its mtime)."""
+    other = tmp_path / "step0" / "proc1" / "dump.json"
+    write_other = f"import pathlib; p = pathlib.Path({str(other)!r}); p.parent.mkdir(parents=True); p.touch()"
+    done = run_recorded(tmp_path, [sys.executable, "-c", write_other])
+    assert other.is_file() and done.returncode == 0
+    assert done.dumps == [] and done.results == []
+
+
+WAITS = """
+import time
+import torch
+torch.nn.functional.gelu(torch.ones(3, requires_grad=True))
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_sigterm_to_record_ends_the_training_with_its_dump_closed_and_its_store_removed(tmp_path: Path) -> None:
+    """SIGTERM killed precheck record alone: the training went on recording with no parent, its store stayed in
+    /dev/shm (and Ctrl-C gave it 0.25 s before a SIGKILL, its dump.json never closed)."""
+    (tmp_path / "train.py").write_text(WAITS)
+    cmd = [sys.executable, "-m", "precheck", "record", "-o", "dump", "--check", "--", sys.executable, "train.py"]
+    launcher = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(300, launcher.kill)
+    watchdog.start()
+    try:
+        assert launcher.stdout.readline() == "ready\n"  # type: ignore[union-attr]
+        launcher.send_signal(signal.SIGTERM)
+        code = launcher.wait(timeout=300)
+    finally:
+        watchdog.cancel()
+        _kill_orphans(tmp_path)
+    out, err = launcher.communicate(timeout=300)
+    assert code == 143, err
+    (dump_json,) = (tmp_path / "dump").glob("step0/*/dump.json")
+    assert "1 dump(s) written (command was killed by signal 15 (SIGTERM), exit 143)" in out
+    assert list(json.loads(dump_json.read_text())["data"]) == ["Functional.gelu.0.forward"]
+    assert not list(Path("/dev/shm").glob(f"precheck-record-{dump_json.parent.name[4:]}-*"))
+
+
+def _kill_orphans(cwd: Path) -> None:
+    """A recorded training still running in ``cwd`` once its launcher is gone (before the fix): not left behind."""
+    for dump_json in (cwd / "dump").glob("step0/proc*/dump.json"):
+        pid = int(dump_json.parent.name[4:])
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/cwd") == str(cwd):
+                os.kill(pid, signal.SIGKILL)

@@ -89,7 +89,7 @@ def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | N
         add(commands, grading)
     for add in (_add_apis, _add_repro, _add_precision_compare, _add_regress, _add_report, add_compare_parsers):
         add(commands)
-    add_record_parsers(commands, grading_only(), _size)
+    add_record_parsers(commands, grading_only())
     for name, sub in commands.choices.items():
         if handlers is not None:
             sub.set_defaults(func=handlers[name])

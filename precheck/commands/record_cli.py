@@ -1,32 +1,38 @@
 """`precheck record`: its grammar and handler, a thin skin over precheck.recording.launch.
 
-Exit codes: the recorded command's own (a training run that fails is not precheck's to hide), 2 when nothing
-could be recorded (no command, a command that cannot start, no Python process that imported torch).
+Exit codes: the recorded command's own (a training run that fails is not precheck's to hide; 128 + N when signal
+N killed it, as a shell says), 2 when nothing could be recorded (no command, a command that cannot start, no
+Python process that imported torch) or when the command exited 0 and the recording failed (a check that failed
+at the program's end: one line each on stderr, and the CSVs and report it left say they are partial).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
-from precheck.errors import OptionError, PrecheckError
+from precheck.commands.values import size
+from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.report.csv_files import read_csv_rows
 from precheck.schema import REPORT, RESULT_HEADER, STATUSES, details_of, run_stem
+
+if TYPE_CHECKING:
+    from precheck.recording.launch import Recorded
 
 
 class NothingRecorded(PrecheckError):
     """The command ran, and no Python process of it recorded anything."""
 
 
-def add_parsers(
-    commands: argparse._SubParsersAction, grading: argparse.ArgumentParser, size: Callable[[str], int]
-) -> None:
-    """``grading``: run_ut's target and grading options, which ``--check`` grades by; ``size``: how a SIZE is read
-    (the parser's own, which imports this module)."""
+def add_parsers(commands: argparse._SubParsersAction, grading: argparse.ArgumentParser) -> None:
+    """``grading``: run_ut's target and grading options, which ``--check`` grades by."""
     rec = commands.add_parser(
         "record",
         parents=[grading],
@@ -98,32 +104,48 @@ def _record(args: argparse.Namespace) -> int:
         risk_level=args.risk_level,
         check=_check(args),
     )
-    if not done.dumps:
+    ended = _ended(done)
+    written = done.written
+    if not done.dumps and not written.unclosed and not written.failures:
         raise NothingRecorded(
-            f"{shell_command(*command)} exited {done.returncode} and recorded nothing: no Python process of it "
-            "imported torch with precheck installed (a python run with -E or -I ignores the PYTHONPATH precheck starts "
-            "through), or it ended before its first call"
+            f"{shell_command(*command)} {ended} and recorded nothing: no Python process of it imported torch with "
+            "precheck installed (a python run with -E or -I ignores the PYTHONPATH precheck starts through), or it "
+            "ended before its first call"
         )
-    lines = [f"precheck record: {len(done.dumps)} dump(s) written (command exited {done.returncode})"]
+    lines = [f"precheck record: {len(done.dumps)} dump(s) written (command {ended})"]
     if args.check:
         lines += [f"  {escape(str(p))}" for p in done.dumps]
-        for result in done.results:
-            page = result.parent / REPORT.format(run_stem(details_of(result.name)))
-            lines += [_counts(result), f"  result:  {escape(str(result))}", f"  report:  {escape(str(page))}"]
     else:
         lines += [
             f"  {escape(str(p))}  (check: {shell_command('precheck', 'run_ut', '-api_info', p)})" for p in done.dumps
         ]
+    lines += [f"  not closed, its process died mid-step: {escape(str(p))}" for p in written.unclosed]
+    for result in done.results:
+        page = result.parent / REPORT.format(run_stem(details_of(result.name)))
+        partial = written.partial.get(result)
+        lines += [_counts(result, partial), f"  result:  {escape(str(result))}"]
+        lines += [f"  report:  {escape(str(page))}"] * (page in written.reports)
     print("\n".join(lines))
-    return done.returncode
+    for failure in written.failures:  # the program may have exited 0 all the same: precheck record does not
+        print(f"precheck: error: the recording failed in {escape(failure)}", file=sys.stderr)
+    return done.returncode or (USAGE_EXIT_CODE if written.failures else 0)
 
 
-def _counts(result: Path) -> str:
-    """A checked step's APIs per forward and backward status, as run_ut's summary gives them."""
+def _ended(done: Recorded) -> str:
+    """How the command ended, as a shell would say it."""
+    if done.signal is None:
+        return f"exited {done.returncode}"
+    return f"was killed by signal {done.signal} ({signal.Signals(done.signal).name}), exit {done.returncode}"
+
+
+def _counts(result: Path, partial: str | None) -> str:
+    """A checked step's APIs per forward and backward status, as run_ut's summary gives them; a partial CSV
+    (``partial``: why) says it is one."""
     _, rows = read_csv_rows(result)
     per = [Counter(row.get(RESULT_HEADER[i], "").strip() for row in rows) for i in (1, 2)]
     forward, backward = (", ".join(f"{k} {c.get(k, 0)}" for k in STATUSES) for c in per)
-    return f"  {len(rows)} APIs checked; forward: {forward}; backward: {backward}"
+    checked = f"{len(rows)} APIs checked" if partial is None else f"PARTIAL: {len(rows)} APIs checked ({partial})"
+    return f"  {checked}; forward: {forward}; backward: {backward}"
 
 
 def _check(args: argparse.Namespace) -> dict | None:

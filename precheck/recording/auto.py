@@ -10,15 +10,21 @@ the program runs as it would without precheck.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import importlib.abc
 import importlib.util
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from precheck.recording.runlog import note
 
 __all__ = ["ENV", "options_env", "when_torch_loads"]
 
@@ -26,11 +32,18 @@ ENV = "PRECHECK_RECORD"
 
 
 def options_env(
-    out: Path, task: str, steps: Sequence[int], risk_level: str, check: dict | None = None, level: str = "L1"
+    out: Path,
+    task: str,
+    steps: Sequence[int],
+    risk_level: str,
+    check: dict | None = None,
+    level: str = "L1",
+    log: str | None = None,
 ) -> str:
-    """PRECHECK_RECORD's value: what the recorded program is to record, and how it checks it (``check``)."""
+    """PRECHECK_RECORD's value: what the recorded program is to record, how it checks it (``check``), and the
+    run's log it tells what it wrote (``log``: precheck.recording.runlog)."""
     options = {"out": str(out), "task": task, "level": level, "steps": list(steps), "risk_level": risk_level}
-    return json.dumps({**options, "check": check})
+    return json.dumps({**options, "check": check, "log": log})
 
 
 def when_torch_loads() -> None:
@@ -70,24 +83,72 @@ def _start() -> None:
     options = RecordOptions(
         task=config["task"], level=config["level"], steps=tuple(config["steps"]), risk_level=config["risk_level"]
     )
-    recorder = Recorder(Path(config["out"]), options)
+    log = config.get("log")
+    recorder = Recorder(Path(config["out"]), options, log=functools.partial(note, log) if log else None)
+    online = None
     if config.get("check"):
         from precheck.recording.online import attach
 
-        atexit.register(attach(recorder, config["check"]).close)  # after recorder.close, registered below
+        online = attach(recorder, config["check"])
     os.environ.pop(ENV, None)  # processes this one starts (DataLoader workers, a compile) are not recorded
 
     def before_step(*_: object) -> None:
         recorder.stop()
 
     def after_step(*_: object) -> None:
-        recorder.step()
+        with _told(log, raising=True):
+            recorder.step()
         if recorder.done:
             recorder.close()
         else:
             recorder.start()
 
+    def finish() -> None:
+        """The open step closed at the program's end; what fails then reaches precheck record through the log
+        (raised in an exit handler, Python would print it and exit 0 all the same)."""
+        try:
+            with _told(log, raising=not log):
+                recorder.close()
+        finally:
+            if online is not None:
+                online.close()
+
     register_optimizer_step_pre_hook(before_step)
     register_optimizer_step_post_hook(after_step)
-    atexit.register(recorder.close)
+    atexit.register(finish)
+    _finish_on_sigterm(finish)
     recorder.start()
+
+
+@contextlib.contextmanager
+def _told(log: str | None, raising: bool) -> Iterator[None]:
+    """A failure of the recording (an online check's, raised at its step's end) is told to precheck record in one
+    line, and raised on to the program if ``raising``."""
+    try:
+        yield
+    except Exception as e:
+        from precheck.execution.runner import one_line
+
+        note(log, "failed", None, one_line(e))
+        if raising:
+            raise
+
+
+def _finish_on_sigterm(finish: Callable[[], None]) -> None:
+    """SIGTERM (precheck record passes its own on) ends the program as it would without precheck, killed by the
+    signal, once ``finish`` has closed the open dump: Python's own SIGTERM runs no exit handler. A program
+    that handles SIGTERM itself keeps its handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the close short
+        try:
+            finish()
+        finally:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)

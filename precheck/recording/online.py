@@ -15,20 +15,25 @@ reasons file and the report come out when the step ends.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from precheck.dump.decode import Case, decode_case
 from precheck.execution.options import CheckOptions
+from precheck.execution.runner import one_line
 from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR
 from precheck.recording.dumpfile import DumpFile
+from precheck.recording.runlog import STORE_PREFIX
 from precheck.recording.session import Recorder
 from precheck.recording.store import Store
 from precheck.report.csv_files import CsvReport
+from precheck.report.runfiles import mark_partial
 from precheck.results import ApiResult
 from precheck.run_ut import resolved, run_identity
 from precheck.scheduling.backends import Backend, backend_for
@@ -62,13 +67,15 @@ class OnlineCheck:
     _csv: CsvReport | None = None
     _dump: DumpFile | None = None
     _failure: BaseException | None = None
+    _note: Callable[..., None] = field(default=lambda *_: None, repr=False)
 
     def attach(self, recorder: Recorder) -> None:
         """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
-        self._store = Store(self.store_size)
+        self._store = Store(self.store_size, f"{STORE_PREFIX}{os.getpid()}-")
         recorder.store, recorder.store_save = self._store.path, self._store.save
         recorder.on_record, recorder.on_step_end = self.record, self.step_end
-        self.result_paths = recorder.results
+        self.result_paths, self._note = recorder.results, recorder.note
+        self._note("store", self._store.path)  # precheck record removes it, whatever way this process ends
 
     def record(self, name: str, record: dict, awaits_backward: bool, dump: DumpFile) -> None:
         """One record written by the recorder: a case once its call is whole."""
@@ -95,17 +102,26 @@ class OnlineCheck:
             self._queue.put(_END)
             self._thread.join()  # type: ignore[union-attr]
             self._queue = self._thread = None
-            self._csv.close()  # type: ignore[union-attr]
-            self.result_paths.append(self._csv.result_path)  # type: ignore[union-attr]
-            if self.report:
-                from precheck.report.html import write_report
-
-                write_report(self._csv.details_path)  # type: ignore[union-attr]
+            self._finish(self._csv)  # type: ignore[arg-type]
             self._csv = None
         self._forwards = 0
         if self._failure is not None:
             failure, self._failure = self._failure, None  # the next step starts clean
             raise failure
+
+    def _finish(self, csv: CsvReport) -> None:
+        """The step's CSVs closed, and its report written; both say they are partial when the check failed."""
+        csv.close()
+        self.result_paths.append(csv.result_path)
+        if self._failure is not None:
+            why = f"the check failed: {one_line(self._failure)}"
+            mark_partial(csv.sidecar_path, why)
+            self._note("partial", csv.result_path, why)
+        self._note("csv", csv.result_path)
+        if self.report:
+            from precheck.report.html import write_report
+
+            self._note("report", write_report(csv.details_path))
 
     def close(self) -> None:
         """Release the shared memory (a step that ended has none left; an interrupted one may)."""
@@ -132,6 +148,7 @@ class OnlineCheck:
         # made here, in the step's thread: an unknown backend is the user's error at once, not a dead checker
         runner = backend_for(name, [], where, options, self.workers, self.scheduler)  # type: ignore[arg-type]
         self._csv = CsvReport(self.out_dir, identity=run_identity(self._dump_path(), options, False, None))
+        self._note("csv-open", self._csv.result_path)
         self._queue = queue.Queue(maxsize=2 * max(1, self.workers))
         ship = self._shipped if name == "dask" else None
         self._thread = threading.Thread(target=self._check, args=(runner, ship), name="precheck-online", daemon=True)

@@ -77,6 +77,7 @@ class Recorder:
     on_step_end: Callable[[DumpFile], None] | None = None  # told when a step's records are all written
     store: Path | None = None  # where tensor files go instead of the dump's folder (an online check's)
     store_save: Callable[[torch.Tensor, Path], None] | None = None  # how they are saved there (never raising)
+    log: Callable[..., None] | None = None  # told what is written (precheck.recording.runlog.note's tail)
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
@@ -217,7 +218,13 @@ class Recorder:
         """This step's dump, opened at its first record."""
         if self._dump is None:
             self._dump = DumpFile(self._folder(), self.options.task, self.options.level)
+            self.note("dump-open", self._dump.path)
         return self._dump
+
+    def note(self, kind: str, path: object = None, why: str | None = None) -> None:
+        """Tell ``precheck record`` of a file written (its run's log, precheck.recording.runlog)."""
+        if self.log is not None:
+            self.log(kind, path, why)
 
     def _folder(self) -> Path:
         dist = torch.distributed
@@ -239,6 +246,7 @@ class Recorder:
             if dump is not None:
                 dump.close(None if self._modules is None else self._modules.construct)
                 self.written.append(dump.path)
+                self.note("dump", dump.path)
 
 
 def _as_list(out: Any) -> Any:

@@ -29,10 +29,11 @@ _FILE_OVERHEAD = 4096  # a file's zip records beside its data, and the tmpfs pag
 class Store:
     """A folder in shared memory for the tensor files of the calls an online check has not checked yet."""
 
-    def __init__(self, budget: int | None = None) -> None:
-        """``budget``: bytes of tensor files held at once (None: ``DEFAULT_SHARE`` of the free space)."""
+    def __init__(self, budget: int | None = None, prefix: str = "precheck-record-") -> None:
+        """``budget``: bytes of tensor files held at once (None: ``DEFAULT_SHARE`` of the free space); ``prefix``:
+        the folder's name starts so (precheck record finds what a killed run left by it)."""
         shm = Path("/dev/shm")
-        self.path = Path(tempfile.mkdtemp(prefix="precheck-record-", dir=shm if shm.is_dir() else None))
+        self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=shm if shm.is_dir() else None))
         self.budget = int(shutil.disk_usage(self.path).free * DEFAULT_SHARE) if budget is None else budget
         self._lock = threading.Lock()  # saves come from the step's and autograd's threads, releases from the checker's
         self._used = 0

@@ -150,7 +150,7 @@ def _summary(frame: pandas.DataFrame, run: dict, apis: list[dict]) -> str:
         f"are SKIP and {len(frame) - plotted - skips} were graded without those metrics (exact, statistical or "
         "statistics-only checks)."
     )
-    options = {k: run[k] for k in sorted(run) if k not in ("dump_sha256_head_tail", "dump_size", "versions")}
+    options = {k: run[k] for k in sorted(run) if k not in ("dump_sha256_head_tail", "dump_size", "versions", "partial")}
     versions = run.get("versions")
     if isinstance(versions, dict):  # what the run recorded
         options.update({f"{name} (the run)": version for name, version in versions.items()})
@@ -162,8 +162,10 @@ def _summary(frame: pandas.DataFrame, run: dict, apis: list[dict]) -> str:
     standard = esc(run.get("standard", "not recorded"))
     late = frame["call"][frame["reason"] == Reason.TIMED_OUT]
     late_apis = f"; {late.nunique()} APIs timed out (SKIP, not graded; raise --timeout to grade them)"
+    partial = run.get("partial")
+    partial_line = f'<p class="partial" id="partial">Partial run: {esc(partial)}; APIs are missing.</p>' * bool(partial)
     return (
-        f'<section id="summary"><h2>Summary</h2><p>{len(frame)} compared outputs of {len(apis)} APIs, '
+        f'<section id="summary"><h2>Summary</h2>{partial_line}<p>{len(frame)} compared outputs of {len(apis)} APIs, '
         f"standard {standard}; outputs: {badges}{late_apis if len(late) else ''}</p>"
         f'<p class="note">{esc(outputs)}</p>'
         f'<div class="grids">{grids}</div><details><summary>Run options and versions</summary>'

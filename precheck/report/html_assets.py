@@ -49,6 +49,7 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 7px;text-
 STATUS_RULES
 code{font-size:12px;background:#f6f6f6;display:block;margin-top:4px;word-break:break-all}
 .filters{display:flex;gap:14px;align-items:center;margin:8px 0}.pager{margin:8px 0;display:flex;gap:10px}
+.partial{border-left:4px solid ERROR_COLOUR;padding:2px 12px;font-weight:bold}
 .note{color:#555;font-size:13px}.finding{border-left:4px solid WARNING_COLOUR;padding:2px 12px;margin:10px 0}
 svg .frame{fill:#fafafa;stroke:#999}svg .limit{stroke:ERROR_COLOUR;stroke-dasharray:5 4}
 svg .tick{font-size:10px;fill:#555}svg .tick.end{text-anchor:end}svg .axis{font-size:12px;text-anchor:middle}

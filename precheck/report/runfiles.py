@@ -28,7 +28,7 @@ except ImportError:  # Windows: no advisory locks; names stay unique, concurrent
 MAX_SIDECAR = 1 << 20  # bytes; a run record is a few hundred
 # The fields a report reads from a sidecar, and what each must be.
 _SIDECAR_FIELDS = {"dump": "text", "standard": "text", "max_abs": "a finite number", "cosine": "a finite number",
-                   "versions": "an object of texts"}  # fmt: skip
+                   "versions": "an object of texts", "partial": "text"}  # fmt: skip
 
 
 class RunFileError(PrecheckError):
@@ -162,6 +162,16 @@ def _is(value: object, kind: str) -> bool:
 
 def write_sidecar(path: Path, identity: dict[str, object]) -> None:
     replace_atomically(path, json.dumps(identity, indent=1, sort_keys=True).encode())
+
+
+def mark_partial(path: Path, why: str) -> None:
+    """Say in the run record ``path`` that its CSVs lack APIs and why (a check that failed, a process killed
+    mid-step): its report says so, and no reader takes the rows for the whole run."""
+    try:
+        record = read_sidecar(path)
+    except (FileNotFoundError, RunFileError):
+        record = {}
+    write_sidecar(path, {**record, "partial": why})
 
 
 def check_sidecar(path: Path, identity: dict[str, object], csv: Path) -> None:
