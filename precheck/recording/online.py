@@ -13,6 +13,7 @@ step ends.
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
 import tempfile
@@ -58,6 +59,7 @@ class OnlineCheck:
     _csv: CsvReport | None = None
     _dump: DumpFile | None = None
     _failure: BaseException | None = None
+    _pid: int = field(default_factory=os.getpid)
 
     def attach(self, recorder: Recorder) -> None:
         """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
@@ -104,8 +106,9 @@ class OnlineCheck:
             raise failure
 
     def close(self) -> None:
-        """Release the shared memory (a step that ended has none left; an interrupted one may)."""
-        if self._store is not None:
+        """Release the shared memory (a step that ended has none left; an interrupted one may). Not in a forked
+        child exiting through atexit: the memory is the parent's, still checking from it."""
+        if self._store is not None and os.getpid() == self._pid:
             shutil.rmtree(self._store, ignore_errors=True)
 
     def _submit(self, stem: str, order: int, forward: dict, backward: dict | None) -> None:
