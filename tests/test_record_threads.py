@@ -184,3 +184,16 @@ def test_a_forked_child_leaves_the_online_checks_shared_memory(tmp_path):
     assert online._store is not None and online._store.is_dir(), "the parent's store is still being checked from"
     online.close()
     assert not online._store.exists()
+
+
+def test_a_call_that_raises_gives_its_number_to_the_next_call(tmp_path):
+    """A call is numbered when it starts (threads never share a number), yet one that raises is not counted, as
+    msprobe counts a call when it returns: the next call of the name has its number."""
+    a, b = torch.ones(2, 3), torch.ones(3, 2)
+    with precheck.record(tmp_path / "dump", task="statistics"):
+        with pytest.raises(RuntimeError, match="cannot be multiplied"):
+            torch.mm(a, a)  # the program's own fallback, caught
+        torch.mm(a, b)
+    doc, _ = _load(_folder(tmp_path / "dump") / "dump.json")
+    assert list(doc["data"]) == ["Torch.mm.0.forward"]
+    assert doc["data"]["Torch.mm.0.forward"]["input_args"][1]["shape"] == [3, 2]
