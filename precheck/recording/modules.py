@@ -15,6 +15,10 @@ call, and a module called while no other module is running (the model the traini
 such a model: its submodules are hooked under their ``named_modules()`` paths, it is not. For the usual step
 (``loss = model(x)``) the names are msprobe's; a second top-level module (a loss module, a second model) is a
 model of its own, its submodules named from it (msprobe would record them only if given a list of models).
+
+Threads: the hooks' bookkeeping is done under the recorder's lock (never while the module runs), and a module
+call's record is found again at its end on the thread that started it, so modules called by several threads at
+once are each recorded once (precheck.recording.session).
 """
 
 from __future__ import annotations
@@ -65,7 +69,8 @@ class ModuleHooks:
         self._queue: OrderedDict[str, bool] = OrderedDict()
         self._stacks: dict[int, list[str]] = {}
         self._parents: dict[int, str | None] = {}
-        self._calls: dict[str, tuple[dict, Any]] = {}  # module call -> its input record and backward hook
+        # (thread, module) -> its open calls on that thread: name, input record and backward hook
+        self._calls: dict[tuple[int, str], list[tuple[str, dict, Any]]] = {}
         self._grad_calls: dict[str, list] = {}
 
     def remove(self) -> None:
@@ -88,13 +93,16 @@ class ModuleHooks:
         level = getattr(self._local, "level", 0)
         self._local.level = level + 1
         if not level and module not in self._hooked and self.recorder.recording():
-            self._adopt(module)
+            with self.recorder.lock:
+                self._adopt(module)
 
     def _leave(self, *_: Any) -> None:
         self._local.level = max(getattr(self._local, "level", 1) - 1, 0)
 
     def _adopt(self, root: torch.nn.Module) -> None:
         """Hook ``root``'s submodules as msprobe's register_module_hook hooks a model's (the model itself not)."""
+        if root in self._hooked:
+            return  # another thread's first call of it hooked it while this one waited
         self._hooked.add(root)
         for path, module in root.named_modules():
             if module is root or module in self._hooked or isinstance(module, torch.jit.ScriptModule):
@@ -112,6 +120,10 @@ class ModuleHooks:
     def _pre(self, prefix: str, legacy: bool, module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
         if not self.recorder.recording() or depth():
             return None
+        with self.recorder.lock:
+            return self._open_call(prefix, legacy, module, args, kwargs)
+
+    def _open_call(self, prefix: str, legacy: bool, module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
         index = self._counts[prefix] = self._counts.get(prefix, -1) + 1
         name = f"{prefix}forward.{index}"
         self._push(name)
@@ -129,18 +141,21 @@ class ModuleHooks:
                 hook = BackwardHook(
                     module,
                     [functools.partial(self._backward, back)],
-                    [lambda _module, _grads: self._push(back)],
+                    [lambda _module, _grads: self._push_backward(back)],
                 )
                 args = _hooked(hook.setup_input_hook, args)
-        self._calls[name] = (record, hook)
+        self._calls.setdefault((threading.get_ident(), prefix), []).append((name, record, hook))
         return args, kwargs
 
     def _post(self, prefix: str, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
-        name = f"{prefix}forward.{self._counts.get(prefix)}"
-        call = self._calls.pop(name, None)
-        if call is None:
+        calls = self._calls.get((threading.get_ident(), prefix))
+        if not calls:
             return None
-        record, hook = call
+        with self.recorder.lock:
+            return self._close_call(calls.pop(), module, output)
+
+    def _close_call(self, call: tuple[str, dict, Any], module: torch.nn.Module, output: Any) -> Any:
+        name, record, hook = call
         if self.recorder.recording():
             dump = self.recorder.dump()
             encoder = self._encoder(dump)
@@ -158,6 +173,12 @@ class ModuleHooks:
             return _hooked(hook.setup_output_hook, output)
 
     def _backward(self, name: str, module: torch.nn.Module, grad_input: Any, grad_output: Any) -> None:
+        if not self.recorder.in_own_process():
+            return  # a forked child running the parent's graph
+        with self.recorder.lock:
+            self._backward_record(name, grad_input, grad_output)
+
+    def _backward_record(self, name: str, grad_input: Any, grad_output: Any) -> None:
         if self.recorder.recording():  # msprobe records a module's backward only before stop(), unlike an API's
             dump = self.recorder.dump()
             encoder = self._encoder(dump)
@@ -188,6 +209,10 @@ class ModuleHooks:
     def _param_grad(self, owner: str, param_name: str, param: weakref.ref, names: frozenset, *_: Any) -> None:
         if not self.recorder.recording() or param() is None:
             return
+        with self.recorder.lock:
+            self._param_grad_record(owner, param_name, param, names)
+
+    def _param_grad_record(self, owner: str, param_name: str, param: weakref.ref, names: frozenset) -> None:
         calls = self._grad_calls.setdefault(owner, [-1, param_name])
         if calls[0] < 0 or calls[1] == param_name:
             calls[0] += 1
@@ -202,6 +227,12 @@ class ModuleHooks:
         """An online check (a store for its tensors) grades no module record: their tensors are not kept, as the
         check keeps none of the calls it has graded."""
         return self.recorder.encoder(dump, files=self.recorder.store is None)
+
+    def _push_backward(self, name: str) -> None:
+        """A module's backward starts (on autograd's thread)."""
+        if self.recorder.in_own_process():
+            with self.recorder.lock:
+                self._push(name)
 
     def _push(self, name: str) -> None:
         """msprobe's set_construct_info_in_pre_hook: ``name`` is now the running call of this thread."""

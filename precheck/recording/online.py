@@ -68,6 +68,7 @@ class OnlineCheck:
     _dump: DumpFile | None = None
     _failure: BaseException | None = None
     _note: Callable[..., None] = field(default=lambda *_: None, repr=False)
+    _pid: int = field(default_factory=os.getpid)
 
     def attach(self, recorder: Recorder) -> None:
         """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
@@ -124,8 +125,9 @@ class OnlineCheck:
             self._note("report", write_report(csv.details_path))
 
     def close(self) -> None:
-        """Release the shared memory (a step that ended has none left; an interrupted one may)."""
-        if self._store is not None:
+        """Release the shared memory (a step that ended has none left; an interrupted one may). Not in a forked
+        child exiting through atexit: the memory is the parent's, still checking from it."""
+        if self._store is not None and os.getpid() == self._pid:
             self._store.close()
 
     def _submit(self, stem: str, order: int, forward: dict, backward: dict | None) -> None:

@@ -8,10 +8,20 @@ gradients of that node's outputs, its ``output`` those of its inputs), also afte
 and until the next step begins. Calls msprobe's risk level leaves out (a view, a cast: ``risk_level``) are
 counted and hide the calls inside them, and are not written. At the ``mix`` level module records and the call
 tree come beside them (precheck.recording.modules).
+
+Threads: the calls of every thread of the process are recorded, the counter per name shared by them all, as
+msprobe's one module_count is. A call takes its number when it starts, so two calls in flight at once never
+share one (msprobe numbers a call when it returns, and names two such calls alike); one thread alone gets
+msprobe's numbers. The recorder's bookkeeping (the counters, dump.json, stack.json, the tensor files' writer,
+the backward and module records) is done under one lock; the user's function runs outside it, so threads still
+run concurrently and a call made inside a recorded one never waits on it. A forked child (a DataLoader worker, a
+helper the program starts) records nothing and never touches the parent's files: the recorder's step(), close()
+and its atexit hook do nothing there.
 """
 
 from __future__ import annotations
 
+import heapq
 import linecache
 import os
 import sys
@@ -86,9 +96,12 @@ class Recorder:
     _dump: DumpFile | None = None
     _files: TensorFiles | None = None  # the tensor task's writer, off the step's path
     _counts: defaultdict = field(default_factory=lambda: defaultdict(int))
+    _free: dict[str, list[int]] = field(default_factory=dict)  # numbers of calls that raised: the next call's
     _wrappers: installed | None = None
     _modules: ModuleHooks | None = None  # the mix level's module hooks
     _pid: int = field(default_factory=os.getpid)
+    # held for the recorder's own work, never while the user's function runs (re-entrant: a record's listeners)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def start(self) -> None:
         """Record from now on, if this step is one of the chosen ones."""
@@ -105,18 +118,28 @@ class Recorder:
         self._running = False
 
     def step(self) -> None:
-        """End this step: its dump is complete on disk, and counting starts again."""
-        self._running = False
-        self._finish()
-        self._counts.clear()
-        if self._modules is not None:
-            self._modules.reset()
-        self.current_step += 1
+        """End this step: its dump is complete on disk, and counting starts again (in a forked child: nothing,
+        the dump is the parent's)."""
+        if not self.in_own_process():
+            return
+        with self.lock:
+            self._running = False
+            self._finish()
+            self._counts.clear()
+            self._free.clear()
+            if self._modules is not None:
+                self._modules.reset()
+            self.current_step += 1
 
     def close(self) -> None:
-        """Finish the open step and take the wrappers off."""
-        self._running = False
-        self._finish()
+        """Finish the open step and take the wrappers off. A forked child that exits through atexit does nothing:
+        the open dump, its tensor files' writer and the wrappers are the parent's (closing them there wrote the
+        closing brackets into the parent's dump.json, or waited for ever for a writer thread the child has not)."""
+        if not self.in_own_process():
+            return
+        with self.lock:
+            self._running = False
+            self._finish()
         if self._wrappers is not None:
             self._wrappers.__exit__(None, None, None)
             self._wrappers = None
@@ -136,63 +159,83 @@ class Recorder:
         """Every chosen step is behind: nothing more will be recorded."""
         return bool(self.options.steps) and self.current_step > max(self.options.steps)
 
+    def in_own_process(self) -> bool:
+        """Whether this is the process that made the recorder, not a child forked from it."""
+        return os.getpid() == self._pid
+
     def recording(self) -> bool:
         """Whether a call made now is the step's: not in a forked child (a DataLoader worker) nor in precheck's
         own checking."""
-        return self._running and os.getpid() == self._pid and not threading.current_thread().name.startswith(CHECKERS)
+        return self._running and self.in_own_process() and not threading.current_thread().name.startswith(CHECKERS)
 
     def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
         if not self.recording():
             return func(*args, **kwargs)
         key = f"{prefix}.{api}."
-        name = f"{key}{self._counts[key]}.forward"
-        if not kept_by_risk(api, self.options.risk_level):
-            grad = torch.is_grad_enabled()
-            out = func(*args, **kwargs)
-            self._counts[key] += 1
-            if self._modules is not None:  # not written, but in construct.json, forward and backward
-                self._modules.api(name)
-                if grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0):
-                    dump, modules = self.dump(), self._modules
-                    back = name.replace(".forward", ".backward")
-                    _hook_backward(out, lambda gi, go: dump is self._dump and modules.api(back))
-            return out
-        dump = self.dump()
-        encoder = self.encoder(dump)
-        with quiet():
-            record = {
-                "input_args": encoder.values(args, f"{name}.input"),
-                "input_kwargs": encoder.values(kwargs, f"{name}.kwargs"),
-            }
-            stack = self.stack()
+        kept = kept_by_risk(api, self.options.risk_level)
+        with self.lock:
+            dump, count = self.dump(), self._number(key)
+            name = f"{key}{count}.forward"
+            if kept:
+                encoder = self.encoder(dump)
+                with quiet():
+                    record = {
+                        "input_args": encoder.values(args, f"{name}.input"),
+                        "input_kwargs": encoder.values(kwargs, f"{name}.kwargs"),
+                    }
+        stack = self.stack() if kept else None
         grad = torch.is_grad_enabled()
-        out = func(*args, **kwargs)
-        count = self._counts[key]
-        self._counts[key] += 1
-        with quiet():
-            record["output"] = encoder.values(_as_list(out), f"{name}.output")
-            if self._modules is not None:
+        try:
+            out = func(*args, **kwargs)
+        except BaseException:
+            with self.lock:
+                if dump is self._dump:  # msprobe counts a call when it returns: the next call has its number
+                    heapq.heappush(self._free.setdefault(key, []), count)
+            raise
+        hooked = grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0)
+        with self.lock, quiet():
+            if dump is not self._dump:
+                return out  # another thread ended the step while the call ran: msprobe's records end at step()
+            if self._modules is not None:  # a call left out is not written, but in construct.json
                 self._modules.api(name)
-            hooked = grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0)
-            hooked = hooked and _hook_backward(
-                out, lambda gi, go: self._backward(dump, f"{key}{count}.backward", gi, go)
-            )
+            back = f"{key}{count}.backward"
+            if not kept:
+                if hooked and self._modules is not None:
+                    _hook_backward(out, lambda gi, go: self._backward(dump, back, None, None))
+                return out
+            record["output"] = encoder.values(_as_list(out), f"{name}.output")
+            hooked = hooked and _hook_backward(out, lambda gi, go: self._backward(dump, back, gi, go))
             self._write(dump, name, record, stack, hooked)
         return out
 
-    def _backward(self, dump: DumpFile, name: str, grad_inputs: Iterable, grad_outputs: Iterable) -> None:
-        if dump is not self._dump:
-            return  # a backward of a step already written (msprobe's records end at step())
-        if self._modules is not None:
-            self._modules.api(name)
-        with quiet():
-            encoder = self.encoder(dump)
-            record = {
-                "input": encoder.values(list(grad_outputs), f"{name}.input"),
-                "output": encoder.values(list(grad_inputs), f"{name}.output"),
-            }
-            self._write(dump, name, record, None, False)
+    def _number(self, key: str) -> int:
+        """The next number of ``key``'s calls, taken when the call starts."""
+        free = self._free.get(key)
+        if free:
+            return heapq.heappop(free)
+        self._counts[key] += 1
+        return self._counts[key] - 1
+
+    def _backward(self, dump: DumpFile, name: str, grad_inputs: Iterable | None, grad_outputs: Iterable | None) -> None:
+        """A recorded call's backward record (``grad_inputs`` None: a call left out, only in construct.json); on
+        whichever thread autograd runs the hook."""
+        if not self.in_own_process():
+            return  # a forked child running the parent's graph: the dump is the parent's
+        with self.lock:
+            if dump is not self._dump:
+                return  # a backward of a step already written (msprobe's records end at step())
+            if self._modules is not None:
+                self._modules.api(name)
+            if grad_inputs is None or grad_outputs is None:
+                return
+            with quiet():
+                encoder = self.encoder(dump)
+                record = {
+                    "input": encoder.values(list(grad_outputs), f"{name}.input"),
+                    "output": encoder.values(list(grad_inputs), f"{name}.output"),
+                }
+                self._write(dump, name, record, None, False)
 
     def encoder(self, dump: DumpFile, files: bool = True) -> Encoder:
         """How the values of a record of ``dump`` are written (their tensors saved where this recording keeps
