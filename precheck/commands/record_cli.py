@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
+from precheck.commands.cluster_options import add_tls_options, tls_of
 from precheck.errors import OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.report.csv_files import read_csv_rows
@@ -62,12 +63,15 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
     rec.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="with --check: a Dask scheduler (each call's tensors travel with its task)",
+        help="with --check: a Dask scheduler (each call's tensors travel with its task: see docs/guide/record.md "
+        "for what the cluster must be trusted with)",
     )
+    add_tls_options(rec)
     rec.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
 
 
 _DEFAULTS = {"target": "device", "standard": "default"}
+_WITH_CHECK = ("keep_failing", "scheduler", "backend", "tls_ca_file", "tls_cert", "tls_key")  # only with --check
 
 
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -117,7 +121,7 @@ def _counts(result: Path) -> str:
 
 def _check(args: argparse.Namespace) -> dict | None:
     """How the recorded program checks its calls (precheck.recording.online.attach), None without --check."""
-    extra = [name for name in ("keep_failing", "scheduler", "backend") if getattr(args, name)]
+    extra = [name for name in _WITH_CHECK if getattr(args, name)]
     extra += [name for name in ("target", "standard") if getattr(args, name) != _DEFAULTS[name]]
     if not args.check:
         if extra or args.workers != 1:
@@ -126,11 +130,13 @@ def _check(args: argparse.Namespace) -> dict | None:
     if args.workers < 1:
         raise OptionError("-n/--workers must be at least 1")
     backend = args.backend or ("dask" if args.scheduler else "inprocess" if args.workers == 1 else "process")
+    tls = tls_of(args)
     return {
         "options": {k: getattr(args, k) for k in ("device", "target", "cosine", "max_abs", "standard", "seed")},
         "out": str(args.out_path),
         "backend": backend,
         "workers": args.workers,
         "scheduler": args.scheduler,
+        "tls": None if tls is None else [tls.ca_file, tls.cert, tls.key],
         "keep_failing": args.keep_failing,
     }
