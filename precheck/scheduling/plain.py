@@ -13,10 +13,9 @@ import dataclasses
 import json
 from typing import Any
 
-from precheck.dump.records import Case
 from precheck.grader.comparison import Comparison, Metrics
 from precheck.grader.reasons import Reason
-from precheck.results import ApiResult, DetailRow, Direction, Status
+from precheck.results import ApiResult, DetailRow, Direction, Recorded, Status
 
 __all__ = ["Refused", "from_plain", "to_plain"]
 
@@ -43,7 +42,7 @@ def _values(value: Any) -> Any:
     return value
 
 
-def from_plain(text: Any, case: Case) -> ApiResult:
+def from_plain(text: Any, case: Recorded) -> ApiResult:
     """The result a worker sent for ``case``, rebuilt from JSON text; Refused when it is anything else."""
     if type(text) is not str:
         raise Refused(f"not JSON text but a {type(text).__name__}")
