@@ -26,6 +26,7 @@ from precheck.report.runfiles import dump_identity, unfinished, versions
 from precheck.results import ApiResult, is_timed_out, skipped
 from precheck.scheduling.backends import Backend, backend_for
 from precheck.scheduling.costs import default_max_memory, worker_count
+from precheck.scheduling.tls import Tls
 from precheck.schema import STATUSES
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ def run_ut(
     filter_api: bool = False,
     backend: str = "auto",
     scheduler: str | None = None,
+    tls: Tls | None = None,
     keep_results: bool = True,
     framework: str | None = None,
 ) -> RunSummary:
@@ -149,7 +151,7 @@ def run_ut(
     the summary hold the APIs checked by this call. ``api_lists`` (msprobe's white / black lists) turn the APIs
     they leave out into SKIP rows; ``filter_api`` checks one call per signature and leaves the others out;
     ``backend`` says where cases run (auto, inprocess, process, dask: scheduling/backends.py), ``scheduler`` is
-    the Dask scheduler's address; ``keep_results`` False keeps only
+    the Dask scheduler's address, ``tls`` the TLS files of a ``tls://`` one; ``keep_results`` False keeps only
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
     ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: for_framework).
     """
@@ -173,7 +175,7 @@ def run_ut(
             cases = [dump.cases.select(suspects), dump.cases.select(todo)]
 
             def choose(selected: Sequence[Case], isolate: bool) -> Backend:
-                return backend_for(backend, selected, dump.data_dir, options, workers, scheduler, isolate)
+                return backend_for(backend, selected, dump.data_dir, options, workers, scheduler, isolate, tls)
 
             if options.max_memory is None:
                 started = max(choose(c, i == 0).processes(c) for i, c in enumerate(cases))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import csv
+import shutil
+import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ import api_registry
 from precheck.commands.cli import main
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
+from precheck.scheduling import dask_cluster
 from tests.test_survive import make_dump
 
 distributed = pytest.importorskip("distributed")
@@ -119,3 +123,104 @@ def test_a_step_checked_online_on_dask_ships_each_calls_tensors_with_it(tmp_path
     (details,) = (tmp_path / "dask").glob("accuracy_checking_details_*.csv")
     assert read(details) == read(offline.details_path)
     assert list((steps["dask"].written[0].parent / "dump_tensor_data").iterdir()) == []
+
+
+@pytest.fixture
+def threads_cluster():
+    """A cluster whose worker runs in this process, over TCP: what a worker sends is serialized as a remote
+    one's is, and a test can give the worker its own task function."""
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://", dashboard_address=None, silence_logs=40
+    ) as c:
+        yield c.scheduler_address
+
+
+RAN = []
+
+
+def _ran() -> str:
+    RAN.append("code a worker sent ran in the run's process")
+    return "pwned"
+
+
+class _Hostile:
+    def __reduce__(self):
+        return (_ran, ())
+
+
+def _pickle_not_json(case, *args):
+    """What a hostile worker sends as a task's result: a pickle, whose loading calls _ran."""
+    from distributed.protocol.serialize import Serialized, serialize
+
+    return Serialized(*serialize(_Hostile(), serializers=["pickle"]))
+
+
+def _another_calls_result(case, *args):
+    from precheck.results import skipped
+    from precheck.scheduling.plain import to_plain
+
+    return to_plain(skipped(replace(case, name="Torch.exp.0"), "not graded"))
+
+
+@pytest.mark.parametrize(
+    ("task", "why"),
+    [
+        (_pickle_not_json, "not plain data (Data serialized with pickle but only able to deserialize"),
+        (_another_calls_result, "the result of 'Torch.exp.0' (order 0), not of this call"),
+    ],
+)
+def test_a_workers_result_is_plain_data_for_its_call_or_refused_never_unpickled(
+    tmp_path, threads_cluster, monkeypatch, capfd, task, why
+):
+    RAN.clear()
+    monkeypatch.setattr(dask_cluster, "_check_remote", task)
+    dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0"])
+    (result,) = run_ut(dump, tmp_path / "out", device="cpu", scheduler=threads_cluster).results
+    assert RAN == []
+    assert (result.forward, result.message.partition(why)[0]) == ("error", "dask worker's result refused: ")
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def _self_signed(folder: Path) -> tuple[str, str]:
+    """A certificate that is its own authority, and its key, made by openssl in a few milliseconds."""
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        + ["-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=precheck-test"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="makes its certificate with the openssl command")
+def test_a_tls_scheduler_is_reached_with_the_tls_options_and_refused_without(tmp_path, capsys):
+    cert, key = _self_signed(tmp_path)
+    roles = {
+        f"tls_{role}_{part}": path
+        for role in ("scheduler", "worker", "client")
+        for part, path in (("cert", cert), ("key", key))
+    }
+    cluster_security = distributed.Security(tls_ca_file=cert, require_encryption=True, **roles)
+    dump = make_dump(tmp_path / "dump.json", ["Torch.tanh.0"])
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tls://",
+        security=cluster_security,
+        dashboard_address=None,
+        silence_logs=40,
+    ) as c:
+        address = c.scheduler_address
+        argv = ["run_ut", "-api_info", str(dump), "-o", str(tmp_path), "-q", "--scheduler", address]
+        assert main([*argv, "--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key]) == 0
+        assert "1 APIs" in capsys.readouterr().out
+        assert main(argv) == 2  # no certificate: the cluster lets no one in without one
+    assert capsys.readouterr().err.startswith(
+        f"precheck: error: cannot connect to the Dask scheduler {address}: TLS expects"
+    )
+    assert main([*argv[:-2], "--tls-ca-file", cert, "--tls-cert", cert]) == 2
+    assert "--tls-ca-file, --tls-cert and --tls-key go with --scheduler" in capsys.readouterr().err
+    assert main([*argv[:-1], "tcp://127.0.0.1:1", "--tls-ca-file", cert, "--tls-cert", cert]) == 2
+    assert "the TLS options need a tls:// scheduler address, not 'tcp://127.0.0.1:1'" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.commands.cluster_options import tls_of
 from precheck.commands.compare_cli import handlers as compare_handlers
 from precheck.commands.parser import build_parser
 from precheck.commands.record_cli import handlers as record_handlers
@@ -241,6 +242,7 @@ def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
             filter_api=args.filter_api,
             backend=args.backend,
             scheduler=_scheduler(args),
+            tls=tls_of(args),
             api_lists=load_api_lists(args.config) if args.config else None,
             progress=not args.quiet,
             framework=_framework(args),

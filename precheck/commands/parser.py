@@ -8,6 +8,7 @@ import difflib
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
+from precheck.commands.cluster_options import add_tls_options
 from precheck.commands.compare_cli import add_parsers as add_compare_parsers
 from precheck.commands.record_cli import add_parsers as add_record_parsers
 from precheck.commands.values import fraction, positive_float, positive_int, size
@@ -223,7 +224,10 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
         "with --scheduler), inprocess, process (supervised worker processes), or dask (needs --scheduler and "
         "the dask extra; its workers must see the dump's path)",
     )
-    run.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786")
+    run.add_argument(
+        "--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler, e.g. tcp://host:8786 or tls://host:8786"
+    )
+    add_tls_options(run)
     run.add_argument(
         "--framework",
         choices=FRAMEWORKS,

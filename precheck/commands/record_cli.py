@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
+from precheck.commands.cluster_options import add_tls_options, tls_of
 from precheck.commands.values import size
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
@@ -79,12 +80,16 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
     rec.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="with --check: a Dask scheduler (each call's tensors travel with its task)",
+        help="with --check: a Dask scheduler (each call's tensors travel with its task: see docs/guide/record.md "
+        "for what the cluster must be trusted with)",
     )
+    add_tls_options(rec)
     rec.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
 
 
 _DEFAULTS = {"target": "device", "standard": "default"}
+# only with --check
+_WITH_CHECK = ("keep_failing", "store_size", "scheduler", "backend", "tls_ca_file", "tls_cert", "tls_key")
 
 
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -150,7 +155,7 @@ def _counts(result: Path, partial: str | None) -> str:
 
 def _check(args: argparse.Namespace) -> dict | None:
     """How the recorded program checks its calls (precheck.recording.online.attach), None without --check."""
-    extra = [name for name in ("keep_failing", "store_size", "scheduler", "backend") if getattr(args, name)]
+    extra = [name for name in _WITH_CHECK if getattr(args, name)]
     extra += [name for name in ("target", "standard") if getattr(args, name) != _DEFAULTS[name]]
     if not args.check:
         if extra or args.workers != 1:
@@ -159,12 +164,14 @@ def _check(args: argparse.Namespace) -> dict | None:
     if args.workers < 1:
         raise OptionError("-n/--workers must be at least 1")
     backend = args.backend or ("dask" if args.scheduler else "inprocess" if args.workers == 1 else "process")
+    tls = tls_of(args)
     return {
         "options": {k: getattr(args, k) for k in ("device", "target", "cosine", "max_abs", "standard", "seed")},
         "out": str(args.out_path),
         "backend": backend,
         "workers": args.workers,
         "scheduler": args.scheduler,
+        "tls": None if tls is None else [tls.ca_file, tls.cert, tls.key],
         "keep_failing": args.keep_failing,
         "store_size": args.store_size,
     }

@@ -39,6 +39,7 @@ from precheck.run_ut import resolved, run_identity
 from precheck.scheduling.backends import Backend, backend_for
 from precheck.scheduling.costs import default_max_memory
 from precheck.scheduling.dask_cluster import Shipped
+from precheck.scheduling.tls import Tls
 
 __all__ = ["OnlineCheck", "attach"]
 
@@ -57,6 +58,7 @@ class OnlineCheck:
     keep_failing: bool = False
     report: bool = True
     store_size: int | None = None  # bytes of tensor files the shared memory holds at once (None: Store's default)
+    tls: Tls | None = None  # a tls:// scheduler's certificates
     result_paths: list[Path] = field(default_factory=list)
     _store: Store | None = None
     _queue: queue.Queue | None = None
@@ -148,7 +150,7 @@ class OnlineCheck:
         # a Dask cluster gets each case's files with it, never this machine's path (its workers may be elsewhere)
         where = Path("(shipped with each case)") if name == "dask" else self._store.path  # type: ignore[union-attr]
         # made here, in the step's thread: an unknown backend is the user's error at once, not a dead checker
-        runner = backend_for(name, [], where, options, self.workers, self.scheduler)  # type: ignore[arg-type]
+        runner = backend_for(name, [], where, options, self.workers, self.scheduler, tls=self.tls)  # type: ignore[arg-type]
         self._csv = CsvReport(self.out_dir, identity=run_identity(self._dump_path(), options, False, None))
         self._note("csv-open", self._csv.result_path)
         self._queue = queue.Queue(maxsize=2 * max(1, self.workers))
@@ -198,7 +200,8 @@ def _data_names(record: Any) -> list[str]:
 
 def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:
     """An online check of ``recorder``'s calls as ``precheck record --check`` configures it (``check``: out,
-    backend, workers, scheduler, keep_failing, report, store_size, and the CheckOptions fields it grades by)."""
+    backend, workers, scheduler, keep_failing, report, store_size, tls (its CA, certificate and key files), and
+    the CheckOptions fields it grades by)."""
     online = OnlineCheck(
         Path(check["out"]).resolve(),
         CheckOptions(**check.get("options", {})),
@@ -208,6 +211,7 @@ def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:
         bool(check.get("keep_failing", False)),
         bool(check.get("report", True)),
         check.get("store_size"),
+        None if check.get("tls") is None else Tls(*check["tls"]),
     )
     online.attach(recorder)
     return online

@@ -22,13 +22,16 @@ from precheck.scheduling.dask_cluster import Shipped, on_dask
 from precheck.scheduling.inprocess import in_process
 from precheck.scheduling.loop import Body, OnStart
 from precheck.scheduling.process import Supervisor
+from precheck.scheduling.tls import Tls
 
 
 class Backend:
     name: ClassVar[str]
 
-    def __init__(self, data_dir: Path, options: CheckOptions, workers: int, scheduler: str | None = None) -> None:
-        self.data_dir, self.options, self.workers, self.scheduler = data_dir, options, workers, scheduler
+    def __init__(
+        self, data_dir: Path, options: CheckOptions, workers: int, scheduler: str | None = None, tls: Tls | None = None
+    ) -> None:
+        self.data_dir, self.options, self.workers, self.scheduler, self.tls = data_dir, options, workers, scheduler, tls
 
     def processes(self, cases: Sequence[Case]) -> int:
         """How many processes hold a case at once: each one's share of the memory (--max-memory's default)."""
@@ -88,7 +91,7 @@ class Dask(Backend):
     def _stream(self, cases: Iterable[Case], body: Body, ship: Shipped | None) -> Iterator[ApiResult]:
         if self.scheduler is None:
             raise OptionError("--backend dask needs --scheduler ADDRESS")
-        return on_dask(cases, self.data_dir, self.scheduler, body, ship)  # type: ignore[arg-type]
+        return on_dask(cases, self.data_dir, self.scheduler, body, ship, self.tls)  # type: ignore[arg-type]
 
 
 _KINDS = {kind.name: kind for kind in (InProcess, Processes, Dask)}
@@ -102,14 +105,15 @@ def backend_for(
     workers: int,
     scheduler: str | None = None,
     isolate: bool = False,
+    tls: Tls | None = None,
 ) -> Backend:
     """The backend ``name`` asks for; ``auto``: a Dask cluster when a scheduler is given, else worker processes
     when they pay off; ``isolate`` (cases suspected of killing a run) asks for worker processes whatever their
-    number, unless the run is on a cluster."""
+    number, unless the run is on a cluster. ``tls``: the TLS files of a ``tls://`` scheduler."""
     if name not in BACKENDS:
         raise OptionError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
     if name == "auto":
         name = "dask" if scheduler else "process" if isolate or use_pool(cases, workers, options) else "inprocess"
     elif isolate and name == "inprocess":
         name = "process"
-    return _KINDS[name](data_dir, options, workers, scheduler)
+    return _KINDS[name](data_dir, options, workers, scheduler, tls)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import shutil
 import tempfile
 import time
@@ -17,23 +18,33 @@ from precheck.execution.options import CheckOptions
 from precheck.results import ApiResult, failed
 from precheck.scheduling.costs import START_POLL_SECONDS, STARTUP_SECONDS
 from precheck.scheduling.loop import Body, prepare_worker
+from precheck.scheduling.plain import Refused, from_plain, to_plain
+from precheck.scheduling.tls import Tls, security
 
 Shipped = Callable[[Case], dict[str, bytes]]  # a case's tensor files, by name, sent with it
 
 
 def _check_remote(
     case: Case, data_dir: Path, options: CheckOptions, topic: str, files: dict[str, bytes] | None = None
-) -> ApiResult:
-    """One case on a Dask worker, with the thread discipline of a local worker. It tells the run (an event on
-    ``topic``) when the check itself starts: the case's timeout counts from then, never the time the task spent
-    queued, behind a worker's restart or in a fresh worker's first import of torch. ``files``: the case's tensor
-    files sent with it, for a worker that cannot see ``data_dir``; they live in the worker's memory (a tmpfs where
-    it has one) for the case's check only."""
+) -> str:
+    """One case on a Dask worker, with the thread discipline of a local worker; its result as plain JSON text
+    (scheduling/plain.py), never an object the run would have to unpickle, its failure included. It tells the run
+    (an event on ``topic``) when the check itself starts: the case's timeout counts from then, never the time the
+    task spent queued, behind a worker's restart or in a fresh worker's first import of torch."""
     from distributed import get_worker
 
     prepare_worker()
     worker = get_worker()
     worker.log_event(topic, worker.get_current_task())
+    try:
+        return to_plain(_check_here(case, data_dir, options, files))
+    except Exception as e:  # as text too: an exception would reach the run pickled
+        return to_plain(failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}"))
+
+
+def _check_here(case: Case, data_dir: Path, options: CheckOptions, files: dict[str, bytes] | None) -> ApiResult:
+    """``files``: the case's tensor files sent with it, for a worker that cannot see ``data_dir``; they live in
+    the worker's memory (a tmpfs where it has one) for the case's check only."""
     if files is None:
         return check_case(case, data_dir, options)
     shm = Path("/dev/shm")
@@ -49,7 +60,12 @@ def _check_remote(
 
 
 def on_dask(
-    cases: Sequence[Case], data_dir: Path, scheduler: str, body: Body, ship: Shipped | None = None
+    cases: Sequence[Case],
+    data_dir: Path,
+    scheduler: str,
+    body: Body,
+    ship: Shipped | None = None,
+    tls: Tls | None = None,
 ) -> Iterator[ApiResult]:
     """Cases as tasks of a Dask cluster whose workers see the dump's path, as many at a time as the cluster has
     threads: a case is journalled as started when it starts, and memory does not grow with the dump. A task whose
@@ -58,12 +74,12 @@ def on_dask(
     and its worker is restarted, since a thread cannot be stopped. ``ship`` gives a case's tensor files to send
     with it (an online check: the workers need not see this machine's files)."""
     try:
-        from distributed import Client, wait
+        from distributed import wait
     except ImportError:
         raise OptionError("--backend dask needs the dask extra: pip install 'precheck[dask]'") from None
     data_dir = data_dir.parent.resolve() / data_dir.name  # absolute for remote workers; a link stays a link
     todo = iter(cases)
-    with Client(scheduler) as client:
+    with _client(scheduler, tls) as client:
         window = max(1, sum(client.nthreads().values()))
         topic = f"precheck-started-{client.id}"
         started: dict[Any, float] = {}  # task key -> when its check started, by this process's clock
@@ -93,10 +109,7 @@ def on_dask(
                     done = set()
                 for future in done:
                     case, *_ = running.pop(future)
-                    try:
-                        yield future.result()
-                    except Exception as e:  # the cluster's failure is this case's row, never the run's end
-                        yield failed(case, f"dask task failed: {type(e).__name__}: {str(e)[:300]}")
+                    yield _result(client, future, case)
                 for future in [f for f in running if f.key in crashed]:
                     case, *_ = running.pop(future)
                     future.cancel()  # Dask would run it again on the next workers, to kill them too
@@ -109,6 +122,47 @@ def on_dask(
                     yield body.late(case)
         finally:  # else the scheduler's next event to it (this client leaving) is a CRITICAL log line
             client.unsubscribe_topic("all")
+
+
+def _client(scheduler: str, tls: Tls | None) -> Any:
+    """A client of the scheduler: one it cannot reach, or not as its TLS asks, is the user's error in one line."""
+    from distributed import Client
+
+    logging.getLogger("distributed.protocol.core").addFilter(_REFUSAL_TOLD)  # once: a filter is added once
+    try:
+        return Client(scheduler, security=security(scheduler, tls))
+    except (OSError, TypeError, ValueError) as e:  # TypeError: a tls:// address and no certificate (Dask's words)
+        raise OptionError(f"cannot connect to the Dask scheduler {scheduler}: {str(e)[:300]}") from None
+
+
+class _RefusalTold(logging.Filter):
+    """distributed logs a traceback for data it refuses to read (a pickled result, which _result asks it to
+    refuse): the case's row says it in one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, TypeError) and "but only able to deserialize" in str(error))
+
+
+_REFUSAL_TOLD = _RefusalTold()
+
+
+def _result(client: Any, future: Any, case: Case) -> ApiResult:
+    """A finished task's result, asked of the cluster as msgpack data and taken only as plain text: a worker that
+    sends anything else (a pickle: Dask's default for a task's result) is refused before it is read. The cluster's
+    failure is this case's row, never the run's end."""
+    if future.status != "finished":  # an error Dask made (KilledWorker): _check_remote raises none
+        return failed(case, f"dask task failed: {type(future.exception()).__name__}: {str(future.exception())[:300]}")
+    try:
+        answer = client.sync(client.scheduler.gather, keys=[future.key], deserializers=["msgpack"])
+    except TypeError as e:  # distributed's refusal of data serialized otherwise ("Data serialized with pickle ...")
+        return failed(case, f"dask worker's result refused: not plain data ({str(e)[:300]})")
+    if answer.get("status") != "OK":
+        return failed(case, "dask task failed: its result was lost with its worker")
+    try:
+        return from_plain(answer["data"].get(future.key), case)
+    except Refused as e:
+        return failed(case, f"dask worker's result refused: {e}")
 
 
 def _restart_worker_of(client: Any, future: Any) -> list[Any]:
