@@ -5,6 +5,13 @@ A step is what runs from one ``optimizer.step()`` to the next: step 0 from the i
 optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A program without an
 optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off and the rest of
 the program runs as it would without precheck.
+
+PRECHECK_RECORD stays in the environment, so every Python process of the command can record: each rank a launcher
+starts (torchrun's, ``torch.multiprocessing.spawn``'s), under ``rank<R>``. A process writes a dump only once it
+records a call, so a launcher that only starts ranks (torchrun's agent, a parent that spawns) writes none. A
+process multiprocessing starts records only once it is a rank of torch.distributed: a DataLoader's worker or
+precheck's checking pool never is. torch's own programs (torchrun's agent, inductor's compile workers) are not
+recorded at all; a forked child records nothing (precheck.recording.session).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import atexit
 import importlib.abc
 import importlib.util
 import json
+import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
@@ -62,6 +70,8 @@ class _TorchWatch(importlib.abc.MetaPathFinder):
 
 
 def _start() -> None:
+    if not _may_train():
+        return
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     from precheck.recording.session import Recorder, RecordOptions
@@ -70,12 +80,12 @@ def _start() -> None:
     options = RecordOptions(
         task=config["task"], level=config["level"], steps=tuple(config["steps"]), risk_level=config["risk_level"]
     )
-    recorder = Recorder(Path(config["out"]), options)
+    ranks_only = multiprocessing.parent_process() is not None
+    recorder = Recorder(Path(config["out"]), options, empty_dumps=False, ranks_only=ranks_only)
     if config.get("check"):
         from precheck.recording.online import attach
 
         atexit.register(attach(recorder, config["check"]).close)  # after recorder.close, registered below
-    os.environ.pop(ENV, None)  # processes this one starts (DataLoader workers, a compile) are not recorded
 
     def before_step(*_: object) -> None:
         recorder.stop()
@@ -91,3 +101,13 @@ def _start() -> None:
     register_optimizer_step_post_hook(after_step)
     atexit.register(recorder.close)
     recorder.start()
+
+
+def _may_train() -> bool:
+    """Whether this process may be a training's: not one of torch's own programs (``python -m
+    torch.distributed.run``'s agent, an inductor compile worker) nor a multiprocessing fork server (precheck's
+    checking pool forks its workers from one; a forked child cannot record anyway)."""
+    program = Path(sys.argv[0] if sys.argv else "").resolve()
+    if program.is_relative_to(Path(sys.modules["torch"].__file__).parent):  # type: ignore[arg-type]
+        return False
+    return not any("multiprocessing.forkserver" in arg for arg in sys.orig_argv)
