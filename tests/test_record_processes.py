@@ -36,7 +36,8 @@ def _ranks_recorded(tmp_path: Path, done: subprocess.CompletedProcess) -> None:
 
 
 def test_torchrun_records_each_rank_and_its_agent_nothing(tmp_path: Path) -> None:
-    """The agent used to start the recorder, take PRECHECK_RECORD from its ranks and write one empty dump."""
+    """The agent used to start the recorder, take PRECHECK_RECORD from its ranks and write one empty dump. Rank
+    0's DataLoader worker, spawned, calls torch and records nothing."""
     run = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", str(DDP)]
     _ranks_recorded(tmp_path, _record(tmp_path, *run))
 

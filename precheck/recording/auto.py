@@ -20,7 +20,6 @@ import atexit
 import importlib.abc
 import importlib.util
 import json
-import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
@@ -80,8 +79,10 @@ def _start() -> None:
     options = RecordOptions(
         task=config["task"], level=config["level"], steps=tuple(config["steps"]), risk_level=config["risk_level"]
     )
-    ranks_only = multiprocessing.parent_process() is not None
-    recorder = Recorder(Path(config["out"]), options, empty_dumps=False, ranks_only=ranks_only)
+    # a fresh interpreter multiprocessing started (its parent is known only once its target runs, after torch
+    # may be imported: spawn's prepare imports the parent's main module, with the parent's sys.argv)
+    spawned = "--multiprocessing-fork" in sys.orig_argv
+    recorder = Recorder(Path(config["out"]), options, empty_dumps=False, ranks_only=spawned)
     if config.get("check"):
         from precheck.recording.online import attach
 
