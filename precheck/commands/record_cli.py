@@ -91,7 +91,7 @@ def _record(args: argparse.Namespace) -> int:
         raise NothingRecorded(
             f"{shell_command(*command)} exited {done.returncode} and recorded nothing: no Python process of it "
             "imported torch with precheck installed (a python run with -E or -I ignores the PYTHONPATH precheck starts "
-            "through), or it ended before its first call"
+            "through), or none of them called a recorded API in a recorded step"
         )
     lines = [f"precheck record: {len(done.dumps)} dump(s) written (command exited {done.returncode})"]
     if args.check:
