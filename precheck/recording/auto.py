@@ -8,10 +8,10 @@ the program runs as it would without precheck.
 
 PRECHECK_RECORD stays in the environment, so every Python process of the command can record: each rank a launcher
 starts (torchrun's, ``torch.multiprocessing.spawn``'s), under ``rank<R>``. A process writes a dump only once it
-records a call, so a launcher that only starts ranks (torchrun's agent, a parent that spawns) writes none. A
-process multiprocessing starts records only once it is a rank of torch.distributed: a DataLoader's worker or
-precheck's checking pool never is. torch's own programs (torchrun's agent, inductor's compile workers) are not
-recorded at all; a forked child records nothing (precheck.recording.session).
+records a call, so a launcher that only starts ranks (torchrun's agent, a parent that spawns) writes none. An
+interpreter multiprocessing spawns records only once it is a rank of torch.distributed: a DataLoader's worker
+never is. torch's own programs (torchrun's agent, inductor's compile workers) and a fork server (precheck's
+checking pool's) are not recorded at all; a forked child records nothing (precheck.recording.session).
 """
 
 from __future__ import annotations
