@@ -114,8 +114,8 @@ def _record(args: argparse.Namespace) -> int:
     if not done.dumps and not written.unclosed and not written.failures:
         raise NothingRecorded(
             f"{shell_command(*command)} {ended} and recorded nothing: no Python process of it imported torch with "
-            "precheck installed (a python run with -E or -I ignores the PYTHONPATH precheck starts through), or it "
-            "ended before its first call"
+            "precheck installed (a python run with -E or -I ignores the PYTHONPATH precheck starts through), or "
+            "none of them called a recorded API in a recorded step"
         )
     lines = [f"precheck record: {len(done.dumps)} dump(s) written (command {ended})"]
     if args.check:

@@ -5,6 +5,13 @@ A step is what runs from one ``optimizer.step()`` to the next: step 0 from the i
 optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A program without an
 optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off and the rest of
 the program runs as it would without precheck.
+
+PRECHECK_RECORD stays in the environment, so every Python process of the command can record: each rank a launcher
+starts (torchrun's, ``torch.multiprocessing.spawn``'s), under ``rank<R>``. A process writes a dump only once it
+records a call, so a launcher that only starts ranks (torchrun's agent, a parent that spawns) writes none. An
+interpreter multiprocessing spawns records only once it is a rank of torch.distributed: a DataLoader's worker
+never is. torch's own programs (torchrun's agent, inductor's compile workers) and a fork server (precheck's
+checking pool's) are not recorded at all; a forked child records nothing (precheck.recording.session).
 """
 
 from __future__ import annotations
@@ -75,6 +82,8 @@ class _TorchWatch(importlib.abc.MetaPathFinder):
 
 
 def _start() -> None:
+    if not _may_train():
+        return
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     from precheck.recording.session import Recorder, RecordOptions
@@ -84,13 +93,16 @@ def _start() -> None:
         task=config["task"], level=config["level"], steps=tuple(config["steps"]), risk_level=config["risk_level"]
     )
     log = config.get("log")
-    recorder = Recorder(Path(config["out"]), options, log=functools.partial(note, log) if log else None)
+    # a fresh interpreter multiprocessing started (its parent is known only once its target runs, after torch
+    # may be imported: spawn's prepare imports the parent's main module, with the parent's sys.argv)
+    spawned = "--multiprocessing-fork" in sys.orig_argv
+    told = functools.partial(note, log) if log else None
+    recorder = Recorder(Path(config["out"]), options, log=told, empty_dumps=False, ranks_only=spawned)
     online = None
     if config.get("check"):
         from precheck.recording.online import attach
 
         online = attach(recorder, config["check"])
-    os.environ.pop(ENV, None)  # processes this one starts (DataLoader workers, a compile) are not recorded
 
     def before_step(*_: object) -> None:
         recorder.stop()
@@ -152,3 +164,13 @@ def _finish_on_sigterm(finish: Callable[[], None]) -> None:
             os.kill(os.getpid(), signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _may_train() -> bool:
+    """Whether this process may be a training's: not one of torch's own programs (``python -m
+    torch.distributed.run``'s agent, an inductor compile worker) nor a multiprocessing fork server (precheck's
+    checking pool forks its workers from one; a forked child cannot record anyway)."""
+    program = Path(sys.argv[0] if sys.argv else "").resolve()
+    if program.is_relative_to(Path(sys.modules["torch"].__file__).parent):  # type: ignore[arg-type]
+        return False
+    return not any("multiprocessing.forkserver" in arg for arg in sys.orig_argv)

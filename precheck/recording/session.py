@@ -88,6 +88,9 @@ class Recorder:
     store: Path | None = None  # where tensor files go instead of the dump's folder (an online check's)
     store_save: Callable[[torch.Tensor, Path], None] | None = None  # how they are saved there (never raising)
     log: Callable[..., None] | None = None  # told what is written (precheck.recording.runlog.note's tail)
+    # False: no dump before this process records its first call (precheck record --: a launcher, a worker)
+    empty_dumps: bool = True
+    ranks_only: bool = False  # True: calls count once torch.distributed is initialised (an mp.spawn rank's)
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
@@ -165,8 +168,13 @@ class Recorder:
 
     def recording(self) -> bool:
         """Whether a call made now is the step's: not in a forked child (a DataLoader worker) nor in precheck's
-        own checking."""
-        return self._running and self.in_own_process() and not threading.current_thread().name.startswith(CHECKERS)
+        own checking, and, with ``ranks_only``, in a rank of torch.distributed."""
+        return (
+            self._running
+            and self.in_own_process()
+            and not threading.current_thread().name.startswith(CHECKERS)
+            and (not self.ranks_only or _distributed())
+        )
 
     def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
@@ -270,12 +278,11 @@ class Recorder:
             self.log(kind, path, why)
 
     def _folder(self) -> Path:
-        dist = torch.distributed
-        where = f"rank{dist.get_rank()}" if dist.is_available() and dist.is_initialized() else f"proc{os.getpid()}"
+        where = f"rank{torch.distributed.get_rank()}" if _distributed() else f"proc{os.getpid()}"
         return Path(self.dump_path) / f"step{self.current_step}" / where
 
     def _finish(self) -> None:
-        if self._chosen and self._dump is None:
+        if self._chosen and self._dump is None and (self.empty_dumps or self.written):
             self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
         files, self._files = self._files, None
@@ -290,6 +297,11 @@ class Recorder:
                 dump.close(None if self._modules is None else self._modules.construct)
                 self.written.append(dump.path)
                 self.note("dump", dump.path)
+
+
+def _distributed() -> bool:
+    """Whether this process is a rank of an initialised torch.distributed group."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
 def _as_list(out: Any) -> Any:
