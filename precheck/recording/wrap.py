@@ -7,15 +7,26 @@ called by, and torch shares objects between names msprobe records apart (``torch
 torch.conv2d``: Functional.conv2d or Torch.conv2d). Patching the names gives msprobe's record names by
 construction. Only the outermost call of a thread is recorded (a call inside a wrapped one, or inside the
 recorder's own work, runs as it is), as msprobe records it.
+
+The wrappers are the program's guests. Taking them off puts back what each name held when its wrapper went on,
+and only where the wrapper is still there: a library imported after torch that replaced ``F.gelu`` keeps its
+replacement. A wrapper the program kept inside its own (``old = F.gelu; F.gelu = lambda x: old(x) * 2``) stays
+there, and once off it only calls what it wrapped. Under ``torch.compile`` a wrapper is the function it wraps:
+dynamo traces through it into the original, so the compiled graph is the one the program compiles without
+precheck (the recorder's own work would break it at every call and change its numbers), and a call that runs
+inside a compiled graph is not recorded.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
+
+import torch
 
 from api_registry.recording import PATCHED, wrapped_names
 
@@ -23,6 +34,16 @@ __all__ = ["Listener", "depth", "installed", "quiet"]
 
 _local = threading.local()
 _INHERITED = object()  # an attribute found on a base class, not on the patched class itself
+# torch's tables of its own functions, read from their names once, at first use (dynamo's first compile): one read
+# while the wrappers were on holds them, not torch's functions; emptied when the wrappers come off, it is read
+# again when next used (torch.Tensor.add(x, 1) in a graph compiled after a recording broke it, unknown to dynamo)
+_NAME_TABLES = (
+    ("torch._dynamo.trace_rules", "get_tensor_method"),
+    ("torch._dynamo.variables.torch", "get_overridable_functions"),
+    ("torch.overrides", "_get_overridable_functions"),
+    ("torch.overrides", "get_ignored_functions"),
+    ("torch.overrides", "get_testing_overrides"),
+)
 
 
 class Listener(Protocol):
@@ -48,23 +69,29 @@ class installed:  # noqa: N801
     """msprobe's wrappers on their objects while the block runs; ``listener`` hears of every outermost call."""
 
     def __init__(self, listener: Listener) -> None:
-        self.listener = listener
-        self._saved: list[tuple[Any, str, Any]] = []
+        self.listener: Listener | None = listener  # None once off: a wrapper left in the program's hands is inert
+        self._saved: list[tuple[Any, str, Any, Callable]] = []
 
     def __enter__(self) -> installed:
         for owner, attr, original, prefix, api in _targets():
             own = vars(owner).get(attr, _INHERITED) if isinstance(owner, type) else original
-            setattr(owner, attr, _wrapper(original, prefix, api, self.listener))
-            self._saved.append((owner, attr, own))
+            wrapper = _wrapper(original, prefix, api, self)
+            setattr(owner, attr, wrapper)
+            self._saved.append((owner, attr, own, wrapper))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for owner, attr, own in reversed(self._saved):
+        self.listener = None
+        for owner, attr, own, wrapper in reversed(self._saved):
+            if vars(owner).get(attr) is not wrapper:
+                continue  # the program replaced the wrapper (or deleted it) since: its choice stays
             if own is _INHERITED:
                 delattr(owner, attr)  # a method torch.Tensor inherits from its C base: the base's again
             else:
                 setattr(owner, attr, own)
         self._saved.clear()
+        for module, table in _NAME_TABLES:
+            getattr(getattr(sys.modules.get(module), table, None), "cache_clear", lambda: None)()
 
 
 def _targets() -> Iterator[tuple[Any, str, Any, str, str]]:
@@ -112,9 +139,12 @@ def _resolve(path: str) -> Any:
             return None
 
 
-def _wrapper(original: Callable, prefix: str, api: str, listener: Listener) -> Callable:
+def _wrapper(original: Callable, prefix: str, api: str, on: installed) -> Callable:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if getattr(_local, "depth", 0):
+        if torch.compiler.is_compiling():  # first: dynamo traces the original only
+            return original(*args, **kwargs)
+        listener = on.listener
+        if listener is None or getattr(_local, "depth", 0):
             return original(*args, **kwargs)
         _local.depth = 1
         try:
@@ -125,4 +155,7 @@ def _wrapper(original: Callable, prefix: str, api: str, listener: Listener) -> C
     # what functools.wraps copies that a caller may read (its __dict__ copy cost 0.5 ms a name, 0.55 s in all)
     wrapped.__name__ = wrapped.__qualname__ = api
     wrapped.__doc__, wrapped.__wrapped__ = getattr(original, "__doc__", None), original  # type: ignore[attr-defined]
+    # the attribute torch.compile's own wrappers name their function by: dynamo's table of torch's functions, read
+    # from their names at its first compile, holds the original, not the wrapper, if that compile is in a recording
+    wrapped._torchdynamo_inline = original  # type: ignore[attr-defined]
     return wrapped

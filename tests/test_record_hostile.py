@@ -1,0 +1,149 @@
+"""A program recorded by ``precheck record`` computes what it computes without it (issue 41).
+
+The wrappers go on at ``import torch``; a library imported after that replaces torch's functions (``F.gelu``,
+``F.scaled_dot_product_attention``), a program may keep a wrapper inside its own, and ``torch.compile`` traces
+whatever torch's names hold. Taking the wrappers off must leave each of these as the program made it, and a
+compiled step must be the graph it is without precheck, with the same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn as nn
+import torch.nn.functional as F  # noqa: N812 - torch's own name for it
+from torch._dynamo import trace_rules
+
+import precheck
+
+
+def _names(root: Path) -> list[str]:
+    (dump,) = root.glob("step0/*/dump.json")
+    return list(json.loads(dump.read_text())["data"])
+
+
+@pytest.fixture
+def restored() -> Iterator[None]:
+    """torch's names the tests replace, as they were before the test, whatever the test left."""
+    saved = F.gelu, F.silu, torch.mm, torch.Tensor.__dict__.get("add")
+    yield
+    F.gelu, F.silu, torch.mm = saved[:3]
+    if saved[3] is None and "add" in vars(torch.Tensor):
+        del torch.Tensor.add
+
+
+def test_a_replacement_the_program_made_while_recording_stays(tmp_path, restored):
+    """A library imported after torch replaces torch's functions: the recorder's end keeps its replacements
+    (it put torch's originals back over them, and the program computed something else after the recording)."""
+    gelu, add, mm = (lambda x, approximate="none": x), (lambda self, other: self), (lambda a, b: a)
+    with precheck.record(tmp_path / "dump"):
+        F.gelu, torch.mm = gelu, mm  # a module's function
+        torch.Tensor.add = add  # a method torch.Tensor inherits from its C base
+        assert F.gelu(torch.ones(2)).tolist() == [1.0, 1.0]
+    assert F.gelu is gelu and torch.mm is mm and vars(torch.Tensor)["add"] is add
+    assert torch.ones(2).add(torch.ones(2)).tolist() == [1.0, 1.0]
+
+
+def test_a_wrapper_the_program_wraps_calls_only_what_it_wrapped_once_off(tmp_path, restored):
+    """``old = F.silu; F.silu = lambda x: old(x) * 2``: old is the recorder's wrapper. The program's function
+    stays, and once the recording is over the wrapper inside it records nothing (not even in a recording that
+    comes after) and computes silu."""
+    with precheck.record(tmp_path / "dump"):
+        old = F.silu
+        doubled: Callable = lambda x, inplace=False: old(x) * 2  # noqa: E731 - the program's patch, as written
+        F.silu = doubled
+        F.silu(torch.ones(2))
+    written = _names(tmp_path / "dump")
+    assert written == ["Functional.silu.0.forward", "Tensor.__mul__.0.forward"]  # the wrapper inside, recorded
+    assert F.silu is doubled
+    assert torch.equal(F.silu(torch.ones(3)), torch.ops.aten.silu(torch.ones(3)) * 2)
+    with precheck.record(tmp_path / "again"):
+        F.silu(torch.ones(2))
+    # the program's F.silu is wrapped as F.silu, and the old wrapper inside it records no second call
+    assert _names(tmp_path / "again") == ["Functional.silu.0.forward"]
+    assert _names(tmp_path / "dump") == written
+
+
+def _model() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 1))
+    return model, torch.randn(4, 8), torch.randn(4, 1)
+
+
+def test_a_compiled_step_is_one_graph_with_the_same_numbers_under_the_recorder(tmp_path):
+    """dynamo traced into the wrappers and broke the graph at the recorder's own work (os.getpid, a file's
+    encoding, Tensor.tolist): 20 graphs instead of 1, and inductor's numbers changed. Now it traces the originals:
+    calls inside the compiled graph are not recorded, the eager ones around it are."""
+    model, x, y = _model()
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(model(x), y)
+
+    expected = step(x, y)
+    torch._dynamo.reset()
+    with precheck.record(tmp_path / "explained"):
+        explained = torch._dynamo.explain(step)(x, y)
+    with precheck.record(tmp_path / "dump"):
+        loss = torch.compile(step, backend="aot_eager")(x, y)
+        scaled = torch.mul(loss, 2)  # eager: recorded
+    torch._dynamo.reset()
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    assert loss.view(1).view(torch.int32).item() == expected.view(1).view(torch.int32).item()
+    assert torch.equal(scaled, expected * 2)
+    assert _names(tmp_path / "dump") == ["Torch.mul.0.forward"]
+
+
+def test_dynamo_knows_torchs_functions_after_a_recording_it_first_compiled_in(tmp_path):
+    """dynamo reads its tables of torch's functions from their names at its first compile. Read while the
+    wrappers were on, they held the wrappers: after the recording, torch.Tensor.add and torch.layer_norm were
+    unknown to dynamo, and every graph compiled after it broke there."""
+    model, x, y = _model()
+
+    def after(x: torch.Tensor) -> torch.Tensor:
+        return torch.Tensor.add(x, 1).sum() + super(torch.Tensor, x).mul(2).sum() + model(x).sum()
+
+    torch._dynamo.reset()
+    try:
+        with precheck.record(tmp_path / "dump"):
+            trace_rules.get_tensor_method.cache_clear()  # this process's first compile: in the recording
+            trace_rules.get_torch_obj_rule_map.cache_clear()
+            torch.compile(lambda x: F.layer_norm(x, (8,)).sum(), backend="eager")(x)
+        explained = torch._dynamo.explain(after)(x)
+    finally:
+        torch._dynamo.reset()
+        trace_rules.get_tensor_method.cache_clear()  # read again, as without precheck, for the tests after this
+        trace_rules.get_torch_obj_rule_map.cache_clear()
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+TRAIN = """
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+F.gelu = lambda x, approximate="none": x * torch.sigmoid(1.702 * x)  # a library imported after torch patches gelu
+model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    loss = F.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    print(loss.item().hex())
+"""
+
+
+def test_a_recorded_training_run_has_the_losses_it_has_without_precheck(tmp_path):
+    """The target: ``precheck record`` changes no result of the program, in the recorded steps or after them."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    plain = subprocess.run([sys.executable, "train.py"], capture_output=True, text=True, cwd=tmp_path, check=True)
+    cmd = [sys.executable, "-m", "precheck", "record", "-o", "dump", "--", sys.executable, "train.py"]
+    recorded = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert recorded.returncode == 0, recorded.stderr
+    losses = plain.stdout.split()
+    assert len(losses) == 3 and recorded.stdout.split()[:3] == losses
