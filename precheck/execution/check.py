@@ -17,6 +17,7 @@ import torch
 
 from api_registry import ApiEntry, lookup, why_unsupported
 from api_registry.mindspore import is_mint
+from precheck.dump.autocast import autocast_dtype
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.honest_run import HonestRun
 from precheck.execution.options import CheckOptions
@@ -169,7 +170,8 @@ def _built(case: Case, entry: ApiEntry, builder: InputBuilder) -> ApiResult | tu
             grad_outputs = builder.build(case.grad_outputs, "backward.input")
         except InputError as e:
             backward_problem = f"backward: {e}"
-    return Call(entry, case.args, case.kwargs, args, kwargs, grad_outputs), backward_problem
+    call = Call(entry, case.args, case.kwargs, args, kwargs, grad_outputs, autocast=autocast_dtype(case))
+    return call, backward_problem
 
 
 def _golden(case: Case, call: Call, hook_node: bool) -> tuple[SideRun, Call]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from precheck.dump.autocast import autocast_dtype
 from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.recorded import AtHook, gradient_shapes, same_place
@@ -30,11 +31,11 @@ __all__ = ["HonestRun", "repeats_honest"]
 
 
 def repeats_honest(case: Case) -> bool:
-    """The call holds no half-precision tensor or dtype: run in its recorded dtypes on the CPU, it is the honest
-    run itself (the CPU's fp32 kernel is its own honest kernel: a model could not tell its cancellation from a
-    bug)."""
+    """The call holds no half-precision tensor or dtype, nor ran in one under autocast: run in its recorded dtypes
+    on the CPU, it is the honest run itself (the CPU's fp32 kernel is its own honest kernel: a model could not
+    tell its cancellation from a bug)."""
     leaves = flatten((case.args, case.kwargs, case.grad_outputs))
-    dtypes = [leaf.dtype if isinstance(leaf, TensorSpec) else leaf for leaf in leaves]
+    dtypes = [leaf.dtype if isinstance(leaf, TensorSpec) else leaf for leaf in leaves] + [autocast_dtype(case)]
     return not any(isinstance(d, torch.dtype) and HONEST.dtype(d) != d for d in dtypes)
 
 

@@ -27,7 +27,7 @@ from api_registry import ApiEntry
 from precheck.dump.records import DeviceArg, TensorSpec
 from precheck.execution.sides import CompileError, Side
 from precheck.grader.side_run import NodeGrads, SideRun
-from precheck.walk import flatten
+from precheck.walk import flatten, map_placed
 
 # The replayed calls' own warnings (torch deprecating an API the model used) are logged here, not shown: on the
 # console they broke the progress bar and said nothing about the check.
@@ -107,6 +107,7 @@ class Call:
     loaded_args: tuple
     loaded_kwargs: dict
     grad_outputs: tuple | None = None
+    autocast: torch.dtype | None = None  # the dtype torch.autocast cast its inputs to (precheck/dump/autocast.py)
 
 
 def run_side(call: Call, side: Side, func: Callable[..., Any] | None = None, hook_node: bool = False) -> SideRun:
@@ -120,6 +121,9 @@ def run_side(call: Call, side: Side, func: Callable[..., Any] | None = None, hoo
         inplace = entry.writes_input(args, kwargs)
         call_args = _build(args, call.loaded_args, side, leaves, inplace)
         call_kwargs = _build(kwargs, call.loaded_kwargs, side, leaves, inplace)
+        if call.autocast is not None:
+            cast = call.autocast
+            call_args, call_kwargs = map_placed((call_args, call_kwargs), lambda t, _: side.autocast(t, cast))
         # The golden side runs the API's float64 reference where it has one; the honest side only where the API
         # itself cannot run on the CPU (NPU fused ops), since a down-cast's own rounding is what it must measure.
         reference = entry.golden if side.golden or side.honest and entry.needs_device else None

@@ -50,6 +50,17 @@ class Side:
         """A fresh copy of ``t`` for this side, so in-place APIs never leak from one side to the other."""
         return t.to(device=self.device, dtype=self.dtype(t.dtype), copy=True)
 
+    def autocast(self, value: Any, dtype: torch.dtype) -> Any:
+        """``value`` as torch.autocast to ``dtype`` hands it to the op (precheck/dump/autocast.py): a floating
+        tensor but float64 cast to ``dtype``, inside the graph, so gradients reach the recorded inputs in their
+        own dtypes. Made explicit rather than run under the target device's autocast, whose lists differ (CUDA
+        runs softmax and layer_norm in fp32, the CPU in bf16): the record says how the call ran, wherever it is
+        replayed. The golden's float64 tensors are left alone; the honest kernel gets the same rounded inputs
+        raised to its wider dtype (it accumulates accurately from what the kernel was given)."""
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dtype == torch.float64:
+            return value
+        return value.to(dtype).to(self.dtype(dtype))
+
     def device_arg(self, arg: DeviceArg) -> torch.device:
         return torch.device(self.device)
 

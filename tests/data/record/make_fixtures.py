@@ -13,6 +13,10 @@ It writes, each with the msprobe_config.json it used:
 - tests/data/record_mix/mix_{tensor,statistics}/: record_mix/mix_model.py's step at level mix, without stack.json
   (its frames are the recorder's own, not compared) and without the tensor task's dump_tensor_data/ (201 files,
   850 KB; the test checks that precheck writes a file for each ``data_name`` of msprobe's dump.json).
+- tests/data/record/autocast_{bf16_tensor,fp16_statistics}/: autocast_model.py's step under torch.autocast("cpu")
+  to bf16 (tensor task) and to fp16 (statistics task), recorded by ``precheck.record`` (msprobe's dump, written
+  without msprobe: ``make_fixtures.py autocast_bf16_tensor`` runs in the project's own venv), without stack.json
+  and construct.json (tests/test_autocast.py reads them).
 Each is recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py
 records: ``start(model); run().backward(); stop(); step()``.
 """
@@ -34,6 +38,28 @@ DUMPS = {
     "mix_tensor": (MIX, "mix_model", "mix", "tensor", None, ("stack.json", "dump_tensor_data")),
     "mix_statistics": (MIX, "mix_model", "mix", "statistics", None, ("stack.json",)),
 }
+# dump -> (autocast dtype, task): recorded by precheck.record, left out stack.json and construct.json
+AUTOCAST = {"autocast_bf16_tensor": ("bfloat16", "tensor"), "autocast_fp16_statistics": ("float16", "statistics")}
+
+
+def record_autocast(name: str) -> None:
+    """Record one autocast step with precheck.record, in this interpreter."""
+    import torch
+
+    import precheck
+
+    sys.path.insert(0, str(HERE))
+    from autocast_model import build
+
+    dtype, task = AUTOCAST[name]
+    out = Path(tempfile.mkdtemp()) / name
+    _, run = build(getattr(torch, dtype))
+    with precheck.record(out, task=task):
+        run().backward()
+    target = HERE / name
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
+    print("wrote", target)
 
 
 def record(name: str) -> None:
@@ -69,6 +95,6 @@ def record(name: str) -> None:
 if __name__ == "__main__":
     for dump in sys.argv[1:] or DUMPS:
         if len(sys.argv) == 2:
-            record(dump)
+            (record_autocast if dump in AUTOCAST else record)(dump)
         else:
             subprocess.run([sys.executable, __file__, dump], check=True)

@@ -1,0 +1,64 @@
+"""Did a recorded call run under ``torch.autocast``, and in which dtype? Inferred from its record alone.
+
+A dump does not say that a step ran in autocast; its records do, by their dtypes. A call on autocast's lists
+(api_registry/autocast.py) whose recorded output is not what its inputs' dtypes give ran on inputs autocast cast:
+``linear`` of a bf16 activation and an fp32 weight with a bf16 output ran in bf16, ``cross_entropy`` of bf16
+logits with an fp32 loss ran in fp32. The dtype autocast cast to is then the recorded output's, for every kind:
+
+- ``lower``: a bf16/fp16 output from a floating input of another dtype (fp32 weights, an fp16 input);
+- ``fp32``: an fp32 output from a bf16/fp16 input;
+- ``promote``: the widest of mixed floating inputs as output.
+
+Autocast casts every floating input but float64 (torch's ``is_eligible``) and never a call that names its own
+dtype (``softmax(x, dtype=...)``) or writes ``out=``, so neither is inferred. This is the one rule: run_ut
+replays what it infers (execution/runner.py), the honest kernel runs in that dtype, and compare reads the same
+answer. docs/reference/autocast.md says where it cannot tell.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from api_registry.autocast import FP32, LOWER, PROMOTE, kinds
+from precheck.dump.decode import Case, TensorSpec
+from precheck.walk import flatten
+
+__all__ = ["autocast_dtype"]
+
+_HALF = (torch.bfloat16, torch.float16)
+
+
+def autocast_dtype(case: Case) -> torch.dtype | None:
+    """The dtype autocast cast ``case``'s floating inputs to when it was recorded, or None: not on autocast's
+    lists, or its dtypes are what they are without autocast (a replay without a cast runs it as it ran)."""
+    kind = kinds(case.api)
+    if not kind or case.problem or case.framework != "pytorch" or case.kwargs.get("out") is not None:
+        return None
+    leaves = flatten((case.args, case.kwargs))
+    if any(isinstance(leaf, torch.dtype) for leaf in leaves):
+        return None
+    inputs = {leaf.dtype for leaf in leaves if isinstance(leaf, TensorSpec) and _eligible(leaf.dtype)}
+    output = next(
+        (o.dtype for o in flatten(case.outputs) if isinstance(o, TensorSpec) and o.dtype.is_floating_point), None
+    )
+    if not inputs or output is None:
+        return None
+    if LOWER in kind and output in _HALF and inputs != {output}:
+        return output
+    if FP32 in kind and output == torch.float32 and inputs & set(_HALF):
+        return output
+    if PROMOTE in kind and len(inputs) > 1 and output == _widest(inputs):
+        return output
+    return None
+
+
+def _eligible(dtype: torch.dtype) -> bool:
+    """What autocast casts: a floating dtype other than float64 (at::autocast::is_eligible)."""
+    return dtype.is_floating_point and dtype != torch.float64
+
+
+def _widest(dtypes: set[torch.dtype]) -> torch.dtype:
+    widest = next(iter(dtypes))
+    for dtype in dtypes:
+        widest = torch.promote_types(widest, dtype)
+    return widest
