@@ -181,9 +181,9 @@ def test_a_forked_child_leaves_the_online_checks_shared_memory(tmp_path):
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
-    assert online._store is not None and online._store.is_dir(), "the parent's store is still being checked from"
+    assert online._store is not None and online._store.path.is_dir(), "the parent's store is still being checked from"
     online.close()
-    assert not online._store.exists()
+    assert not online._store.path.exists()
 
 
 def test_a_call_that_raises_gives_its_number_to_the_next_call(tmp_path):
