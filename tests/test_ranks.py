@@ -71,7 +71,25 @@ def test_a_missing_rank_gives_its_collectives_skip_with_the_reason(tmp_path):
 
 
 def test_the_command_line_runs_a_step_folder_and_a_dumps_top_folder(tmp_path, capsys):
-    assert main(["run_ut", "-api_info", str(STEP.parent), "-o", str(tmp_path), "-d", "cpu", "-q", "--workers", "1", "--backend", "inprocess"]) == 0
+    assert (
+        main(
+            [
+                "run_ut",
+                "-api_info",
+                str(STEP.parent),
+                "-o",
+                str(tmp_path),
+                "-d",
+                "cpu",
+                "-q",
+                "--workers",
+                "1",
+                "--backend",
+                "inprocess",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert "running its one step, step0 (2 dumps)" in err
     assert out.count("precheck run_ut:") == 1 and "forward:  pass 18, warning 0, error 0, SKIP 0" in out
