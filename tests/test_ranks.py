@@ -107,3 +107,26 @@ def test_a_top_folder_with_one_dump_runs_it_and_with_several_steps_lists_them(tm
         shutil.copytree(STEP, several / step)
     with pytest.raises(StepError, match=r"holds 4 dumps in 2 steps \(step0/rank0/dump.json, .*name one step folder"):
         find_dumps(several)
+
+
+def test_the_recorder_writes_a_collectives_arguments_once_run_as_its_output(tmp_path):
+    """msprobe's record of a collective: its output is its arguments after the call (it works in place), and
+    its reduce op is named; without them nothing of it could be graded."""
+    import torch
+    import torch.distributed as dist
+
+    import precheck
+    from precheck.dump.index import RecordIndex
+
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        x = torch.tensor([1.0, -2.0])
+        with precheck.record(tmp_path, task="tensor"):
+            dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    finally:
+        dist.destroy_process_group()
+    index = RecordIndex.open(tmp_path / "step0" / "rank0" / "dump.json", ValueError)
+    record = index.read(index.keys.index("Distributed.all_reduce.0.forward"))
+    assert record["output"][0]["data_name"] == "Distributed.all_reduce.0.forward.output.0.pt"
+    assert record["output"][1] == record["input_kwargs"]["op"] == {"type": "torch.distributed.ReduceOp",
+                                                               "value": "RedOpType.MAX"}  # fmt: skip
