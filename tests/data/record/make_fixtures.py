@@ -13,6 +13,10 @@ It writes, each with the msprobe_config.json it used:
 - tests/data/record_mix/mix_{tensor,statistics}/: record_mix/mix_model.py's step at level mix, without stack.json
   (its frames are the recorder's own, not compared) and without the tensor task's dump_tensor_data/ (201 files,
   850 KB; the test checks that precheck writes a file for each ``data_name`` of msprobe's dump.json).
+- tests/data/record/ddp_gloo/step0/rank{0,1}/: a 2-rank DDP step on gloo with explicit collectives, recorded by
+  precheck.record in each rank (msprobe's collective records are the model: output = the arguments once run),
+  without stack.json and construct.json: ``python tests/data/record/make_fixtures.py ddp_gloo`` (any venv with
+  torch; it runs tests/data/record/ddp_step.py).
 Each is recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py
 records: ``start(model); run().backward(); stop(); step()``.
 """
@@ -66,7 +70,20 @@ def record(name: str) -> None:
     print("wrote", target)
 
 
+def record_ddp() -> None:
+    """The 2-rank DDP step, recorded by precheck in two spawned ranks, trimmed to what tests/test_ranks.py reads."""
+    out = Path(tempfile.mkdtemp())
+    subprocess.run([sys.executable, str(HERE / "ddp_step.py"), str(out)], check=True)
+    target = HERE / "ddp_gloo"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
+    print("wrote", target)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["ddp_gloo"]:
+        record_ddp()
+        sys.exit()
     for dump in sys.argv[1:] or DUMPS:
         if len(sys.argv) == 2:
             record(dump)
