@@ -8,13 +8,14 @@ import time
 import warnings
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from precheck.dump.records import Case, Dump, load_dump, not_replayed
+from precheck.dump.records import Case, Dump, DumpError, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
+from precheck.dump.steps import find_dumps
 from precheck.errors import OptionError, PrecheckError
 from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
@@ -100,6 +101,12 @@ class RunSummary:
         return [pair for pair, n in (self.statuses + self.previous).items() if n > 0]
 
     def describe(self) -> str:
+        return self._counted() + self._files()
+
+    def _files(self) -> str:
+        return f"  result:  {self.result_path}\n  details: {self.details_path}"
+
+    def _counted(self) -> str:
         counts, bw = (
             ", ".join(f"{k} {per.get(k, 0)}" for k in STATUSES) for per in (self.counts, self.backward_counts)
         )
@@ -123,7 +130,6 @@ class RunSummary:
             f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
             f"({self.apis_per_second:.1f} APIs/s)\n"
             f"  forward:  {counts}\n  backward: {bw}\n{late}{modules}{legend}"
-            f"  result:  {self.result_path}\n  details: {self.details_path}"
         )
 
 
@@ -143,6 +149,7 @@ def run_ut(
     tls: Tls | None = None,
     keep_results: bool = True,
     framework: str | None = None,
+    graded: Mapping[str, ApiResult] | None = None,
 ) -> RunSummary:
     """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
 
@@ -154,9 +161,17 @@ def run_ut(
     the Dask scheduler's address, ``tls`` the TLS files of a ``tls://`` one; ``keep_results`` False keeps only
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
     ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: for_framework).
+    ``graded``: rows already graded elsewhere, by case name (a step's collectives, graded across its ranks by
+    precheck.ranks), written as they are instead of run. ``api_info`` may be a dump's top folder holding one dump
+    (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of several.
     """
     start = time.perf_counter()
-    dump = load_dump(api_info, framework)
+    found = find_dumps(api_info)
+    if found.ranks:
+        raise DumpError(f"{found.path}: a step of {len(found.ranks)} dumps; precheck.ranks.run_step runs them as one")
+    if found.note:
+        warnings.warn(found.note, stacklevel=2)
+    dump = load_dump(found.path, framework)
     options = resolved(for_framework(options or CheckOptions(), dump), device)
     workers = worker_count(workers)
     identity = run_identity(dump.path, options, filter_api, api_lists)
@@ -169,7 +184,7 @@ def run_ut(
         warnings.warn(UnfinishedRun(left), stacklevel=2)
     with CsvReport(out_path, resume=csv_path, orders=orders, identity=identity) as report:
         try:
-            suspects, todo = _plan(dump, report, signatures, api_lists, keep)
+            suspects, todo = _plan(dump, report, signatures, api_lists, keep, graded or {})
             if bar is not None:
                 bar.update(len(dump.cases) - len(todo) - len(suspects))
             cases = [dump.cases.select(suspects), dump.cases.select(todo)]
@@ -329,11 +344,18 @@ def _plan(
     signatures: SignatureFilter | None,
     api_lists: ApiLists | None,
     keep: Callable[[ApiResult], None],
+    graded: Mapping[str, ApiResult],
 ) -> tuple[array, array]:
     """Indices of the cases to run (those running when an interrupted run died apart: they run in a worker);
-    listed-out cases become their SKIP rows here. Cases are decoded when they run, never held."""
+    listed-out cases become their SKIP rows here, and those ``graded`` already their rows. Cases are decoded
+    when they run, never held."""
     suspects, todo = array("q"), array("q")
     for order, name in enumerate(dump.cases.names):
+        if name in graded:
+            if text(name) not in report.completed:
+                report.add(graded[name])
+                keep(graded[name])
+            continue
         if signatures is None and api_lists is None:
             if text(name) not in report.completed:  # nothing to learn from the record yet: not decoded
                 (suspects if name in report.suspects else todo).append(order)

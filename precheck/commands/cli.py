@@ -16,6 +16,7 @@ import threading
 import traceback
 import warnings
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -229,11 +230,17 @@ def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
             message = f"{message.what}; continue it with: {_resume_command(argv, message.result_path)}"
         _warning_line(message)
 
+    from precheck.dump.steps import find_dumps
+    from precheck.ranks import run_step
+
+    found = find_dumps(args.api_info)
     with warnings.catch_warnings():
         warnings.showwarning = quiet_replayed(show)
-        return run_ut(
-            args.api_info,
-            args.out_path,
+        if found.note:
+            show(found.note)
+        run = partial(run_step, found) if found.ranks else partial(run_ut, found.path)
+        return run(
+            out_path=args.out_path,
             device=args.device,
             workers=args.workers,
             keep_results=False,
@@ -288,19 +295,25 @@ def _report(args: argparse.Namespace) -> int:
 
 def _closing(summary: RunSummary, report: bool) -> str:
     """Why APIs are SKIP (the commonest reasons and their fixes), the worst APIs of a finished run (up to ten
-    errors, each with its worst metric) and where its report is, or the command that writes it."""
+    errors, each with its worst metric) and where its report is, or the command that writes it; a step's ranks
+    (precheck.ranks) are counted together, and each rank's worst APIs and report are named by its folder."""
     from precheck.report.frame import worst_errors
     from precheck.report.skips import describe_skips, skip_reasons
 
-    details = summary.details_path
-    worst = worst_errors(details)
-    lines = describe_skips(*skip_reasons(summary.result_path)) + ["  worst APIs:"] * bool(worst) + worst
-    if report:
-        from precheck.report.html import write_report
+    runs = getattr(summary, "ranks", None) or {"": summary}
+    reasons, total, worst, pages = Counter(), 0, [], []
+    for name, run in runs.items():
+        found, n = skip_reasons(run.result_path)
+        reasons, total = reasons + found, total + n
+        worst += [f"    {name}{line}" if name else line for line in worst_errors(run.details_path)]
+        at = f"  report{' ' + name if name else ''}:  "
+        if report:
+            from precheck.report.html import write_report
 
-        lines.append(f"  report:  {write_report(details)}")
-    else:
-        lines.append(f"  report:  {shell_command('precheck', 'report', details)}")
+            pages.append(f"{at}{write_report(run.details_path)}")
+        else:
+            pages.append(f"{at}{shell_command('precheck', 'report', run.details_path)}")
+    lines = describe_skips(reasons, total) + ["  worst APIs:"] * bool(worst) + worst + pages
     return "\n".join(escape(line) for line in lines)
 
 

@@ -49,6 +49,7 @@ class Reason(StrEnum):
     SKIP_RANDOM = "skip_random"  # a random call no law of grader/stochastic.py can judge
     SKIP_MEMORY = "skip_memory"  # it would need more memory than --max-memory
     SKIP_MISSING_FILE = "skip_missing_file"  # a tensor file of its inputs is not in the dump's data folder
+    SKIP_MISSING_RANK = "skip_missing_rank"  # a collective whose golden needs a rank's dump or record not given
     SKIP_INPUTS = "skip_inputs"  # its inputs cannot be rebuilt: a file refused or unreadable, odd statistics
     SKIP_GOLDEN_FAILED = "skip_golden_failed"  # the golden (CPU float64) run failed: nothing to grade against
     SKIP_COMPILE_FAILED = "skip_compile_failed"  # torch.compile could not compile the call

@@ -12,6 +12,7 @@ is a dict by field, a structseq a list), which no other walk in precheck follows
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ class Encoder:
             return [self._walk(v, stem, [*keys, i], depth + 1) for i, v in enumerate(value)]
         if isinstance(value, dict):
             return {k: self._walk(v, stem, [*keys, k], depth + 1) for k, v in value.items()}
-        return None
+        return _distributed(value)
 
     def _leaf(self, value: Any, stem: str, keys: list) -> Any:
         if keys and keys[-1] in _OBJECT_KEYS:
@@ -127,6 +128,24 @@ class Encoder:
 def save_copy(t: torch.Tensor, path: Path) -> None:
     """``t`` saved as msprobe saves it: a fresh contiguous copy, so a view saves only its own elements."""
     torch.save(t.detach().clone().contiguous(), path)
+
+
+def _distributed(value: Any) -> dict | None:
+    """msprobe's records of torch.distributed's objects, which a check of a collective reads: a reduce op by its
+    name (``RedOpType.MAX``), a process group by its ranks; None for any other object, as msprobe writes it."""
+    dist = torch.distributed
+    if not dist.is_available():
+        return None
+    if isinstance(value, dist.ReduceOp):
+        return {"type": "torch.distributed.ReduceOp", "value": str(value)}
+    if isinstance(value, dist.ProcessGroup):
+        try:
+            ranks = dist.get_process_group_ranks(value)
+        except (RuntimeError, ValueError):  # a group this process is not in
+            return {"type": "torch.ProcessGroup"}
+        return {"type": "torch.ProcessGroup", "group_ranks": ranks,
+                "group_id": hashlib.md5(str(ranks).encode()).hexdigest()}  # fmt: skip
+    return None
 
 
 def _device(value: Any) -> dict:

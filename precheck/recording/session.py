@@ -212,7 +212,8 @@ class Recorder:
                 if hooked and self._modules is not None:
                     _hook_backward(out, lambda gi, go: self._backward(dump, back, None, None))
                 return out
-            record["output"] = encoder.values(_as_list(out), f"{name}.output")
+            done = [*args, *kwargs.values()] if prefix == "Distributed" else _as_list(out)
+            record["output"] = encoder.values(done, f"{name}.output")
             hooked = hooked and _hook_backward(out, lambda gi, go: self._backward(dump, back, gi, go))
             self._write(dump, name, record, stack, hooked)
         return out
@@ -305,7 +306,8 @@ def _distributed() -> bool:
 
 
 def _as_list(out: Any) -> Any:
-    """msprobe's output field: a tuple's items, a namedtuple by field, anything else as a list of one."""
+    """msprobe's output field: a tuple's items, a namedtuple by field, anything else as a list of one. A
+    collective's (``Distributed.*``) is its arguments once it has run, as msprobe writes it: it works in place."""
     if isinstance(out, list) or (isinstance(out, tuple) and not hasattr(out, "_fields")):
         return list(out)
     return out if isinstance(out, tuple) else [out]

@@ -33,6 +33,11 @@ _ADD_DATA = (
 # code does not say which file, record or error), and what to do where that is known.
 _SAID: dict[Reason | None, tuple[str, bool, str]] = {
     Reason.SKIP_MISSING_FILE: ("tensor files not found", True, _ADD_DATA),
+    Reason.SKIP_MISSING_RANK: (
+        "collectives missing a rank's inputs",
+        True,
+        "run_ut the whole step folder, with every rank's dump in it",
+    ),
     Reason.SKIP_OTHER_FRAMEWORK: (
         "MindSpore APIs read as PyTorch's",
         False,

@@ -17,6 +17,10 @@ It writes, each with the msprobe_config.json it used:
   to bf16 (tensor task) and to fp16 (statistics task), recorded by ``precheck.record`` (msprobe's dump, written
   without msprobe: ``make_fixtures.py autocast_bf16_tensor`` runs in the project's own venv), without stack.json
   and construct.json (tests/test_autocast.py reads them).
+- tests/data/record/ddp_gloo/step0/rank{0,1}/: a 2-rank DDP step on gloo with explicit collectives, recorded by
+  precheck.record in each rank (msprobe's collective records are the model: output = the arguments once run),
+  without stack.json and construct.json: ``python tests/data/record/make_fixtures.py ddp_gloo`` (any venv with
+  torch; it runs tests/data/record/ddp_step.py).
 Each is recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py
 records: ``start(model); run().backward(); stop(); step()``.
 """
@@ -92,7 +96,20 @@ def record(name: str) -> None:
     print("wrote", target)
 
 
+def record_ddp() -> None:
+    """The 2-rank DDP step, recorded by precheck in two spawned ranks, trimmed to what tests/test_ranks.py reads."""
+    out = Path(tempfile.mkdtemp())
+    subprocess.run([sys.executable, str(HERE / "ddp_step.py"), str(out)], check=True)
+    target = HERE / "ddp_gloo"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
+    print("wrote", target)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["ddp_gloo"]:
+        record_ddp()
+        sys.exit()
     for dump in sys.argv[1:] or DUMPS:
         if len(sys.argv) == 2:
             (record_autocast if dump in AUTOCAST else record)(dump)

@@ -1,0 +1,93 @@
+"""Which dumps a path given to ``-api_info`` names: one dump.json (or the folder holding it), a step folder of
+``rank*`` / ``proc*`` dumps (a distributed step, run as one run), or a dump's top folder (``dump/``, holding
+``step*/rank*/dump.json``), resolved to the one dump or the one step below it.
+
+msprobe writes ``DUMP/step{N}/rank{R}/`` in a distributed run and ``DUMP/step{N}/proc{pid}/`` in another; a user
+hands precheck whichever folder is at hand, and "dump/dump.json: no such file" told them nothing of what it found.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from precheck.errors import PrecheckError
+
+DUMP_JSON = "dump.json"
+_PROCESS = re.compile(r"^(rank|proc)(\d*)$")
+_STEP = re.compile(r"^step(\d+)$")
+SHOWN = 4  # dumps named in a line that lists them
+
+
+class StepError(PrecheckError):
+    """A folder that holds several dumps that are not one step (one line, exit code 2)."""
+
+
+@dataclass(frozen=True)
+class RankDump:
+    """One process's dump of a step: its folder (``step0/rank1``) and its rank (None for a ``proc<pid>`` one)."""
+
+    folder: Path
+    rank: int | None
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+
+@dataclass(frozen=True)
+class Found:
+    """What ``-api_info`` names: one dump (``ranks`` None) or a step's dumps; ``note`` says what was chosen below
+    the folder given, when it was not the folder itself."""
+
+    path: Path
+    ranks: list[RankDump] | None = None
+    note: str | None = None
+
+
+def rank_dumps(step: Path) -> list[RankDump]:
+    """The ``rank*`` / ``proc*`` folders of ``step`` that hold a dump.json: ranks by number, then processes."""
+    found = []
+    for folder in step.iterdir() if step.is_dir() else ():
+        m = _PROCESS.match(folder.name)
+        if m and (folder / DUMP_JSON).is_file():
+            found.append(RankDump(folder, int(m[2]) if m[1] == "rank" and m[2] else None))
+    return sorted(found, key=lambda d: (d.rank is None, d.rank or 0, d.name))
+
+
+def _steps(top: Path) -> list[tuple[Path, list[RankDump]]]:
+    steps = [p for p in top.iterdir() if _STEP.match(p.name) and p.is_dir()]
+    found = [(step, rank_dumps(step)) for step in sorted(steps, key=lambda p: int(_STEP.match(p.name)[1]))]
+    return [(step, ranks) for step, ranks in found if ranks]
+
+
+def find_dumps(api_info: str | os.PathLike) -> Found:
+    """What ``api_info`` names (see the module's doc); a path that is none of these is returned as it is, for
+    the dump reader to say what is wrong with it. StepError for a top folder holding several steps."""
+    path = Path(api_info)
+    if not path.is_dir() or (path / DUMP_JSON).exists():
+        return Found(path)
+    ranks = rank_dumps(path)
+    if ranks:
+        return Found(path, ranks)
+    steps = _steps(path)
+    dumps = [d for _, ranks in steps for d in ranks]
+    if len(dumps) == 1:
+        return Found(dumps[0].folder / DUMP_JSON, note=f"{path}: running its one dump, {_below(path, dumps[0])}")
+    if len(steps) == 1:
+        step = steps[0][0]
+        return Found(step, dumps, note=f"{path}: running its one step, {step.name} ({len(dumps)} dumps)")
+    if steps:
+        names = ", ".join(_below(path, d) for d in itertools.islice(dumps, SHOWN)) + ", ..." * (len(dumps) > SHOWN)
+        raise StepError(
+            f"{path}: holds {len(dumps)} dumps in {len(steps)} steps ({names}); "
+            f"name one step folder ({steps[0][0]}) or one dump"
+        )
+    return Found(path)
+
+
+def _below(top: Path, dump: RankDump) -> str:
+    return str(dump.folder.relative_to(top) / DUMP_JSON)

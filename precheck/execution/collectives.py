@@ -1,0 +1,254 @@
+"""Collectives (``Distributed.all_reduce.0`` ...) graded across the ranks of one step.
+
+One rank's record of a collective cannot be replayed alone: its result depends on what every other rank sent. The
+ranks' records together hold all of it, so a step folder of ranks is graded as one: the golden of a collective is
+the float64 collective of every rank's recorded inputs, and each rank's recorded output is that rank's target
+(msprobe records a collective's arguments once it has run as its ``output``: it works in place). A rank whose dump
+or record is missing leaves nothing to compute the golden from: each other rank's row is SKIP and says which.
+The ranks that take part are the recorded process group's (``group_ranks``), else every rank of the world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from precheck.dump.decode import TensorSpec, clip, decode_value
+from precheck.dump.index import RecordError, RecordIndex
+from precheck.execution.options import CheckOptions
+from precheck.grader.reasons import Reason
+from precheck.grader.rows import RowGrader
+from precheck.inputs.builder import InputError, load_tree
+from precheck.results import ApiResult, graded, skipped
+from precheck.walk import flatten
+
+__all__ = ["Rank", "grade_collectives", "is_collective"]
+
+PREFIX = "Distributed."
+_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "SUM": lambda x: x.sum(0),
+    "AVG": lambda x: x.mean(0),
+    "PRODUCT": lambda x: x.prod(0),
+    "MIN": lambda x: x.amin(0),
+    "MAX": lambda x: x.amax(0),
+}
+
+
+class NotCheckable(Exception):
+    """A collective's records hold no golden: its rows are SKIP with this reason and code."""
+
+    def __init__(self, why: str, code: Reason = Reason.SKIP_INPUTS) -> None:
+        super().__init__(why)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank's dump, as the check of its collectives reads it: its records, and the place of each case in
+    the rank's run (its row's order)."""
+
+    rank: int
+    index: RecordIndex | None  # None for a rank that recorded no collective
+    orders: dict[str, int]
+
+    def record(self, name: str) -> dict:
+        """The forward record of the collective ``name``; NotCheckable when it is not one precheck can read."""
+        key = f"{name}.forward"
+        assert self.index is not None, "a rank with collectives has their records"
+        try:
+            raw = self.index.read(self.index.keys.index(key))
+        except (ValueError, RecordError) as e:
+            raise NotCheckable(f"rank {self.rank}: {key}: {clip(str(e))}", Reason.SKIP_BAD_RECORD) from None
+        if not isinstance(raw, dict):
+            raise NotCheckable(f"rank {self.rank}: {key} is not a record", Reason.SKIP_BAD_RECORD)
+        return raw
+
+    @property
+    def data_dir(self) -> Path:
+        assert self.index is not None, "a rank with collectives has their records"
+        return self.index.data_dir
+
+
+@dataclass(frozen=True)
+class _Record:
+    name: str
+    order: int
+    has_backward: bool = False
+
+
+def is_collective(name: str) -> bool:
+    """Whether the case ``name`` (``Distributed.all_reduce.0``) is a collective graded across ranks."""
+    parts = name.split(".")
+    return name.startswith(PREFIX) and len(parts) == 3 and parts[1] in _GOLDENS
+
+
+def grade_collectives(
+    ranks: dict[int, Rank], world: int, missing: str, options: CheckOptions
+) -> dict[int, dict[str, ApiResult]]:
+    """Each rank's results of its collectives, by case name. ``world``: how many ranks the step ran (those of
+    ``ranks`` and any missing); ``missing`` says where a missing rank's dump was looked for."""
+    out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
+    names = sorted({n for rank in ranks.values() for n in rank.orders if is_collective(n)})
+    for name in names:
+        present = [r for r, rank in ranks.items() if name in rank.orders]
+        try:
+            calls = _Calls(name, {r: ranks[r] for r in present}, world, options)
+            absent = [m for m in calls.members if m not in ranks or name not in ranks[m].orders]
+            if absent:
+                where = "recorded no such call" if absent[0] in ranks else f"has no dump in {missing}"
+                raise NotCheckable(
+                    f"rank {absent[0]} {where}: the golden of a collective needs every rank's inputs "
+                    f"({len(absent)} of {len(calls.members)} ranks missing)",
+                    Reason.SKIP_MISSING_RANK,
+                )
+            found = {r: calls.graded(r) for r in present}
+        except NotCheckable as e:
+            found = {r: skipped(_Record(name, ranks[r].orders[name]), str(e), e.code) for r in present}
+        for r, result in found.items():
+            out[r][name] = result
+    return out
+
+
+class _Calls:
+    """One collective's records on every rank, their tensors loaded as they are asked for."""
+
+    def __init__(self, name: str, ranks: dict[int, Rank], world: int, options: CheckOptions) -> None:
+        self.name, self.ranks, self.options = name, ranks, options
+        self.api = name.split(".")[1]
+        self.records = {r: rank.record(name) for r, rank in ranks.items()}
+        self.members = self._members(world)
+
+    def _members(self, world: int) -> list[int]:
+        place = _GOLDENS[self.api][1].get("group")
+        for raw in self.records.values():
+            group = _raw(raw, *place) if place else None
+            if isinstance(group, dict) and isinstance(group.get("group_ranks"), list):
+                return [int(r) for r in group["group_ranks"]]
+        return list(range(world))
+
+    def raw(self, r: int, arg: str) -> Any:
+        return _raw(self.records[r], *_GOLDENS[self.api][1][arg])
+
+    def input(self, r: int, arg: str) -> Any:
+        """The loaded tensors of argument ``arg`` as rank ``r`` passed it."""
+        return self._load(r, self.raw(r, arg), f"rank {r}: input {arg}")
+
+    def output(self, r: int, arg: str) -> Any:
+        """The loaded tensors of argument ``arg`` of rank ``r`` once the collective had run (its target)."""
+        raw, (i, key) = self.records[r], _GOLDENS[self.api][1][arg]
+        args, kwargs, done = raw.get("input_args") or [], raw.get("input_kwargs") or {}, raw.get("output") or []
+        at = i if i < len(args) else len(args) + list(kwargs).index(key) if key in kwargs else len(done)
+        if at >= len(done) or done[at] is None:
+            raise NotCheckable(f"rank {r}: the record holds no output of {arg} (recorded by an older recorder?)")
+        return self._load(r, done[at], f"rank {r}: output {arg}")
+
+    def op(self, r: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        raw = self.raw(r, "op")
+        name = "SUM" if raw is None else str(raw.get("value", "")).rsplit(".", 1)[-1] if isinstance(raw, dict) else ""
+        if name not in _OPS:
+            raise NotCheckable(
+                f"reduce op {clip(repr(name), 40)} is not one precheck computes", Reason.SKIP_UNSUPPORTED
+            )
+        return _OPS[name]
+
+    def _load(self, r: int, raw: Any, where: str) -> Any:
+        try:
+            tree = decode_value(raw, where)
+            if any(isinstance(s, TensorSpec) and s.data_name is None for s in flatten(tree)):
+                raise NotCheckable(f"{where}: no tensor file (a statistics dump): a collective needs its values")
+            return load_tree(tree, self.ranks[r].data_dir)
+        except RecordError as e:
+            raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
+        except InputError as e:
+            raise NotCheckable(f"{where}: {e}", e.reason) from None
+
+    def graded(self, r: int) -> ApiResult:
+        """Rank ``r``'s row: its outputs against the collective of every member's inputs, in float64."""
+        targets, goldens = _GOLDENS[self.api][0](self, r)
+        honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
+                  for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
+        o = self.options
+        rows = RowGrader(o.standard, o.cosine, o.max_abs, "").outputs(
+            self.name, targets, goldens, None, lambda i, _: honest[i]
+        )
+        return graded(_Record(self.name, self.ranks[r].orders[self.name]), rows, [], "")
+
+
+def _raw(record: dict, i: int, key: str) -> Any:
+    args, kwargs = record.get("input_args") or [], record.get("input_kwargs") or {}
+    return args[i] if i < len(args) else kwargs.get(key) if isinstance(kwargs, dict) else None
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    if t.is_complex():
+        return t.to(torch.complex128)
+    return t.to(torch.float64) if t.is_floating_point() else t.to(torch.int64)
+
+
+def _reduced(calls: _Calls, parts: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    golden = calls.op(next(iter(calls.records)))(torch.stack([_wide(p) for p in parts]))
+    golden = golden.reshape(like.shape)
+    return golden if golden.is_floating_point() or golden.is_complex() else golden.to(like.dtype)
+
+
+def _all_reduce(c: _Calls, r: int) -> tuple[list, list]:
+    target = c.output(r, "tensor")
+    return [target], [_reduced(c, [c.input(m, "tensor") for m in c.members], target)]
+
+
+def _broadcast(c: _Calls, r: int) -> tuple[list, list]:
+    src = c.raw(r, "src")
+    src = src.get("value") if isinstance(src, dict) else src
+    if src not in c.members:
+        raise NotCheckable(f"broadcast from rank {clip(repr(src), 40)}, which is not in the group {c.members}")
+    source = c.input(src, "tensor")
+    return [c.output(r, "tensor")], [_wide(source) if source.is_floating_point() else source]
+
+
+def _all_gather(c: _Calls, r: int) -> tuple[list, list]:
+    gathered = [_wide(c.input(m, "tensor")) for m in c.members]
+    targets = list(c.output(r, "tensor_list"))
+    return targets, [g if t.is_floating_point() else g.to(t.dtype) for t, g in zip(targets, gathered, strict=False)]
+
+
+def _all_gather_into(c: _Calls, r: int) -> tuple[list, list]:
+    target = c.output(r, "output")
+    golden = torch.cat([_wide(c.input(m, "input")).reshape(-1) for m in c.members]).reshape(target.shape)
+    return [target], [golden if target.is_floating_point() else golden.to(target.dtype)]
+
+
+def _reduce_scatter(c: _Calls, r: int) -> tuple[list, list]:
+    target, i = c.output(r, "output"), c.members.index(r)
+    return [target], [_reduced(c, [c.input(m, "input")[i] for m in c.members], target)]
+
+
+def _reduce_scatter_into(c: _Calls, r: int) -> tuple[list, list]:
+    target, i, n = c.output(r, "output"), c.members.index(r), len(c.members)
+    return [target], [_reduced(c, [c.input(m, "input").reshape(n, -1)[i] for m in c.members], target)]
+
+
+# API -> (its golden: rank -> (targets, goldens)), the place of each argument it reads (position, keyword).
+_GOLDENS: dict[str, tuple[Callable[[_Calls, int], tuple[list, list]], dict[str, tuple[int, str]]]] = {
+    "all_reduce": (_all_reduce, {"tensor": (0, "tensor"), "op": (1, "op"), "group": (2, "group")}),
+    "broadcast": (_broadcast, {"tensor": (0, "tensor"), "src": (1, "src"), "group": (2, "group")}),
+    "all_gather": (_all_gather, {"tensor_list": (0, "tensor_list"), "tensor": (1, "tensor"), "group": (2, "group")}),
+    **{
+        api: (_all_gather_into, {"output": (0, "output_tensor"), "input": (1, "input_tensor"), "group": (2, "group")})
+        for api in ("all_gather_into_tensor", "_all_gather_base")
+    },
+    "reduce_scatter": (
+        _reduce_scatter,
+        {"output": (0, "output"), "input": (1, "input_list"), "op": (2, "op"), "group": (3, "group")},
+    ),
+    **{
+        api: (
+            _reduce_scatter_into,
+            {"output": (0, "output"), "input": (1, "input"), "op": (2, "op"), "group": (3, "group")},
+        )
+        for api in ("reduce_scatter_tensor", "_reduce_scatter_base")
+    },
+}

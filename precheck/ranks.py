@@ -1,0 +1,111 @@
+"""A step folder of ranks (``dump/step0/rank0``, ``rank1`` ... or ``proc*``) run as one run.
+
+Each rank's dump is run_ut's own run into a folder of its name under ``-o`` (``out/rank0/``), so each CSV pair keeps
+msprobe's names and every reader of one run reads it; the summary and the console block count all ranks at once.
+A collective (``Distributed.all_reduce.0``) is no call one rank can replay: it is graded here from every rank's
+records (precheck.execution.collectives), and each rank's run writes its row as it is. A user with eight ranks
+runs precheck once, not eight times, and joins nothing by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from precheck.dump.index import RecordIndex
+from precheck.dump.records import DumpError, load_dump
+from precheck.dump.steps import DUMP_JSON, Found, RankDump
+from precheck.errors import OptionError
+from precheck.execution.collectives import Rank, grade_collectives, is_collective
+from precheck.execution.options import CheckOptions
+from precheck.paths import output_folder
+from precheck.results import ApiResult
+from precheck.run_ut import RunSummary, run_ut
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["RanksSummary", "run_step"]
+
+
+@dataclass
+class RanksSummary(RunSummary):
+    """The run of a step's ranks: the counts of all of them (``result_path`` and ``details_path`` are the
+    output folder holding a folder per rank), and each rank's own run in ``ranks``."""
+
+    ranks: dict[str, RunSummary] = field(default_factory=dict)
+    step: Path = Path()
+    collectives: int = 0  # collective calls graded across the ranks (rows of every rank)
+
+    def _files(self) -> str:
+        lines = [
+            f"  ranks:   {len(self.ranks)} dumps of {self.step} ({', '.join(self.ranks)}); "
+            f"{self.collectives} collective rows graded from every rank's inputs"
+        ]
+        for name, run in self.ranks.items():
+            lines.append(f"  {name}: result:  {run.result_path}\n  {' ' * len(name)}  details: {run.details_path}")
+        return "\n".join(lines)
+
+    def frame(self) -> pandas.DataFrame:
+        """Every rank's rows as data, with a ``rank`` column (the rank's folder name) first."""
+        import pandas as pd
+
+        frames = [run.frame().assign(rank=name) for name, run in self.ranks.items()]
+        frame = pd.concat(frames, ignore_index=True)
+        return frame[["rank", *(c for c in frame if c != "rank")]]
+
+
+def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> RanksSummary:
+    """Run every dump of the step ``found`` (precheck.dump.steps.find_dumps) as one run: run_ut's keyword
+    arguments apply to each rank's run, and each rank's rows go to ``out_path/<rank folder>/``."""
+    if not found.ranks:
+        raise DumpError(f"{found.path}: not a step folder of rank or proc dumps")
+    if kwargs.get("csv_path") is not None:
+        raise OptionError(f"{found.path}: -csv_path continues one rank's run: run_ut that rank's dump.json with it")
+    start = time.perf_counter()
+    options = kwargs.get("options") or CheckOptions()
+    graded = _collectives(found, options, kwargs.get("framework"))
+    runs = {}
+    for dump in found.ranks:
+        folder = output_folder(Path(out_path) / dump.name)
+        runs[dump.name] = run_ut(dump.folder / DUMP_JSON, folder, graded=graded.get(dump.name), **kwargs)
+    return _summary(found, Path(out_path), runs, time.perf_counter() - start, graded)
+
+
+def _collectives(found: Found, options: CheckOptions, framework: str | None) -> dict[str, dict[str, ApiResult]]:
+    """Each rank's rows of its collectives, by the rank's folder name; none in a step of ``proc*`` folders
+    (which rank each was is not recorded: their collectives go through run_ut, which skips them)."""
+    numbered: list[tuple[int, RankDump]] = [(d.rank, d) for d in found.ranks if d.rank is not None]
+    if len(numbered) < len(found.ranks):
+        return {}
+    ranks = {}
+    for number, dump in numbered:
+        names = load_dump(dump.folder / DUMP_JSON, framework).cases.names
+        if any(is_collective(n) for n in names):
+            index = RecordIndex.open(dump.folder / DUMP_JSON, DumpError)
+            ranks[number] = Rank(number, index, {n: i for i, n in enumerate(names)})
+        else:
+            ranks[number] = Rank(number, None, {})  # no collective: no record of it is read
+    world = max(ranks) + 1
+    graded = grade_collectives(ranks, world, str(found.path), options)
+    return {dump.name: graded[number] for number, dump in numbered}
+
+
+def _summary(
+    found: Found, out: Path, runs: dict[str, RunSummary], seconds: float, graded: dict[str, dict[str, ApiResult]]
+) -> RanksSummary:
+    total: dict[str, Any] = {"statuses": Counter(), "previous": Counter(), "resumed": 0, "filtered": 0,
+                             "timed_out": 0, "module_records": 0}  # fmt: skip
+    for run in runs.values():
+        for key in total:
+            total[key] += getattr(run, key)
+    first = next(iter(runs.values()))
+    results = sorted((r for run in runs.values() for r in run.results), key=lambda r: r.order)
+    fields = {**vars(replace(first)), **total, "result_path": out, "details_path": out, "wall_seconds": seconds}
+    fields["results"] = results
+    collectives = sum(len(rows) for rows in graded.values())
+    return RanksSummary(**fields, ranks=runs, step=found.path, collectives=collectives)

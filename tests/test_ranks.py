@@ -1,0 +1,132 @@
+"""A step folder of ranks run as one run (precheck.ranks): a CSV pair per rank, one summary, and the collectives
+graded from every rank's recorded inputs. The step is tests/data/record/ddp_gloo: a 2-rank DDP step on gloo,
+recorded in each rank by precheck.record (tests/data/record/ddp_step.py)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from precheck.commands.cli import main
+from precheck.dump.steps import StepError, find_dumps
+from precheck.grader.reasons import Reason
+from precheck.ranks import run_step
+from precheck.report import reasons
+from precheck.report.csv_files import read_csv_rows
+
+STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"
+COLLECTIVES = ["Distributed.all_reduce.0", "Distributed.all_gather.0", "Distributed.broadcast.0",
+               "Distributed.reduce_scatter.0"]  # fmt: skip
+
+
+def _results(result_csv: Path) -> dict[str, dict[str, str]]:
+    return {row["API name"]: row for row in read_csv_rows(result_csv)[1]}
+
+
+def _run(step: Path, out: Path):
+    return run_step(find_dumps(step), out, device="cpu", workers=1, backend="inprocess")
+
+
+def test_a_step_folder_is_one_run_with_a_csv_pair_per_rank_and_its_collectives_graded(tmp_path):
+    summary = _run(STEP, tmp_path)
+    assert list(summary.ranks) == ["rank0", "rank1"]
+    for name, run in summary.ranks.items():
+        assert run.result_path.parent == tmp_path / name
+        assert run.result_path.name.startswith("accuracy_checking_result_")  # msprobe's name: its readers take it
+        rows = _results(run.result_path)
+        assert {n: rows[n]["Forward Test Success"] for n in COLLECTIVES} == dict.fromkeys(COLLECTIVES, "pass")
+    assert summary.checked == sum(run.checked for run in summary.ranks.values()) == 18
+    assert summary.counts["pass"] == 18 and summary.collectives == 8
+    text = summary.describe()
+    assert text.count("precheck run_ut:") == 1 and "rank0: result:" in text and "rank1: result:" in text
+    assert set(summary.frame()["rank"]) == {"rank0", "rank1"}
+
+
+def test_a_wrong_rank_output_is_an_error(tmp_path):
+    """The golden is the collective of the inputs: rank 1's recorded sum swapped for its input is an error."""
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    data = step / "rank1" / "dump_tensor_data"
+    shutil.copy(
+        data / "Distributed.all_reduce.0.forward.input.0.pt", data / "Distributed.all_reduce.0.forward.output.0.pt"
+    )
+    summary = _run(step, tmp_path / "out")
+    assert _results(summary.ranks["rank1"].result_path)["Distributed.all_reduce.0"]["Forward Test Success"] == "error"
+    assert _results(summary.ranks["rank0"].result_path)["Distributed.all_reduce.0"]["Forward Test Success"] == "pass"
+
+
+def test_a_missing_rank_gives_its_collectives_skip_with_the_reason(tmp_path):
+    step = tmp_path / "step0"
+    shutil.copytree(STEP / "rank0", step / "rank0")
+    shutil.copytree(STEP / "rank1", step / "rank2")  # rank 1 missing: the world had 3 ranks at least
+    summary = _run(step, tmp_path / "out")
+    run = summary.ranks["rank0"]
+    rows = _results(run.result_path)
+    all_reduce = rows["Distributed.all_reduce.0"]
+    assert all_reduce["Forward Test Success"] == "SKIP"
+    assert "rank 1 has no dump in" in all_reduce["Message"] and "every rank's inputs" in all_reduce["Message"]
+    found = reasons.read(run.details_path)
+    assert found["Distributed.all_reduce.0.forward.output.0"].reason == Reason.SKIP_MISSING_RANK
+    assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"  # the rest of the rank is still checked
+
+
+def test_the_command_line_runs_a_step_folder_and_a_dumps_top_folder(tmp_path, capsys):
+    assert (
+        main(
+            [
+                "run_ut",
+                "-api_info",
+                str(STEP.parent),
+                "-o",
+                str(tmp_path),
+                "-d",
+                "cpu",
+                "-q",
+                "--workers",
+                "1",
+                "--backend",
+                "inprocess",
+            ]
+        )
+        == 0
+    )
+    out, err = capsys.readouterr()
+    assert "running its one step, step0 (2 dumps)" in err
+    assert out.count("precheck run_ut:") == 1 and "forward:  pass 18, warning 0, error 0, SKIP 0" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]
+
+
+def test_a_top_folder_with_one_dump_runs_it_and_with_several_steps_lists_them(tmp_path):
+    one = tmp_path / "one"
+    shutil.copytree(STEP / "rank0", one / "step0" / "proc123")
+    found = find_dumps(one)
+    assert found.path == one / "step0" / "proc123" / "dump.json" and found.ranks is None
+    assert "running its one dump, step0/proc123/dump.json" in found.note
+    several = tmp_path / "several"
+    for step in ("step0", "step1"):
+        shutil.copytree(STEP, several / step)
+    with pytest.raises(StepError, match=r"holds 4 dumps in 2 steps \(step0/rank0/dump.json, .*name one step folder"):
+        find_dumps(several)
+
+
+def test_the_recorder_writes_a_collectives_arguments_once_run_as_its_output(tmp_path):
+    """msprobe's record of a collective: its output is its arguments after the call (it works in place), and
+    its reduce op is named; without them nothing of it could be graded."""
+    import torch
+    import torch.distributed as dist
+
+    import precheck
+    from precheck.dump.index import RecordIndex
+
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        x = torch.tensor([1.0, -2.0])
+        with precheck.record(tmp_path, task="tensor"):
+            dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    finally:
+        dist.destroy_process_group()
+    index = RecordIndex.open(tmp_path / "step0" / "rank0" / "dump.json", ValueError)
+    record = index.read(index.keys.index("Distributed.all_reduce.0.forward"))
+    assert record["output"][0]["data_name"] == "Distributed.all_reduce.0.forward.output.0.pt"
+    assert record["output"][1] == record["input_kwargs"]["op"] == {"type": "torch.distributed.ReduceOp",
+                                                               "value": "RedOpType.MAX"}  # fmt: skip
