@@ -15,6 +15,12 @@ It writes, each with the msprobe_config.json it used:
   850 KB; the test checks that precheck writes a file for each ``data_name`` of msprobe's dump.json).
 Each is recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py
 records: ``start(model); run().backward(); stop(); step()``.
+
+It also writes the steps of train_steps.py, recorded by ``precheck.record`` (msprobe is not needed: run those
+with the project's venv and ``PYTHONPATH=.``), tensor task, without stack.json and construct.json (run_ut reads
+neither), which tests/test_train_steps.py grades:
+- tests/data/record/clip_fp32_tensor/: an fp32 step with clip_grad_norm_ (``Torch._foreach_norm``);
+- tests/data/record/scaler_fp16_tensor/: an autocast fp16 step with a GradScaler whose gradients overflow.
 """
 
 import json
@@ -34,6 +40,23 @@ DUMPS = {
     "mix_tensor": (MIX, "mix_model", "mix", "tensor", None, ("stack.json", "dump_tensor_data")),
     "mix_statistics": (MIX, "mix_model", "mix", "statistics", None, ("stack.json",)),
 }
+STEPS = ("clip_fp32_tensor", "scaler_fp16_tensor")  # train_steps.STEPS, recorded by precheck.record
+
+
+def record_step(name: str) -> None:
+    """Record one step of train_steps.py with precheck.record, in this interpreter."""
+    import precheck
+
+    sys.path.insert(0, str(HERE))
+    from train_steps import STEPS as steps
+
+    out = Path(tempfile.mkdtemp()) / name
+    with precheck.record(out, task="tensor"):
+        steps[name]()
+    target = HERE / name
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
+    print("wrote", target)
 
 
 def record(name: str) -> None:
@@ -67,8 +90,8 @@ def record(name: str) -> None:
 
 
 if __name__ == "__main__":
-    for dump in sys.argv[1:] or DUMPS:
+    for dump in sys.argv[1:] or [*DUMPS, *STEPS]:
         if len(sys.argv) == 2:
-            record(dump)
+            (record_step if dump in STEPS else record)(dump)
         else:
             subprocess.run([sys.executable, __file__, dump], check=True)
