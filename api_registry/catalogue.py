@@ -57,7 +57,7 @@ TORCH = {
     POINTWISE: _POINTWISE_MATH,
     MATMUL: _MATMUL + " linalg.matmul",
     CONV: _CONV,
-    REDUCTION: _REDUCTION + " linalg.vector_norm linalg.matrix_norm linalg.norm special.logsumexp",
+    REDUCTION: _REDUCTION + " linalg.vector_norm linalg.matrix_norm linalg.norm special.logsumexp _foreach_norm",
     BINARY: _BINARY,
     OTHER: _OTHER + " " + _LINALG + " " + _SPECIAL + " " + _FFT + " dropout feature_dropout alpha_dropout "
     "rand rand_like randn randn_like randint randint_like randperm bernoulli normal multinomial poisson",
@@ -119,8 +119,9 @@ TENSOR = {
     """,
 }
 
-# Python-level torch functions outside torch._VF that compute something.
-TORCH_PYTHON = ["broadcast_shapes", "unique", "unravel_index", "lu"]
+# Python-level torch functions outside torch._VF that compute something, and the private functions msprobe wraps
+# that a training step calls: clip_grad_norm_'s ``_foreach_norm`` (one norm per tensor of a list of gradients).
+TORCH_PYTHON = ["broadcast_shapes", "unique", "unravel_index", "lu", "_foreach_norm"]
 TENSOR_DUNDERS = (
     _DUNDERS
     + """

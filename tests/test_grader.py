@@ -25,6 +25,7 @@ from precheck.grader import (
     judge,
     worst,
 )
+from precheck.grader.reasons import Reason
 
 RANK = {PASS: 0, WARNING: 1, ERROR: 2}
 F64 = torch.float64
@@ -301,9 +302,14 @@ def test_inf_mismatch_is_error(t_value, g_value):
     assert c.status == ERROR and "inf/nan" in c.message
 
 
-def test_fp16_overflow_is_error():
-    g = t64([1.0, 70000.0])
-    assert compare(g.half(), g).status == ERROR
+@pytest.mark.parametrize("standard", ["default", "msprobe", "absolute"])
+def test_an_fp16_overflow_the_golden_has_too_is_a_warning_one_the_target_has_alone_an_error(standard):
+    g = t64([1.0, 70000.0, -1e6])  # beyond fp16's 65504: the golden in fp16 is inf too
+    over = compare(g.half(), g, standard=standard)
+    assert (over.status, over.reason, over.metrics.overflows) == (WARNING, Reason.OVERFLOW, 2), over.message
+    assert over.message.startswith("overflow: inf at 2 position(s)") and "(first at index (1,)" in over.message
+    alone = compare(t64([1.0, math.inf, -math.inf]).half(), t64([1.0, 60000.0, -1e6]), standard=standard)
+    assert (alone.status, alone.reason) == (ERROR, Reason.NONFINITE_MISMATCH)
 
 
 def test_nonfinite_mismatch_beats_loose_thresholds():
@@ -411,7 +417,8 @@ def test_exact_metrics_values():
         (float("nan"), float("nan"), PASS),
         (float("inf"), float("inf"), PASS),
         (float("nan"), 1.0, ERROR),
-        (float("inf"), 1e308, ERROR),
+        (float("inf"), 1e308, WARNING),  # judged as float32: 1e308 is beyond its range, an overflow of the dtype
+        (float("inf"), 1e30, ERROR),
         (2, 2.0, PASS),
         (3, 3, PASS),
         (3, 4, ERROR),

@@ -40,6 +40,9 @@ class Metrics:
     worst_index: int | None = None
     nonfinite_mismatches: int = 0
     first_nonfinite_mismatch: int | None = None
+    # Of those, the target's inf where the golden rounded to the target dtype is that inf: beyond the dtype's range
+    # on both sides (a GradScaler's scaled fp16 gradients), an overflow of the dtype, not of the kernel.
+    overflows: int = 0
     golden_max_abs: float | None = None  # largest finite |golden|: is the output zero at the dtype's scale?
     count: int | None = None  # elements the shares count (finite on both sides); None: not known (a CSV row)
     # The default standard's measure from the same pass, where every position is finite (grader/honest.py):

@@ -75,6 +75,7 @@ class _Totals:
     finite: int = 0  # positions where both sides are finite
     mismatched: int = 0
     bad: int = 0  # non-finite positions where the two sides do not agree
+    overflows: int = 0  # of those, the target's inf where the golden rounded to the target dtype is that inf
     first_bad: int | None = None
     max_abs: float = -1.0
     worst: int | None = None
@@ -161,6 +162,7 @@ def _nonfinite_chunk(s: _Totals, t: torch.Tensor, g: torch.Tensor, offset: int, 
     s.bad += n_bad
     rounded = g if s.rounding is None else g.to(s.rounding).to(torch.float64)
     s.mismatched += _count(~((t == rounded) | both_nan))
+    s.overflows += _count(bad & torch.isinf(t) & (t == rounded))
     # Error balance counts every position whose difference has a sign (inf against a finite value does; nan and
     # inf - inf do not), as msprobe's get_error_balance does on the whole arrays.
     d_rest = t[~finite] - g[~finite]
@@ -325,6 +327,7 @@ def _metrics(s: _Totals, n: int) -> Metrics:
         inf_nan_err_ratio=_share(s.bad, n - m),
         nonfinite_mismatches=s.bad,
         first_nonfinite_mismatch=s.first_bad,
+        overflows=s.overflows,
     )
     if m == 0:
         return Metrics(**common)

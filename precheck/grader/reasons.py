@@ -25,6 +25,9 @@ class Reason(StrEnum):
     HONEST_LEAN = "honest_lean"
     RULE_FAILED = "rule_failed"  # a metrics-only standard (Comparison.standard names it) failed
     NONFINITE_MISMATCH = "nonfinite_mismatch"  # inf/nan where the golden holds another value
+    # The target's inf where the golden too is beyond the dtype's range (a warning, not an error): an fp16 step
+    # whose scaled gradients overflow, which a GradScaler skips.
+    OVERFLOW = "overflow"
     EXACT_MISMATCH = "exact_mismatch"  # integer or bool elements that differ
     VALUE_MISMATCH = "value_mismatch"  # a non-tensor output unequal to the golden's
     TYPE_MISMATCH = "type_mismatch"  # a tensor on one side only

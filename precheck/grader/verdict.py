@@ -3,7 +3,8 @@
 Integer and bool outputs must match exactly under every standard; Python floats are compared as one-element
 float64 tensors (with a tolerance, never ``==``); other values must be equal. Float outputs get every metric of
 the details CSV and the verdict of the chosen standard (standards.py). Any non-finite value that the golden does
-not hold identically is an error, whatever the standard.
+not hold identically is an error, whatever the standard, but for an inf where the golden too is beyond the
+target dtype's range: an overflow of the dtype (a warning), as a GradScaler's overflowed fp16 step has.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from precheck.grader.limits import absolute_regime, accumulative_regime
 from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
 from precheck.grader.reasons import Reason
 from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve, rule
-from precheck.grader.status import ERROR, PASS, Status
+from precheck.grader.status import ERROR, PASS, WARNING, Status
 
 
 def compare(
@@ -176,6 +177,10 @@ def _compare_tensors(
     else:
         status, message = judge(m, dtype, name, cosine=cosine, max_abs=max_abs, reference=ref, api_class=api_class)
         reason, ratio, clause = _rule_reason(m, status), None, ""
+    said = _overflowed(status, m, dtype)
+    if said is not None:
+        status, reason, clause = said
+        message = "; ".join(part for part in (clause, message) if part)
     place = ""
     if status != PASS:
         place = (
@@ -189,9 +194,26 @@ def _compare_tensors(
     )
 
 
+def _overflowed(status: Status, m: Metrics, dtype: torch.dtype) -> tuple[Status, Reason, str] | None:
+    """The target's inf where the golden too is beyond the dtype's range is said to be what it is, an overflow
+    of the dtype and not an error: a warning (an fp16 step's scaled gradients overflow so, and a GradScaler then
+    skips its optimizer step). None where there is none, or where the rest of the output is an error anyway.
+    (Inf/nan the golden holds itself, carried from the inputs, agree: the rule grades the rest.)"""
+    if status == ERROR or not m.overflows:
+        return None
+    top = torch.finfo(dtype.to_real() if dtype.is_complex else dtype).max
+    return (
+        WARNING,
+        Reason.OVERFLOW,
+        f"overflow: inf at {m.overflows} position(s), where the golden too is beyond "
+        f"{honest_kernel.short_name(dtype)}'s range ({top:.6g}): the step overflowed (a GradScaler then skips "
+        "its optimizer step)",
+    )
+
+
 def _rule_reason(m: Metrics, status: Status) -> Reason:
     """The code of ``judge``'s verdict: its first test is the non-finite one, then the standard's rule."""
-    if m.nonfinite_mismatches:
+    if m.nonfinite_mismatches > m.overflows:
         return Reason.NONFINITE_MISMATCH
     return Reason.PASSED if status == PASS else Reason.RULE_FAILED
 
@@ -207,7 +229,7 @@ def judge(
     api_class: str | None = None,
 ) -> tuple[Status, str]:
     """A standard's verdict on computed metrics: (status, reason); the reason is empty on pass."""
-    if m.nonfinite_mismatches:
+    if m.nonfinite_mismatches > m.overflows:
         return ERROR, f"inf/nan mismatch at {m.nonfinite_mismatches} position(s)"
     if m.max_abs_err is None:
         return PASS, ""  # every position holds the same non-finite value on both sides

@@ -23,6 +23,12 @@ It writes, each with the msprobe_config.json it used:
   torch; it runs tests/data/record/ddp_step.py).
 Each is recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py
 records: ``start(model); run().backward(); stop(); step()``.
+
+It also writes the steps of train_steps.py, recorded by ``precheck.record`` (msprobe is not needed: run those
+with the project's venv and ``PYTHONPATH=.``), tensor task, without stack.json and construct.json (run_ut reads
+neither), which tests/test_train_steps.py grades:
+- tests/data/record/clip_fp32_tensor/: an fp32 step with clip_grad_norm_ (``Torch._foreach_norm``);
+- tests/data/record/scaler_fp16_tensor/: an autocast fp16 step with a GradScaler whose gradients overflow.
 """
 
 import json
@@ -30,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,22 +51,36 @@ DUMPS = {
 }
 # dump -> (autocast dtype, task): recorded by precheck.record, left out stack.json and construct.json
 AUTOCAST = {"autocast_bf16_tensor": ("bfloat16", "tensor"), "autocast_fp16_statistics": ("float16", "statistics")}
+STEPS = ("clip_fp32_tensor", "scaler_fp16_tensor")  # train_steps.STEPS, recorded by precheck.record
 
 
 def record_autocast(name: str) -> None:
     """Record one autocast step with precheck.record, in this interpreter."""
     import torch
 
-    import precheck
-
     sys.path.insert(0, str(HERE))
     from autocast_model import build
 
     dtype, task = AUTOCAST[name]
-    out = Path(tempfile.mkdtemp()) / name
     _, run = build(getattr(torch, dtype))
+    record_by_precheck(name, task, lambda: run().backward())
+
+
+def record_step(name: str) -> None:
+    """Record one step of train_steps.py with precheck.record, in this interpreter."""
+    sys.path.insert(0, str(HERE))
+    from train_steps import STEPS as steps
+
+    record_by_precheck(name, "tensor", steps[name])
+
+
+def record_by_precheck(name: str, task: str, step: Callable[[], object]) -> None:
+    """``step`` recorded by precheck.record into tests/data/record/NAME, without stack.json and construct.json."""
+    import precheck
+
+    out = Path(tempfile.mkdtemp()) / name
     with precheck.record(out, task=task):
-        run().backward()
+        step()
     target = HERE / name
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
@@ -110,8 +131,8 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["ddp_gloo"]:
         record_ddp()
         sys.exit()
-    for dump in sys.argv[1:] or DUMPS:
+    for dump in sys.argv[1:] or [*DUMPS, *STEPS]:
         if len(sys.argv) == 2:
-            (record_autocast if dump in AUTOCAST else record)(dump)
+            (record_autocast if dump in AUTOCAST else record_step if dump in STEPS else record)(dump)
         else:
             subprocess.run([sys.executable, __file__, dump], check=True)
