@@ -219,7 +219,9 @@ def _graded(
 ) -> ApiResult:
     """The graded rows of a call whose sides all ran, and the row's message: every non-pass reason and note."""
     honest = HonestRun(call, case, ran.at, ran.target if target.is_honest(case) else None)
-    grade = RowGrader(options.standard, options.cosine, options.max_abs, call.entry.standard, options.keep_tensors)
+    grade = RowGrader(
+        options.standard, options.cosine, options.max_abs, call.entry.standard, options.keep_tensors, call.autocast
+    )
     reference_ok = reference is not None and not reference.error
     # Before grading frees the outputs; a canonical form rewrites indices into values, so no dtype is compared.
     odd = recorded_output_notes(case.outputs, ran.target.outputs, dtypes=call.entry.canonical is None)

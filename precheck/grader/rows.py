@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from precheck.grader.comparison import Comparison
 from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR
@@ -29,12 +31,16 @@ class RowGrader:
     max_abs: float
     api_class: str
     keep_tensors: bool = False  # keep the compared values in the rows (generated tests, -save_error_data)
+    # the dtype torch.autocast ran the call in (precheck/dump/autocast.py): a wider output, the gradient of an fp32
+    # weight, was computed in it and only cast back, so it is held to that dtype's precision and range
+    ran_in: torch.dtype | None = None
 
     def _row(self, api: str, direction: Direction, i: int, target: Any, golden: Any, reference: Any, honest: Any):
         comparison = compare(
             target,
             golden,
             standard=self.standard,
+            target_dtype=self._computed_in(target),
             reference=reference,
             cosine=self.cosine,
             max_abs=self.max_abs,
@@ -42,6 +48,12 @@ class RowGrader:
             honest=honest,
         )
         return DetailRow(api, direction, i, comparison, *((target, golden) if self.keep_tensors else ()))
+
+    def _computed_in(self, target: Any) -> torch.dtype | None:
+        held = target.dtype if isinstance(target, torch.Tensor) and target.dtype.is_floating_point else None
+        if held is None or self.ran_in is None or torch.finfo(self.ran_in).bits >= torch.finfo(held).bits:
+            return None
+        return self.ran_in
 
     def outputs(
         self, api: str, targets: list, goldens: list, references: Sequence | None, honest: Honest
