@@ -349,6 +349,8 @@ def test_report_end_to_end_loads_no_torch(tmp_path):
         (["run_ut", "-api_info", "x", "--zzz"], "precheck run_ut: error: unknown option --zzz"),
         (["run_ut", "-api_info", "x", "y"], "precheck run_ut: error: unexpected argument 'y'"),
         (["run_ut"], "precheck run_ut: error: the following arguments are required: -api_info/--api_info"),
+        # the program's words after -- are not precheck's options: the missing -o is named
+        (["record", "--", "python", "train.py"], "the following arguments are required: -o/--out_path"),
     ],
 )
 def test_a_misspelt_option_is_named_with_the_nearest_one_in_one_line(capsys, argv, expected):
@@ -357,6 +359,35 @@ def test_a_misspelt_option_is_named_with_the_nearest_one_in_one_line(capsys, arg
     first, hint, *rest = capsys.readouterr().err.split("\n")
     assert e.value.code == 2 and first.endswith(expected) and rest == [""]
     assert hint == f"  (see: precheck {argv[0]} --help)"
+
+
+@pytest.mark.parametrize(
+    "argv, expected, help_of",
+    [
+        (
+            ["run_ut", "-api_info", "x", "-j", "2"],
+            "run_ut: error: unknown option -j: worker processes are -n N",
+            "run_ut ",
+        ),
+        (
+            ["record", "-o", "d", "-j", "2", "--", "python", "x.py"],
+            "unknown option -j: worker processes are -n N",
+            "record ",
+        ),
+        (
+            ["run_ut", "-api_info", "x", "--jit_compile"],
+            "jit_compile: precheck leaves torch_npu's jit compilation",
+            "run_ut ",
+        ),
+        (["runut", "-api_info", "x"], "precheck: error: unknown command 'runut'; did you mean run_ut?", ""),
+    ],
+)
+def test_msprobes_habits_are_answered_with_what_precheck_uses_instead(capsys, argv, expected, help_of):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    first, hint, *rest = capsys.readouterr().err.split("\n")
+    assert e.value.code == 2 and expected in first and rest == [""]
+    assert hint == f"  (see: precheck {help_of}--help)"
 
 
 def test_msprobes_top_level_framework_option_is_taken(tmp_path, capsys):

@@ -26,9 +26,12 @@ class _Parser(argparse.ArgumentParser):
     _given: list[str] = []
 
     def error(self, message: str) -> NoReturn:
-        unknown = [a for a in self._given if a.startswith("-") and not self._takes(a)]
+        given = self._given[: self._given.index("--")] if "--" in self._given else self._given  # then a program's
+        unknown = [a for a in given if a.startswith("-") and not self._takes(a)]
         if unknown and message.startswith("the following arguments are required"):  # --api-info for -api_info
             message = _unknown(unknown, self)
+        elif message.startswith("argument command: invalid choice"):  # precheck runut
+            message = _unknown_command(self, message)
         self.exit(2, f"{self.prog}: error: {message}\n  (see: {self.prog} --help)\n")
 
     def _takes(self, word: str) -> bool:
@@ -60,14 +63,34 @@ class _Parser(argparse.ArgumentParser):
         return None
 
 
+# msprobe's options that precheck has no equal of, and what a user of msprobe types here instead
+MSPROBE_OPTIONS = {
+    "-j": "worker processes are -n N here (msprobe's -j is its --jit_compile, which precheck does not take)",
+    "--jit_compile": "precheck leaves torch_npu's jit compilation as the process starts with it (no switch needed); "
+    "--target compile grades each API through torch.compile",
+}
+
+
 def _unknown(extras: list[str], *parsers: argparse.ArgumentParser | None) -> str:
-    """The first argument no parser took, with the nearest option where it looks like a misspelt one."""
+    """The first argument no parser took: msprobe's option with what precheck uses instead, or the nearest
+    option where it looks like a misspelt one."""
     option = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
     if option is None:
         return f"unexpected argument {extras[0]!r}"
+    msprobe = MSPROBE_OPTIONS.get(option) or MSPROBE_OPTIONS.get(option[:2] if option[1] != "-" else "")
+    if msprobe:
+        return f"unknown option {option}: {msprobe}"
     known = [name for p in parsers if p is not None for name in p._option_string_actions]
     near = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
     return f"unknown option {option}" + (f"; did you mean {near[0]}?" if near else "")
+
+
+def _unknown_command(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's ``message`` on a command no subcommand is, as the nearest one (``runut``: run_ut)."""
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    typed = message.split("invalid choice: ", 1)[1].split(" (choose from", 1)[0].strip("'")
+    near = difflib.get_close_matches(typed, list(commands), n=1, cutoff=0.6)
+    return f"unknown command {typed!r}" + (f"; did you mean {near[0]}?" if near else f"; one of: {', '.join(commands)}")
 
 
 def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | None = None) -> argparse.ArgumentParser:

@@ -84,7 +84,7 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
         "for what the cluster must be trusted with)",
     )
     add_tls_options(rec)
-    rec.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
+    rec.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
 
 
 _DEFAULTS = {"target": "device", "standard": "default"}
@@ -99,7 +99,7 @@ def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
 def _record(args: argparse.Namespace) -> int:
     from precheck.recording.launch import run_recorded
 
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.program[1:] if args.program[:1] == ["--"] else args.program
     done = run_recorded(
         args.out_path,
         command,
