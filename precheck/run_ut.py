@@ -162,12 +162,12 @@ def run_ut(
     identity = run_identity(dump.path, options, filter_api, api_lists)
     options = _usable_error_folder(options)
     keep = _Tally(keep_results)
-    bar = _progress_bar(len(dump.cases)) if progress else None
     orders = {text(name): i for i, name in enumerate(dump.cases.names)}  # names as the CSVs hold them
     signatures = SignatureFilter() if filter_api else None
     if csv_path is None and (left := unfinished(out_path, identity)) is not None:
         warnings.warn(UnfinishedRun(left), stacklevel=2)
     with CsvReport(out_path, resume=csv_path, orders=orders, identity=identity) as report:
+        bar = _progress_bar(len(dump.cases)) if progress else None  # once the files are open: an error has its line
         try:
             suspects, todo = _plan(dump, report, signatures, api_lists, keep)
             if bar is not None:

@@ -390,6 +390,12 @@ def test_msprobes_habits_are_answered_with_what_precheck_uses_instead(capsys, ar
     assert hint == f"  (see: precheck {help_of}--help)"
 
 
+def test_resuming_a_csv_that_is_not_there_says_no_such_file_on_a_line_of_its_own(tmp_path, capsys):
+    missing = tmp_path / "e2" / "nope.csv"  # with the progress bar on: its line is not the error's
+    assert main(["run_ut", "-api_info", str(MLP), "-d", "cpu", "-csv_path", str(missing)]) == 2
+    assert capsys.readouterr().err == f"precheck: error: {missing}: no such file\n"
+
+
 def test_msprobes_top_level_framework_option_is_taken(tmp_path, capsys):
     # msprobe -f mindspore run_ut -api_info ...: the MLP's PyTorch calls read as MindSpore's have no equivalent.
     code, out, _ = run(capsys, "-f", "mindspore", "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-q")

@@ -122,7 +122,9 @@ class CsvReport:
         if resume is not None:
             path = Path(resume)
             m = RESULT_NAME.match(path.name)
-            if m is None or not path.is_file():
+            if not path.is_file():
+                raise ResumeError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+            if m is None:
                 raise ResumeError(f"{path}: not an {RESULT.format('<YYYYmmddHHMMSS>')} file")
             self.out_dir, stem = path.parent, m.group(1)
         else:
