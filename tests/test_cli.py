@@ -173,8 +173,19 @@ def test_fail_on_counts_the_rows_of_the_run_it_resumed(tmp_path, capsys):
     result = next(tmp_path.glob("accuracy_checking_result_*.csv"))
     argv = ["run_ut", "-api_info", str(GPT2), "-q", "--max-abs", "1e-30", "-csv_path", str(result)]
     code, out, err = run(capsys, *argv, "--fail-on", "warning")
-    assert "0 APIs on" in out and "continuing a run that had 47 APIs" in out
+    assert "47 APIs on" in out and "47 done before, by the run this continues; none was left to check" in out
     assert code == 1 and "at or below 'warning'" in err
+
+
+def test_a_resume_prints_the_whole_runs_counts_and_how_many_were_done_before(tmp_path, capsys):
+    code, first, _ = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", "cpu", "-q")
+    result = next(tmp_path.glob("accuracy_checking_result_*.csv"))
+    lines = result.read_bytes().splitlines(keepends=True)
+    result.write_bytes(b"".join(lines[:3]))  # interrupted after two of the six APIs
+    code, out, _ = run(capsys, "run_ut", "-api_info", str(MLP), "-d", "cpu", "-q", "-csv_path", str(result))
+    assert code == 0 and "6 APIs on cpu: 2 done before, by the run this continues; 4 checked now in " in out
+    counts = [line for line in out.splitlines() if line.startswith(("  forward:", "  backward:"))]
+    assert counts == [line for line in first.splitlines() if line.startswith(("  forward:", "  backward:"))]
 
 
 def test_save_error_data_into_a_place_that_cannot_be_written_is_one_warning(tmp_path, capsys):
