@@ -407,6 +407,22 @@ def test_resuming_a_csv_that_is_not_there_says_no_such_file_on_a_line_of_its_own
     assert capsys.readouterr().err == f"precheck: error: {missing}: no such file\n"
 
 
+def test_every_option_has_help_and_the_two_targets_say_which_they_are():
+    import argparse
+
+    from precheck.commands.parser import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    bare = [
+        (n, a.option_strings[0]) for n, p in commands.items() for a in p._actions if a.option_strings and not a.help
+    ]
+    assert bare == []
+    helps = {n: {a.dest: a.help for a in commands[n]._actions} for n in ("compare", "run_ut")}
+    assert "the dump under test" in helps["compare"]["target"] and "not run_ut's --target" in helps["compare"]["target"]
+    assert "reference run's dump" in helps["compare"]["bench"]
+    assert "A mode, not a dump: compare's -target is the dump under test" in helps["run_ut"]["target"]
+
+
 def test_msprobes_top_level_framework_option_is_taken(tmp_path, capsys):
     # msprobe -f mindspore run_ut -api_info ...: the MLP's PyTorch calls read as MindSpore's have no equivalent.
     code, out, _ = run(capsys, "-f", "mindspore", "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-q")

@@ -149,7 +149,8 @@ def grading_only() -> argparse.ArgumentParser:
         help="what is graded: device (re-run each API on -d), recorded (the outputs and gradients the "
         "dump saved: no accelerator needed), compile (each API through torch.compile on -d), mindspore (a "
         "MindSpore dump's calls re-run by MindSpore on -d). A MindSpore dump's default is recorded for a tensor "
-        "dump and mindspore for a statistics dump, as msprobe grades them",
+        "dump and mindspore for a statistics dump, as msprobe grades them. A mode, not a dump: compare's -target "
+        "is the dump under test",
     )
     shared.add_argument(
         "--cosine",
@@ -326,7 +327,7 @@ def _add_repro(commands: argparse._SubParsersAction) -> None:
         "recorded dtypes against a CPU float64 golden, needing only torch.",
     )
     rep.add_argument("api_name", metavar="API_NAME", help="a forward record's name, e.g. Torch.addmm.0")
-    rep.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON")
+    rep.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON", help="the dump.json holding it")
     rep.add_argument("-o", "--out_path", default=".", help="folder for the script and its inputs")
     rep.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
 
