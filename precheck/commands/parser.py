@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
         if unknown and message.startswith("the following arguments are required"):  # --api-info for -api_info
             message = _unknown(unknown, self)
         elif message.startswith("argument command: invalid choice"):  # precheck runut
-            message = _unknown_command(self, message)
+            message = _unknown_command(self)
         self.exit(2, f"{self.prog}: error: {message}\n  (see: {self.prog} --help)\n")
 
     def _takes(self, word: str) -> bool:
@@ -85,10 +85,12 @@ def _unknown(extras: list[str], *parsers: argparse.ArgumentParser | None) -> str
     return f"unknown option {option}" + (f"; did you mean {near[0]}?" if near else "")
 
 
-def _unknown_command(parser: argparse.ArgumentParser, message: str) -> str:
-    """argparse's ``message`` on a command no subcommand is, as the nearest one (``runut``: run_ut)."""
+def _unknown_command(parser: _Parser) -> str:
+    """The command typed where no subcommand is, with the nearest one (``runut``: run_ut)."""
     commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    typed = message.split("invalid choice: ", 1)[1].split(" (choose from", 1)[0].strip("'")
+    given = parser._given
+    valued = {i + 1 for i, word in enumerate(given) if word in ("-f", "--framework")}  # -f mindspore runut
+    typed = next((w for i, w in enumerate(given) if i not in valued and not w.startswith("-")), "")
     near = difflib.get_close_matches(typed, list(commands), n=1, cutoff=0.6)
     return f"unknown command {typed!r}" + (f"; did you mean {near[0]}?" if near else f"; one of: {', '.join(commands)}")
 
