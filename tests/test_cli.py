@@ -423,6 +423,17 @@ def test_every_option_has_help_and_the_two_targets_say_which_they_are():
     assert "A mode, not a dump: compare's -target is the dump under test" in helps["run_ut"]["target"]
 
 
+def test_recording_again_into_a_recorded_folder_is_refused_before_the_command_runs(tmp_path, capsys):
+    (tmp_path / "step0" / "proc8486").mkdir(parents=True)
+    ran = tmp_path / "ran"
+    code, _, err = run(capsys, "record", "-o", str(tmp_path), "--", sys.executable, "-c", f"open({str(ran)!r}, 'w')")
+    assert code == 2 and not ran.exists()
+    assert err == (
+        f"precheck: error: {tmp_path / 'step0'} already holds a recording (proc8486): record into another -o, or "
+        "remove that one first\n"
+    )
+
+
 def test_msprobes_top_level_framework_option_is_taken(tmp_path, capsys):
     # msprobe -f mindspore run_ut -api_info ...: the MLP's PyTorch calls read as MindSpore's have no equivalent.
     code, out, _ = run(capsys, "-f", "mindspore", "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-q")

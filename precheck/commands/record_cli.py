@@ -2,7 +2,7 @@
 
 Exit codes: the recorded command's own (a training run that fails is not precheck's to hide; 128 + N when signal
 N killed it, as a shell says), 2 when nothing could be recorded (no command, a command that cannot start, no
-Python process that imported torch) or when the command exited 0 and the recording failed (a check that failed
+Python process that imported torch, an -o holding a recording of a chosen step already) or when the command exited 0 and the recording failed (a check that failed
 at the program's end: one line each on stderr, and the CSVs and report it left say they are partial).
 """
 
@@ -100,6 +100,7 @@ def _record(args: argparse.Namespace) -> int:
     from precheck.recording.launch import run_recorded
 
     command = args.program[1:] if args.program[:1] == ["--"] else args.program
+    _refuse_a_second_recording(Path(args.out_path), args.steps)
     done = run_recorded(
         args.out_path,
         command,
@@ -134,6 +135,21 @@ def _record(args: argparse.Namespace) -> int:
     for failure in written.failures:  # the program may have exited 0 all the same: precheck record does not
         print(f"precheck: error: the recording failed in {escape(failure)}", file=sys.stderr)
     return done.returncode or (USAGE_EXIT_CODE if written.failures else 0)
+
+
+def _refuse_a_second_recording(out: Path, steps: list[int]) -> None:
+    """A step of ``out`` that holds a recording already is refused before the command runs: a second one would be
+    another proc folder beside it, which compare and run_ut cannot tell from a second process of one run."""
+    for step in steps:
+        folder = out / f"step{step}"
+        held = (
+            sorted(p.name for p in folder.glob("*") if p.name.startswith(("proc", "rank"))) if folder.is_dir() else []
+        )
+        if held:
+            raise OptionError(
+                f"{escape(str(folder))} already holds a recording ({held[0]}): record into another -o, or remove "
+                "that one first"
+            )
 
 
 def _ended(done: Recorded) -> str:
