@@ -434,6 +434,20 @@ def test_recording_again_into_a_recorded_folder_is_refused_before_the_command_ru
     )
 
 
+def test_record_check_ends_each_step_as_run_ut_ends_a_run_labelled_by_its_step(tmp_path, capsys, monkeypatch):
+    from precheck.recording import launch
+    from precheck.recording.runlog import Written
+
+    code, by_run_ut, _ = run(capsys, "run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-d", "cpu", "-q")
+    (result,) = tmp_path.glob("accuracy_checking_result_*.csv")
+    done = launch.Recorded(0, None, Written(dumps=[GPT2], results=[result]))
+    monkeypatch.setattr(launch, "run_recorded", lambda *args, **kwargs: done)  # the step's check, as it left it
+    code, out, _ = run(capsys, "record", "-o", str(tmp_path / "rec"), "--check", "-d", "cpu", "--", "python", "t.py")
+    assert code == 0 and "\nstep0 (proc8493): 47 APIs checked\n  forward:  pass " in out
+    closing = [line for line in by_run_ut.splitlines() if line.startswith(("    ", "  worst APIs", "  2 APIs SKIP"))]
+    assert len(closing) > 3 and all(line in out.splitlines() for line in closing)  # SKIP reasons and worst APIs
+
+
 def test_msprobes_top_level_framework_option_is_taken(tmp_path, capsys):
     # msprobe -f mindspore run_ut -api_info ...: the MLP's PyTorch calls read as MindSpore's have no equivalent.
     code, out, _ = run(capsys, "-f", "mindspore", "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-q")

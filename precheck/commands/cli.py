@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from precheck.commands.cluster_options import tls_of
 from precheck.commands.compare_cli import handlers as compare_handlers
+from precheck.commands.console import closing
 from precheck.commands.parser import build_parser
 from precheck.commands.record_cli import handlers as record_handlers
 from precheck.errors import BUG_EXIT_CODE, USAGE_EXIT_CODE, OptionError, PrecheckError
@@ -287,21 +288,15 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _closing(summary: RunSummary, report: bool) -> str:
-    """Why APIs are SKIP (the commonest reasons and their fixes), the worst APIs of a finished run (up to ten
-    errors, each with its worst metric) and where its report is, or the command that writes it."""
-    from precheck.report.frame import worst_errors
-    from precheck.report.skips import describe_skips, skip_reasons
-
+    """The console's end (commands/console.py), with the report written here or the command that writes it."""
     details = summary.details_path
-    worst = worst_errors(details)
-    lines = describe_skips(*skip_reasons(summary.result_path)) + ["  worst APIs:"] * bool(worst) + worst
     if report:
         from precheck.report.html import write_report
 
-        lines.append(f"  report:  {write_report(details)}")
+        page = str(write_report(details))
     else:
-        lines.append(f"  report:  {shell_command('precheck', 'report', details)}")
-    return "\n".join(escape(line) for line in lines)
+        page = shell_command("precheck", "report", details)
+    return "\n".join(closing(summary.result_path, details, page))
 
 
 def _grading(args: argparse.Namespace) -> dict[str, object]:

@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING
 
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
 from precheck.commands.cluster_options import add_tls_options, tls_of
+from precheck.commands.console import closing
 from precheck.commands.values import size
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.report.csv_files import read_csv_rows
-from precheck.schema import REPORT, RESULT_HEADER, STATUSES, details_of, run_stem
+from precheck.report.runfiles import RunFileError, read_sidecar
+from precheck.schema import REPORT, RESULT_HEADER, RESULT_NAME, SIDECAR, STATUSES, details_of, run_stem
 
 if TYPE_CHECKING:
     from precheck.recording.launch import Recorded
@@ -127,11 +129,11 @@ def _record(args: argparse.Namespace) -> int:
             f"  {escape(str(p))}  (check: {shell_command('precheck', 'run_ut', '-api_info', p)})" for p in done.dumps
         ]
     lines += [f"  not closed, its process died mid-step: {escape(str(p))}" for p in written.unclosed]
-    for result in done.results:
-        page = result.parent / REPORT.format(run_stem(details_of(result.name)))
-        partial = written.partial.get(result)
-        lines += [_counts(result, partial), f"  result:  {escape(str(result))}"]
-        lines += [f"  report:  {escape(str(page))}"] * (page in written.reports)
+    for result in done.results:  # each step as run_ut's console says a run, named by its step and process
+        details = result.with_name(details_of(result.name))
+        page = result.parent / REPORT.format(run_stem(details.name))
+        lines += [*_counts(result, written.partial.get(result)), f"  result:  {escape(str(result))}"]
+        lines += closing(result, details, str(page) if page in written.reports else None)
     print("\n".join(lines))
     for failure in written.failures:  # the program may have exited 0 all the same: precheck record does not
         print(f"precheck: error: the recording failed in {escape(failure)}", file=sys.stderr)
@@ -160,14 +162,24 @@ def _ended(done: Recorded) -> str:
     return f"was killed by signal {done.signal} ({signal.Signals(done.signal).name}), exit {done.returncode}"
 
 
-def _counts(result: Path, partial: str | None) -> str:
-    """A checked step's APIs per forward and backward status, as run_ut's summary gives them; a partial CSV
-    (``partial``: why) says it is one."""
+def _counts(result: Path, partial: str | None) -> list[str]:
+    """A checked step's heading (its step and process) and its APIs per forward and backward status, as run_ut's
+    summary gives them; a partial CSV (``partial``: why) says it is one."""
     _, rows = read_csv_rows(result)
     per = [Counter(row.get(RESULT_HEADER[i], "").strip() for row in rows) for i in (1, 2)]
     forward, backward = (", ".join(f"{k} {c.get(k, 0)}" for k in STATUSES) for c in per)
     checked = f"{len(rows)} APIs checked" if partial is None else f"PARTIAL: {len(rows)} APIs checked ({partial})"
-    return f"  {checked}; forward: {forward}; backward: {backward}"
+    return [f"{escape(_step_of(result))}: {checked}", f"  forward:  {forward}", f"  backward: {backward}"]
+
+
+def _step_of(result: Path) -> str:
+    """``step0 (proc1234)``: the step and process whose dump a check's result CSV grades, from its run record."""
+    m = RESULT_NAME.match(result.name)
+    try:
+        dump = Path(read_sidecar(result.with_name(SIDECAR.format(m.group(1) if m else ""))).get("dump", ""))
+    except (FileNotFoundError, RunFileError):
+        return result.name
+    return f"{dump.parent.parent.name} ({dump.parent.name})" if dump.name else result.name
 
 
 def _check(args: argparse.Namespace) -> dict | None:
