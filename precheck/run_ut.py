@@ -64,9 +64,9 @@ class RunSummary:
         """APIs per backward status, of the APIs that have a backward record."""
         return self._per_status(1)
 
-    def _per_status(self, direction: int) -> Counter:
+    def _per_status(self, direction: int, statuses: Counter | None = None) -> Counter:
         per: Counter = Counter()
-        for pair, n in self.statuses.items():
+        for pair, n in (self.statuses if statuses is None else statuses).items():
             if pair[direction] is not None:
                 per[pair[direction]] += n
         return per
@@ -107,11 +107,17 @@ class RunSummary:
         return f"  result:  {self.result_path}\n  details: {self.details_path}"
 
     def _counted(self) -> str:
-        counts, bw = (
-            ", ".join(f"{k} {per.get(k, 0)}" for k in STATUSES) for per in (self.counts, self.backward_counts)
-        )
+        """The console's summary: the whole run's counts, a resumed run's rows included (its CSVs hold them all),
+        with how many APIs this call checked and how many were done before."""
+        whole = self.statuses + self.previous
+        counts, bw = (", ".join(f"{k} {self._per_status(d, whole).get(k, 0)}" for k in STATUSES) for d in (0, 1))
         where = target_for(CheckOptions(device=self.device, target=self.target)).describe()
-        again = f" (continuing a run that had {self.resumed} APIs)" if self.resumed else ""
+        rate = f"in {self.wall_seconds:.2f} s ({self.apis_per_second:.1f} APIs/s)"
+        if self.resumed:
+            now = f"{self.checked} checked now {rate}" if self.checked else "none was left to check"
+            again = f": {self.resumed} done before, by the run this continues; {now}"
+        else:
+            again = f" {rate}"
         if self.filtered:
             again += f" ({self.filtered} calls with an already checked signature skipped by --filter_api)"
         late = (
@@ -127,8 +133,7 @@ class RunSummary:
             else ""
         )
         return (
-            f"precheck run_ut: {self.checked} APIs {where}{again} in {self.wall_seconds:.2f} s "
-            f"({self.apis_per_second:.1f} APIs/s)\n"
+            f"precheck run_ut: {self.checked + self.resumed} APIs {where}{again}\n"
             f"  forward:  {counts}\n  backward: {bw}\n{late}{modules}{legend}"
         )
 
@@ -177,12 +182,12 @@ def run_ut(
     identity = run_identity(dump.path, options, filter_api, api_lists)
     options = _usable_error_folder(options)
     keep = _Tally(keep_results)
-    bar = _progress_bar(len(dump.cases)) if progress else None
     orders = {text(name): i for i, name in enumerate(dump.cases.names)}  # names as the CSVs hold them
     signatures = SignatureFilter() if filter_api else None
     if csv_path is None and (left := unfinished(out_path, identity)) is not None:
         warnings.warn(UnfinishedRun(left), stacklevel=2)
     with CsvReport(out_path, resume=csv_path, orders=orders, identity=identity) as report:
+        bar = _progress_bar(len(dump.cases)) if progress else None  # once the files are open: an error has its line
         try:
             suspects, todo = _plan(dump, report, signatures, api_lists, keep, graded or {})
             if bar is not None:

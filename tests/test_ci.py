@@ -102,10 +102,14 @@ def test_the_main_jobs_setup_installs_torch_and_precheck_only(tmp_path):
     assert not (tmp_path / "repo" / ".venv-mindspore").exists()
 
 
-def test_the_test_setup_adds_the_test_extras_chromium_and_the_mindspore_venv(tmp_path):
-    proc, log = _setup(tmp_path, "--test")
+def test_the_test_setup_adds_the_test_extras_and_chromium_and_mindspore_only_when_asked(tmp_path):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    proc, log = _setup(tmp_path / "a", "--test")
     assert proc.returncode == 0, proc.stderr
     assert "-e .[test]" in log and "apt-get install -y -q chromium" in log
+    assert "mindspore" not in log and not (tmp_path / "a" / "repo" / ".venv-mindspore").exists()  # 2.9 GB unasked
+    proc, log = _setup(tmp_path / "b", "--test", "--mindspore")
+    assert proc.returncode == 0, proc.stderr
     assert "-m venv .venv-mindspore" in log and "mindspore==2.10.*" in log
 
 
@@ -123,8 +127,10 @@ def test_no_working_chromium_is_reported_in_one_line(tmp_path):
 
 
 def test_an_unknown_setup_option_is_refused(tmp_path):
-    proc, log = _setup(tmp_path, "--tests")
-    assert proc.returncode == 2 and proc.stderr == "usage: .ci/setup [--test]\n" and log == ""
+    for i, args in enumerate((["--tests"], ["--mindspore"], ["--test", "--mindspore", "x"])):
+        (tmp_path / str(i)).mkdir()
+        proc, log = _setup(tmp_path / str(i), *args)
+        assert proc.returncode == 2 and proc.stderr == "usage: .ci/setup [--test [--mindspore]]\n" and log == ""
 
 
 def test_ci_runs_exactly_the_readmes_test_command():
@@ -132,5 +138,5 @@ def test_ci_runs_exactly_the_readmes_test_command():
     commands = [line for line in readme.splitlines() if line.startswith("bash .ci/setup")]
     # The main job's set-up is the bare one; the tests' adds what they need.
     assert len(commands) == 2 and commands[0].startswith("bash .ci/setup && .venv/bin/precheck run_ut ")
-    assert commands[1] == "bash .ci/setup --test && .venv/bin/python -m pytest -q"
+    assert commands[1] == "bash .ci/setup --test --mindspore && .venv/bin/python -m pytest -q"
     assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == commands[1]

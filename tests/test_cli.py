@@ -173,8 +173,19 @@ def test_fail_on_counts_the_rows_of_the_run_it_resumed(tmp_path, capsys):
     result = next(tmp_path.glob("accuracy_checking_result_*.csv"))
     argv = ["run_ut", "-api_info", str(GPT2), "-q", "--max-abs", "1e-30", "-csv_path", str(result)]
     code, out, err = run(capsys, *argv, "--fail-on", "warning")
-    assert "0 APIs on" in out and "continuing a run that had 47 APIs" in out
+    assert "47 APIs on" in out and "47 done before, by the run this continues; none was left to check" in out
     assert code == 1 and "at or below 'warning'" in err
+
+
+def test_a_resume_prints_the_whole_runs_counts_and_how_many_were_done_before(tmp_path, capsys):
+    code, first, _ = run(capsys, "run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "-d", "cpu", "-q")
+    result = next(tmp_path.glob("accuracy_checking_result_*.csv"))
+    lines = result.read_bytes().splitlines(keepends=True)
+    result.write_bytes(b"".join(lines[:3]))  # interrupted after two of the six APIs
+    code, out, _ = run(capsys, "run_ut", "-api_info", str(MLP), "-d", "cpu", "-q", "-csv_path", str(result))
+    assert code == 0 and "6 APIs on cpu: 2 done before, by the run this continues; 4 checked now in " in out
+    counts = [line for line in out.splitlines() if line.startswith(("  forward:", "  backward:"))]
+    assert counts == [line for line in first.splitlines() if line.startswith(("  forward:", "  backward:"))]
 
 
 def test_save_error_data_into_a_place_that_cannot_be_written_is_one_warning(tmp_path, capsys):
@@ -349,6 +360,8 @@ def test_report_end_to_end_loads_no_torch(tmp_path):
         (["run_ut", "-api_info", "x", "--zzz"], "precheck run_ut: error: unknown option --zzz"),
         (["run_ut", "-api_info", "x", "y"], "precheck run_ut: error: unexpected argument 'y'"),
         (["run_ut"], "precheck run_ut: error: the following arguments are required: -api_info/--api_info"),
+        # the program's words after -- are not precheck's options: the missing -o is named
+        (["record", "--", "python", "train.py"], "the following arguments are required: -o/--out_path"),
     ],
 )
 def test_a_misspelt_option_is_named_with_the_nearest_one_in_one_line(capsys, argv, expected):
@@ -357,6 +370,82 @@ def test_a_misspelt_option_is_named_with_the_nearest_one_in_one_line(capsys, arg
     first, hint, *rest = capsys.readouterr().err.split("\n")
     assert e.value.code == 2 and first.endswith(expected) and rest == [""]
     assert hint == f"  (see: precheck {argv[0]} --help)"
+
+
+@pytest.mark.parametrize(
+    "argv, expected, help_of",
+    [
+        (
+            ["run_ut", "-api_info", "x", "-j", "2"],
+            "run_ut: error: unknown option -j: worker processes are -n N",
+            "run_ut ",
+        ),
+        (
+            ["record", "-o", "d", "-j", "2", "--", "python", "x.py"],
+            "unknown option -j: worker processes are -n N",
+            "record ",
+        ),
+        (
+            ["run_ut", "-api_info", "x", "--jit_compile"],
+            "jit_compile: precheck leaves torch_npu's jit compilation",
+            "run_ut ",
+        ),
+        (["runut", "-api_info", "x"], "precheck: error: unknown command 'runut'; did you mean run_ut?", ""),
+    ],
+)
+def test_msprobes_habits_are_answered_with_what_precheck_uses_instead(capsys, argv, expected, help_of):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    first, hint, *rest = capsys.readouterr().err.split("\n")
+    assert e.value.code == 2 and expected in first and rest == [""]
+    assert hint == f"  (see: precheck {help_of}--help)"
+
+
+def test_resuming_a_csv_that_is_not_there_says_no_such_file_on_a_line_of_its_own(tmp_path, capsys):
+    missing = tmp_path / "e2" / "nope.csv"  # with the progress bar on: its line is not the error's
+    assert main(["run_ut", "-api_info", str(MLP), "-d", "cpu", "-csv_path", str(missing)]) == 2
+    assert capsys.readouterr().err == f"precheck: error: {missing}: no such file\n"
+
+
+def test_every_option_has_help_and_the_two_targets_say_which_they_are():
+    import argparse
+
+    from precheck.commands.parser import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    bare = [
+        (n, a.option_strings[0]) for n, p in commands.items() for a in p._actions if a.option_strings and not a.help
+    ]
+    assert bare == []
+    helps = {n: {a.dest: a.help for a in commands[n]._actions} for n in ("compare", "run_ut")}
+    assert "the dump under test" in helps["compare"]["target"] and "not run_ut's --target" in helps["compare"]["target"]
+    assert "reference run's dump" in helps["compare"]["bench"]
+    assert "A mode, not a dump: compare's -target is the dump under test" in helps["run_ut"]["target"]
+
+
+def test_recording_again_into_a_recorded_folder_is_refused_before_the_command_runs(tmp_path, capsys):
+    (tmp_path / "step0" / "proc8486").mkdir(parents=True)
+    ran = tmp_path / "ran"
+    code, _, err = run(capsys, "record", "-o", str(tmp_path), "--", sys.executable, "-c", f"open({str(ran)!r}, 'w')")
+    assert code == 2 and not ran.exists()
+    assert err == (
+        f"precheck: error: {tmp_path / 'step0'} already holds a recording (proc8486): record into another -o, or "
+        "remove that one first\n"
+    )
+
+
+def test_record_check_ends_each_step_as_run_ut_ends_a_run_labelled_by_its_step(tmp_path, capsys, monkeypatch):
+    from precheck.recording import launch
+    from precheck.recording.runlog import Written
+
+    code, by_run_ut, _ = run(capsys, "run_ut", "-api_info", str(GPT2), "-o", str(tmp_path), "-d", "cpu", "-q")
+    (result,) = tmp_path.glob("accuracy_checking_result_*.csv")
+    done = launch.Recorded(0, None, Written(dumps=[GPT2], results=[result]))
+    monkeypatch.setattr(launch, "run_recorded", lambda *args, **kwargs: done)  # the step's check, as it left it
+    code, out, _ = run(capsys, "record", "-o", str(tmp_path / "rec"), "--check", "-d", "cpu", "--", "python", "t.py")
+    assert code == 0 and "\nstep0 (proc8493): 47 APIs checked\n  forward:  pass " in out
+    closing = [line for line in by_run_ut.splitlines() if line.startswith(("    ", "  worst APIs", "  2 APIs SKIP"))]
+    assert len(closing) > 3 and all(line in out.splitlines() for line in closing)  # SKIP reasons and worst APIs
 
 
 def test_msprobes_top_level_framework_option_is_taken(tmp_path, capsys):

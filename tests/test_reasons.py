@@ -215,3 +215,33 @@ def test_no_program_reads_a_verdict_from_a_message():
 def test_the_reference_names_every_reason_code():
     page = (Path(__file__).parent.parent / "docs" / "reference" / "csv-formats.md").read_text(encoding="utf-8")
     assert [r.value for r in Reason if f"`{r.value}`" not in page] == []
+
+
+def _reason_rows(details: Path) -> list[str]:
+    return [json.loads(line)["row"] for line in reasons.path_for(details).read_text(encoding="utf-8").splitlines()]
+
+
+def _details_rows(details: Path) -> list[str]:
+    with open(details, encoding="utf-8-sig", newline="") as f:
+        return [row[0] for row in list(csv.reader(f))[1:]]
+
+
+def test_the_reasons_file_is_in_the_csvs_order_whatever_order_the_apis_finish_in(tmp_path):
+    from precheck.dump.records import load_dump
+    from precheck.report.csv_files import CsvReport
+
+    dump = load_dump(DATA / "mlp_fp32_tensor/step0/proc8486/dump.json")
+    with CsvReport(tmp_path) as report:
+        for case in reversed(list(dump.cases)):  # a pool's workers finish in any order
+            report.add(check_case(case, dump.data_dir))
+    rows = _details_rows(report.details_path)
+    assert len(rows) > len(dump.cases) and _reason_rows(report.details_path) == rows
+
+
+def test_a_resumed_run_keeps_one_reasons_line_per_row_in_the_csvs_order(tmp_path):
+    mlp = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
+    first = run_ut(mlp, tmp_path, device="cpu", workers=1)
+    lines = first.result_path.read_bytes().splitlines(keepends=True)
+    first.result_path.write_bytes(b"".join(lines[:3]))  # interrupted after two of its six APIs
+    resumed = run_ut(mlp, tmp_path, device="cpu", workers=1, csv_path=first.result_path)
+    assert resumed.checked == 4 and _reason_rows(resumed.details_path) == _details_rows(resumed.details_path)

@@ -303,6 +303,16 @@ def test_report_of_a_folder_without_a_run_is_one_line_exit_2(tmp_path, capsys):
     assert err == f"precheck: error: {tmp_path}: no accuracy_checking_details_*.csv in this folder"
 
 
+@pytest.mark.parametrize("name", ["train.py", "notes.csv"])
+def test_report_of_a_file_that_is_no_runs_csv_says_which_files_it_reads(tmp_path, capsys, name):
+    script = tmp_path / name
+    script.write_text("import torch\na, b = 1, 2\n" + "x,y,z,w,v,u\n" * 20, encoding="utf-8")
+    assert main(["report", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"precheck: error: {script}: not a run's CSV nor a compare's file; precheck report reads a")
+    assert "accuracy_checking_details_<ts>.csv" in err and "Error tokenizing" not in err and err.count("\n") == 1
+
+
 def _details_csv(path: Path, rows: list[list[str]]) -> Path:
     from precheck.report.csv_files import DETAILS_HEADER
 

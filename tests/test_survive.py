@@ -202,7 +202,7 @@ def test_an_api_that_killed_the_run_is_checked_in_a_worker_on_resume(tmp_path):
     stdout, _ = second.communicate(timeout=120)
     # The journal says which API was running: on resume it alone runs in a worker, whose crash is its row.
     assert second.returncode == 0, stdout
-    assert "continuing a run that had 1 APIs" in stdout
+    assert "3 APIs on cpu: 1 done before, by the run this continues; 2 checked now" in stdout
     assert [r[:2] for r in rows(result)] == [
         ["Torch.precheck_slow.0", "pass"],
         ["Torch.precheck_segfault.0", "error"],

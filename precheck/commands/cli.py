@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from precheck.commands.cluster_options import tls_of
 from precheck.commands.compare_cli import handlers as compare_handlers
+from precheck.commands.console import closing
 from precheck.commands.parser import build_parser
 from precheck.commands.record_cli import handlers as record_handlers
 from precheck.errors import BUG_EXIT_CODE, USAGE_EXIT_CODE, OptionError, PrecheckError
@@ -294,27 +295,20 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _closing(summary: RunSummary, report: bool) -> str:
-    """Why APIs are SKIP (the commonest reasons and their fixes), the worst APIs of a finished run (up to ten
-    errors, each with its worst metric) and where its report is, or the command that writes it; a step's ranks
-    (precheck.ranks) are counted together, and each rank's worst APIs and report are named by its folder."""
-    from precheck.report.frame import worst_errors
-    from precheck.report.skips import describe_skips, skip_reasons
-
+    """The console's end (commands/console.py), with the report written here or the command that writes it; a
+    step's ranks (precheck.ranks) are counted together, and each rank's worst APIs and report are named by its
+    folder."""
     runs = getattr(summary, "ranks", None) or {"": summary}
-    reasons, total, worst, pages = Counter(), 0, [], []
-    for name, run in runs.items():
-        found, n = skip_reasons(run.result_path)
-        reasons, total = reasons + found, total + n
-        worst += [f"    {name}{line}" if name else line for line in worst_errors(run.details_path)]
-        at = f"  report{' ' + name if name else ''}:  "
+    pages = []
+    for run in runs.values():
         if report:
             from precheck.report.html import write_report
 
-            pages.append(f"{at}{write_report(run.details_path)}")
+            pages.append(str(write_report(run.details_path)))
         else:
-            pages.append(f"{at}{shell_command('precheck', 'report', run.details_path)}")
-    lines = describe_skips(reasons, total) + ["  worst APIs:"] * bool(worst) + worst + pages
-    return "\n".join(escape(line) for line in lines)
+            pages.append(shell_command("precheck", "report", run.details_path))
+    page = "\n  report:  ".join(f"{name}: {p}" if name else p for name, p in zip(runs, pages, strict=True))
+    return "\n".join(closing({name: (run.result_path, run.details_path) for name, run in runs.items()}, page))
 
 
 def _grading(args: argparse.Namespace) -> dict[str, object]:

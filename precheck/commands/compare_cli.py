@@ -36,8 +36,25 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "an honest kernel and the bench is not is named instead (the summary says which rule named it). Folders "
         "of step*/rank* are compared rank by rank.",
     )
-    cmp.add_argument("-target", "--target", "-tp", "--target_path", dest="target", metavar="DUMP")
-    cmp.add_argument("-bench", "--bench", "-gp", "--golden_path", dest="bench", metavar="DUMP")
+    cmp.add_argument(
+        "-target",
+        "--target",
+        "-tp",
+        "--target_path",
+        dest="target",
+        metavar="DUMP",
+        help="the dump under test (msprobe's npu_path): a dump.json, its folder, or a dump's top folder of "
+        "step*/rank*; a dump here, not run_ut's --target, which is a device or mode",
+    )
+    cmp.add_argument(
+        "-bench",
+        "--bench",
+        "-gp",
+        "--golden_path",
+        dest="bench",
+        metavar="DUMP",
+        help="the reference run's dump of the same step (msprobe's bench_path), in the same form as -target",
+    )
     cmp.add_argument("-i", "--input_path", metavar="COMPARE_JSON", help="msprobe's compare.json (npu_path, ...)")
     cmp.add_argument("-o", "--out_path", default=".", help="folder for the CSV and the summary")
     cmp.add_argument("-lm", "--layer_mapping", metavar="YAML", help="msprobe's layer mapping of module names")
@@ -84,8 +101,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "a token fails when its top-1 differs, KL > 0.01 or cosine < 0.99. Each side is a folder of one .npy/.pt "
         "file per token or one file with a token axis. Writes logits_compare_{ts}.csv.",
     )
-    lg.add_argument("-target", "--target", required=True, metavar="LOGITS")
-    lg.add_argument("-bench", "--bench", required=True, metavar="LOGITS")
+    lg.add_argument("-target", "--target", required=True, metavar="LOGITS", help="the logits of the run under test")
+    lg.add_argument("-bench", "--bench", required=True, metavar="LOGITS", help="the logits of the reference run")
     lg.add_argument("-o", "--out_path", default=".", help="folder for the CSV")
     kd = commands.add_parser(
         "keydata",

@@ -26,9 +26,12 @@ class _Parser(argparse.ArgumentParser):
     _given: list[str] = []
 
     def error(self, message: str) -> NoReturn:
-        unknown = [a for a in self._given if a.startswith("-") and not self._takes(a)]
+        given = self._given[: self._given.index("--")] if "--" in self._given else self._given  # then a program's
+        unknown = [a for a in given if a.startswith("-") and not self._takes(a)]
         if unknown and message.startswith("the following arguments are required"):  # --api-info for -api_info
             message = _unknown(unknown, self)
+        elif message.startswith("argument command: invalid choice"):  # precheck runut
+            message = _unknown_command(self)
         self.exit(2, f"{self.prog}: error: {message}\n  (see: {self.prog} --help)\n")
 
     def _takes(self, word: str) -> bool:
@@ -60,14 +63,36 @@ class _Parser(argparse.ArgumentParser):
         return None
 
 
+# msprobe's options that precheck has no equal of, and what a user of msprobe types here instead
+MSPROBE_OPTIONS = {
+    "-j": "worker processes are -n N here (msprobe's -j is its --jit_compile, which precheck does not take)",
+    "--jit_compile": "precheck leaves torch_npu's jit compilation as the process starts with it (no switch needed); "
+    "--target compile grades each API through torch.compile",
+}
+
+
 def _unknown(extras: list[str], *parsers: argparse.ArgumentParser | None) -> str:
-    """The first argument no parser took, with the nearest option where it looks like a misspelt one."""
+    """The first argument no parser took: msprobe's option with what precheck uses instead, or the nearest
+    option where it looks like a misspelt one."""
     option = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
     if option is None:
         return f"unexpected argument {extras[0]!r}"
+    msprobe = MSPROBE_OPTIONS.get(option) or MSPROBE_OPTIONS.get(option[:2] if option[1] != "-" else "")
+    if msprobe:
+        return f"unknown option {option}: {msprobe}"
     known = [name for p in parsers if p is not None for name in p._option_string_actions]
     near = difflib.get_close_matches(option, known, n=1, cutoff=0.6)
     return f"unknown option {option}" + (f"; did you mean {near[0]}?" if near else "")
+
+
+def _unknown_command(parser: _Parser) -> str:
+    """The command typed where no subcommand is, with the nearest one (``runut``: run_ut)."""
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    given = parser._given
+    valued = {i + 1 for i, word in enumerate(given) if word in ("-f", "--framework")}  # -f mindspore runut
+    typed = next((w for i, w in enumerate(given) if i not in valued and not w.startswith("-")), "")
+    near = difflib.get_close_matches(typed, list(commands), n=1, cutoff=0.6)
+    return f"unknown command {typed!r}" + (f"; did you mean {near[0]}?" if near else f"; one of: {', '.join(commands)}")
 
 
 def build_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]] | None = None) -> argparse.ArgumentParser:
@@ -126,7 +151,8 @@ def grading_only() -> argparse.ArgumentParser:
         help="what is graded: device (re-run each API on -d), recorded (the outputs and gradients the "
         "dump saved: no accelerator needed), compile (each API through torch.compile on -d), mindspore (a "
         "MindSpore dump's calls re-run by MindSpore on -d). A MindSpore dump's default is recorded for a tensor "
-        "dump and mindspore for a statistics dump, as msprobe grades them",
+        "dump and mindspore for a statistics dump, as msprobe grades them. A mode, not a dump: compare's -target "
+        "is the dump under test",
     )
     shared.add_argument(
         "--cosine",
@@ -303,7 +329,7 @@ def _add_repro(commands: argparse._SubParsersAction) -> None:
         "recorded dtypes against a CPU float64 golden, needing only torch.",
     )
     rep.add_argument("api_name", metavar="API_NAME", help="a forward record's name, e.g. Torch.addmm.0")
-    rep.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON")
+    rep.add_argument("-api_info", "--api_info", required=True, metavar="DUMP_JSON", help="the dump.json holding it")
     rep.add_argument("-o", "--out_path", default=".", help="folder for the script and its inputs")
     rep.add_argument("--seed", type=int, default=0, help="seed of inputs generated from statistics")
 

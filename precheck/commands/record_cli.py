@@ -2,8 +2,9 @@
 
 Exit codes: the recorded command's own (a training run that fails is not precheck's to hide; 128 + N when signal
 N killed it, as a shell says), 2 when nothing could be recorded (no command, a command that cannot start, no
-Python process that imported torch) or when the command exited 0 and the recording failed (a check that failed
-at the program's end: one line each on stderr, and the CSVs and report it left say they are partial).
+Python process that imported torch, an -o holding a recording of a chosen step already) or when the command
+exited 0 and the recording failed (a check that failed at the program's end: one line each on stderr, and the CSVs
+and report it left say they are partial).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from typing import TYPE_CHECKING
 
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
 from precheck.commands.cluster_options import add_tls_options, tls_of
+from precheck.commands.console import closing
 from precheck.commands.values import size
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.report.csv_files import read_csv_rows
-from precheck.schema import REPORT, RESULT_HEADER, STATUSES, details_of, run_stem
+from precheck.report.runfiles import RunFileError, read_sidecar
+from precheck.schema import REPORT, RESULT_HEADER, RESULT_NAME, SIDECAR, STATUSES, details_of, run_stem
 
 if TYPE_CHECKING:
     from precheck.recording.launch import Recorded
@@ -84,7 +87,7 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
         "for what the cluster must be trusted with)",
     )
     add_tls_options(rec)
-    rec.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
+    rec.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD", help="the training command")
 
 
 _DEFAULTS = {"target": "device", "standard": "default"}
@@ -99,7 +102,8 @@ def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
 def _record(args: argparse.Namespace) -> int:
     from precheck.recording.launch import run_recorded
 
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.program[1:] if args.program[:1] == ["--"] else args.program
+    _refuse_a_second_recording(Path(args.out_path), args.steps)
     done = run_recorded(
         args.out_path,
         command,
@@ -125,15 +129,30 @@ def _record(args: argparse.Namespace) -> int:
             f"  {escape(str(p))}  (check: {shell_command('precheck', 'run_ut', '-api_info', p)})" for p in done.dumps
         ]
     lines += [f"  not closed, its process died mid-step: {escape(str(p))}" for p in written.unclosed]
-    for result in done.results:
-        page = result.parent / REPORT.format(run_stem(details_of(result.name)))
-        partial = written.partial.get(result)
-        lines += [_counts(result, partial), f"  result:  {escape(str(result))}"]
-        lines += [f"  report:  {escape(str(page))}"] * (page in written.reports)
+    for result in done.results:  # each step as run_ut's console says a run, named by its step and process
+        details = result.with_name(details_of(result.name))
+        page = result.parent / REPORT.format(run_stem(details.name))
+        lines += [*_counts(result, written.partial.get(result)), f"  result:  {escape(str(result))}"]
+        lines += closing({"": (result, details)}, str(page) if page in written.reports else None)
     print("\n".join(lines))
     for failure in written.failures:  # the program may have exited 0 all the same: precheck record does not
         print(f"precheck: error: the recording failed in {escape(failure)}", file=sys.stderr)
     return done.returncode or (USAGE_EXIT_CODE if written.failures else 0)
+
+
+def _refuse_a_second_recording(out: Path, steps: list[int]) -> None:
+    """A step of ``out`` that holds a recording already is refused before the command runs: a second one would be
+    another proc folder beside it, which compare and run_ut cannot tell from a second process of one run."""
+    for step in steps:
+        folder = out / f"step{step}"
+        held = (
+            sorted(p.name for p in folder.glob("*") if p.name.startswith(("proc", "rank"))) if folder.is_dir() else []
+        )
+        if held:
+            raise OptionError(
+                f"{escape(str(folder))} already holds a recording ({held[0]}): record into another -o, or remove "
+                "that one first"
+            )
 
 
 def _ended(done: Recorded) -> str:
@@ -143,14 +162,24 @@ def _ended(done: Recorded) -> str:
     return f"was killed by signal {done.signal} ({signal.Signals(done.signal).name}), exit {done.returncode}"
 
 
-def _counts(result: Path, partial: str | None) -> str:
-    """A checked step's APIs per forward and backward status, as run_ut's summary gives them; a partial CSV
-    (``partial``: why) says it is one."""
+def _counts(result: Path, partial: str | None) -> list[str]:
+    """A checked step's heading (its step and process) and its APIs per forward and backward status, as run_ut's
+    summary gives them; a partial CSV (``partial``: why) says it is one."""
     _, rows = read_csv_rows(result)
     per = [Counter(row.get(RESULT_HEADER[i], "").strip() for row in rows) for i in (1, 2)]
     forward, backward = (", ".join(f"{k} {c.get(k, 0)}" for k in STATUSES) for c in per)
     checked = f"{len(rows)} APIs checked" if partial is None else f"PARTIAL: {len(rows)} APIs checked ({partial})"
-    return f"  {checked}; forward: {forward}; backward: {backward}"
+    return [f"{escape(_step_of(result))}: {checked}", f"  forward:  {forward}", f"  backward: {backward}"]
+
+
+def _step_of(result: Path) -> str:
+    """``step0 (proc1234)``: the step and process whose dump a check's result CSV grades, from its run record."""
+    m = RESULT_NAME.match(result.name)
+    try:
+        dump = Path(read_sidecar(result.with_name(SIDECAR.format(m.group(1) if m else ""))).get("dump", ""))
+    except (FileNotFoundError, RunFileError):
+        return result.name
+    return f"{dump.parent.parent.name} ({dump.parent.name})" if dump.name else result.name
 
 
 def _check(args: argparse.Namespace) -> dict | None:

@@ -115,14 +115,16 @@ class CsvReport:
         identity: dict[str, object] | None = None,
     ) -> None:
         self._orders = array("q")
-        self._spans = {"result": array("q"), "details": array("q")}  # (start, end) byte offsets per API
+        self._spans = {kind: array("q") for kind in ("result", "details", "reasons")}  # (start, end) per API
         self.completed: set[str] = set()
         self.previous: Counter = Counter()  # (forward, backward) -> APIs kept from the run being resumed
         self.suspects: set[str] = set()
         if resume is not None:
             path = Path(resume)
             m = RESULT_NAME.match(path.name)
-            if m is None or not path.is_file():
+            if not path.is_file():
+                raise ResumeError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+            if m is None:
                 raise ResumeError(f"{path}: not an {RESULT.format('<YYYYmmddHHMMSS>')} file")
             self.out_dir, stem = path.parent, m.group(1)
         else:
@@ -133,6 +135,7 @@ class CsvReport:
         self.details_path = self.out_dir / DETAILS.format(stem)
         self.journal_path = self.out_dir / JOURNAL.format(stem)
         self.sidecar_path = self.out_dir / SIDECAR.format(stem)
+        self.reasons_path = reasons.path_for(self.details_path)
         self._journal = runfiles.lock(self.journal_path, self.result_path)
         try:
             if resume is not None:
@@ -145,7 +148,7 @@ class CsvReport:
                 if identity is not None:  # last: a run without one has no row, and cannot be resumed
                     runfiles.write_sidecar(self.sidecar_path, identity)
             self._files = {"result": open(self.result_path, "ab"), "details": open(self.details_path, "ab")}
-            self._reasons = open(reasons.path_for(self.details_path), "ab")  # appended in any order: not ranked
+            self._reasons = open(self.reasons_path, "ab")  # in completion order, ranked as the CSVs at the end
         except BaseException:
             self._journal.close()
             raise
@@ -173,12 +176,14 @@ class CsvReport:
                 kept.append((row[0], start, f.tell()))
             _sync(f)
         details = self._copy_details(details_tmp)
+        why = self._copy_reasons(self.reasons_path.with_name(self.reasons_path.name + ".resume"))
         os.replace(details_tmp, self.details_path)
         os.replace(result_tmp, self.result_path)
         runfiles.sync_dir(self.out_dir)
         for name, start, end in kept:
             self._spans["result"].extend((start, end))
             self._spans["details"].extend(details.get(name, (0, 0)))
+            self._spans["reasons"].extend(why.get(name, (0, 0)))
             self._orders.append(orders.get(name, len(orders)))
 
     def _copy_details(self, tmp: Path) -> dict[str, tuple[int, int]]:
@@ -202,6 +207,26 @@ class CsvReport:
             _sync(f)
         return spans
 
+    def _copy_reasons(self, tmp: Path) -> dict[str, tuple[int, int]]:
+        """The reasons lines of the completed APIs put in place (a torn line or one of another API left out);
+        where each API's lines lie. An API's lines are together: they are written at once, after its rows."""
+        spans: dict[str, tuple[int, int]] = {}
+        if not self.reasons_path.is_file():  # a run from before the reasons file
+            return spans
+        with open(self.reasons_path, "rb") as src, open(tmp, "wb") as f:
+            for raw in src:
+                parsed = reasons.parse(raw)
+                parts = split_row_name(parsed[0]) if parsed else None
+                if parts is None or parts[0] not in self.completed:
+                    continue
+                api = parts[0]
+                start = spans[api][0] if api in spans and spans[api][1] == f.tell() else f.tell()
+                f.write(raw)
+                spans[api] = (start, f.tell())
+            _sync(f)
+        os.replace(tmp, self.reasons_path)
+        return spans
+
     def start(self, name: str) -> None:
         """Journal that ``name`` starts, before it runs: a kill during it is then known on resume."""
         runfiles.journal_start(self._journal, name)
@@ -209,8 +234,10 @@ class CsvReport:
     def add(self, r: ApiResult) -> None:
         rows = [detail_row(d) for d in r.details]
         self._write(r.order, _line(result_row(r)), "".join(map(_line, rows)))
+        start = self._reasons.tell()
         self._reasons.write(reasons.lines(r, [row[0] for row in rows]).encode("utf-8"))
         self._reasons.flush()
+        self._spans["reasons"].extend((start, self._reasons.tell()))
 
     def _write(self, order: int, result: str, details: str) -> None:
         # Details first: a result row on disk always has its details. A flush puts the rows in the OS's hands:
@@ -224,19 +251,21 @@ class CsvReport:
         self._orders.append(order)
 
     def close(self, complete: bool = True, interrupted: bool = False) -> None:
-        """Put both files in dump order (results arrive in completion order) and close them; a complete run
-        needs its journal no more. ``interrupted``: stopped in an orderly way, no API is to blame."""
+        """Put both files and the reasons file in dump order (results arrive in completion order) and close them;
+        a complete run needs its journal no more. ``interrupted``: stopped in an orderly way, no API is to blame."""
         for f in (*self._files.values(), self._reasons):
             f.close()
         ranked = sorted(range(len(self._orders)), key=self._orders.__getitem__)
         for kind, path, header in (
+            ("reasons", self.reasons_path, None),
             ("details", self.details_path, DETAILS_HEADER),
             ("result", self.result_path, RESULT_HEADER),
         ):
             spans = self._spans[kind]
             tmp = path.with_name(path.name + ".tmp")
             with open(path, "rb") as src, open(tmp, "wb") as dst:
-                dst.write(_BOM + _line(header).encode("utf-8"))
+                if header is not None:
+                    dst.write(_BOM + _line(header).encode("utf-8"))
                 for i in ranked:
                     src.seek(spans[2 * i])
                     dst.write(src.read(spans[2 * i + 1] - spans[2 * i]))
@@ -263,7 +292,7 @@ class CsvReport:
             for f in (*self._files.values(), self._reasons):
                 with contextlib.suppress(OSError):
                     f.close()  # a write that failed is still buffered: closing retries it, and fails again
-            for path in (self.details_path, self.result_path):
+            for path in (self.details_path, self.result_path, self.reasons_path):
                 path.with_name(path.name + ".tmp").unlink(missing_ok=True)
             self._journal.close()
 

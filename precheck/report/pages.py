@@ -10,7 +10,15 @@ from pathlib import Path
 
 from precheck.report.compare_frame import is_compare
 from precheck.report.compare_html import write_compare_report
+from precheck.report.frame import LoadError
 from precheck.report.html import write_report
+from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY, DETAILS, RESULT
+
+READS = (
+    f"precheck report reads a run's output folder, its {DETAILS.format('<ts>')} or {RESULT.format('<ts>')}, or a "
+    f"compare's {COMPARE_RESULT.format('_<...>')}, {COMPARE_RECORDS.format('_<...>')} or "
+    f"{COMPARE_SUMMARY.format('_<...>')}"
+)
 
 
 def write_page(path: str | os.PathLike, into: str | os.PathLike | None = None) -> Path:
@@ -18,4 +26,10 @@ def write_page(path: str | os.PathLike, into: str | os.PathLike | None = None) -
     the CSVs); returns its path. A compare's file, or a folder holding a compare, gets the compare report."""
     if is_compare(path):
         return write_compare_report(path, into)
-    return write_report(path, into)
+    try:
+        return write_report(path, into)
+    except LoadError as e:  # train.py: a parser's complaint about its line 19 would not say what to give instead
+        named = Path(path).name.startswith((DETAILS.split("{")[0], RESULT.split("{")[0]))
+        if not Path(path).is_file() or named:
+            raise
+        raise LoadError(f"{path}: not a run's CSV nor a compare's file; {READS}") from e

@@ -4,9 +4,10 @@ whether its inputs were generated from statistics.
 
 The CSVs stay byte for byte what msprobe writes; programs that need a verdict's why (the report's advice,
 api_precision_compare's second stage, the console's worst APIs) read this file, never the Message prose. Lines
-are appended as rows are written, so a resumed run appends to it too: the last line of a row wins, and a line torn
-by a kill is skipped. A run from before this file has none: readers get None and say so (no legacy parsing of
-messages).
+are appended as rows are written (a resumed run keeps the lines of its finished APIs and appends to them), and put
+in the CSVs' order when the run ends, so a run of the same dump writes the same file; the last line of a row wins,
+and a line torn by a kill is skipped. A run from before this file has none: readers get None and say so (no
+legacy parsing of messages).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from precheck.schema import REASONS, run_stem
 if TYPE_CHECKING:
     from precheck.results import ApiResult  # results.load reads this module's files: a type, not a runtime import
 
-__all__ = ["RowReason", "lines", "path_for", "read"]
+__all__ = ["RowReason", "lines", "parse", "path_for", "read"]
 
 MAX_LINE = 1 << 16  # bytes; a longer line is no line of this file's
 
@@ -66,13 +67,13 @@ def read(details: Path) -> dict[str, RowReason] | None:
     found: dict[str, RowReason] = {}
     with f:
         for raw in f:
-            row = _parse(raw)
+            row = parse(raw)
             if row is not None:
                 found[row[0]] = row[1]
     return found
 
 
-def _parse(raw: bytes) -> tuple[str, RowReason] | None:
+def parse(raw: bytes) -> tuple[str, RowReason] | None:
     """One line, or None for a line torn by a kill or not this file's (the row's verdict then has no reason)."""
     if len(raw) > MAX_LINE or not raw.endswith(b"\n"):
         return None

@@ -1,0 +1,29 @@
+"""The end of a checked run's console, one code for ``run_ut`` and each step of ``record --check``: why APIs are
+SKIP (the commonest reasons and their fixes), the worst APIs (up to ten errors, each with its worst metric) and
+where the report is."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+from precheck.escape import escape
+from precheck.report.frame import worst_errors
+from precheck.report.skips import describe_skips, skip_reasons
+
+
+def closing(runs: Mapping[str, tuple[Path, Path]], page: str | None) -> list[str]:
+    """The lines after a run's counts. ``runs``: the (result, details) CSVs of each run the counts cover, by name
+    (one run: ""; a step's ranks: by folder, their SKIP reasons counted together and each worst API named by its
+    rank); ``page``: their report, or the command that writes it (None: no line, for a run whose files a killed
+    process left, which no report describes)."""
+    reasons: Counter = Counter()
+    total, worst = 0, []
+    for name, (result, details) in runs.items():
+        found, n = skip_reasons(result)
+        reasons, total = reasons + found, total + n
+        worst += [f"    {name}{line}" if name else line for line in worst_errors(details)]
+    lines = describe_skips(reasons, total) + ["  worst APIs:"] * bool(worst) + worst
+    lines += [f"  report:  {page}"] * (page is not None)
+    return [escape(line) for line in lines]
