@@ -351,7 +351,8 @@ def _quantile(args: tuple, kwargs: dict) -> float:
 
 _ELEMENTWISE = """
 where eq ne lt le gt ge logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor masked_fill
-mse_loss l1_loss smooth_l1_loss huber_loss cosine_similarity pairwise_distance
+mse_loss l1_loss smooth_l1_loss huber_loss cosine_similarity pairwise_distance masked_select masked_scatter cross
+linalg.cross complex polar isclose
 __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __and__ __or__ __xor__ __rand__ __ror__ __rxor__
 """.split()
 _WINDOWS = "bartlett_window blackman_window hamming_window hann_window kaiser_window".split()
