@@ -193,11 +193,17 @@ _BY_PREFIX = {"Torch": _classes(TORCH), "Functional": _classes(FUNCTIONAL), "Ten
 _ANY = {**_BY_PREFIX["Functional"], **_BY_PREFIX["Tensor"], **_BY_PREFIX["Torch"]}
 
 
-def class_of(prefix: str, name: str) -> str:
-    """The class of a dump name's base (``linear``, ``add_``, ``native_layer_norm``); OTHER when unknown.
-    VF and ATen names share torch's spelling: ``_softmax`` and ``native_layer_norm`` are softmax and layer_norm."""
+def listed_class(prefix: str, name: str) -> str | None:
+    """The class these lists give a dump name's base (``linear``, ``add_``, ``native_layer_norm``); None for a
+    name they do not list. VF and ATen names share torch's spelling: ``_softmax`` and ``native_layer_norm`` are
+    softmax and layer_norm."""
     own = _BY_PREFIX.get(prefix, {})
     for candidate in (name, name.rstrip("_"), name.lstrip("_"), name.removeprefix("native_").rstrip("_")):
         if candidate in own or candidate in _ANY:
             return own.get(candidate) or _ANY[candidate]
-    return CONV if "convolution" in name else OTHER
+    return None
+
+
+def class_of(prefix: str, name: str) -> str:
+    """The class of a dump name's base; OTHER when unknown (a ``convolution`` of any spelling is CONV)."""
+    return listed_class(prefix, name) or (CONV if "convolution" in name else OTHER)

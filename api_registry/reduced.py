@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from api_registry.classes import base_name
-from api_registry.sizes import _number, _shape
+from api_registry.size_args import count_of, shape_of
 
 __all__ = ["reduced_length"]
 
@@ -47,7 +47,7 @@ def _over(place: int, name: str = "dim", default: Any = None) -> Rule:
     """sum, mean, var, softmax ...: the input's extent over the dims argument (at ``place``)."""
 
     def rule(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
-        shape = _shape(_arg(args, kwargs, 0, "input"))
+        shape = shape_of(_arg(args, kwargs, 0, "input"))
         if grad_of is not None or shape is None:
             return None
         return _dims(shape, _arg(args, kwargs, place, name, default)) if shape else 1.0
@@ -61,30 +61,30 @@ def _trailing(place: int, name: str) -> Rule:
     def rule(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
         sizes = _arg(args, kwargs, place, name)
         sizes = sizes if isinstance(sizes, (list, tuple)) else [sizes]
-        return None if grad_of is not None else math.prod(_number(s) for s in sizes)
+        return None if grad_of is not None else math.prod(count_of(s) for s in sizes)
 
     return rule
 
 
 def _per_channel(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
     """batch_norm: every element of a channel; instance_norm: every element of a sample's channel."""
-    shape = _shape(_arg(args, kwargs, 0, "input"))
+    shape = shape_of(_arg(args, kwargs, 0, "input"))
     return None if grad_of is not None or not shape or len(shape) < 2 else math.prod(shape) / shape[1]
 
 
 def _instance_norm(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
-    shape = _shape(_arg(args, kwargs, 0, "input"))
+    shape = shape_of(_arg(args, kwargs, 0, "input"))
     return None if grad_of is not None or not shape else float(math.prod(shape[2:]))
 
 
 def _group_norm(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
-    shape = _shape(_arg(args, kwargs, 0, "input"))
-    groups = _number(_arg(args, kwargs, 1, "num_groups", 1))
+    shape = shape_of(_arg(args, kwargs, 0, "input"))
+    groups = count_of(_arg(args, kwargs, 1, "num_groups", 1))
     return None if grad_of is not None or not shape else math.prod(shape[1:]) / groups
 
 
 def _loss(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
-    shape = _shape(_arg(args, kwargs, 0, "input"))
+    shape = shape_of(_arg(args, kwargs, 0, "input"))
     if grad_of is not None or shape is None or kwargs.get("reduction", "mean") == "none":
         return None
     return float(math.prod(shape))
@@ -94,7 +94,7 @@ def _matmul(a: int, b: int) -> Rule:
     """a @ b (at places ``a``, ``b``): the inner dim; a gradient sums over the other operand's outer dim."""
 
     def rule(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
-        left, right = _shape(args[a]) if len(args) > a else None, _shape(args[b]) if len(args) > b else None
+        left, right = shape_of(args[a]) if len(args) > a else None, shape_of(args[b]) if len(args) > b else None
         if not left or not right:
             return None
         if grad_of is None:
@@ -109,7 +109,7 @@ def _matmul(a: int, b: int) -> Rule:
 def _linear(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
     """input @ weight.T: the input's features; the input's gradient sums over the outputs, the weight's and the
     bias's over every row."""
-    x, w = _shape(_arg(args, kwargs, 0, "input")), _shape(_arg(args, kwargs, 1, "weight"))
+    x, w = shape_of(_arg(args, kwargs, 0, "input")), shape_of(_arg(args, kwargs, 1, "weight"))
     if not x or not w:
         return None
     return {None: x[-1], 0: w[0], 1: math.prod(x) / x[-1], 2: math.prod(x) / x[-1]}.get(grad_of)
@@ -121,10 +121,10 @@ def _conv(transposed: bool) -> Rule:
     every output position (counted as the input's, stride 1)."""
 
     def rule(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
-        x, w = _shape(_arg(args, kwargs, 0, "input")), _shape(_arg(args, kwargs, 1, "weight"))
+        x, w = shape_of(_arg(args, kwargs, 0, "input")), shape_of(_arg(args, kwargs, 1, "weight"))
         if not x or not w or len(w) < 3:
             return None
-        groups = _number(_arg(args, kwargs, 6, "groups", 1))
+        groups = count_of(_arg(args, kwargs, 6, "groups", 1))
         kernel = math.prod(w[2:])
         into, out = (w[0] / groups, w[1]) if transposed else (w[1], w[0] / groups)
         per_sample = math.prod(x[2:]) if len(x) > 2 else 1
@@ -137,7 +137,7 @@ def _avg_pool(d: int) -> Rule:
     def rule(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
         kernel = _arg(args, kwargs, 1, "kernel_size")
         sizes = kernel if isinstance(kernel, (list, tuple)) else [kernel] * d
-        return None if grad_of is not None else math.prod(_number(k) for k in sizes)
+        return None if grad_of is not None else math.prod(count_of(k) for k in sizes)
 
     return rule
 
@@ -146,12 +146,12 @@ def _adaptive_pool(d: int) -> Rule:
     """Each output element averages about in/out elements per dim (None in output_size keeps the dim)."""
 
     def rule(args: tuple, kwargs: dict, grad_of: int | None) -> float | None:
-        shape, size = _shape(_arg(args, kwargs, 0, "input")), _arg(args, kwargs, 1, "output_size")
+        shape, size = shape_of(_arg(args, kwargs, 0, "input")), _arg(args, kwargs, 1, "output_size")
         if grad_of is not None or not shape or len(shape) < d:
             return None
         sizes = size if isinstance(size, (list, tuple)) else [size] * d
         pairs = zip(shape[-d:], sizes, strict=False)
-        return math.prod(math.ceil(n / _number(o)) if o is not None else 1 for n, o in pairs)
+        return math.prod(math.ceil(n / count_of(o)) if o is not None else 1 for n, o in pairs)
 
     return rule
 

@@ -64,3 +64,44 @@ def test_an_amplified_record_reads_amplified_in_the_console_and_the_reports_susp
     suspects = page[page.index('<section id="suspects">') :]
     item = next(li for li in suspects.split("<li>")[1:] if li.startswith("Functional.gelu.0.backward"))
     assert "times more: amplified" in item and "suspect" not in item.split("</li>")[0]
+
+
+class _CountedRenames(dict):
+    """A class's renames that count how many of them any walk over them visits."""
+
+    visited = 0
+
+    def items(self):
+        for item in super().items():
+            _CountedRenames.visited += 1
+            yield item
+
+    def __iter__(self):
+        return (origin for origin, _ in self.items())
+
+    def keys(self):
+        return list(iter(self))
+
+    def values(self):
+        return [bench for _, bench in self.items()]
+
+
+def test_a_layer_mapping_renames_paths_with_work_linear_in_its_renames(monkeypatch):
+    from precheck.compare.mapping import NameMap
+
+    # the first matching name in the mapping wins, whatever its span; a child is renamed under its own class
+    names = NameMap(layers={"TopLayer": {"enc.blk": "encoder", "enc": "trunk", "head": "lm"}, "Block": {"fc": "up"}})
+    names.learn(["Module.enc.blk.Block.forward.0", "Module.enc.Enc.forward.0"])
+    assert names.api("Module.enc.blk.fc.Linear") == "Module.encoder.up.Linear"
+    assert names.api("Module.enc.other.Linear") == "Module.trunk.other.Linear"
+    assert names.api("Module.head.Linear") == "Module.lm.Linear"
+    names = NameMap(layers={"TopLayer": {"enc": "trunk", "enc.blk": "encoder"}})
+    assert names.api("Module.enc.blk.Linear") == "Module.trunk.blk.Linear"
+    # thousands of renames under one class, as many module records: each rename is looked at a bounded number
+    # of times (the walk over every rename for every step made a compare quadratic: 16 million visits here)
+    n = 4000
+    monkeypatch.setattr(_CountedRenames, "visited", 0)
+    names = NameMap(layers={"TopLayer": _CountedRenames({f"m{i}": f"n{i}" for i in range(n)})})
+    assert [names.api(f"Module.m{i}.Linear") for i in range(n)] == [f"Module.n{i}.Linear" for i in range(n)]
+    assert names.api("Module.other.Linear") == "Module.other.Linear"
+    assert _CountedRenames.visited <= 2 * n

@@ -214,6 +214,29 @@ def hostile_mlp(tmp_path: Path, names: dict[str, str], records: str = "") -> Pat
     return folder / "dump.json"
 
 
+def test_copy_data_copies_the_indexed_dump_json_never_a_link_swapped_in(tmp_path, monkeypatch, capsys):
+    """dump.json swapped for a link to an outside file after generate indexed it (a concurrent writer): the
+    outside file's bytes never land in the suite (they were copied by name, 5 of 5 tries); generate says why."""
+    import precheck.commands.testgen as testgen
+
+    folder = tmp_path / "dump"
+    shutil.copytree(MLP.parent, folder)
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"secret": "outside bytes", "data": {}}')
+    indexed = testgen.target_for
+
+    def swap_then_target(options):  # _copy_data's first step: after the index, before the copy
+        (folder / "dump.json").unlink()
+        (folder / "dump.json").symlink_to(outside)
+        return indexed(options)
+
+    monkeypatch.setattr(testgen, "target_for", swap_then_target)
+    suite = tmp_path / "suite"
+    code = main(["generate", "-api_info", str(folder / "dump.json"), "-o", str(suite), "--copy-data"])
+    assert not any(b"outside bytes" in p.read_bytes() for p in suite.rglob("*") if p.is_file())
+    assert code == 2 and "dump.json: refused, it was replaced since it was indexed" in capsys.readouterr().err
+
+
 def test_pytest_runs_no_file_a_record_names(tmp_path):
     """Records naming the dump's own conftest.py and test_x.py as tensor files: generate --copy-data copies
     neither (run_ut refuses both), pytest never looks into the suite's data/, and `pytest suite/` runs no code of

@@ -181,7 +181,13 @@ def _copy_data(dump: Dump, data: Path, options: CheckOptions) -> None:
                 refused[name] = str(e)
                 continue
             copied[name] = chosen[source]
-    shutil.copyfile(dump.path, data / "dump.json")
+    try:  # through the descriptor of the file that was indexed: a link swapped in is refused, never copied
+        with dump.file() as src, open(data / "dump.json", "wb") as out:
+            shutil.copyfileobj(src, out)
+    except safe_files.Refused as e:
+        raise SuiteError(str(e)) from None
+    except OSError as e:
+        raise SuiteError(f"{dump.path}: cannot copy: {e.strerror or e}") from None
     listing = {"copied": copied, "refused": refused}
     _write(data / FILES_NAME, json.dumps(listing, indent=1, sort_keys=True) + "\n")
 

@@ -143,19 +143,27 @@ class NameMap:
             return f"{mapped}.{direction}.{n}"
         return f"{mapped}.{n}.{direction}"
 
+    @functools.cached_property
+    def _renames(self) -> dict[str, tuple[tuple[int, ...], dict[str, tuple[int, str]]]]:
+        """Each class's renames indexed once: the numbers of steps its target names span, and {target name:
+        (its place in the mapping, bench name)}. A step is renamed by a look-up per span, not a walk over all of
+        its class's renames (a mapping of thousands of renames made a compare quadratic)."""
+        index = {}
+        for cls, renames in self.layers.items():
+            names = {origin: (n, bench) for n, (origin, bench) in enumerate(renames.items())}
+            index[cls] = (tuple(sorted({origin.count(".") + 1 for origin in names})), names)
+        return index
+
     def _path(self, path: str) -> str:
-        """A module path with each step renamed under its parent's class (TopLayer at the root)."""
+        """A module path with each step renamed under its parent's class (TopLayer at the root); where names of
+        several spans match, the one first in the mapping wins, as msprobe takes them."""
         steps = path.split(".")
         out, parent, i = [], TOP_LAYER, 0
         while i < len(steps):
-            renames = self.layers.get(parent, {})
-            taken = 1
-            target = steps[i]
-            for origin, bench in renames.items():
-                span = origin.count(".") + 1
-                if ".".join(steps[i : i + span]) == origin:
-                    taken, target = span, bench
-                    break
+            spans, renames = self._renames.get(parent, ((), {}))
+            found = [(*renames[origin], span) for span in spans if span <= len(steps) - i
+                     if (origin := ".".join(steps[i : i + span])) in renames]  # fmt: skip
+            _, target, taken = min(found, default=(0, steps[i], 1))
             out.append(target)
             i += taken
             parent = self.classes.get(".".join(steps[:i]), steps[i - 1])

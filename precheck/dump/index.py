@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Self
 
 from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
-from precheck.dump.safe_files import open_regular
+from precheck.dump.safe_files import Refused, open_regular
 
 HEADER = ("task", "level", "framework")  # the top-level fields decoded; others (dump_data_dir too) are read past
 SNIFFED = 1 << 20  # bytes of a record looked at by first_records_hold
@@ -33,10 +33,14 @@ class RecordIndex:
     """Where each record of a dump.json lies; records are decoded one at a time by :meth:`read`."""
 
     def __init__(
-        self, path: Path, error: type[Exception], header: dict[str, Any], keys: list[str], starts: array, ends: array
+        self,
+        path: Path,
+        error: type[Exception],
+        identity: tuple[int, int],
+        found: tuple[dict[str, Any], list[str], array, array],
     ) -> None:
-        self.path, self.error, self.header, self.keys = path, error, header, keys
-        self._starts, self._ends = starts, ends
+        self.path, self.error, self._identity = path, error, identity
+        self.header, self.keys, self._starts, self._ends = found
 
     @classmethod
     def open(cls, path: str | os.PathLike, error: type[Exception]) -> Self:
@@ -45,10 +49,10 @@ class RecordIndex:
         path = Path(path)
         if path.is_dir():
             path = path / "dump.json"
-        found = read_file(path, _walk, error)
+        identity, found = read_file(path, lambda js: (_identity(js.f), _walk(js)), error)
         if found is None:
             raise error(f"{path}: not an msprobe dump (no 'data' map at the top level)")
-        return cls(path, error, *found)
+        return cls(path, error, identity, found)
 
     @property
     def task(self) -> Any:
@@ -72,8 +76,13 @@ class RecordIndex:
         return len(self.keys)
 
     def file(self) -> BinaryIO:
-        """dump.json open for reading records (a FIFO swapped in is refused, never waited on)."""
-        return open_regular(self.path)
+        """dump.json open for reading records, and for copying (generate --copy-data): only the file that was
+        indexed, so a FIFO or a link to another file swapped in since is Refused, never read."""
+        f = open_regular(self.path)
+        if _identity(f) != self._identity:
+            f.close()
+            raise Refused(f"{self.path}: refused, it was replaced since it was indexed")
+        return f
 
     def read(self, i: int, f: BinaryIO | None = None) -> Any:
         """Record ``i`` decoded from its own bytes (of ``f``, the open dump.json, when given); RecordError says in
@@ -107,6 +116,12 @@ class RecordIndex:
         except (OSError, ValueError) as e:
             raise self.error(f"{self.path}: cannot read: {e}") from None
         return None
+
+
+def _identity(f: BinaryIO) -> tuple[int, int]:
+    """Which file ``f`` is open on (device, inode), whatever name reached it."""
+    info = os.fstat(f.fileno())
+    return info.st_dev, info.st_ino
 
 
 def decode_record(raw: bytes, start: int) -> Any:

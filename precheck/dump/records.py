@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from precheck.dump.decode import (
     Case,
@@ -64,6 +64,7 @@ class Dump:
     level: str
     framework: str
     cases: Cases
+    file: Callable[[], BinaryIO]  # dump.json open: the file that was indexed, or Refused (a link swapped in)
 
     @property
     def data_dir(self) -> Path:
@@ -93,7 +94,7 @@ def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
         pairing.add(key, handle)
     dialect = translate if framework == MINDSPORE else None
     return Dump(path=index.path, task=task, level=index.level, framework=framework,
-                cases=Cases(pairing, index.read, dialect))  # fmt: skip
+                cases=Cases(pairing, index.read, dialect), file=index.file)  # fmt: skip
 
 
 def _recorded_framework(index: RecordIndex, looked_at: int = 8) -> str:
