@@ -91,6 +91,8 @@ class Recorder:
     # False: no dump before this process records its first call (precheck record --: a launcher, a worker)
     empty_dumps: bool = True
     ranks_only: bool = False  # True: calls count once torch.distributed is initialised (an mp.spawn rank's)
+    closes_when_done: bool = False  # the step() that ends the last chosen step also closes (the library's)
+    on_close: Callable[[], None] | None = None  # told when the recorder closes (an online check's store released)
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
@@ -106,11 +108,16 @@ class Recorder:
     # held for the recorder's own work, never while the user's function runs (re-entrant: a record's listeners)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
-    def start(self) -> None:
-        """Record from now on, if this step is one of the chosen ones."""
+    def install(self) -> None:
+        """Put the wrappers on, recording nothing yet: a function the program takes from torch after this (a model
+        that keeps ``F.gelu``) is the wrapper, recorded once the recording starts."""
         if self._wrappers is None:
             self._wrappers = installed(self)
             self._wrappers.__enter__()
+
+    def start(self) -> None:
+        """Record from now on, if this step is one of the chosen ones."""
+        self.install()
         if self.options.level == "mix" and self._modules is None:
             self._modules = ModuleHooks(self)
         self._running = not self.options.steps or self.current_step in self.options.steps
@@ -133,6 +140,8 @@ class Recorder:
             if self._modules is not None:
                 self._modules.reset()
             self.current_step += 1
+        if self.closes_when_done and self.done:
+            self.close()
 
     def close(self) -> None:
         """Finish the open step and take the wrappers off. A forked child that exits through atexit does nothing:
@@ -140,15 +149,19 @@ class Recorder:
         closing brackets into the parent's dump.json, or waited for ever for a writer thread the child has not)."""
         if not self.in_own_process():
             return
-        with self.lock:
-            self._running = False
-            self._finish()
-        if self._wrappers is not None:
-            self._wrappers.__exit__(None, None, None)
-            self._wrappers = None
-        if self._modules is not None:
-            self._modules.remove()
-            self._modules = None
+        try:
+            with self.lock:
+                self._running = False
+                self._finish()
+        finally:  # a step's end that raised (an online check's failure) still takes the wrappers off
+            if self._wrappers is not None:
+                self._wrappers.__exit__(None, None, None)
+                self._wrappers = None
+            if self._modules is not None:
+                self._modules.remove()
+                self._modules = None
+            if self.on_close is not None:
+                self.on_close()
 
     def __enter__(self) -> Recorder:
         self.start()
