@@ -54,3 +54,27 @@ def test_a_recorder_made_before_the_model_records_what_the_model_kept_and_only_b
         "Functional.linear.0.backward",
     ]
     assert F.gelu is original  # the step() that ended the last chosen step took the wrappers off
+
+
+def _data_names(value: object) -> list[str]:
+    if isinstance(value, dict):
+        own = [value["data_name"]] if isinstance(value.get("data_name"), str) else []
+        return own + [n for v in value.values() for n in _data_names(v)]
+    return [n for v in value for n in _data_names(v)] if isinstance(value, list) else []
+
+
+def test_a_call_that_raises_leaves_no_record_and_no_file(tmp_path: Path) -> None:
+    """A program's own fallback (a call that raises, caught), and torch's non-reentrant checkpoint, whose
+    recomputation stops early by raising through the call it is in."""
+    layer = nn.Linear(4, 4)
+    x = torch.randn(2, 4, requires_grad=True)
+    with precheck.record(tmp_path) as recorder:
+        try:
+            torch.mm(x, x)
+        except RuntimeError:
+            pass
+        y = torch.utils.checkpoint.checkpoint(lambda t: F.gelu(layer(t)).exp(), x, use_reentrant=False)
+        y.sum().backward()
+    (dump_json,) = recorder.written
+    names = _data_names(json.loads(dump_json.read_text(encoding="utf-8"))["data"])
+    assert sorted(p.name for p in (dump_json.parent / "dump_tensor_data").iterdir()) == sorted(names)

@@ -34,6 +34,7 @@ from precheck.execution.runner import one_line
 from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR
 from precheck.recording.dumpfile import DumpFile
+from precheck.recording.encode import data_names
 from precheck.recording.runlog import STORE_PREFIX
 from precheck.recording.session import Recorder
 from precheck.recording.store import Store
@@ -83,6 +84,7 @@ class OnlineCheck:
         """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
         self._store = Store(self.store_size, f"{STORE_PREFIX}{os.getpid()}-")
         recorder.store, recorder.store_save = self._store.path, self._store.save
+        recorder.store_release = self._store.release
         recorder.on_record, recorder.on_step_end = self.record, self.step_end
         self.result_paths, self._note = recorder.results, recorder.note
         self._note("store", self._store.path)  # precheck record removes it, whatever way this process ends
@@ -91,7 +93,7 @@ class OnlineCheck:
         """One record written by the recorder: a case once its call is whole."""
         self._dump = dump
         stem, _, kind = name.rpartition(".")
-        self._files.setdefault(stem, []).extend(_data_names(record))
+        self._files.setdefault(stem, []).extend(data_names(record))
         if kind == "forward":
             order, self._forwards = self._forwards, self._forwards + 1
             if awaits_backward:
@@ -231,16 +233,6 @@ def _as_checked_elsewhere(device: str) -> Iterator[None]:
         for kind in dict.fromkeys(("cpu", device.split(":")[0])):
             stack.enter_context(torch.autocast(kind, enabled=False))
         yield
-
-
-def _data_names(record: Any) -> list[str]:
-    """The tensor files a record names."""
-    if isinstance(record, dict):
-        own = [record["data_name"]] if isinstance(record.get("data_name"), str) else []
-        return own + [n for v in record.values() for n in _data_names(v)]
-    if isinstance(record, list):
-        return [n for v in record for n in _data_names(v)]
-    return []
 
 
 def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:

@@ -37,7 +37,7 @@ import torch
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
 from precheck.errors import OptionError
 from precheck.recording.dumpfile import DumpFile
-from precheck.recording.encode import Encoder
+from precheck.recording.encode import Encoder, data_names
 from precheck.recording.files import TensorFiles
 from precheck.recording.modules import ModuleHooks
 from precheck.recording.wrap import installed, quiet
@@ -87,6 +87,7 @@ class Recorder:
     on_step_end: Callable[[DumpFile], None] | None = None  # told when a step's records are all written
     store: Path | None = None  # where tensor files go instead of the dump's folder (an online check's)
     store_save: Callable[[torch.Tensor, Path], None] | None = None  # how they are saved there (never raising)
+    store_release: Callable[[list[str]], None] | None = None  # how they are removed from there
     log: Callable[..., None] | None = None  # told what is written (precheck.recording.runlog.note's tail)
     # False: no dump before this process records its first call (precheck record --: a launcher, a worker)
     empty_dumps: bool = True
@@ -213,6 +214,8 @@ class Recorder:
             with self.lock:
                 if dump is self._dump:  # msprobe counts a call when it returns: the next call has its number
                     heapq.heappush(self._free.setdefault(key, []), count)
+                    if kept:
+                        self._discard(dump, data_names(record))
             raise
         hooked = grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0)
         with self.lock, quiet():
@@ -229,6 +232,16 @@ class Recorder:
             hooked = hooked and _hook_backward(out, lambda gi, go: self._backward(dump, back, gi, go))
             self._write(dump, name, record, stack, hooked)
         return out
+
+    def _discard(self, dump: DumpFile, names: list[str]) -> None:
+        """A call that raised has no record, so none of its files stays: its inputs' files are removed (its
+        number is the next call's, whose files have its names)."""
+        if not names:
+            return
+        if self.store is not None and dump.data_dir is not None and self.store_release is not None:
+            self.store_release(names)
+        elif self._files is not None and dump.data_dir is not None:
+            self._files.discard([dump.data_dir / name for name in names])
 
     def _number(self, key: str) -> int:
         """The next number of ``key``'s calls, taken when the call starts."""
