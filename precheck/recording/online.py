@@ -85,6 +85,7 @@ class OnlineCheck:
         self._store = Store(self.store_size, f"{STORE_PREFIX}{os.getpid()}-")
         recorder.store, recorder.store_save = self._store.path, self._store.save
         recorder.store_release = self._store.release
+        recorder.files = "kept" if self.keep_failing else "none"  # dump.json names no file that is not there
         recorder.on_record, recorder.on_step_end = self.record, self.step_end
         self.result_paths, self._note = recorder.results, recorder.note
         self._note("store", self._store.path)  # precheck record removes it, whatever way this process ends

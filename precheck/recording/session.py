@@ -88,6 +88,7 @@ class Recorder:
     store: Path | None = None  # where tensor files go instead of the dump's folder (an online check's)
     store_save: Callable[[torch.Tensor, Path], None] | None = None  # how they are saved there (never raising)
     store_release: Callable[[list[str]], None] | None = None  # how they are removed from there
+    files: str = "all"  # which tensor files the dump's folder keeps (recording.dumpfile.DumpFile's ``files``)
     log: Callable[..., None] | None = None  # told what is written (precheck.recording.runlog.note's tail)
     # False: no dump before this process records its first call (precheck record --: a launcher, a worker)
     empty_dumps: bool = True
@@ -294,7 +295,7 @@ class Recorder:
     def dump(self) -> DumpFile:
         """This step's dump, opened at its first record."""
         if self._dump is None:
-            self._dump = DumpFile(self._folder(), self.options.task, self.options.level)
+            self._dump = DumpFile(self._folder(), self.options.task, self.options.level, self.files)
             self.note("dump-open", self._dump.path)
         return self._dump
 
