@@ -122,7 +122,7 @@ def test_a_step_checked_online_on_dask_ships_each_calls_tensors_with_it(tmp_path
     offline = run_ut(steps["offline"].written[0], tmp_path / "csv", workers=1)
     (details,) = (tmp_path / "dask").glob("accuracy_checking_details_*.csv")
     assert read(details) == read(offline.details_path)
-    assert list((steps["dask"].written[0].parent / "dump_tensor_data").iterdir()) == []
+    assert not (steps["dask"].written[0].parent / "dump_tensor_data").exists()
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ import precheck
 from precheck.commands.repro import write_repro
 from precheck.errors import OptionError
 from precheck.execution.options import CheckOptions
+from precheck.recording.encode import data_names
 from precheck.recording.launch import run_recorded
 from precheck.recording.store import Store
 from precheck.report.csv_files import read_csv_rows
@@ -76,7 +77,9 @@ def test_a_step_checked_online_has_the_rows_of_record_then_run_ut(
     assert _csvs(tmp_path) == offline
     assert [p.name for p in recorder.results] == [p.name for p in tmp_path.glob("accuracy_checking_result_*.csv")]
     (dump_json,) = recorder.written
-    assert list((dump_json.parent / "dump_tensor_data").iterdir()) == []  # nothing on disk
+    assert not (dump_json.parent / "dump_tensor_data").exists()  # nothing on disk
+    doc = json.loads(dump_json.read_text(encoding="utf-8"))  # and dump.json names no file: a statistics dump
+    assert (doc["task"], doc["dump_data_dir"], "data_name" in dump_json.read_text()) == ("statistics", None, False)
     assert list(tmp_path.glob("report_*.html")), "the report comes out when the step ends"
     assert recorder.store is not None and not recorder.store.exists(), "its shared memory is released"
 
@@ -101,7 +104,7 @@ def test_check_with_a_pool_records_the_program_once_and_writes_no_tensor_file(tm
     assert done.returncode == 0, done.stderr
     assert "7 APIs checked\n  forward:  pass 7, warning 0, error 0, SKIP 0" in done.stdout
     (dump_json,) = (tmp_path / "dump").glob("step*/*/dump.json")  # the workers trained nothing, recorded nothing
-    assert list((dump_json.parent / "dump_tensor_data").iterdir()) == []
+    assert not (dump_json.parent / "dump_tensor_data").exists()
     assert len(list((tmp_path / "dump").glob("accuracy_checking_result_*.csv"))) == 1
 
 
@@ -119,6 +122,8 @@ def test_keep_failing_keeps_the_files_of_the_calls_graded_error_and_repro_runs_o
     lines = _csvs(tmp_path)[0].decode("utf-8-sig").splitlines()[1:]
     rows = {line.split(",")[0]: line.split(",")[1] for line in lines}
     assert rows["Functional.gelu.0"] == "error" and set(rows.values()) == {"pass", "error"}
+    named = [n for r in json.loads(dump_json.read_text(encoding="utf-8"))["data"].values() for n in data_names(r)]
+    assert sorted(named) == sorted(p.name for p in (dump_json.parent / "dump_tensor_data").iterdir())
     script = write_repro("Functional.gelu.0", dump_json, tmp_path / "repro")
     assert script.is_file()
 

@@ -215,13 +215,18 @@ def for_framework(options: CheckOptions, dump: Dump) -> CheckOptions:
 
 @contextmanager
 def _seeded(seed: int, name: str, device: str) -> Iterator[None]:
-    """The CPU's generator and the target device's seeded from the run's seed and the API's name; the caller's CPU
-    generator is left as it was. Only those two are seeded (torch.manual_seed queues a seeding of every CUDA device
-    even on a CPU run, at 0.7 ms a call)."""
+    """The CPU's generator and the target device's seeded from the run's seed and the API's name; the caller's are
+    left as they were, the device's too (a check in the training's process, precheck record --check, must not
+    re-seed the program's CUDA generator). They are the process's: only a thread that is alone to draw may seed
+    them unseen (precheck.recording.online checks random calls on the thread that made them). Only those two are
+    seeded (torch.manual_seed queues a seeding of every CUDA device even on a CPU run, at 0.7 ms a call)."""
     value = int(rng_for(seed, name, "draw").integers(2**62))
-    with torch.random.fork_rng(devices=[]):
+    kind = device.split(":")[0]
+    backend: Any = getattr(torch, kind, None)  # torch.cuda, torch.npu (torch_npu), ...
+    seeds_device = kind != "cpu" and hasattr(backend, "manual_seed_all")
+    devices = list(range(backend.device_count())) if seeds_device else []
+    with torch.random.fork_rng(devices=devices, device_type=kind if seeds_device else "cuda"):
         torch.default_generator.manual_seed(value)
-        backend: Any = getattr(torch, device.split(":")[0], None)  # torch.cuda, torch.npu (torch_npu), ...
-        if device != "cpu" and hasattr(backend, "manual_seed_all"):
+        if seeds_device:
             backend.manual_seed_all(value)
         yield

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,16 @@ __all__ = ["DumpFile"]
 class DumpFile:
     """dump.json of one step, open for records until :meth:`close`."""
 
-    def __init__(self, folder: Path, task: str, level: str) -> None:
+    def __init__(self, folder: Path, task: str, level: str, files: str = "all") -> None:
+        """``files``: which tensor files of the tensor task the folder keeps, so that dump.json names no file that
+        is not there: ``all``; ``none`` (an online check's are in its store, never here: dump.json is the
+        statistics task's, its records name no file); ``kept`` (some, an online check's --keep-failing: at
+        :meth:`close` the names of the files not there are taken out of dump.json)."""
         self.folder = folder
         self.data_dir = folder / "dump_tensor_data" if task == "tensor" else None
+        self._files = files if self.data_dir is not None else "all"
         folder.mkdir(parents=True, exist_ok=True)
-        if self.data_dir is not None:
+        if self.data_dir is not None and self._files != "none":
             self.data_dir.mkdir(exist_ok=True)
         self.path = folder / "dump.json"
         self._f = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - open for the step, closed by close()
@@ -32,11 +38,12 @@ class DumpFile:
         self._stacks: dict[tuple[str, ...], list[str]] = {}
         self._held: dict[str, dict[str, Any]] = {}  # records not yet written, from the first open one on
         self._open: set[str] = set()
+        none = self._files == "none"
         head = {
-            "task": task,
+            "task": "statistics" if none else task,
             "level": level,
             "framework": "pytorch",
-            "dump_data_dir": None if self.data_dir is None else str(self.data_dir.resolve()),
+            "dump_data_dir": None if self.data_dir is None or none else str(self.data_dir.resolve()),
         }
         text = json.dumps(head, indent=1)
         self._f.write(text[: text.rindex("\n")] + ',\n "data": {')
@@ -69,6 +76,8 @@ class DumpFile:
             self._write(first, self._held.pop(first))
 
     def _write(self, name: str, record: dict[str, Any]) -> None:
+        if self._files == "none":
+            record = _without(record, lambda data_name: False)
         body = json.dumps(record, indent=1).replace("\n", "\n  ")
         self._f.write(("," if self._records else "") + f"\n  {json.dumps(name)}: {body}")
         self._records += 1
@@ -87,8 +96,33 @@ class DumpFile:
         self._held.clear()
         self._f.write("\n }\n}" if self._records else "}\n}")
         self._f.close()
+        if self._files == "kept":
+            self._prune()
         stacks = {str(i): [names, list(frames)] for i, (frames, names) in enumerate(self._stacks.items())}
         for name, doc in (("stack.json", stacks), ("construct.json", construct or {})):
             tmp = self.folder / f"{name}.tmp"
             tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
             os.replace(tmp, self.folder / name)
+
+    def _prune(self) -> None:
+        """dump.json names only the tensor files that are in the folder; the statistics task's when none is."""
+        if self.data_dir is None:
+            return
+        kept = {p.name for p in self.data_dir.iterdir()}
+        doc = json.loads(self.path.read_text(encoding="utf-8"))
+        doc["data"] = _without(doc["data"], kept.__contains__)
+        if not kept:
+            doc["task"], doc["dump_data_dir"] = "statistics", None
+            self.data_dir.rmdir()
+        tmp = self.folder / "dump.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def _without(value: Any, keep: Callable[[str], bool]) -> Any:
+    """``value`` without the ``data_name`` of each tensor whose file ``keep`` says is not kept."""
+    if isinstance(value, dict):
+        return {k: _without(v, keep) for k, v in value.items() if k != "data_name" or not isinstance(v, str) or keep(v)}
+    if isinstance(value, list):
+        return [_without(v, keep) for v in value]
+    return value

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Encoder", "save_copy", "stats_of"]
+__all__ = ["Encoder", "data_names", "save_copy", "stats_of"]
 
 MAX_DEPTH = 400  # msprobe's DUMP_MAX_DEPTH: deeper arguments are not recorded
 _OBJECT_KEYS = ("dtype", "output_dtype", "device")  # keywords whose torch.dtype / torch.device is written
@@ -52,6 +52,16 @@ def stats_of(t: torch.Tensor) -> tuple[Any, Any, Any, Any]:
         return high, low, mean, norm
     high, low = torch.stack([torch.max(data), torch.min(data)]).tolist()
     return high, low, None, None
+
+
+def data_names(record: Any) -> list[str]:
+    """The tensor files a record (or any part of one) names."""
+    if isinstance(record, dict):
+        own = [record["data_name"]] if isinstance(record.get("data_name"), str) else []
+        return own + [n for v in record.values() for n in data_names(v)]
+    if isinstance(record, list):
+        return [n for v in record for n in data_names(v)]
+    return []
 
 
 class Encoder:

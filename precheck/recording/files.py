@@ -43,6 +43,12 @@ class TensorFiles:
             self._thread.start()
         self._queue.put((copy, path, size))
 
+    def discard(self, paths: list[Path]) -> None:
+        """Remove the files ``paths`` once the writer has saved them (a call that raised after its inputs were
+        saved)."""
+        for path in paths:
+            self._queue.put((None, path, 0))
+
     def flush(self) -> None:
         """Wait until every file asked for is on disk; an OSError of the writer (a full disk) is raised here."""
         with self._done:
@@ -65,7 +71,9 @@ class TensorFiles:
         while (job := self._queue.get()) is not None:
             copy, path, size = job
             try:
-                if self._error is None:
+                if copy is None:
+                    path.unlink(missing_ok=True)
+                elif self._error is None:
                     torch.save(copy, path)
             except BaseException as e:  # the step learns of it at the next flush, not by a dead thread
                 self._error = e

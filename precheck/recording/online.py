@@ -18,17 +18,23 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from api_registry import lookup
 from precheck.dump.decode import Case, decode_case
+from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
 from precheck.grader.reasons import Reason
 from precheck.grader.status import ERROR
 from precheck.recording.dumpfile import DumpFile
+from precheck.recording.encode import data_names
 from precheck.recording.runlog import STORE_PREFIX
 from precheck.recording.session import Recorder
 from precheck.recording.store import Store
@@ -36,7 +42,7 @@ from precheck.report.csv_files import CsvReport
 from precheck.report.runfiles import mark_partial
 from precheck.results import ApiResult
 from precheck.run_ut import resolved, run_identity
-from precheck.scheduling.backends import Backend, backend_for
+from precheck.scheduling.backends import Backend, InProcess, backend_for
 from precheck.scheduling.costs import default_max_memory
 from precheck.scheduling.dask_cluster import Shipped
 from precheck.scheduling.tls import Tls
@@ -70,12 +76,16 @@ class OnlineCheck:
     _dump: DumpFile | None = None
     _failure: BaseException | None = None
     _note: Callable[..., None] = field(default=lambda *_: None, repr=False)
+    _here: bool = False  # the backend checks in this process: its random calls are checked where they are made
+    _writing: threading.Lock = field(default_factory=threading.Lock, repr=False)  # one result at a time to the CSVs
     _pid: int = field(default_factory=os.getpid)
 
     def attach(self, recorder: Recorder) -> None:
         """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
         self._store = Store(self.store_size, f"{STORE_PREFIX}{os.getpid()}-")
         recorder.store, recorder.store_save = self._store.path, self._store.save
+        recorder.store_release = self._store.release
+        recorder.files = "kept" if self.keep_failing else "none"  # dump.json names no file that is not there
         recorder.on_record, recorder.on_step_end = self.record, self.step_end
         self.result_paths, self._note = recorder.results, recorder.note
         self._note("store", self._store.path)  # precheck record removes it, whatever way this process ends
@@ -84,7 +94,7 @@ class OnlineCheck:
         """One record written by the recorder: a case once its call is whole."""
         self._dump = dump
         stem, _, kind = name.rpartition(".")
-        self._files.setdefault(stem, []).extend(_data_names(record))
+        self._files.setdefault(stem, []).extend(data_names(record))
         if kind == "forward":
             order, self._forwards = self._forwards, self._forwards + 1
             if awaits_backward:
@@ -139,7 +149,17 @@ class OnlineCheck:
         refused = self._store.refused(self._files.get(stem, []))  # type: ignore[union-attr]
         if refused is not None and case.problem is None:
             case = replace(case, problem=refused, problem_reason=Reason.SKIP_MEMORY)
-        self._queue.put(case)  # type: ignore[union-attr]  # blocks while the checkers are behind: the step waits
+        item = self._checked_here(case) if self._here and _draws(case) else case
+        self._queue.put(item)  # type: ignore[union-attr]  # blocks while the checkers are behind: the step waits
+
+    def _checked_here(self, case: Case) -> ApiResult:
+        """A random call checked on the thread that made it, inside the program's call. Its draw seeds the process's
+        generators (torch's random APIs take no generator of their own), which is unseen only by a thread that
+        waits for it: drawn on the checking thread, a draw the program made meanwhile came from the check's seed,
+        and the generator was rewound after it (the losses changed, 7 runs in 10). A pool's or a cluster's
+        workers draw in processes of their own."""
+        with _as_checked_elsewhere(self.options.device):
+            return check_case(case, self._store.path, self.options)  # type: ignore[union-attr]
 
     def _start(self) -> None:
         options = resolved(self.options, self.options.device)
@@ -151,6 +171,7 @@ class OnlineCheck:
         where = Path("(shipped with each case)") if name == "dask" else self._store.path  # type: ignore[union-attr]
         # made here, in the step's thread: an unknown backend is the user's error at once, not a dead checker
         runner = backend_for(name, [], where, options, self.workers, self.scheduler, tls=self.tls)  # type: ignore[arg-type]
+        self._here = isinstance(runner, InProcess)
         self._csv = CsvReport(self.out_dir, identity=run_identity(self._dump_path(), options, False, None))
         self._note("csv-open", self._csv.result_path)
         self._queue = queue.Queue(maxsize=2 * max(1, self.workers))
@@ -162,14 +183,24 @@ class OnlineCheck:
         return self.out_dir / "dump.json" if self._dump is None else self._dump.path
 
     def _cases(self) -> Any:
-        while (case := self._queue.get()) is not _END:  # type: ignore[union-attr]
-            yield case
+        """The cases for the backend, in the order they come; a call already checked where it was made is
+        written at its turn."""
+        while (item := self._queue.get()) is not _END:  # type: ignore[union-attr]
+            if isinstance(item, ApiResult):
+                self._csv.start(item.name)  # type: ignore[union-attr]
+                self._add(item)
+            else:
+                yield item
+
+    def _add(self, result: ApiResult) -> None:
+        with self._writing:
+            self._csv.add(result)  # type: ignore[union-attr]
+            self._release(result)
 
     def _check(self, runner: Backend, ship: Shipped | None) -> None:
         try:
             for result in runner.stream(self._cases(), lambda case: self._csv.start(case.name), ship):  # type: ignore[union-attr]
-                self._csv.add(result)  # type: ignore[union-attr]
-                self._release(result)
+                self._add(result)
         except BaseException as e:  # the step must not hang on a queue nobody reads: drain it, report at the end
             self._failure = e
             while self._queue.get() is not _END:  # type: ignore[union-attr]
@@ -188,14 +219,21 @@ class OnlineCheck:
         self._store.release(self._files.pop(result.name, []), keep_in)  # type: ignore[union-attr]
 
 
-def _data_names(record: Any) -> list[str]:
-    """The tensor files a record names."""
-    if isinstance(record, dict):
-        own = [record["data_name"]] if isinstance(record.get("data_name"), str) else []
-        return own + [n for v in record.values() for n in _data_names(v)]
-    if isinstance(record, list):
-        return [n for v in record for n in _data_names(v)]
-    return []
+def _draws(case: Case) -> bool:
+    """Whether checking ``case`` draws random numbers (api_registry's random calls)."""
+    entry = None if case.problem else lookup(case.api)
+    return entry is not None and entry.random_reason(case.args, case.kwargs) is not None
+
+
+@contextmanager
+def _as_checked_elsewhere(device: str) -> Iterator[None]:
+    """The program's thread as a checking thread is while a check runs on it: no autocast (the check sets the
+    dtypes it replays in) and no inference mode; what the program set is back after."""
+    with ExitStack() as stack:
+        stack.enter_context(torch.inference_mode(False))
+        for kind in dict.fromkeys(("cpu", device.split(":")[0])):
+            stack.enter_context(torch.autocast(kind, enabled=False))
+        yield
 
 
 def attach(recorder: Recorder, check: dict[str, Any]) -> OnlineCheck:

@@ -37,7 +37,7 @@ import torch
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
 from precheck.errors import OptionError
 from precheck.recording.dumpfile import DumpFile
-from precheck.recording.encode import Encoder
+from precheck.recording.encode import Encoder, data_names
 from precheck.recording.files import TensorFiles
 from precheck.recording.modules import ModuleHooks
 from precheck.recording.wrap import installed, quiet
@@ -87,10 +87,14 @@ class Recorder:
     on_step_end: Callable[[DumpFile], None] | None = None  # told when a step's records are all written
     store: Path | None = None  # where tensor files go instead of the dump's folder (an online check's)
     store_save: Callable[[torch.Tensor, Path], None] | None = None  # how they are saved there (never raising)
+    store_release: Callable[[list[str]], None] | None = None  # how they are removed from there
+    files: str = "all"  # which tensor files the dump's folder keeps (recording.dumpfile.DumpFile's ``files``)
     log: Callable[..., None] | None = None  # told what is written (precheck.recording.runlog.note's tail)
     # False: no dump before this process records its first call (precheck record --: a launcher, a worker)
     empty_dumps: bool = True
     ranks_only: bool = False  # True: calls count once torch.distributed is initialised (an mp.spawn rank's)
+    closes_when_done: bool = False  # the step() that ends the last chosen step also closes (the library's)
+    on_close: Callable[[], None] | None = None  # told when the recorder closes (an online check's store released)
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
@@ -106,11 +110,16 @@ class Recorder:
     # held for the recorder's own work, never while the user's function runs (re-entrant: a record's listeners)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
-    def start(self) -> None:
-        """Record from now on, if this step is one of the chosen ones."""
+    def install(self) -> None:
+        """Put the wrappers on, recording nothing yet: a function the program takes from torch after this (a model
+        that keeps ``F.gelu``) is the wrapper, recorded once the recording starts."""
         if self._wrappers is None:
             self._wrappers = installed(self)
             self._wrappers.__enter__()
+
+    def start(self) -> None:
+        """Record from now on, if this step is one of the chosen ones."""
+        self.install()
         if self.options.level == "mix" and self._modules is None:
             self._modules = ModuleHooks(self)
         self._running = not self.options.steps or self.current_step in self.options.steps
@@ -133,6 +142,8 @@ class Recorder:
             if self._modules is not None:
                 self._modules.reset()
             self.current_step += 1
+        if self.closes_when_done and self.done:
+            self.close()
 
     def close(self) -> None:
         """Finish the open step and take the wrappers off. A forked child that exits through atexit does nothing:
@@ -140,15 +151,19 @@ class Recorder:
         closing brackets into the parent's dump.json, or waited for ever for a writer thread the child has not)."""
         if not self.in_own_process():
             return
-        with self.lock:
-            self._running = False
-            self._finish()
-        if self._wrappers is not None:
-            self._wrappers.__exit__(None, None, None)
-            self._wrappers = None
-        if self._modules is not None:
-            self._modules.remove()
-            self._modules = None
+        try:
+            with self.lock:
+                self._running = False
+                self._finish()
+        finally:  # a step's end that raised (an online check's failure) still takes the wrappers off
+            if self._wrappers is not None:
+                self._wrappers.__exit__(None, None, None)
+                self._wrappers = None
+            if self._modules is not None:
+                self._modules.remove()
+                self._modules = None
+            if self.on_close is not None:
+                self.on_close()
 
     def __enter__(self) -> Recorder:
         self.start()
@@ -200,6 +215,8 @@ class Recorder:
             with self.lock:
                 if dump is self._dump:  # msprobe counts a call when it returns: the next call has its number
                     heapq.heappush(self._free.setdefault(key, []), count)
+                    if kept:
+                        self._discard(dump, data_names(record))
             raise
         hooked = grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0)
         with self.lock, quiet():
@@ -217,6 +234,16 @@ class Recorder:
             hooked = hooked and _hook_backward(out, lambda gi, go: self._backward(dump, back, gi, go))
             self._write(dump, name, record, stack, hooked)
         return out
+
+    def _discard(self, dump: DumpFile, names: list[str]) -> None:
+        """A call that raised has no record, so none of its files stays: its inputs' files are removed (its
+        number is the next call's, whose files have its names)."""
+        if not names:
+            return
+        if self.store is not None and dump.data_dir is not None and self.store_release is not None:
+            self.store_release(names)
+        elif self._files is not None and dump.data_dir is not None:
+            self._files.discard([dump.data_dir / name for name in names])
 
     def _number(self, key: str) -> int:
         """The next number of ``key``'s calls, taken when the call starts."""
@@ -269,7 +296,7 @@ class Recorder:
     def dump(self) -> DumpFile:
         """This step's dump, opened at its first record."""
         if self._dump is None:
-            self._dump = DumpFile(self._folder(), self.options.task, self.options.level)
+            self._dump = DumpFile(self._folder(), self.options.task, self.options.level, self.files)
             self.note("dump-open", self._dump.path)
         return self._dump
 
