@@ -15,6 +15,15 @@ It writes, each with the msprobe_config.json it used:
   850 KB; the test checks that precheck writes a file for each ``data_name`` of msprobe's dump.json).
 Each is recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py
 records: ``start(model); run().backward(); stop(); step()``.
+
+The cross-precision twins of tests/test_compare_precision.py are recorded by ``precheck.record`` itself, in the
+project's venv (no msprobe needed), each in its own interpreter too:
+
+    PYTHONPATH=. .venv/bin/python tests/data/record/make_fixtures.py gpt_fp32_tensor ...
+
+- tests/data/record/gpt_{fp32,bf16,bf16_silu6}_{tensor,statistics}/: gpt_model.py's step in fp32, under autocast
+  bf16, and under autocast bf16 with a 6-bit SiLU in F.silu's place, without stack.json (each side's folder is
+  ``step0/proc<pid>``, the pid its own: compare pairs them all the same).
 """
 
 import json
@@ -34,6 +43,30 @@ DUMPS = {
     "mix_tensor": (MIX, "mix_model", "mix", "tensor", None, ("stack.json", "dump_tensor_data")),
     "mix_statistics": (MIX, "mix_model", "mix", "statistics", None, ("stack.json",)),
 }
+# dump -> (gpt_model.build's precision, task): recorded by precheck.record
+RECORDED = {f"gpt_{p}_{t}": (p, t) for p in ("fp32", "bf16", "bf16_silu6") for t in ("tensor", "statistics")}
+
+
+def record_gpt(name: str) -> None:
+    """Record one of gpt_model.py's twins with ``precheck.record``, in this interpreter."""
+    import torch.nn.functional as F
+
+    import precheck
+
+    sys.path.insert(0, str(HERE))
+    import gpt_model
+
+    precision, task = RECORDED[name]
+    model, run = gpt_model.build(precision)
+    if precision == "bf16_silu6":
+        F.silu = gpt_model.coarse_silu  # before the recorder wraps F.silu: recorded as Functional.silu
+    target = HERE / name
+    shutil.rmtree(target, ignore_errors=True)
+    with precheck.record(target, task=task) as recorder:
+        run().backward()
+    for written in recorder.written:
+        (written.parent / "stack.json").unlink()
+    print("wrote", target)
 
 
 def record(name: str) -> None:
@@ -69,6 +102,6 @@ def record(name: str) -> None:
 if __name__ == "__main__":
     for dump in sys.argv[1:] or DUMPS:
         if len(sys.argv) == 2:
-            record(dump)
+            record_gpt(dump) if dump in RECORDED else record(dump)
         else:
             subprocess.run([sys.executable, __file__, dump], check=True)
