@@ -181,6 +181,7 @@ def _precheck(result: DumpComparison, out: Path, args: argparse.Namespace) -> No
 
 def describe(result: DumpComparison) -> str:
     """The compare's closing lines: counts, the first divergent record and why, the suspects, unmatched runs."""
+    from precheck.compare.divergence import agreement
     from precheck.compare.rules import RESULTS
 
     d = result.divergence
@@ -190,7 +191,7 @@ def describe(result: DumpComparison) -> str:
         f"in {result.wall_seconds:.2f} s"
     ]
     first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
-    lines.append(first or "  the two runs agree everywhere")
+    lines.append(first or f"  {agreement(d.rounding())}")
     lines += _rule(d.localization, named=d.first is not None)
     for f in d.suspects[:10]:
         if f is not d.first:

@@ -4,22 +4,30 @@ Records are read in execution order (forward in call order, backward as the grad
 dump's own order). For every matched tensor the deviation of the target from the bench is one number: the
 larger of the relative L2 error and the max abs error over the bench's largest magnitude (tensor dumps), or the
 statistics' differences over the bench's magnitude (statistics dumps), or 0 / inf for equal / different CRC-32s.
-A tensor *agrees* when its deviation is within what rounding in the coarser of the two dtypes explains. Then a
-record whose outputs disagree is
+A tensor *agrees* when its deviation is within what rounding in the coarser of the two dtypes explains: the
+dtype each side recorded it in, which is the dtype the call ran in (autocast's bf16, not the bench's fp32).
+Across precisions what went through bf16 carries bf16 rounding, in whatever dtype it is held later, so a
+record's inputs are held to the coarsest rounding the runs went through up to them, and its outputs to what
+their own dtype and the inputs it received explain: an output finer than that rounding (an fp32 residual plus
+an autocast bf16 branch, returning fp32) agrees while it deviates at most CARRIED times as much as its inputs
+(same-precision runs are unchanged: their outputs are never finer). Then a record whose outputs disagree is
 
 - **suspect** when all its inputs agree (the record itself parted the runs),
 - **amplified** when its inputs already differ but its outputs differ more than ten times as much,
 - **inherited** otherwise; the record that produced the differing input is named when the dump shows it (the
   earlier record whose output has exactly that input's statistics).
 
-A backward record's inputs are its incoming gradients and the inputs of its forward call.
+A backward record's inputs are its incoming gradients and the inputs of its forward call. An output holding inf
+or nan on one side only is an overflow, and its finding says so.
 
 A tolerance cannot see a kernel that loses a few roundings (a bf16 softmax that sums in bf16 reads "agree" against a
 bf16 bench), so a tensor dump's records before the tolerance's first divergent record whose outputs deviate within
-rounding are kept as *candidates*: precheck.compare.localize grades each side of them against the float64 golden
-of its own inputs, and the first where the target is worse than an honest kernel and the bench is not becomes the
-first divergent record (rule HONEST_RULE); failing that the tolerance's record stands (rule TOLERANCE_RULE).
-"""
+rounding are kept as *candidates*, and those after it too where that record's own deviation is within the coarsest
+rounding the runs went through (rounding explains it: an fp32 output of an autocast step must not hide a bad bf16
+kernel after it): precheck.compare.localize grades each side of them against the float64 golden of its own inputs,
+and the first where the target is worse than an honest kernel and the bench is not becomes the first divergent
+record (rule HONEST_RULE); failing that the tolerance's record stands (rule TOLERANCE_RULE). Where no record parts
+the runs, the summary says how far the worst record is, in roundings of the coarsest dtype the two runs compared."""
 
 from __future__ import annotations
 
@@ -35,9 +43,14 @@ AGREE, SUSPECT, AMPLIFIED, INHERITED, UNMATCHED, UNREADABLE = (
     "agree", "suspect", "amplified", "inherited", "unmatched", "unreadable",
 )  # fmt: skip
 AMPLIFY = 10.0
+# How much more than the deviation its inputs carried a record's outputs may deviate and agree: a well-conditioned op
+# passes its inputs' relative deviation on (once) and adds its own rounding
+CARRIED = 2.0
 # What rounding explains: four unit roundoffs in bf16 and fp16 (an honest op rounds its result once, after inputs
 # rounded once more), and in fp32 / fp64 the reordered sums of another device's kernels.
 TOLERANCE = {"bfloat16": 2.0**-6, "float16": 2.0**-9, "float32": 2.0**-16, "float64": 2.0**-40}
+ROUNDING = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}  # unit roundoff
+_DTYPE_OF = {tol: dtype for dtype, tol in TOLERANCE.items()}
 MAX_PRODUCERS = 200_000  # output fingerprints remembered to name the producer of a differing input
 MAX_SUSPECTS = 200
 MAX_CANDIDATES = 2_000  # records kept for the honest-kernel rule (precheck.compare.localize replays fewer)
@@ -76,6 +89,7 @@ class Finding:
     producer: str | None = None
     rule: str = TOLERANCE_RULE
     honest: str | None = None  # HONEST_RULE: how the target is worse than an honest kernel and the bench is not
+    overflow: str | None = None  # the side ("target" or "bench") whose worst output alone holds inf or nan
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +104,7 @@ class Finding:
             "produced_by": self.producer,
             "rule": self.rule,
             "honest_kernel": self.honest,
+            "overflow": self.overflow,
         }
 
     @classmethod
@@ -105,7 +120,7 @@ class Finding:
         return cls(str(d.get("name", "")), str(d.get("direction", "")), str(d.get("verdict", "")),
                    bool(d.get("inputs_agree")), number(d.get("input_deviation")), number(d.get("output_deviation")),
                    d.get("worst_input"), d.get("worst_output"), d.get("produced_by"),
-                   str(d.get("rule") or TOLERANCE_RULE), d.get("honest_kernel"))  # fmt: skip
+                   str(d.get("rule") or TOLERANCE_RULE), d.get("honest_kernel"), d.get("overflow"))  # fmt: skip
 
     def why(self) -> str:
         """Why the runs part at this record, in one sentence: the console and the report say the same."""
@@ -114,6 +129,12 @@ class Finding:
                 f"{self.name}: each side graded against the float64 golden of its own inputs, {self.honest} "
                 f"(rule: {HONEST_RULE}; its output deviation {self.output_deviation:.3g} is within what the "
                 "tolerance takes for rounding): the API is suspect"
+            )
+        if self.overflow and self.verdict in (SUSPECT, AMPLIFIED):
+            inputs = "its inputs agree" if self.inputs_agree else f"its inputs already differ ({self.worst_input})"
+            return (
+                f"{self.name}: {inputs} and its output {self.worst_output} holds inf or nan on the {self.overflow} "
+                f"only: an overflow{', the API is suspect' if self.inputs_agree else ''}"
             )
         if self.verdict == SUSPECT:
             return (
@@ -151,48 +172,75 @@ class Divergence:
     candidates: list[Finding] = field(default_factory=list)  # for the honest-kernel rule, in execution order
     candidates_seen: int = 0  # how many there were (at most MAX_CANDIDATES are kept)
     localization: dict[str, Any] = field(default_factory=dict)  # which rule named the first record, at what cost
-    _forward_inputs: dict[str, float] = field(default_factory=dict)
+    worst: tuple[float, str] | None = None  # the largest output deviation of a record that agrees, and its record
+    coarsest: float = 0.0  # the largest tolerance of a matched item: the coarsest dtype the runs compared
+    past_first: int | None = None  # candidates before the first record, where rounding explains it: kept past it
+    _forward_inputs: dict[str, tuple[float, float]] = field(default_factory=dict)  # call -> (excess, deviation)
     _producers: OrderedDict = field(default_factory=OrderedDict)
 
-    def observe(self, record: Record, deviations: dict[str, tuple[float, float]]) -> Finding:
-        """``deviations``: item name -> (deviation, tolerance) for the items matched with the bench."""
+    def observe(
+        self, record: Record, deviations: dict[str, tuple[float, float]], overflows: dict[str, str] | None = None
+    ) -> Finding:
+        """``deviations``: item name -> (deviation, tolerance) for the items matched with the bench;
+        ``overflows``: item name -> the side whose item alone holds inf or nan."""
         ins = [(i.name, *deviations[i.name]) for i in record.inputs if i.name in deviations]
-        outs = [(i.name, *deviations[i.name]) for i in record.outputs if i.name in deviations]
+        self.coarsest = max([self.coarsest, *(tol for _, _, tol in ins)])
+        came = self.coarsest  # the coarsest rounding the runs went through: what reaches this record carries it
+        ins = [(name, dev, max(tol, came)) for name, dev, tol in ins]
         in_dev, worst_in, in_ok = _worst(ins)
+        carried = in_dev
         if record.direction == "backward":
-            forward = self._forward_inputs.get(call_of(record.key))
-            if forward is not None and forward > in_dev:
-                in_dev, worst_in = forward, f"{call_of(record.key)}.forward inputs"
-            in_ok = in_ok and (forward is None or forward <= 0.0)
+            excess, forward = self._forward_inputs.get(call_of(record.key), (0.0, 0.0))
+            carried = max(carried, forward)
+            if excess > in_dev:
+                in_dev, worst_in = excess, f"{call_of(record.key)}.forward inputs"
+            in_ok = in_ok and excess <= 0.0
         elif record.direction == "forward":
-            self._forward_inputs[call_of(record.key)] = _excess(ins)
+            self._forward_inputs[call_of(record.key)] = (_excess(ins), _worst(ins)[0])
+        outs = [(i.name, *deviations[i.name]) for i in record.outputs if i.name in deviations]
+        self.coarsest = max([self.coarsest, *(tol for _, _, tol in outs)])
+        if in_ok and record.direction != "parameters_grad":  # a finer output carries what came in, CARRIED-fold
+            outs = [(name, dev, max(tol, CARRIED * carried) if tol < came else tol) for name, dev, tol in outs]
         out_dev, worst_out, out_ok = _worst(outs)
-        if out_ok:
-            verdict = AGREE
-        elif record.direction == "parameters_grad":  # made by the module's backward, which is judged itself
-            verdict, in_ok, worst_in = INHERITED, False, None
-        elif in_ok:
-            verdict = SUSPECT
-        elif out_dev > AMPLIFY * in_dev:
-            verdict = AMPLIFIED
-        else:
-            verdict = INHERITED
+        verdict = _verdict(record.direction, out_ok, in_ok, in_dev, out_dev)
+        if record.direction == "parameters_grad":
+            in_ok, worst_in = False, None
         finding = Finding(record.key, record.direction, verdict, in_ok, in_dev, out_dev, worst_in, worst_out)
+        finding.overflow = (overflows or {}).get(worst_out or "")
         if record.direction == "parameters_grad":
             finding.producer = record.key.replace(".parameters_grad", ".backward")
         elif verdict == INHERITED and worst_in:
             finding.producer = self._producer(record, worst_in)
         self._remember(record, deviations)
+        self._tally(finding, came)
+        return finding
+
+    def _tally(self, finding: Finding, came: float) -> None:
+        """Count the finding and keep what the summary and the honest-kernel rule need of it; ``came``: the
+        coarsest rounding the runs went through up to its inputs."""
+        verdict = finding.verdict
         self.verdicts[verdict] += 1
-        if verdict == AGREE and out_dev > 0.0 and self.first is None and record.direction in ("forward", "backward"):
+        graded = finding.direction in ("forward", "backward") and finding.output_deviation > 0.0
+        if verdict == AGREE and graded and (self.first is None or self.past_first is not None):
             self.candidates_seen += 1
             if len(self.candidates) < MAX_CANDIDATES:
                 self.candidates.append(finding)
+        if verdict == AGREE and graded and (self.worst is None or finding.output_deviation > self.worst[0]):
+            self.worst = (finding.output_deviation, finding.name)
         if verdict != AGREE and self.first is None:
             self.first = finding
+            if finding.output_deviation <= came:  # within the coarsest rounding the runs went through
+                self.past_first = len(self.candidates)
         if verdict in (SUSPECT, AMPLIFIED) and len(self.suspects) < MAX_SUSPECTS:
             self.suspects.append(finding)
-        return finding
+
+    def rounding(self) -> dict[str, Any] | None:
+        """How far the worst record that agrees is from the bench, in unit roundoffs of the coarsest dtype the
+        runs compared (the summary's ``rounding``); None where no record deviates."""
+        dtype = _DTYPE_OF.get(self.coarsest)
+        if self.worst is None or dtype is None:
+            return None
+        return {"dtype": dtype, "worst": self.worst[1], "roundings": round(self.worst[0] / ROUNDING[dtype], 3)}
 
     def count(self, verdict: str) -> None:
         self.verdicts[verdict] += 1
@@ -211,6 +259,28 @@ class Divergence:
         item = next((i for i in record.inputs if i.name == worst), None)
         mark = _fingerprint(item) if item else None
         return self._producers.get(mark) if mark else None
+
+
+def _verdict(direction: str, out_ok: bool, in_ok: bool, in_dev: float, out_dev: float) -> str:
+    if out_ok:
+        return AGREE
+    if direction == "parameters_grad":  # made by the module's backward, which is judged itself
+        return INHERITED
+    if in_ok:
+        return SUSPECT
+    return AMPLIFIED if out_dev > AMPLIFY * in_dev else INHERITED
+
+
+def agreement(rounding: object) -> str:
+    """The one line of a compare where no record parts the runs, from the summary's ``rounding`` (a summary JSON
+    read back may hold anything there)."""
+    if not isinstance(rounding, dict) or not isinstance(rounding.get("roundings"), (int, float)):
+        return "the two runs agree everywhere"
+    dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}.get(rounding.get("dtype"))
+    return (
+        f"no record diverges beyond {dtype or 'its'} rounding (worst: {rounding.get('worst')} at "
+        f"{rounding['roundings']:.3g} roundings)"
+    )
 
 
 def _excess(items: list[tuple[str, float, float]]) -> float:

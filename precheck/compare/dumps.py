@@ -179,7 +179,7 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
         out.table.write(row)
         result.results[ERROR] += 1
         return
-    rows, deviations = _rows(result.mode, t_rec, b_rec, sides.t, sides.b)
+    rows, deviations, overflows = _rows(result.mode, t_rec, b_rec, sides.t, sides.b)
     result.mode.judge(rows, names.api(shown.api) if t_rec else shown.api)
     if t_rec is not None and rows and stacks.present:
         rows[0]["NPU_Stack_Info"] = stacks.of(t_rec.key)
@@ -190,15 +190,17 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
         result.divergence.count(UNMATCHED)
         out.log.alone(shown.key, shown.direction, UNMATCHED, f"only in the {'target' if t_rec else 'bench'}")
         return
-    out.log.finding(result.divergence.observe(t_rec, deviations))
+    out.log.finding(result.divergence.observe(t_rec, deviations, overflows))
     if result.first_overflow is None and _overflows(t_rec) and not _overflows(b_rec):
         result.first_overflow = t_rec.key
 
 
 def _rows(mode: CompareMode, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b: DumpIndex):
-    rows, deviations = [], {}
+    """The record's rows, each matched item's (deviation, tolerance), and which side alone holds inf or nan in an
+    item (by the recorded statistics)."""
+    rows, deviations, overflows = [], {}, {}
     if t_rec is None:
-        return [mode.row(None, item, None) for item in b_rec.items], deviations
+        return [mode.row(None, item, None) for item in b_rec.items], deviations, overflows
     pairs = _item_pairs(t_rec, b_rec)
     tensors = [(i, o) for i, o in pairs if o is not None and mode.reads_tensors and i.tensor and o.tensor]
     computed = {id(i): _tensor_pair(t, b, i, o) for i, o in tensors}  # one thread: see fused.passed
@@ -206,8 +208,11 @@ def _rows(mode: CompareMode, t_rec: Record | None, b_rec: Record | None, t: Dump
         metrics = computed.get(id(item))
         if other is not None:
             deviations[item.name] = (mode.deviation(item, other, metrics), tolerance(item, other))
+            mine, theirs = non_finite(item), non_finite(other)
+            if mine != theirs and item.tensor and other.tensor:
+                overflows[item.name] = "target" if mine - theirs else "bench"
         rows.append(mode.row(_spelled(item), other, metrics))
-    return rows, deviations
+    return rows, deviations, overflows
 
 
 def _item_pairs(t_rec: Record, b_rec: Record | None) -> list[tuple[Item, Item | None]]:

@@ -7,12 +7,21 @@ the float64 golden of its own inputs, with an honest kernel's error as the yards
 recorded`` (precheck.execution.check, grader/honest.py). The first record, in execution order, where the target is
 worse than an honest kernel (run_ut's error) and the bench is not is the first divergent record.
 
-What is graded is kept in proportion: only the records the divergence search kept as candidates (before the
-tolerance's first divergent record, outputs that deviate but within rounding: runs that are identical up to a
-record cost nothing), at most MAX_REPLAYED calls, the target side first (the bench only where the target is worse),
-stopping at the first record named. torch is imported only then, so a compare with nothing to grade stays
-torch-free. Statistics and md5 dumps hold no tensors to grade: the tolerance rule alone names their record, and the
-summary says so.
+What is graded is kept in proportion: only the records the divergence search kept as candidates (outputs that
+deviate but within rounding: runs that are identical up to a record cost nothing), at most MAX_REPLAYED calls, the
+target side first (the bench only where the target is worse), stopping at the first record named. torch is imported
+only then, so a compare with nothing to grade stays torch-free. The search reaches past the tolerance's first
+divergent record only where that record is itself explained by rounding (its deviation within the coarsest rounding
+the runs went through: precheck.compare.divergence keeps candidates past it then): across precisions (autocast bf16
+against fp32) a record that only carries bf16 rounding forward must not hide a bad kernel after it. The summary says
+how far it looked. Statistics and md5 dumps hold no tensors to grade: the tolerance rule alone names their record,
+and the summary says so.
+
+Across precisions each side is graded in the dtype it ran in, as run_ut's ``--target recorded`` grades it: against
+the float64 golden of its own inputs, the honest kernel rounded to the dtype that side recorded its output in
+(bf16 for an autocast linear, fp32 for the bench's). That is run_ut's rule, shared through its backends, not
+copied here: where run_ut learns to replay a call in the dtype autocast ran it in (the autocast inference of the
+execution layer), compare's grading follows through ``_Replay.options`` without a change here.
 
 A dump comes from someone else's machine (docs/reference/untrusted-dumps.md), so each call is replayed as run_ut
 replays it, through its backends (precheck.scheduling.backends): a call that switches off torch's checks runs in a
@@ -79,8 +88,11 @@ def localize(
     else:
         start = time.perf_counter()
         replay = _Replay(target, bench, pairs, limits or CheckOptions())
+        if d.first is not None and d.past_first is not None:
+            replay.first_at, replay.picked = d.past_first, d.first.name
         hit = replay.search(d.candidates)
         info.update(replayed_calls=replay.calls, replay_seconds=round(time.perf_counter() - start, 3))
+        info.update(graded_up_to=replay.reached, past_tolerance=replay.past)
         info["why"] = replay.summary(hit, d.first is not None)
         if replay.not_graded:
             info.update(not_graded=replay.not_graded, not_graded_count=replay.not_graded_count)
@@ -116,10 +128,14 @@ class _Replay:
         self.cut: str | None = None  # the call past its time limit that stopped the replay
         self.not_graded: list[dict[str, str]] = []  # calls refused, crashed or cut: record, side, why
         self.not_graded_count = 0
+        self.reached: str | None = None  # the last candidate graded
+        self.first_at: int | None = None  # the candidates from this one on come after the tolerance's record
+        self.picked: str | None = None  # the tolerance's record, where the search looks past it
+        self.past = 0  # candidates graded past it
 
     def search(self, candidates: list[Finding]) -> Finding | None:
         """The first candidate the target's side fails and the bench's passes, or None."""
-        for found in candidates:
+        for at, found in enumerate(candidates):
             i = self.at[id(self.target)].get(found.name)
             j = self.bench_of.get(i) if i is not None else None
             if j is None:
@@ -127,6 +143,8 @@ class _Replay:
             mine = self._status(self.target, found.name)
             if self.stopped or self.cut:
                 return None
+            self.reached = found.name if mine is not None else self.reached
+            self.past += mine is not None and self.first_at is not None and at >= self.first_at
             if mine is None or mine[0] != "error":
                 continue
             theirs = self._status(self.bench, self.bench.keys[j])
@@ -141,8 +159,10 @@ class _Replay:
         return None
 
     def summary(self, hit: Finding | None, tolerance_named: bool) -> str:
+        """How far the search looked and what it found, in one sentence."""
         if hit is not None:
-            return f"the target is worse than an honest kernel at {hit.name} and the bench is not"
+            past = self._how_far() if self.picked else ""
+            return f"the target is worse than an honest kernel at {hit.name} and the bench is not{past}"
         limit = f" (stopped at {MAX_REPLAYED} calls: the rest were not graded)" if self.stopped else ""
         if self.cut:
             limit = f" (stopped at {self.cut}, past its time limit: the rest were not graded)"
@@ -153,8 +173,16 @@ class _Replay:
                 f"the first {first['record']} ({first['side']}): {first['why']}"
             )
         stands = "the tolerance rule's record stands" if tolerance_named else "no record parts the runs"
-        graded = f"of {self.calls} calls graded{limit}"
+        graded = f"of {self.calls} calls graded{self._how_far()}{limit}"
         return f"no record graded worse than an honest kernel on the target only, {graded}: {stands}"
+
+    def _how_far(self) -> str:
+        if self.picked is None:
+            return f", up to {self.reached}" if self.reached else ""
+        return (
+            f", up to {self.reached}, {self.past} past the tolerance's record {self.picked} (its deviation is within "
+            "the coarsest rounding the runs went through)"
+        )
 
     def _status(self, index: DumpIndex, key: str) -> tuple[str, str] | None:
         """(run_ut's status of the record's direction, its error message), or None where it has none."""

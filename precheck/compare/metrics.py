@@ -186,16 +186,22 @@ def _number(value: Any) -> float | None:
 
 def stats_deviation(npu: tuple, bench: tuple) -> float | None:
     """How far the target's statistics are from the bench's, relative to the bench's magnitude: the larger of
-    |dNorm| / Norm and |dMax|, |dMin|, |dMean| over max(|Max|, |Min|). None when the statistics are missing."""
+    |dNorm| / Norm and |dMax|, |dMin|, |dMean| over max(|Max|, |Min|) of the finite ones. None when the statistics
+    are missing. A statistic that is the same inf or nan on both sides is equal (a causal mask's -inf gives
+    Min = Mean = -inf and Norm = inf to both); one that is not finite on one side only, or a different one on each,
+    is inf: an overflow."""
     values = [(_number(a), _number(b)) for a, b in zip(npu, bench, strict=True)]
     if any(x is None or y is None for x, y in values):
         return None
+    finite = [math.isfinite(x) and math.isfinite(y) for x, y in values]
+    if any(not ok and str(x) != str(y) for ok, (x, y) in zip(finite, values, strict=True)):
+        return math.inf
     (nmax, bmax), (nmin, bmin), (nmean, bmean), (nnorm, bnorm) = values
-    if any(math.isnan(v) or math.isinf(v) for pair in values for v in pair):
-        finite_same = all(str(x) == str(y) for x, y in values)
-        return 0.0 if finite_same else math.inf
-    scale = max(abs(bmax), abs(bmin))
-    parts = [abs(nnorm - bnorm) / bnorm if bnorm else (0.0 if nnorm == bnorm else math.inf)]
-    for x, y in ((nmax, bmax), (nmin, bmin), (nmean, bmean)):
-        parts.append(abs(x - y) / scale if scale else (0.0 if x == y else math.inf))
+    scale = max((abs(y) for ok, (_, y) in zip(finite[:2], values[:2], strict=True) if ok), default=0.0)
+    parts = [0.0]
+    if finite[3]:
+        parts.append(abs(nnorm - bnorm) / bnorm if bnorm else (0.0 if nnorm == bnorm else math.inf))
+    for ok, (x, y) in zip(finite[:3], ((nmax, bmax), (nmin, bmin), (nmean, bmean)), strict=True):
+        if ok:
+            parts.append(abs(x - y) / scale if scale else (0.0 if x == y else math.inf))
     return max(parts)

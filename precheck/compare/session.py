@@ -1,5 +1,6 @@
 """What `precheck compare` is given, resolved to pairs of dumps: two dump.json files, two folders of one dump
-each, two cluster folders (``step*/rank*``) compared rank by rank, or two step folders (``dump/step1``, of
+each, two cluster folders (``step*/rank*``) compared rank by rank (a step of one ``proc*`` folder on each side,
+as ``precheck record`` writes it, pairs whatever the two pids), or two step folders (``dump/step1``, of
 ``rank*`` or ``proc*`` folders) whose ranks pair in order, as msprobe's compare takes them; msprobe's
 ``-i compare.json`` (``npu_path``, ``bench_path``, ``stack_path``) as well.
 """
@@ -107,14 +108,37 @@ def resolve(target: str | os.PathLike, bench: str | os.PathLike) -> list[DumpPai
         return pairs
     steps = sorted({s for s, _ in ts})
     pairs = []
-    for (step, rank), folder in ts.items():
-        other = bs.get((step, rank))
-        if other is None:
-            raise CompareInputError(f"{b}: has no {step}/{rank} to compare with the target's")
+    for (step, rank), other in _matched(t, b, ts, bs).items():
         m = _RANK.search(rank)
         suffix = f"_rank{m.group(1)}" if m else f"_{rank}"
-        pairs.append(DumpPair(folder / "dump.json", other / "dump.json", suffix, step if len(steps) > 1 else ""))
-    missing = sorted(set(bs) - set(ts))
-    if missing:
-        raise CompareInputError(f"{t}: has no {missing[0][0]}/{missing[0][1]} to compare with the bench's")
+        pairs.append(
+            DumpPair(ts[(step, rank)] / "dump.json", other / "dump.json", suffix, step if len(steps) > 1 else "")
+        )
     return pairs
+
+
+def _matched(t: Path, b: Path, ts: dict[tuple[str, str], Path], bs: dict[tuple[str, str], Path]) -> dict:
+    """The bench's folder of each of the target's (step, rank): the one of the same name, or, where a step holds
+    one ``proc*`` folder on each side (``precheck record`` names them by their own pid), that one whatever its
+    pid. CompareInputError names what is missing, or, with several process folders, which to name."""
+    found = {}
+    for step in sorted({s for s, _ in ts} | {s for s, _ in bs}):
+        mine = sorted(r for s, r in ts if s == step)
+        theirs = sorted(r for s, r in bs if s == step)
+        if mine == theirs:
+            found.update({(step, r): bs[(step, r)] for r in mine})
+        elif len(mine) == len(theirs) == 1 and mine[0].startswith("proc") and theirs[0].startswith("proc"):
+            found[(step, mine[0])] = bs[(step, theirs[0])]
+        elif mine and theirs and any(r.startswith("proc") for r in mine + theirs):
+            raise CompareInputError(
+                f"{b}: its {step} holds {', '.join(theirs[:3])} and the target's {', '.join(mine[:3])}: process "
+                f"folders pair by name, or one with one; name one folder on each side (-target "
+                f"{t / step / mine[0]} -bench {b / step / theirs[0]})"
+            )
+        else:
+            gone = next((r for r in mine if r not in theirs), None)
+            if gone is not None:
+                raise CompareInputError(f"{b}: has no {step}/{gone} to compare with the target's")
+            gone = next(r for r in theirs if r not in mine)
+            raise CompareInputError(f"{t}: has no {step}/{gone} to compare with the bench's")
+    return found

@@ -59,6 +59,7 @@ class DumpComparison:
             "results": dict(self.results),
             "records": dict(d.verdicts),
             "first_divergent": d.first.as_dict() | self._verdict(d.first.name) if d.first else None,
+            "rounding": None if d.first else d.rounding(),
             "suspects": [f.as_dict() | self._verdict(f.name) for f in d.suspects],
             "localization": d.localization,
             "unmatched": self.unmatched,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy
 
-from precheck.compare.divergence import Finding
+from precheck.compare.divergence import Finding, agreement
 from precheck.compare.rules import RESULTS, UNMATCHED
 from precheck.grader.status import ERROR, PASS, SKIP, WARNING
 from precheck.report.compare_frame import compare_files, load_compare, load_records, read_summary
@@ -147,7 +147,8 @@ def _first(first: object, summary: dict) -> str:
         return "No compare_summary beside this CSV (msprobe's own compare writes none), so no record has a verdict."
     if summary.get("complete") is False:
         return "No divergent record among those compared before the compare stopped."
-    return "The two runs agree everywhere."
+    line = agreement(summary.get("rounding"))
+    return line[0].upper() + line[1:] + "."
 
 
 def _rule(localization: object, named: bool) -> str:

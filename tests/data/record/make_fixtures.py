@@ -29,6 +29,15 @@ with the project's venv and ``PYTHONPATH=.``), tensor task, without stack.json a
 neither), which tests/test_train_steps.py grades:
 - tests/data/record/clip_fp32_tensor/: an fp32 step with clip_grad_norm_ (``Torch._foreach_norm``);
 - tests/data/record/scaler_fp16_tensor/: an autocast fp16 step with a GradScaler whose gradients overflow.
+
+The cross-precision twins of tests/test_compare_precision.py are recorded by ``precheck.record`` itself, in the
+project's venv (no msprobe needed), each in its own interpreter too:
+
+    PYTHONPATH=. .venv/bin/python tests/data/record/make_fixtures.py gpt_fp32_tensor ...
+
+- tests/data/record/gpt_{fp32,bf16,bf16_silu6}_{tensor,statistics}/: gpt_model.py's step in fp32, under autocast
+  bf16, and under autocast bf16 with a 6-bit SiLU in F.silu's place, without stack.json (each side's folder is
+  ``step0/proc<pid>``, the pid its own: compare pairs them all the same).
 """
 
 import json
@@ -87,6 +96,32 @@ def record_by_precheck(name: str, task: str, step: Callable[[], object]) -> None
     print("wrote", target)
 
 
+# dump -> (gpt_model.build's precision, task): recorded by precheck.record
+RECORDED = {f"gpt_{p}_{t}": (p, t) for p in ("fp32", "bf16", "bf16_silu6") for t in ("tensor", "statistics")}
+
+
+def record_gpt(name: str) -> None:
+    """Record one of gpt_model.py's twins with ``precheck.record``, in this interpreter."""
+    import torch.nn.functional as F
+
+    import precheck
+
+    sys.path.insert(0, str(HERE))
+    import gpt_model
+
+    precision, task = RECORDED[name]
+    model, run = gpt_model.build(precision)
+    if precision == "bf16_silu6":
+        F.silu = gpt_model.coarse_silu  # before the recorder wraps F.silu: recorded as Functional.silu
+    target = HERE / name
+    shutil.rmtree(target, ignore_errors=True)
+    with precheck.record(target, task=task) as recorder:
+        run().backward()
+    for written in recorder.written:
+        (written.parent / "stack.json").unlink()
+    print("wrote", target)
+
+
 def record(name: str) -> None:
     """Record one dump, in this interpreter."""
     import importlib
@@ -133,6 +168,8 @@ if __name__ == "__main__":
         sys.exit()
     for dump in sys.argv[1:] or [*DUMPS, *STEPS]:
         if len(sys.argv) == 2:
-            (record_autocast if dump in AUTOCAST else record_step if dump in STEPS else record)(dump)
+            by_precheck = {**dict.fromkeys(AUTOCAST, record_autocast), **dict.fromkeys(STEPS, record_step)}
+            by_precheck.update(dict.fromkeys(RECORDED, record_gpt))
+            by_precheck.get(dump, record)(dump)
         else:
             subprocess.run([sys.executable, __file__, dump], check=True)
