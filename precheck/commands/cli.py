@@ -296,24 +296,24 @@ def _report(args: argparse.Namespace) -> int:
 def _closing(summary: RunSummary, report: bool) -> str:
     """Why APIs are SKIP (the commonest reasons and their fixes), the worst APIs of a finished run (up to ten
     errors, each with its worst metric) and where its report is, or the command that writes it; a step's ranks
-    (precheck.ranks) are counted together, and each rank's worst APIs and report are named by its folder."""
+    (precheck.ranks) are counted together, each rank's worst APIs are named by its folder, and their one report
+    is over every rank (precheck/report/ranks_html.py)."""
     from precheck.report.frame import worst_errors
     from precheck.report.skips import describe_skips, skip_reasons
 
     runs = getattr(summary, "ranks", None) or {"": summary}
-    reasons, total, worst, pages = Counter(), 0, [], []
+    reasons, total, worst = Counter(), 0, []
     for name, run in runs.items():
         found, n = skip_reasons(run.result_path)
         reasons, total = reasons + found, total + n
         worst += [f"    {name}{line}" if name else line for line in worst_errors(run.details_path)]
-        at = f"  report{' ' + name if name else ''}:  "
-        if report:
-            from precheck.report.html import write_report
+    if report:
+        from precheck.report.pages import write_page
 
-            pages.append(f"{at}{write_report(run.details_path)}")
-        else:
-            pages.append(f"{at}{shell_command('precheck', 'report', run.details_path)}")
-    lines = describe_skips(reasons, total) + ["  worst APIs:"] * bool(worst) + worst + pages
+        page = f"  report:  {write_page(summary.details_path)}"  # a step's: its output folder, every rank
+    else:
+        page = f"  report:  {shell_command('precheck', 'report', summary.details_path)}"
+    lines = [*describe_skips(reasons, total), *["  worst APIs:"] * bool(worst), *worst, page]
     return "\n".join(escape(line) for line in lines)
 
 
