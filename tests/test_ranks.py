@@ -194,3 +194,19 @@ def test_the_report_filters_by_rank(reported, tmp_path):
     dom = dom_of(tmp_path, page, "?rank=rank1")
     assert "9 of 18 APIs" in dom
     assert len(re.findall(r'<tr id="api-\d+"><td>[^<]*</td><td>rank1</td>', dom)) == 9
+
+
+def test_each_ranks_dump_is_read_once(tmp_path, monkeypatch):
+    """A rank's dump.json is indexed once for its collectives and its run, not once for each (3 times before)."""
+    from precheck.dump.index import RecordIndex
+
+    opened = []
+    real = RecordIndex.open.__func__
+
+    def counted(cls, path, error):
+        opened.append(Path(path))
+        return real(cls, path, error)
+
+    monkeypatch.setattr(RecordIndex, "open", classmethod(counted))
+    _run(STEP, tmp_path)
+    assert sorted(opened) == [STEP / "rank0" / "dump.json", STEP / "rank1" / "dump.json"]

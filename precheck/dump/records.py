@@ -64,6 +64,7 @@ class Dump:
     level: str
     framework: str
     cases: Cases
+    index: RecordIndex  # where each record lies: a step's collectives read theirs through it (precheck.ranks)
 
     @property
     def data_dir(self) -> Path:
@@ -93,7 +94,7 @@ def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
         pairing.add(key, handle)
     dialect = translate if framework == MINDSPORE else None
     return Dump(path=index.path, task=task, level=index.level, framework=framework,
-                cases=Cases(pairing, index.read, dialect))  # fmt: skip
+                cases=Cases(pairing, index.read, dialect), index=index)  # fmt: skip
 
 
 def _recorded_framework(index: RecordIndex, looked_at: int = 8) -> str:
