@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from precheck.dump.index import RecordIndex
-from precheck.dump.records import DumpError, load_dump
+from precheck.dump.records import Dump, DumpError, load_dump
 from precheck.dump.steps import DUMP_JSON, Found, RankDump
 from precheck.errors import OptionError
 from precheck.execution.collectives import Rank, grade_collectives, is_collective
@@ -68,15 +67,18 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
         raise OptionError(f"{found.path}: -csv_path continues one rank's run: run_ut that rank's dump.json with it")
     start = time.perf_counter()
     options = kwargs.get("options") or CheckOptions()
-    graded = _collectives(found, options, kwargs.get("framework"))
+    dumps = {d.name: load_dump(d.folder / DUMP_JSON, kwargs.get("framework")) for d in found.ranks}  # read once
+    graded = _collectives(found, dumps, options)
     runs = {}
     for dump in found.ranks:
         folder = output_folder(Path(out_path) / dump.name)
-        runs[dump.name] = run_ut(dump.folder / DUMP_JSON, folder, graded=graded.get(dump.name), **kwargs)
+        runs[dump.name] = run_ut(
+            dump.folder / DUMP_JSON, folder, graded=graded.get(dump.name), loaded=dumps[dump.name], **kwargs
+        )
     return _summary(found, Path(out_path), runs, time.perf_counter() - start, graded)
 
 
-def _collectives(found: Found, options: CheckOptions, framework: str | None) -> dict[str, dict[str, ApiResult]]:
+def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) -> dict[str, dict[str, ApiResult]]:
     """Each rank's rows of its collectives, by the rank's folder name; none in a step of ``proc*`` folders
     (which rank each was is not recorded: their collectives go through run_ut, which skips them)."""
     numbered: list[tuple[int, RankDump]] = [(d.rank, d) for d in found.ranks if d.rank is not None]
@@ -84,10 +86,9 @@ def _collectives(found: Found, options: CheckOptions, framework: str | None) -> 
         return {}
     ranks = {}
     for number, dump in numbered:
-        names = load_dump(dump.folder / DUMP_JSON, framework).cases.names
+        names = dumps[dump.name].cases.names
         if any(is_collective(n) for n in names):
-            index = RecordIndex.open(dump.folder / DUMP_JSON, DumpError)
-            ranks[number] = Rank(number, index, {n: i for i, n in enumerate(names)})
+            ranks[number] = Rank(number, dumps[dump.name].index, {n: i for i, n in enumerate(names)})
         else:
             ranks[number] = Rank(number, None, {})  # no collective: no record of it is read
     world = max(ranks) + 1

@@ -155,6 +155,7 @@ def run_ut(
     keep_results: bool = True,
     framework: str | None = None,
     graded: Mapping[str, ApiResult] | None = None,
+    loaded: Dump | None = None,
 ) -> RunSummary:
     """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
 
@@ -167,8 +168,9 @@ def run_ut(
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
     ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: for_framework).
     ``graded``: rows already graded elsewhere, by case name (a step's collectives, graded across its ranks by
-    precheck.ranks), written as they are instead of run. ``api_info`` may be a dump's top folder holding one dump
-    (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of several.
+    precheck.ranks), written as they are instead of run; ``loaded``: ``api_info``'s dump as load_dump read it
+    (precheck.ranks reads each rank's once, for its collectives and its run). ``api_info`` may be a dump's top
+    folder holding one dump (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of several.
     """
     start = time.perf_counter()
     found = find_dumps(api_info)
@@ -176,7 +178,7 @@ def run_ut(
         raise DumpError(f"{found.path}: a step of {len(found.ranks)} dumps; precheck.ranks.run_step runs them as one")
     if found.note:
         warnings.warn(found.note, stacklevel=2)
-    dump = load_dump(found.path, framework)
+    dump = loaded if loaded is not None else load_dump(found.path, framework)
     options = resolved(for_framework(options or CheckOptions(), dump), device)
     workers = worker_count(workers)
     identity = run_identity(dump.path, options, filter_api, api_lists)

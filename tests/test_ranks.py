@@ -2,17 +2,21 @@
 graded from every rank's recorded inputs. The step is tests/data/record/ddp_gloo: a 2-rank DDP step on gloo,
 recorded in each rank by precheck.record (tests/data/record/ddp_step.py)."""
 
+import contextlib
+import io
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+from helpers import browser, dom_of
 
 from precheck.commands.cli import main
 from precheck.dump.steps import StepError, find_dumps
 from precheck.grader.reasons import Reason
 from precheck.ranks import run_step
 from precheck.report import reasons
-from precheck.report.csv_files import read_csv_rows
+from precheck.report.csv_files import read_csv_rows, write_csv
 
 STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"
 COLLECTIVES = ["Distributed.all_reduce.0", "Distributed.all_gather.0", "Distributed.broadcast.0",
@@ -130,3 +134,79 @@ def test_the_recorder_writes_a_collectives_arguments_once_run_as_its_output(tmp_
     assert record["output"][0]["data_name"] == "Distributed.all_reduce.0.forward.output.0.pt"
     assert record["output"][1] == record["input_kwargs"]["op"] == {"type": "torch.distributed.ReduceOp",
                                                                "value": "RedOpType.MAX"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    """The command line's run of the step with --report: its output folder and what it printed."""
+    out = tmp_path_factory.mktemp("ranks")
+    argv = ["run_ut", "-api_info", str(STEP), "-o", str(out), "-d", "cpu", "-q", "--workers", "1",
+            "--backend", "inprocess", "--report"]  # fmt: skip
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(argv) == 0
+    return out, printed.getvalue()
+
+
+def test_one_report_shows_every_ranks_apis_the_collectives_the_counts_and_the_csvs(reported):
+    out, printed = reported
+    (page,) = out.glob("report_*.html")
+    assert re.findall(r"^  report.*$", printed, re.M) == [f"  report:  {page}"]  # one line for all ranks
+    text = page.read_text(encoding="utf-8")
+    apis = re.findall(r'"call": "([^"]+)"[^{}]*"rank": "(rank\d)"', text)
+    assert len(apis) == 18 and {r for _, r in apis} == {"rank0", "rank1"}
+    assert all((c, r) in apis for c in COLLECTIVES for r in ("rank0", "rank1"))
+    collectives = text.split('id="collective-table"')[1].split("</table>")[0]
+    for call in COLLECTIVES:
+        assert f'<tr><th>{call}</th><td class="pass">pass</td><td class="pass">pass</td>' in collectives
+    counts = text.split('id="rank-counts"')[1].split("</table>")[0]
+    assert (
+        "<tr><th>rank0</th><td>9</td><td>9</td>" in counts and "<tr><th>all ranks</th><td>18</td><td>18</td>" in counts
+    )
+    for rank in ("rank0", "rank1"):
+        for csv in (out / rank).glob("accuracy_checking_*.csv"):
+            assert f'href="{rank}/{csv.name}"' in counts
+    assert '<th data-key="rank"' in text and '<select id="f-rank"' in text
+    assert not list(out.glob("rank*/report_*.html"))  # no page per rank: the one page is over all of them
+
+
+def test_the_report_command_renders_a_step_run_and_escapes_what_the_dumps_said(reported, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(reported[0], out)
+    for page in out.glob("report_*.html"):
+        page.unlink()
+    hostile = '<img src=x onerror="document.title=1">'
+    (result,) = (out / "rank1").glob("accuracy_checking_result_*.csv")
+    header, rows = read_csv_rows(result)
+    cells = [list(r.values()) for r in rows]
+    write_csv(result, header, [[*r[:3], hostile] if r[0] == "Distributed.all_reduce.0" else r for r in cells])
+    assert main(["report", str(out)]) == 0
+    (page,) = out.glob("report_*.html")
+    assert capsys.readouterr().out == f"precheck report: {page}\n"
+    text = page.read_text(encoding="utf-8")
+    assert "<img" not in text and "rank1: &lt;img src=x onerror=&quot;document.title=1&quot;&gt;" in text
+    assert 'id="collective-table"' in text and 'id="rank-counts"' in text
+
+
+@browser
+def test_the_report_filters_by_rank(reported, tmp_path):
+    (page,) = reported[0].glob("report_*.html")
+    dom = dom_of(tmp_path, page, "?rank=rank1")
+    assert "9 of 18 APIs" in dom
+    assert len(re.findall(r'<tr id="api-\d+"><td>[^<]*</td><td>rank1</td>', dom)) == 9
+
+
+def test_each_ranks_dump_is_read_once(tmp_path, monkeypatch):
+    """A rank's dump.json is indexed once for its collectives and its run, not once for each (3 times before)."""
+    from precheck.dump.index import RecordIndex
+
+    opened = []
+    real = RecordIndex.open.__func__
+
+    def counted(cls, path, error):
+        opened.append(Path(path))
+        return real(cls, path, error)
+
+    monkeypatch.setattr(RecordIndex, "open", classmethod(counted))
+    _run(STEP, tmp_path)
+    assert sorted(opened) == [STEP / "rank0" / "dump.json", STEP / "rank1" / "dump.json"]

@@ -338,12 +338,12 @@ def test_a_row_no_grader_wrote_is_shown_not_a_traceback(tmp_path, capsys):
 
 
 def test_a_report_that_cannot_be_written_costs_the_run_only_the_report(tmp_path, capsys, monkeypatch):
-    import precheck.report.html
+    import precheck.report.pages
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tmp_path / "out" / "report.html"))
 
-    monkeypatch.setattr(precheck.report.html, "write_report", refuse)
+    monkeypatch.setattr(precheck.report.pages, "write_report", refuse)  # the page run_ut writes
     dump = str(real_dump_json("mlp_fp32_tensor"))
     assert main(["run_ut", "-api_info", dump, "-o", str(tmp_path / "out"), "-q", "--report"]) == 0
     captured = capsys.readouterr()

@@ -296,18 +296,15 @@ def _report(args: argparse.Namespace) -> int:
 
 def _closing(summary: RunSummary, report: bool) -> str:
     """The console's end (commands/console.py), with the report written here or the command that writes it; a
-    step's ranks (precheck.ranks) are counted together, and each rank's worst APIs and report are named by its
-    folder."""
+    step's ranks (precheck.ranks) are counted together, each rank's worst APIs are named by its folder, and their
+    one report is over every rank (precheck/report/ranks_html.py)."""
     runs = getattr(summary, "ranks", None) or {"": summary}
-    pages = []
-    for run in runs.values():
-        if report:
-            from precheck.report.html import write_report
+    if report:
+        from precheck.report.pages import write_page
 
-            pages.append(str(write_report(run.details_path)))
-        else:
-            pages.append(shell_command("precheck", "report", run.details_path))
-    page = "\n  report:  ".join(f"{name}: {p}" if name else p for name, p in zip(runs, pages, strict=True))
+        page = str(write_page(summary.details_path))  # a step's: its output folder, every rank
+    else:
+        page = shell_command("precheck", "report", summary.details_path)
     return "\n".join(closing({name: (run.result_path, run.details_path) for name, run in runs.items()}, page))
 
 

@@ -13,6 +13,10 @@ import re
 
 DIRECTIONS = ("forward", "backward", "parameters_grad")
 MODULE_PREFIXES = ("Module.", "Cell.")  # PyTorch's and MindSpore's module records (no API to replay)
+# The collectives run_ut grades across a step's ranks (precheck.execution.collectives holds how), named here so
+# the report, which runs nothing, shows the same calls as graded across ranks.
+COLLECTIVES = frozenset({"all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "_all_gather_base",
+                         "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base"})  # fmt: skip
 MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 _REPLAY_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")
 # A tensor's name in a compare CSV: its record (``<call>.forward``, ``<module>.forward.<N>``), its role, the rest.
@@ -38,6 +42,12 @@ def split_key(key: str) -> tuple[str, str, str] | None:
     if len(parts) >= 3 and parts[-2] in DIRECTIONS and parts[-1].isdigit():
         return ".".join(parts[:-2]), parts[-1], parts[-2]
     return None
+
+
+def is_collective(name: str) -> bool:
+    """Whether the call ``name`` (``Distributed.all_reduce.0``) is a collective graded across ranks."""
+    parts = name.split(".")
+    return len(parts) == 3 and parts[0] == "Distributed" and parts[1] in COLLECTIVES
 
 
 def is_module(key: str) -> bool:

@@ -65,6 +65,7 @@ class Dump:
     framework: str
     cases: Cases
     file: Callable[[], BinaryIO]  # dump.json open: the file that was indexed, or Refused (a link swapped in)
+    index: RecordIndex  # where each record lies: a step's collectives read theirs through it (precheck.ranks)
 
     @property
     def data_dir(self) -> Path:
@@ -94,7 +95,7 @@ def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
         pairing.add(key, handle)
     dialect = translate if framework == MINDSPORE else None
     return Dump(path=index.path, task=task, level=index.level, framework=framework,
-                cases=Cases(pairing, index.read, dialect), file=index.file)  # fmt: skip
+                cases=Cases(pairing, index.read, dialect), file=index.file, index=index)  # fmt: skip
 
 
 def _recorded_framework(index: RecordIndex, looked_at: int = 8) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from precheck.errors import PrecheckError
 
 DUMP_JSON = "dump.json"
-_PROCESS = re.compile(r"^(rank|proc)(\d*)$")
+RANK_FOLDER = re.compile(r"^(rank|proc)(\d*)$")  # a process's dump in a step; its run's output folder too
 _STEP = re.compile(r"^step(\d+)$")
 SHOWN = 4  # dumps named in a line that lists them
 
@@ -50,10 +50,16 @@ class Found:
 
 def rank_dumps(step: Path) -> list[RankDump]:
     """The ``rank*`` / ``proc*`` folders of ``step`` that hold a dump.json: ranks by number, then processes."""
+    return rank_folders(step, DUMP_JSON)
+
+
+def rank_folders(parent: Path, holding: str) -> list[RankDump]:
+    """The ``rank*`` / ``proc*`` folders of ``parent`` holding a file that matches the glob ``holding``, in
+    rank_dumps' order: a step's dumps, or the output folders of its run (precheck/report/ranks_html.py)."""
     found = []
-    for folder in step.iterdir() if step.is_dir() else ():
-        m = _PROCESS.match(folder.name)
-        if m and (folder / DUMP_JSON).is_file():
+    for folder in parent.iterdir() if parent.is_dir() else ():
+        m = RANK_FOLDER.match(folder.name)
+        if m and any(f.is_file() for f in folder.glob(holding)):
             found.append(RankDump(folder, int(m[2]) if m[1] == "rank" and m[2] else None))
     return sorted(found, key=lambda d: (d.rank is None, d.rank or 0, d.name))
 

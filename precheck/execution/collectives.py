@@ -19,6 +19,7 @@ import torch
 
 from precheck.dump.decode import TensorSpec, clip, decode_value
 from precheck.dump.index import RecordError, RecordIndex
+from precheck.dump.record_names import COLLECTIVES, is_collective
 from precheck.execution.options import CheckOptions
 from precheck.grader.reasons import Reason
 from precheck.grader.rows import RowGrader
@@ -28,7 +29,6 @@ from precheck.walk import flatten
 
 __all__ = ["Rank", "grade_collectives", "is_collective"]
 
-PREFIX = "Distributed."
 _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "SUM": lambda x: x.sum(0),
     "AVG": lambda x: x.mean(0),
@@ -78,12 +78,6 @@ class _Record:
     name: str
     order: int
     has_backward: bool = False
-
-
-def is_collective(name: str) -> bool:
-    """Whether the case ``name`` (``Distributed.all_reduce.0``) is a collective graded across ranks."""
-    parts = name.split(".")
-    return name.startswith(PREFIX) and len(parts) == 3 and parts[1] in _GOLDENS
 
 
 def grade_collectives(
@@ -252,3 +246,4 @@ _GOLDENS: dict[str, tuple[Callable[[_Calls, int], tuple[list, list]], dict[str, 
         for api in ("reduce_scatter_tensor", "_reduce_scatter_base")
     },
 }
+assert set(_GOLDENS) == COLLECTIVES, "record_names.COLLECTIVES names the collectives graded here"

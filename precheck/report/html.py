@@ -14,6 +14,7 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,7 @@ from precheck.schema import COLOURS, REPORT, STATUSES, WORST_FIRST, run_stem
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["write_report", "render", "MAX_POINTS"]
+__all__ = ["write_report", "render", "api_rows", "run_record", "MAX_POINTS"]
 
 MAX_POINTS = 5000  # scatter points drawn: every non-pass output, then an even sample of the passing ones
 WIDTH, HEIGHT, LEFT, BOTTOM, PAD = 760, 430, 64, 44, 16
@@ -46,7 +47,7 @@ def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None)
     details_path, result_path = csv_pair(path)
     frame = load(details_path)
     stem = run_stem(details_path.name)
-    run = _run_record(details_path.with_name(SIDECAR.format(stem)))
+    run = run_record(details_path.with_name(SIDECAR.format(stem)))
     text = render(frame, run, advise(frame, run.get("dump")), f"precheck report {stem}")
     out = Path(into) if into is not None else details_path.parent
     out.mkdir(parents=True, exist_ok=True)
@@ -57,7 +58,7 @@ def write_report(path: str | os.PathLike, into: str | os.PathLike | None = None)
     return target
 
 
-def _run_record(sidecar: Path) -> dict:
+def run_record(sidecar: Path) -> dict:
     """What the run's sidecar says, or nothing (a report from the CSVs alone) when there is none or it is not one
     precheck wrote: that is one warning naming the file and what is wrong with it."""
     try:
@@ -78,17 +79,27 @@ def embed_json(value: object) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def render(frame: pandas.DataFrame, run: dict, findings: list[Finding], title: str) -> str:
-    """The page: summary, scatter plot, expert advice and the table of APIs."""
-    apis = _apis(frame, run.get("dump"))
-    index = {a["call"]: i for i, a in enumerate(apis)}
-    sections = [
+def render(
+    frame: pandas.DataFrame,
+    run: dict,
+    findings: list[Finding],
+    title: str,
+    apis: list[dict] | None = None,
+    sections: Sequence[str] = (),
+) -> str:
+    """The page: summary, ``sections``, scatter plot, expert advice and the table of APIs. A step's ranks
+    (precheck/report/ranks_html.py) give a frame with a ``rank`` column, their ``apis`` (each with its
+    ``rank``) and their own sections; the plots and the table then say each row's rank."""
+    apis = api_rows(frame, run.get("dump")) if apis is None else apis
+    index = {(a.get("rank"), a["call"]): i for i, a in enumerate(apis)}
+    parts = [
         _summary(frame, run, apis),
+        *sections,
         _scatter(frame, index, run),
         _advice(findings, frame.attrs.get("reasons", False)),
         _table_shell(apis),
     ]
-    return page(title, sections, apis)
+    return page(title, parts, apis)
 
 
 def page(title: str, sections: list[str], rows: list[dict]) -> str:
@@ -158,7 +169,8 @@ def _summary(frame: pandas.DataFrame, run: dict, apis: list[dict]) -> str:
         options["precheck (this report)"] = installed_version("precheck")
         options["torch (this report)"] = installed_version("torch")
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in options.items())
-    grids = _api_counts(apis) + "".join(_counts(frame, c) for c in ("direction", "prefix", "dtype"))
+    columns = ("rank", "direction", "prefix", "dtype") if "rank" in frame else ("direction", "prefix", "dtype")
+    grids = _api_counts(apis) + "".join(_counts(frame, c) for c in columns)
     standard = esc(run.get("standard", "not recorded"))
     late = frame["call"][frame["reason"] == Reason.TIMED_OUT]
     late_apis = f"; {late.nunique()} APIs timed out (SKIP, not graded; raise --timeout to grade them)"
@@ -197,7 +209,7 @@ def _points(frame: pandas.DataFrame) -> tuple[pandas.DataFrame, int]:
     return graded.loc[sorted(i for part in kept for i in part)], len(graded)
 
 
-def _scatter(frame: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
+def _scatter(frame: pandas.DataFrame, index: dict[tuple, int], run: dict) -> str:
     points, total = _points(frame)
     w, h = WIDTH - LEFT - PAD, HEIGHT - BOTTOM - PAD
     marks = []
@@ -226,10 +238,12 @@ def _x(r: pandas.Series, w: float) -> float:
     return LEFT + log_scale(float(r["max_abs_err"]) if r["max_abs_err"] == r["max_abs_err"] else 0.0, FLOOR, CEIL, w)
 
 
-def _mark(r: pandas.Series, x: float, y: float, index: dict[str, int]) -> str:
-    """One output's point: its colour, its shape (circle forward, square gradient), its row as a tooltip."""
+def _mark(r: pandas.Series, x: float, y: float, index: dict[tuple, int]) -> str:
+    """One output's point: its colour, its shape (circle forward, square gradient), its row (and its rank, on
+    a step's page) as a tooltip."""
     colour = COLOURS.get(r["status"], "#000")
-    name = f"{r['call']}.{r['direction']}.output.{r['output']}"
+    rank = r.get("rank")
+    name = f"{rank + ' ' if rank else ''}{r['call']}.{r['direction']}.output.{r['output']}"
     tip = f"{name} {r['dtype']} {r['shape']} {r['status']}: {r['message']}"[:600]
     shape = (
         f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>'
@@ -237,12 +251,12 @@ def _mark(r: pandas.Series, x: float, y: float, index: dict[str, int]) -> str:
         else f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" fill="{colour}"/>'
     )
     return (
-        f'<a class="pt" href="#api-{index.get(r["call"], 0)}" data-status="{esc(r["status"])}">'
+        f'<a class="pt" href="#api-{index.get((rank, r["call"]), 0)}" data-status="{esc(r["status"])}">'
         f"<title>{esc(tip)}</title>{shape}</a>"
     )
 
 
-def _honest_plot(points: pandas.DataFrame, index: dict[str, int], run: dict) -> str:
+def _honest_plot(points: pandas.DataFrame, index: dict[tuple, int], run: dict) -> str:
     """The default standard's verdict drawn: each output's normwise error as a multiple of an honest kernel's
     (from its Message) against its max abs error, with the 2x line above which it is an error. An error decided
     by another clause (one element far off, errors leaning one way, inf/nan) lies on the top edge; an output
@@ -320,7 +334,7 @@ def _advice(findings: list[Finding], has_reasons: bool) -> str:
     return f'<section id="advice"><h2>Expert advice</h2>{"".join(items)}</section>'
 
 
-def _apis(frame: pandas.DataFrame, dump: str | None) -> list[dict]:
+def api_rows(frame: pandas.DataFrame, dump: str | None) -> list[dict]:
     """One entry per API in dump order: statuses, worst metrics, message and, when not all pass, the repro
     command. Grouped once by column, not API by API: a 50,000-API run has as many groups."""
     import pandas as pd
@@ -381,13 +395,17 @@ def _worst_status(frame: pandas.DataFrame, direction: str) -> pandas.Series:
 
 
 def _table_shell(apis: list[dict]) -> str:
+    """The table of APIs; on a step's page, with each API's rank as a column and a filter."""
     families = sorted({a["family"] for a in apis})
     dtypes = sorted({a["dtype"] for a in apis if a["dtype"]})
-    headers = [("call", "API", "text"), ("family", "family", "text"), ("forward", "forward", "status"),
-               ("backward", "backward", "status"), ("dtype", "dtype", "text"), ("cosine", "worst cosine", "number"),
-               ("max_abs", "worst max abs error", "number"), ("message", "message", "message")]  # fmt: skip
+    ranks = list(dict.fromkeys(a["rank"] for a in apis if "rank" in a))
+    headers = [("call", "API", "text"), *[("rank", "rank", "text")] * bool(ranks), ("family", "family", "text"),
+               ("forward", "forward", "status"), ("backward", "backward", "status"), ("dtype", "dtype", "text"),
+               ("cosine", "worst cosine", "number"), ("max_abs", "worst max abs error", "number"),
+               ("message", "message", "message")]  # fmt: skip
     filters = [
         ("status", "forward backward", list(STATUSES)),
+        *[("rank", "rank", ranks)] * bool(ranks),
         ("family", "family", families),
         ("dtype", "dtype", dtypes),
     ]

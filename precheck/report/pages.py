@@ -1,6 +1,7 @@
 """``precheck report PATH``'s one entry: the page for whatever run PATH holds, a compare's
-(precheck/report/compare_html.py) or run_ut's (precheck/report/html.py). The choice sits above both pages, so the
-compare page can embed the run page of its pre-checked suspects without the two importing each other.
+(precheck/report/compare_html.py), a step's ranks' (precheck/report/ranks_html.py) or run_ut's
+(precheck/report/html.py). The choice sits above the pages, so the compare page can embed the run page of its
+pre-checked suspects without the two importing each other.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from precheck.report.compare_frame import is_compare
 from precheck.report.compare_html import write_compare_report
 from precheck.report.frame import LoadError
 from precheck.report.html import write_report
+from precheck.report.ranks_html import rank_runs, write_ranks_report
 from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY, DETAILS, RESULT
 
 READS = (
@@ -23,9 +25,13 @@ READS = (
 
 def write_page(path: str | os.PathLike, into: str | os.PathLike | None = None) -> Path:
     """Write the report of the run at ``path`` (an output folder or one of its CSVs) into ``into`` (default: beside
-    the CSVs); returns its path. A compare's file, or a folder holding a compare, gets the compare report."""
+    the CSVs); returns its path. A compare's file, or a folder holding a compare, gets the compare report; the
+    output folder of a step's ranks (``out/`` holding ``rank0/``, ``rank1/`` ...) one page over every rank."""
     if is_compare(path):
         return write_compare_report(path, into)
+    runs = rank_runs(path)
+    if runs:
+        return write_ranks_report(runs, path, into)
     try:
         return write_report(path, into)
     except LoadError as e:  # train.py: a parser's complaint about its line 19 would not say what to give instead
