@@ -17,8 +17,10 @@ from unittest import mock
 
 import pytest
 import torch
+import torch.nn.functional as F
 from helpers import DATA
 
+import precheck
 from api_registry.autocast import BANNED, COMPOSITE, LISTS
 from precheck.dump.autocast import autocast_dtype
 from precheck.dump.decode import Case, Stats, TensorSpec
@@ -199,3 +201,21 @@ def test_run_ut_replays_an_autocast_step(fixture: str, target: str, tmp_path: Pa
                 assert row.comparison.target_dtype == str(flatten(case.outputs)[row.index].dtype), row.name
                 graded += 1
     assert graded >= len(inferred)
+
+
+def test_a_cuda_cross_entropy_with_bf16_rounding_is_held_to_bf16(tmp_path: Path) -> None:
+    """CUDA's autocast runs cross_entropy's log_softmax in the logits' bf16 (it names their dtype) and only its
+    nll_loss in fp32: its fp32 loss carries bf16 rounding (an H200's 1.48046875 where fp32 gives 1.4817938). Held
+    to fp32's precision, such a record was an error thousands of times worse than an honest fp32 kernel."""
+    torch.manual_seed(0)
+    logits, labels = torch.randn(6, 6).bfloat16(), torch.randint(0, 6, (6,))
+    with precheck.record(tmp_path / "dump", task="tensor"), torch.autocast("cpu", dtype=torch.bfloat16):
+        F.cross_entropy(logits, labels)
+    dump = next((tmp_path / "dump").glob("step0/*/dump.json"))
+    cuda_way = F.nll_loss(F.log_softmax(logits, -1, dtype=torch.bfloat16).float(), labels)
+    assert cuda_way != F.cross_entropy(logits.float(), labels)
+    torch.save(cuda_way, dump.parent / "dump_tensor_data" / "Functional.cross_entropy.0.forward.output.0.pt")
+    run = run_ut(dump, tmp_path / "out", device="cpu", backend="inprocess", options=CheckOptions(target="recorded"))
+    (row,) = [d for r in run.results for d in r.details if d.direction == "forward"]
+    assert row.status != ERROR, row.comparison.message
+    assert row.comparison.target_dtype == "torch.float32"

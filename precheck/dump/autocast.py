@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import torch
 
-from api_registry.autocast import FP32, LOWER, PROMOTE, kinds
+from api_registry.autocast import FP32, LOWER, PARTLY_HALF, PROMOTE, kinds, op_name
 from precheck.dump.decode import Case, TensorSpec
 from precheck.walk import flatten
 
-__all__ = ["autocast_dtype"]
+__all__ = ["autocast_dtype", "held_to"]
 
 _HALF = (torch.bfloat16, torch.float16)
 
@@ -50,6 +50,17 @@ def autocast_dtype(case: Case) -> torch.dtype | None:
     if PROMOTE in kind and len(inputs) > 1 and output == _widest(inputs):
         return output
     return None
+
+
+def held_to(case: Case) -> torch.dtype | None:
+    """The precision a call autocast ran is graded in: the dtype it ran in, or the half dtype of its input for an
+    op that does part of its work in it on some device (``PARTLY_HALF``: CUDA's cross_entropy), None when autocast
+    did not run it."""
+    ran = autocast_dtype(case)
+    if ran is None or op_name(case.api) not in PARTLY_HALF:
+        return ran
+    half = [leaf.dtype for leaf in flatten((case.args, case.kwargs)) if isinstance(leaf, TensorSpec)]
+    return next((dtype for dtype in half if dtype in _HALF), ran)
 
 
 def _eligible(dtype: torch.dtype) -> bool:

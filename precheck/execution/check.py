@@ -17,7 +17,7 @@ import torch
 
 from api_registry import ApiEntry, lookup, why_unsupported
 from api_registry.mindspore import is_mint
-from precheck.dump.autocast import autocast_dtype
+from precheck.dump.autocast import autocast_dtype, held_to
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.honest_run import HonestRun
 from precheck.execution.options import CheckOptions
@@ -220,7 +220,7 @@ def _graded(
     """The graded rows of a call whose sides all ran, and the row's message: every non-pass reason and note."""
     honest = HonestRun(call, case, ran.at, ran.target if target.is_honest(case) else None)
     grade = RowGrader(
-        options.standard, options.cosine, options.max_abs, call.entry.standard, options.keep_tensors, call.autocast
+        options.standard, options.cosine, options.max_abs, call.entry.standard, options.keep_tensors, held_to(case)
     )
     reference_ok = reference is not None and not reference.error
     # Before grading frees the outputs; a canonical form rewrites indices into values, so no dtype is compared.
