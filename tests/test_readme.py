@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from precheck.commands.cli import build_parser
+from precheck.commands.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -39,14 +39,22 @@ def _session(folder: Path) -> dict:
     return {"__name__": "readme"}
 
 
-def _run_blocks(page: Path, namespace: dict) -> list[object]:
-    """Run the page's python blocks in order in one namespace; the exit codes of the blocks that sys.exit."""
+def _run_blocks(page: Path, namespace: dict, commands: bool = False) -> list[object]:
+    """Run the page's python blocks in order in one namespace and, with ``commands``, its shell blocks' precheck
+    commands between them, in-process, as a user runs the page top to bottom in one folder (so one example's
+    output cannot go unseen into the folder another reads); the exit codes of the blocks that sys.exit.
+    `precheck record` runs a training script of the user's, so it is left to the record tests."""
     exits = []
-    for body in _python(page):
-        try:
-            exec(compile(body, _name(page), "exec"), namespace)
-        except SystemExit as e:  # the CI gate example ends with sys.exit(report.exit_code())
-            exits.append(e.code)
+    for lang, body in BLOCKS[page]:
+        if lang == "bash" and commands:
+            for command in (c for line in body.splitlines() for c in _precheck_commands(line)):
+                if not command.startswith("record "):
+                    assert main(shlex.split(command)) == 0, command
+        elif lang == "python":
+            try:
+                exec(compile(body, _name(page), "exec"), namespace)
+            except SystemExit as e:  # the CI gate example ends with sys.exit(report.exit_code())
+                exits.append(e.code)
     return exits
 
 
@@ -58,23 +66,29 @@ def readme_run(tmp_path_factory):
     here = os.getcwd()
     os.chdir(folder)
     try:
-        exits = _run_blocks(README, namespace)
+        exits = _run_blocks(README, namespace, commands=True)
     finally:
         os.chdir(here)
     return namespace, folder, exits
 
 
-def test_every_python_block_of_the_readme_runs_as_written_in_order(readme_run):
-    # The blocks read as one session: run_ut's output is what the regress example compares.
+def test_the_readme_examples_run_in_order_in_one_folder(readme_run):
+    # The examples read as one session in one folder: the main job's and run_ut's runs are what the regress example
+    # compares and what `precheck report` draws; the compare's --precheck run must not become "the newest run".
     namespace, folder, exits = readme_run
     assert len(_python(README)) >= 3
     assert exits == [namespace["report"].exit_code(strict=False)] == [1]  # msprobe's CSV as the baseline: FAIL
     summary = namespace["summary"]
     assert sum(summary.counts.values()) == 47 and summary.backward_counts["SKIP"] == 2
-    assert (folder / "out" / "regress_report.md").is_file()
+    assert (folder / namespace["md"]).is_file()
     said = " ".join(TEXT[README].split()), " ".join(TEXT[ROOT / "docs/guide/regress.md"].split())
     fails = re.search(r"gate fails \((\d+) APIs\)", said[0])[1], re.search(r"step gives (\d+) FAIL", said[1])[1]
-    assert set(fails) == {str(namespace["report"].counts["FAIL"])}
+    counts = namespace["report"].counts
+    assert set(fails) == {str(counts["FAIL"])} and counts["MISSING"] == counts["NEW"] == 0
+    lines = [line for lang, body in BLOCKS[README] if lang == "bash" for line in body.splitlines()]
+    shell = [command.split() for line in lines for command in _precheck_commands(line)]
+    reported = folder / next(words[1] for words in shell if words[0] == "report")  # a run's report, not a compare's
+    assert len(list(reported.glob("report_*.html"))) == 1 and not list(reported.glob("compare_report_*"))
 
 
 def test_the_grader_example_fails_with_the_message_shown(readme_run):
@@ -104,18 +118,22 @@ def test_the_frame_columns_documented_are_those_load_gives(readme_run):
     assert documented == list(load(readme_run[1] / "out").columns)
 
 
+def _precheck_commands(line: str) -> list[str]:
+    """The precheck command lines (arguments after `precheck`) of one shell line: `setup && .venv/bin/precheck ...`
+    holds one, a comment none; a bare name is a mention, not a command."""
+    found = [re.search(r"(?:^|\s|/)precheck (\S.*)", part.split("#")[0]) for part in line.split("&&")]
+    return [m[1].strip() for m in found if m and " " in m[1].strip()]
+
+
 def _documented_commands() -> list[tuple[str, str]]:
     """(page, command line) a page tells a user to type: lines of shell blocks and `precheck ...` code spans."""
     commands: list[tuple[str, str]] = []
     for page, text in TEXT.items():
         lines = [line for lang, body in BLOCKS[page] if lang == "bash" for line in body.splitlines()]
         lines += re.findall(r"`(precheck [^`]+)`", text)
-        for line in lines:
-            for part in line.split("&&"):
-                m = re.search(r"(?:^|\s|/)precheck (\S.*)", part.split("#")[0])
-                found = (_name(page), m[1].strip()) if m else None
-                if found and " " in found[1] and found not in commands:  # a bare name is a mention
-                    commands.append(found)
+        for found in ((_name(page), command) for line in lines for command in _precheck_commands(line)):
+            if found not in commands:
+                commands.append(found)
     return commands
 
 
