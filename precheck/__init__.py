@@ -9,7 +9,7 @@ from typing import Any
 
 from precheck.version import __version__
 
-__all__ = ["__version__", "record"]
+__all__ = ["__version__", "load", "record"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +18,8 @@ def __getattr__(name: str) -> Any:
         from precheck.recording.api import record
 
         return record
+    if name == "load":
+        from precheck.frames import load
+
+        return load
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
