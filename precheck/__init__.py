@@ -1,21 +1,41 @@
 """precheck: API precision pre-check and test generation for PyTorch.
 
-Library entry points: :func:`precheck.run_ut.run_ut` (the main job), :mod:`precheck.grader` (metrics and
-verdicts for your own tests), :func:`precheck.dump.records.load_dump` (msprobe dumps as ordered cases),
-:func:`precheck.record` (a training step recorded as msprobe records it, without msprobe).
+The public face, each name loaded on first use so that ``import precheck`` is fast and imports no torch:
+
+- :func:`precheck.check_dump`: run_ut as one library call, a dump's calls re-run and graded
+  (:func:`precheck.run_ut.run_ut`);
+- :func:`precheck.compare_dumps`: two dumps of one step compared as ``precheck compare`` does
+  (:func:`precheck.compare.dumps.compare_dumps`);
+- :func:`precheck.load`: a run's or a compare's CSVs as a pandas DataFrame;
+- :func:`precheck.record`: a training step recorded as msprobe records it, without msprobe;
+- :func:`precheck.grade` and :func:`precheck.assert_precise`: the grader's verdict on one output, and the
+  assertion for your own tests (:mod:`precheck.grader`);
+- :class:`precheck.PrecheckError`: the root of the errors precheck raises for bad input.
+
+run_ut and the dump compare are named ``check_dump`` and ``compare_dumps`` here because ``precheck.run_ut`` and
+``precheck.compare`` are their packages: importing one of them sets that attribute to the module.
 """
 
+from importlib import import_module
 from typing import Any
 
 from precheck.version import __version__
 
-__all__ = ["__version__", "record"]
+_FACE = {  # each public name: the module it lives in, and its name there
+    "check_dump": ("precheck.run_ut", "run_ut"),
+    "compare_dumps": ("precheck.compare.dumps", "compare_dumps"),
+    "load": ("precheck.frames", "load"),
+    "record": ("precheck.recording.api", "record"),
+    "grade": ("precheck.grader.verdict", "compare"),
+    "assert_precise": ("precheck.grader.assertion", "assert_precise"),
+    "PrecheckError": ("precheck.errors", "PrecheckError"),
+}
+__all__ = ["__version__", *_FACE]
 
 
 def __getattr__(name: str) -> Any:
-    """``precheck.record`` imports torch only when used: the commands that read CSVs import precheck too."""
-    if name == "record":
-        from precheck.recording.api import record
-
-        return record
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """A public name imports its module only when used: the commands that read CSVs import precheck too."""
+    if name not in _FACE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _FACE[name]
+    return getattr(import_module(module), attribute)

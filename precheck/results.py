@@ -9,17 +9,12 @@ to the writer in precheck/report/csv_files.py, not to these values: an API witho
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from precheck.grader.comparison import Comparison
-from precheck.grader.reasons import Reason
-from precheck.grader.status import ERROR, SKIP, Status, worst
+from precheck.core.comparison import Comparison
+from precheck.core.reasons import Reason
+from precheck.core.status import ERROR, SKIP, Status, worst
 from precheck.schema import Direction, split_row_name
-
-if TYPE_CHECKING:
-    import os
-
-    import pandas
 
 __all__ = [
     "ApiResult",
@@ -30,7 +25,6 @@ __all__ = [
     "failed",
     "graded",
     "is_timed_out",
-    "load",
     "skipped",
     "split_row_name",
     "timed_out",
@@ -146,14 +140,3 @@ def graded(
     return ApiResult(
         record.name, record.order, forward_status, backward_status, message, details, inputs, generated_inputs
     )
-
-
-def load(path: str | os.PathLike) -> pandas.DataFrame:
-    """One run's results as a pandas DataFrame, a row per compared output (precheck/report/frame.py): ``path`` is
-    an output folder, a details CSV or a result CSV, precheck's or msprobe's. A compare's file (or a folder
-    holding a compare) gives the compare's frame, a row per compared tensor with the same leading
-    columns (precheck/report/compare_frame.py). pandas is imported only here."""
-    from precheck.report.compare_frame import is_compare, load_compare
-    from precheck.report.frame import load as load_frame
-
-    return load_compare(path) if is_compare(path) else load_frame(path)

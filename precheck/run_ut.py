@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.core.reasons import Reason
+from precheck.core.status import SKIP, at_or_below
 from precheck.dump.records import Case, Dump, DumpError, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.dump.steps import find_dumps
@@ -20,8 +22,6 @@ from precheck.errors import OptionError, PrecheckError
 from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import for_framework, target_for
-from precheck.grader.reasons import Reason
-from precheck.grader.status import SKIP, at_or_below
 from precheck.report.csv_files import CsvReport, text
 from precheck.report.runfiles import dump_identity, unfinished, versions
 from precheck.results import ApiResult, is_timed_out, skipped
@@ -76,8 +76,8 @@ class RunSummary:
         return self.checked / self.wall_seconds if self.wall_seconds > 0 else float("inf")
 
     def frame(self) -> pandas.DataFrame:
-        """The run's rows as data, every row of its CSVs (a resumed run's too): precheck.results.load."""
-        from precheck.results import load
+        """The run's rows as data, every row of its CSVs (a resumed run's too): precheck.load."""
+        from precheck.frames import load
 
         return load(self.details_path)
 

@@ -53,12 +53,12 @@ def split_row_name(name: str) -> tuple[str, Direction, int] | None:
     return (m["api"], Direction(m["direction"]), int(m["index"])) if m else None
 
 
-# The columns of compare's records CSV (precheck.compare.record_log writes it, precheck.report.compare_frame reads it).
+# The columns of compare's records CSV (precheck.compare.record_log writes it, precheck.frames.compare reads it).
 RECORDS_HEADER = ["Record", "Direction", "Verdict", "Inputs agree", "Input deviation", "Output deviation",
                   "Worst input", "Worst output", "Produced by", "Precheck"]  # fmt: skip
 RESULT_HEADER = ["API name", "Forward Test Success", "Backward Test Success", "Message"]
 # The 17 metric columns of the details CSV, in its order, and the Metrics field each holds
-# (precheck.grader.comparison.Metrics; tests/test_grader.py holds them to its first 17 fields).
+# (precheck.core.comparison.Metrics; tests/test_grader.py holds them to its first 17 fields).
 METRIC_HEADERS = ("余弦相似度", "最大绝对误差", "双百指标", "双千指标", "双万指标", "二进制一致错误率", "误差均衡性",
                   "均方根误差", "小值域错误占比", "相对误差最大值", "相对误差平均值", "inf/nan错误率", "相对误差错误率",
                   "绝对误差错误率", "ULP误差最大值", "ULP误差平均值", "ULP误差大于阈值占比")  # fmt: skip

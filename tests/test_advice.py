@@ -11,9 +11,9 @@ import pytest
 from helpers import DATA
 
 from api_registry.reduced import reduced_length
+from precheck import load
 from precheck.execution.options import CheckOptions
 from precheck.report.advice import advise
-from precheck.results import load
 from precheck.run_ut import run_ut
 
 DETECTION = DATA / "detection" / "dev"

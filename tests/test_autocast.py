@@ -22,13 +22,13 @@ from helpers import DATA
 
 import precheck
 from api_registry.autocast import BANNED, COMPOSITE, LISTS
+from precheck.core.status import ERROR
 from precheck.dump.autocast import autocast_dtype
 from precheck.dump.decode import Case, Stats, TensorSpec
 from precheck.dump.records import load_dump
 from precheck.execution.honest_run import repeats_honest
 from precheck.execution.options import CheckOptions
 from precheck.execution.sides import target_side
-from precheck.grader.status import ERROR
 from precheck.run_ut import run_ut
 from precheck.walk import flatten, map_placed
 

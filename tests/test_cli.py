@@ -313,6 +313,7 @@ TORCH_FREE = {
     "regress": "import precheck.commands.regress",
     "api_precision_compare": "import precheck.commands.precision_compare",
     "the result model": "import precheck.results",
+    "results as frames": "import precheck, precheck.frames\nassert precheck.load is precheck.frames.load",
 }
 
 

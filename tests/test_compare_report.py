@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from helpers import DATA, browser, chromium, dom_of, report_with_a_full_disk
 
+from precheck import load
 from precheck.commands.cli import main
 from precheck.report.compare_html import write_compare_report
-from precheck.results import load
 
 CMP = DATA / "compare"
 
@@ -212,7 +212,7 @@ def test_the_compare_mode_is_the_one_its_summary_records(tmp_path):
     columns cannot tell it (here a statistics compare whose metric columns were cut); only a CSV with no summary
     beside it, as msprobe's own compare writes, has its mode told from its columns."""
     from precheck.compare.modes import MODES
-    from precheck.report.compare_frame import load_compare
+    from precheck.frames.compare import load_compare
     from precheck.schema import COMPARE_MODES
 
     assert tuple(MODES) == COMPARE_MODES

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from precheck.grader.comparison import Comparison, Metrics
-from precheck.grader.reasons import Reason
+from precheck.core.comparison import Comparison, Metrics
+from precheck.core.reasons import Reason
 from precheck.results import ApiResult, DetailRow, Direction, Status, failed
 from precheck.scheduling.plain import Refused, from_plain, to_plain
 

@@ -1,4 +1,4 @@
-"""precheck.results.load: a run's CSVs, ours or msprobe's, as one typed pandas DataFrame."""
+"""precheck.load: a run's CSVs, ours or msprobe's, as one typed pandas DataFrame."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import pytest
 from helpers import DATA, real_dump_json
 
-from precheck.report.frame import ENGLISH, LoadError
-from precheck.results import load
+from precheck import load
+from precheck.frames.run import ENGLISH, LoadError
 from precheck.run_ut import run_ut
 
 MSPROBE_DETAILS = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from precheck.core.reasons import Reason
 from precheck.grader import (
     DEFAULT_COSINE,
     DEFAULT_MAX_ABS,
@@ -25,7 +26,6 @@ from precheck.grader import (
     judge,
     worst,
 )
-from precheck.grader.reasons import Reason
 
 RANK = {PASS: 0, WARNING: 1, ERROR: 2}
 F64 = torch.float64
@@ -713,7 +713,7 @@ def test_property_metrics_invariant_to_permutation(data, dtype):
 def test_statistics_of_a_complex_output_are_graded_on_its_modulus():
     """msprobe records a complex tensor's Max/Min/Mean of its modulus; the imaginary part must count."""
     from precheck.dump.decode import Stats, TensorSpec
-    from precheck.grader.statistics import grade_statistics
+    from precheck.execution.statistics import grade_statistics
 
     golden = torch.tensor([3 + 4j, 6 + 8j, 0 + 1j], dtype=torch.complex128)
     modulus = golden.abs()
@@ -730,7 +730,7 @@ def test_the_details_csvs_metric_columns_are_the_metrics_first_fields_in_order()
     # column of every details CSV would be filled from another field.
     import dataclasses
 
-    from precheck.grader.comparison import Metrics
+    from precheck.core.comparison import Metrics
     from precheck.schema import METRIC_FIELDS, METRIC_HEADERS
 
     assert [f.name for f in dataclasses.fields(Metrics)][:17] == list(METRIC_FIELDS)

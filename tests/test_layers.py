@@ -57,26 +57,17 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
     return found
 
 
-def _type_only(tree: ast.Module) -> set[ast.AST]:
-    """The import statements under ``if TYPE_CHECKING:``: read by a type checker, never run."""
-    guarded = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            guarded |= {n for statement in node.body for n in ast.walk(statement)}
-    return guarded
-
-
 @cache
-def _imports(runtime_only: bool = False) -> dict[str, dict[str, int]]:
-    """Each module's imports of this package's modules, with the line of the first; ``runtime_only`` leaves out
-    those under ``if TYPE_CHECKING:``."""
+def _imports() -> dict[str, dict[str, int]]:
+    """Each module's imports of this package's modules, with the line of the first. An import under
+    ``if TYPE_CHECKING:`` counts like any other: a type named from a module is a tie to it, and a type a lower
+    module needs of a higher one is a Protocol beside the lower module (recording.modules' ``Recorder``)."""
     graph: dict[str, dict[str, int]] = {}
     for module, path in _modules().items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        skip = _type_only(tree) if runtime_only else set()
         edges: dict[str, int] = {}
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and node not in skip:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for target in _targets(module, node):
                     edges.setdefault(target, node.lineno)
         graph[module] = edges
@@ -118,9 +109,9 @@ def _upward() -> dict[tuple[str, str], int]:
 
 
 def _circles() -> list[frozenset[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm), by the imports that run: a
-    type-only import back (``if TYPE_CHECKING:``) is how a lower module names a type without a circle."""
-    graph = _imports(runtime_only=True)
+    """The strongly connected components of more than one module (Tarjan's algorithm), type-only imports
+    included."""
+    graph = _imports()
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -177,12 +168,17 @@ def test_no_modules_import_each_other_in_a_circle():
 
 
 def test_the_check_sees_an_upward_import_inside_a_function_and_a_circle(tmp_path, monkeypatch):
-    # The checker itself can fail: a lazy import from core up to the CLI, and two modules importing each other.
+    # The checker itself can fail: a lazy import from core up to the CLI, a type-only one, and two pairs of modules
+    # importing each other (one of them by a type only).
     package = tmp_path / "precheck"
     (package / "commands").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "commands" / "__init__.py").write_text("")
     (package / "results.py").write_text("def load():\n    from precheck.commands import cli\n")
+    (package / "schema.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from precheck.commands.values import Choice\n"
+    )
+    (package / "commands" / "values.py").write_text("")
     (package / "commands" / "cli.py").write_text("from . import parser, repro\n")
     (package / "commands" / "parser.py").write_text("from precheck.commands.cli import main\n")
     (package / "commands" / "repro.py").write_text(
@@ -193,9 +189,14 @@ def test_the_check_sees_an_upward_import_inside_a_function_and_a_circle(tmp_path
     _modules.cache_clear()
     _imports.cache_clear()
     try:
-        assert set(_upward()) == {("precheck.results", "precheck.commands.cli")}
-        # repro names a type of cli only: cli -> repro -> cli is no circle
-        assert _circles() == [frozenset({"precheck.commands.cli", "precheck.commands.parser"})]
+        assert set(_upward()) == {
+            ("precheck.results", "precheck.commands.cli"),
+            ("precheck.schema", "precheck.commands.values"),
+        }
+        # repro names a type of cli only: cli -> repro -> cli is a circle all the same
+        assert _circles() == [
+            frozenset({"precheck.commands.cli", "precheck.commands.parser", "precheck.commands.repro"})
+        ]
     finally:
         _modules.cache_clear()
         _imports.cache_clear()

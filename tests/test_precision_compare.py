@@ -13,7 +13,7 @@ from helpers import DATA, real_dump_json
 
 from precheck.commands.cli import main
 from precheck.commands.precision_compare import api_precision_compare
-from precheck.report import reasons
+from precheck.frames import reasons
 from precheck.run_ut import run_ut
 from precheck.schema import PRECISION_DETAILS_HEADER
 

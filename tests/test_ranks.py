@@ -12,10 +12,10 @@ import pytest
 from helpers import browser, dom_of
 
 from precheck.commands.cli import main
+from precheck.core.reasons import Reason
 from precheck.dump.steps import StepError, find_dumps
-from precheck.grader.reasons import Reason
+from precheck.frames import reasons
 from precheck.ranks import run_step
-from precheck.report import reasons
 from precheck.report.csv_files import read_csv_rows, write_csv
 
 STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"

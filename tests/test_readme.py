@@ -111,7 +111,7 @@ def test_every_python_block_of_a_page_runs_as_written(page, readme_run, tmp_path
 
 
 def test_the_frame_columns_documented_are_those_load_gives(readme_run):
-    from precheck.results import load
+    from precheck import load
 
     table = TEXT[ROOT / "docs/reference/frame.md"].split("## The columns of a run's frame", 1)[1]
     documented = re.findall(r"^\| `([^`]+)` \|", table, re.M)

@@ -1,5 +1,5 @@
 """Reasons as data: every graded row's code, standard and honest multiple are kept beside the msprobe CSVs
-(precheck/report/reasons.py), and the advice reads them, never the Message prose."""
+(precheck/frames/reasons.py), and the advice reads them, never the Message prose."""
 
 from __future__ import annotations
 
@@ -14,16 +14,17 @@ import torch
 from helpers import DATA, misbehaving_env
 
 from api_registry import registry
+from precheck import load
+from precheck.core.reasons import Reason
 from precheck.dump.decode import Case, Stats, TensorSpec
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
+from precheck.frames import reasons
 from precheck.grader import compare
-from precheck.grader.reasons import Reason
-from precheck.report import reasons
 from precheck.report.advice import NO_REASONS, advise
 from precheck.report.html import write_report
 from precheck.report.skips import describe_skips, skip_reasons
-from precheck.results import device_lost, load
+from precheck.results import device_lost
 from precheck.run_ut import run_ut
 
 # Dumps whose runs (target recorded) fire the advice's rules: fp16 overflow and nan born here; accumulation in low

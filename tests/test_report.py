@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from helpers import DATA, browser, chromium, dom_of, real_dump_json, report_with_a_full_disk
 
+from precheck import load
 from precheck.commands.cli import main
 from precheck.execution.options import CheckOptions
-from precheck.report import reasons
+from precheck.frames import reasons
 from precheck.report.advice import advise
 from precheck.report.html import write_report
-from precheck.results import load
 from precheck.run_ut import run_ut
 
 DETECTION = DATA / "detection" / "dev"
@@ -268,7 +268,7 @@ def test_every_advice_card_ends_with_what_to_do(tmp_path):
 
 def test_the_worst_apis_say_the_reason_that_decided(gpt2):
     """Each error's cosine and max abs error pass the card's rule: the line says the honest-kernel multiple."""
-    from precheck.report.frame import worst_errors
+    from precheck.frames.run import worst_errors
 
     lines = worst_errors(gpt2[0].details_path)
     assert lines[0] == (
@@ -279,7 +279,7 @@ def test_the_worst_apis_say_the_reason_that_decided(gpt2):
 
 
 def test_a_backward_error_is_named_by_its_backward_reason(tmp_path):
-    from precheck.report.frame import worst_errors
+    from precheck.frames.run import worst_errors
 
     blank = [" "] * 17
     forward = ["Torch.mm.0.forward.output.0", "torch.float64", "torch.bfloat16", "(4, 4)", "0.5", "0.3", *blank[2:]]

@@ -137,7 +137,7 @@ def test_run_file_names_are_built_in_schema_only():
 
 def test_compare_files_find_each_other_by_their_tail(tmp_path):
     """Any of a compare's files (a rank's too) finds the other two; a file that is not a compare's is refused."""
-    from precheck.report.compare_frame import LoadError, compare_files, is_compare
+    from precheck.frames.compare import LoadError, compare_files, is_compare
     from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY
 
     names = [t.format("_rank0_20260101120000") for t in (COMPARE_RESULT, COMPARE_RECORDS, COMPARE_SUMMARY)]

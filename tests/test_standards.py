@@ -830,8 +830,8 @@ def test_an_output_that_cancels_to_zero_has_no_direction_to_grade():
 
 
 def test_dtype_facts_by_name_agree_with_torch_for_every_dtype():
-    """The grader judges a CSV's DEVICE Dtype without torch (grader/dtypes.py); it must say what torch says."""
-    from precheck.grader import dtypes
+    """The grader judges a CSV's DEVICE Dtype without torch (core/dtypes.py); it must say what torch says."""
+    from precheck.core import dtypes
     from precheck.grader.limits import is_low_precision, limits_for
 
     every = {v for v in vars(torch).values() if isinstance(v, torch.dtype)}

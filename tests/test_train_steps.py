@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from precheck.core.reasons import Reason
 from precheck.execution.options import CheckOptions
-from precheck.grader.reasons import Reason
 from precheck.run_ut import run_ut
 
 RECORD = Path(__file__).parent / "data" / "record"

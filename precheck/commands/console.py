@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from precheck.escape import escape
-from precheck.report.frame import worst_errors
+from precheck.frames.run import worst_errors
 from precheck.report.skips import describe_skips, skip_reasons
 
 

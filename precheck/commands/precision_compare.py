@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from api_registry.classes import api_class
+from precheck.core.comparison import Metrics
+from precheck.core.reasons import Reason
+from precheck.core.status import PASS, SKIP, worst
 from precheck.dump.record_names import api_of
 from precheck.errors import PrecheckError
-from precheck.grader.comparison import Metrics
-from precheck.grader.reasons import Reason
+from precheck.frames import reasons
+from precheck.frames.reasons import RowReason
 from precheck.grader.second_stage import SecondStage, second_stage
-from precheck.grader.status import PASS, SKIP, worst
 from precheck.paths import claim_stamp, output_folder
-from precheck.report import reasons
 from precheck.report.csv_files import BLANK, cell, read_csv_rows, write_csv
-from precheck.report.reasons import RowReason
 from precheck.results import split_row_name
 from precheck.schema import CHINESE as _METRIC_COLUMNS
 from precheck.schema import (

@@ -50,11 +50,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from precheck.core.status import ERROR, SKIP
 from precheck.errors import PrecheckError
 from precheck.escape import markdown, markdown_code, unescape, unformula
-from precheck.grader.status import ERROR, SKIP
+from precheck.frames.run import LoadError, csv_pair
 from precheck.report.csv_files import read_csv_rows
-from precheck.report.frame import LoadError, csv_pair
 from precheck.schema import RESULT, SEVERITY, read_status
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (

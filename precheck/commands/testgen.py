@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from precheck.core.status import ERROR, SKIP, WARNING
 from precheck.dump import safe_files
 from precheck.dump.records import Case, Dump, TensorSpec, load_dump
 from precheck.errors import PrecheckError
@@ -28,7 +29,6 @@ from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import target_for
 from precheck.grader.assertion import explain
-from precheck.grader.status import ERROR, SKIP, WARNING
 from precheck.inputs.builder import InputError, iter_specs, load_tensor, map_specs, resolve, shown
 from precheck.paths import output_folder
 

@@ -30,10 +30,10 @@ from precheck.compare.record_log import RecordLog
 from precheck.compare.stacks import Stacks
 from precheck.compare.summary import DumpComparison
 from precheck.compare.table import CompareCsv
+from precheck.core.status import ERROR
 from precheck.dump.ptarchive import PtError
 from precheck.dump.record_names import split_key
 from precheck.execution.options import CheckOptions
-from precheck.grader.status import ERROR
 from precheck.paths import claim_stamp, output_folder
 from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY
 

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any
 from precheck.compare.divergence import AGREE, HONEST_RULE, MAX_SUSPECTS, SUSPECT, TOLERANCE_RULE, Finding
 from precheck.compare.entries import DumpIndex
 from precheck.compare.record_log import mark_suspect
+from precheck.core.comparison import Comparison
+from precheck.core.reasons import BEYOND_ROUNDING, Reason
 from precheck.dump.index import RecordError
 from precheck.dump.record_names import is_module, split_key
 from precheck.execution.options import CheckOptions
-from precheck.grader.comparison import Comparison
-from precheck.grader.reasons import BEYOND_ROUNDING, Reason
 
 if TYPE_CHECKING:
     from pathlib import Path

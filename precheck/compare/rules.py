@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from precheck.grader.status import ERROR, PASS, WARNING
+from precheck.core.status import ERROR, PASS, WARNING
 from precheck.schema import SEVERITY
 
 UNMATCHED = "unmatched"

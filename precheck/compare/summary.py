@@ -40,8 +40,8 @@ class DumpComparison:
     complete: bool = False  # every record compared: until then the summary says how far it got
 
     def frame(self) -> pandas.DataFrame:
-        """The compare's rows as data, with each record's verdict: precheck.results.load of its CSV."""
-        from precheck.results import load
+        """The compare's rows as data, with each record's verdict: precheck.load of its CSV."""
+        from precheck.frames import load
 
         return load(self.csv_path)
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
+from precheck.core.dtypes import MINDSPORE
+from precheck.core.reasons import Reason
 from precheck.dump.index import RecordError
-from precheck.grader.dtypes import MINDSPORE
-from precheck.grader.reasons import Reason
 
 TENSOR_TYPES = frozenset(
     {

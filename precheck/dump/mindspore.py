@@ -16,8 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from api_registry.mindspore import NoEquivalent, torch_call
+from precheck.core.reasons import Reason
 from precheck.dump.decode import Case, TensorSpec
-from precheck.grader.reasons import Reason
 from precheck.walk import flatten, map_placed
 
 __all__ = ["MINDSPORE", "translate"]

@@ -17,6 +17,8 @@ import torch
 
 from api_registry import ApiEntry, lookup, why_unsupported
 from api_registry.mindspore import is_mint
+from precheck.core.reasons import Reason
+from precheck.core.status import ERROR, PASS, SKIP, WARNING, worst
 from precheck.dump.autocast import autocast_dtype, held_to
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.honest_run import HonestRun
@@ -25,12 +27,10 @@ from precheck.execution.recorded import gradient_shapes, placed, same_place
 from precheck.execution.runner import Call, SideRun, one_line, run_side
 from precheck.execution.sides import GOLDEN, reference_side
 from precheck.execution.sizes import memory_problem
+from precheck.execution.statistics import recorded_output_notes
 from precheck.execution.targets import Ran, Target, target_for, target_raised
 from precheck.grader import stochastic
-from precheck.grader.reasons import Reason
 from precheck.grader.rows import RowGrader
-from precheck.grader.statistics import recorded_output_notes
-from precheck.grader.status import ERROR, PASS, SKIP, WARNING, worst
 from precheck.inputs.builder import InputBuilder, InputError, builder_for
 from precheck.results import ApiResult, Direction, failed, graded, skipped
 from precheck.walk import flatten
@@ -271,7 +271,7 @@ def _random(
     if isinstance(drawn, ApiResult):
         return drawn
     grad_outputs = call.grad_outputs if target.on_device else None  # only a run on the device ran a backward
-    rows = stochastic.grade(case, call.entry, call.loaded_args, call.loaded_kwargs, drawn, grad_outputs)
+    rows = stochastic.grade(case.name, call.entry, call.loaded_args, call.loaded_kwargs, drawn, grad_outputs)
     if isinstance(rows, str):
         return skipped(case, "; ".join(filter(None, [rows, builder.describe()])), Reason.SKIP_RANDOM)
     forward = [r for r in rows if r.direction == Direction.FORWARD]

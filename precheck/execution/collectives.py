@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
+from precheck.core.reasons import Reason
 from precheck.dump.decode import TensorSpec, clip, decode_value
 from precheck.dump.index import RecordError, RecordIndex
 from precheck.dump.record_names import COLLECTIVES, is_collective
 from precheck.execution.options import CheckOptions
-from precheck.grader.reasons import Reason
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputError, load_tree
 from precheck.results import ApiResult, graded, skipped

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from precheck.core.dtypes import MINDSPORE
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.runner import Call, SideRun
-from precheck.grader.dtypes import MINDSPORE
 from precheck.walk import flatten, map_placed
 
 __all__ = ["MindSporeUnavailable", "MindSporeWorker", "mindspore_python", "run_in_mindspore"]

@@ -21,13 +21,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from precheck.core.reasons import Reason
+from precheck.core.status import PASS, SKIP
 from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import target_side
-from precheck.grader.reasons import Reason
-from precheck.grader.statistics import crossed, recorded_output_notes, statistics_rows
-from precheck.grader.status import PASS, SKIP
+from precheck.execution.statistics import crossed, recorded_output_notes, statistics_rows
 from precheck.inputs.builder import InputBuilder, InputError
 from precheck.results import ApiResult, DetailRow, Direction, graded, skipped
 from precheck.walk import flatten

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from precheck.core.reasons import Reason
 from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, Dump
 from precheck.errors import OptionError
@@ -25,7 +26,6 @@ from precheck.execution.options import TARGETS, CheckOptions
 from precheck.execution.recorded import AtHook, recorded_draw, recorded_outcome
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import compiled, target_side
-from precheck.grader.reasons import Reason
 from precheck.inputs.builder import InputBuilder
 from precheck.inputs.synth import rng_for
 from precheck.results import ApiResult, failed, skipped, timed_out

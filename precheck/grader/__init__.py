@@ -13,11 +13,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from precheck.core.comparison import Comparison, Metrics
+    from precheck.core.status import ERROR, PASS, SKIP, WARNING, Status, worst
     from precheck.grader.assertion import assert_precise
     from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
-    from precheck.grader.comparison import Comparison, Metrics
     from precheck.grader.metrics import exact_metrics, float_metrics
-    from precheck.grader.status import ERROR, PASS, SKIP, WARNING, Status, worst
     from precheck.grader.verdict import compare, compare_tree, judge
 
 __all__ = [
@@ -39,21 +39,21 @@ __all__ = [
     "DEFAULT_MAX_ABS",
     "STANDARD_CHOICES",
 ]
-_HOME = {  # where each public name lives
+_HOME = {  # where each public name lives: a module of the grader, or of core by its full name
     "compare": "verdict",
     "compare_tree": "verdict",
     "judge": "verdict",
     "assert_precise": "assertion",
-    "Comparison": "comparison",
-    "Metrics": "comparison",
+    "Comparison": "precheck.core.comparison",
+    "Metrics": "precheck.core.comparison",
     "float_metrics": "metrics",
     "exact_metrics": "metrics",
-    "worst": "status",
-    "Status": "status",
-    "PASS": "status",
-    "WARNING": "status",
-    "ERROR": "status",
-    "SKIP": "status",
+    "worst": "precheck.core.status",
+    "Status": "precheck.core.status",
+    "PASS": "precheck.core.status",
+    "WARNING": "precheck.core.status",
+    "ERROR": "precheck.core.status",
+    "SKIP": "precheck.core.status",
     "DEFAULT_COSINE": "choices",
     "DEFAULT_MAX_ABS": "choices",
     "STANDARD_CHOICES": "choices",
@@ -63,7 +63,7 @@ _HOME = {  # where each public name lives
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    value = getattr(importlib.import_module(home if "." in (home := _HOME[name]) else f"{__name__}.{home}"), name)
     globals()[name] = value
     return value
 

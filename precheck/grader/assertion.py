@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
+from precheck.core.status import ERROR, WARNING, at_or_below
 from precheck.grader.metrics import Metrics
-from precheck.grader.status import ERROR, WARNING, at_or_below
 from precheck.grader.verdict import Comparison, compare_tree, unravel
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype (REFERENCE §3).

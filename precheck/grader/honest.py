@@ -30,11 +30,11 @@ from typing import NamedTuple
 
 import torch
 
+from precheck.core.reasons import Reason
+from precheck.core.status import ERROR, PASS, WARNING, Status
 from precheck.grader.choices import NORMWISE_FACTOR
 from precheck.grader.limits import limits_for
 from precheck.grader.metrics import Metrics
-from precheck.grader.reasons import Reason
-from precheck.grader.status import ERROR, PASS, WARNING, Status
 
 __all__ = ["Error", "HonestSource", "Verdict", "measure", "verdict", "modeled", "unit", "short_name"]
 

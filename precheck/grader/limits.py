@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from precheck.grader.dtypes import is_floating, itemsize, real
+from precheck.core.dtypes import is_floating, itemsize, real
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from precheck.grader.comparison import Metrics
+from precheck.core.comparison import Metrics
 from precheck.grader.limits import DtypeLimits, Regime, absolute_regime, limits_for
 
 _EPS = torch.finfo(torch.float64).eps

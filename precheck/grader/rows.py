@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from precheck.grader.comparison import Comparison
-from precheck.grader.reasons import Reason
-from precheck.grader.status import ERROR
+from precheck.core.comparison import Comparison
+from precheck.core.reasons import Reason
+from precheck.core.status import ERROR
 from precheck.grader.verdict import compare
 from precheck.results import DetailRow, Direction
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from precheck.grader.comparison import Metrics
-from precheck.grader.dtypes import canonical, is_complex, is_floating
+from precheck.core.comparison import Metrics
+from precheck.core.dtypes import canonical, is_complex, is_floating
+from precheck.core.status import ERROR, PASS, SKIP, worst
 from precheck.grader.limits import limits_for
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, ratio_of, resolve
-from precheck.grader.status import ERROR, PASS, SKIP, worst
 from precheck.schema import (
     BENCHMARK_COLUMNS,
     BINARY_COLUMNS,
@@ -51,7 +51,7 @@ def second_stage(
 ) -> SecondStage:
     """One output of the target (``stage1``: its first-stage status, ``message`` its first-stage Message,
     ``device_dtype`` its DEVICE Dtype cell) against the reference's metrics of the same output. ``random``: the
-    first stage judged it by a random op's law (its reason code, grader/reasons.py)."""
+    first stage judged it by a random op's law (its reason code, core/reasons.py)."""
     if stage1 == SKIP:
         return SecondStage(SKIP, "", message or "skipped in the first stage")
     if random:

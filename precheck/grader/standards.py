@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from precheck.core.comparison import Metrics
+from precheck.core.status import ERROR, PASS, WARNING, Status
 from precheck.errors import OptionError
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
-from precheck.grader.comparison import Metrics
 from precheck.grader.limits import is_low_precision, limits_for
-from precheck.grader.status import ERROR, PASS, WARNING, Status
 
 # api_registry classes (api_registry/catalogue.py) and the standard `auto` gives them.
 AUTO_ROUTES = {

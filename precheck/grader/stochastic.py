@@ -14,14 +14,13 @@ from typing import Any
 import torch
 
 from api_registry import ApiEntry
-from precheck.dump.records import Case
+from precheck.core.comparison import Comparison
+from precheck.core.reasons import Reason
+from precheck.core.status import ERROR, PASS
 from precheck.grader.choices import RANDOM_VERDICT
-from precheck.grader.comparison import Comparison
 from precheck.grader.laws.base import Finding, NotCheckable
 from precheck.grader.laws.checks import BACKWARD_CHECKS, CHECKS, SHAPE_CHECKS
-from precheck.grader.reasons import Reason
 from precheck.grader.side_run import SideRun
-from precheck.grader.status import ERROR, PASS
 from precheck.results import DetailRow, Direction
 from precheck.walk import flatten
 
@@ -62,10 +61,11 @@ def _row(findings: list[Finding], value: Any) -> Comparison:
 
 
 def grade(
-    case: Case, entry: ApiEntry, args: tuple, kwargs: dict, target: SideRun, grad_outputs: tuple | None
+    name: str, entry: ApiEntry, args: tuple, kwargs: dict, target: SideRun, grad_outputs: tuple | None
 ) -> list[DetailRow] | str:
-    """A details row per graded output, or the SKIP reason. ``args``/``kwargs`` are the call's
-    inputs as rebuilt before the call (an in-place sampler's first argument is its output)."""
+    """A details row per graded output of the call ``name`` (its record's name), or the SKIP reason. Given the
+    name, not the dump's case, so the grader needs nothing of dump/. ``args``/``kwargs`` are the call's inputs as
+    rebuilt before the call (an in-place sampler's first argument is its output)."""
     outputs = [_cpu(o) for o in target.outputs]
     try:
         findings = CHECKS[entry.name](args, kwargs, outputs)
@@ -73,7 +73,7 @@ def grade(
         return f"random op: {e}"
     if not findings:
         return "random op: nothing to check in its outputs"
-    rows = [DetailRow(case.name, Direction.FORWARD, 0, _row(findings, outputs[0] if outputs else None))]
+    rows = [DetailRow(name, Direction.FORWARD, 0, _row(findings, outputs[0] if outputs else None))]
     backward = BACKWARD_CHECKS.get(entry.name)
     if backward and target.grads and grad_outputs is not None:
         grads = {i: _cpu(g) for i, g in target.grads.items()}
@@ -82,5 +82,5 @@ def grade(
         except NotCheckable:
             found = []
         if found:
-            rows.append(DetailRow(case.name, Direction.BACKWARD, 0, _row(found, grads.get(0))))
+            rows.append(DetailRow(name, Direction.BACKWARD, 0, _row(found, grads.get(0))))
     return rows

@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
+from precheck.core.comparison import Comparison
+from precheck.core.reasons import Reason
+from precheck.core.status import ERROR, PASS, WARNING, Status
 from precheck.grader import honest as honest_kernel
-from precheck.grader.comparison import Comparison
 from precheck.grader.limits import absolute_regime, accumulative_regime
 from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
-from precheck.grader.reasons import Reason
 from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve, rule
-from precheck.grader.status import ERROR, PASS, WARNING, Status
 
 
 def compare(

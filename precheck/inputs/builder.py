@@ -14,12 +14,12 @@ from typing import Any
 import torch
 
 from api_registry import ApiEntry
+from precheck.core.reasons import Reason
 from precheck.dump import safe_files
 from precheck.dump.ptfile import NotAnArchive, PtError, inspect, read
 from precheck.dump.records import Case, TensorSpec
 from precheck.dump.safe_files import DataFile, Missing, Refused, load_npy, open_file, reason, shown
 from precheck.errors import PrecheckError
-from precheck.grader.reasons import Reason
 from precheck.inputs.synth import rng_for, synthesize
 from precheck.walk import flatten, map_placed
 

@@ -27,7 +27,7 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch.utils.hooks import BackwardHook, RemovableHandle
@@ -38,9 +38,22 @@ from precheck.recording.wrap import depth, quiet
 if TYPE_CHECKING:
     from precheck.recording.dumpfile import DumpFile
     from precheck.recording.encode import Encoder
-    from precheck.recording.session import Recorder
 
 __all__ = ["ModuleHooks"]
+
+
+class Recorder(Protocol):
+    """What the module hooks need of the session's recorder (precheck.recording.session.Recorder), named here so
+    that the session, which makes the hooks, is the only one of the two to import the other."""
+
+    lock: Any
+    store: Any
+
+    def recording(self) -> bool: ...
+    def in_own_process(self) -> bool: ...
+    def dump(self) -> DumpFile: ...
+    def stack(self) -> tuple[str, ...] | None: ...
+    def encoder(self, dump: DumpFile, files: bool = True) -> Encoder: ...
 
 
 class ModuleHooks:

@@ -27,12 +27,12 @@ from typing import Any
 import torch
 
 from api_registry import lookup
+from precheck.core.reasons import Reason
+from precheck.core.status import ERROR
 from precheck.dump.decode import Case, decode_case
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
-from precheck.grader.reasons import Reason
-from precheck.grader.status import ERROR
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import data_names
 from precheck.recording.runlog import STORE_PREFIX

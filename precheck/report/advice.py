@@ -1,4 +1,4 @@
-"""Expert advice: rules over a run's results (a results.load frame) that name a likely cause and what to do, each
+"""Expert advice: rules over a run's results (a precheck.load frame) that name a likely cause and what to do, each
 with the rows that triggered it as evidence.
 
 A rule reads only what the CSVs say and, where a NaN was born and how long a sum was, what the dump recorded of the
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from precheck.grader.reasons import BEYOND_ROUNDING, HONEST, Reason
+from precheck.core.reasons import BEYOND_ROUNDING, HONEST, Reason
 from precheck.report.recorded import accumulates, growth_of, inputs_finite, read_records
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ RULES = (fp16_overflow, underflow, low_precision_accumulation, nan_origin, beyon
 
 def advise(frame: pandas.DataFrame, dump_json: str | Path | None = None) -> list[Finding]:
     """Every rule that fires on ``frame``; ``dump_json`` (the run's dump) lets a rule read recorded inputs. The
-    rules read the rows' reasons (precheck/report/reasons.py), never their Messages: a run without a reasons file
+    rules read the rows' reasons (precheck/frames/reasons.py), never their Messages: a run without a reasons file
     (from before it, or msprobe's) gets no findings, and the report says so (NO_REASONS)."""
     if not frame.attrs.get("reasons"):
         return []

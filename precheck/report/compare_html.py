@@ -18,8 +18,8 @@ import numpy
 
 from precheck.compare.divergence import Finding, agreement
 from precheck.compare.rules import RESULTS, UNMATCHED
-from precheck.grader.status import ERROR, PASS, SKIP, WARNING
-from precheck.report.compare_frame import compare_files, load_compare, load_records, read_summary
+from precheck.core.status import ERROR, PASS, SKIP, WARNING
+from precheck.frames.compare import compare_files, load_compare, load_records, read_summary
 from precheck.report.html import MAX_POINTS, PAD, esc, log_scale, page, table_shell
 from precheck.report.runfiles import replace_atomically
 from precheck.schema import COLOURS, COMPARE_REPORT, compare_tail

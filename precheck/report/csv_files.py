@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from precheck.escape import escape, formula_safe
+from precheck.frames import reasons
 from precheck.paths import claim_stamp
-from precheck.report import reasons, runfiles
+from precheck.report import runfiles
 from precheck.report.runfiles import RunFileError
 from precheck.results import ApiResult, DetailRow
 from precheck.schema import (

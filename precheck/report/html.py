@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 import numpy
 
+from precheck.core.reasons import Reason
 from precheck.escape import shell_command, unescape, unformula
+from precheck.frames.run import csv_pair, load
 from precheck.grader.choices import NORMWISE_FACTOR
-from precheck.grader.reasons import Reason
 from precheck.report.advice import NO_REASONS, Finding, advise
-from precheck.report.frame import csv_pair, load
 from precheck.report.html_assets import SCRIPT, STYLE
 from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
 from precheck.schema import COLOURS, REPORT, STATUSES, WORST_FIRST, run_stem

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from precheck.report.compare_frame import is_compare
+from precheck.frames.compare import is_compare
+from precheck.frames.run import LoadError
 from precheck.report.compare_html import write_compare_report
-from precheck.report.frame import LoadError
 from precheck.report.html import write_report
 from precheck.report.ranks_html import rank_runs, write_ranks_report
 from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY, DETAILS, RESULT

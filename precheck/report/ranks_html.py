@@ -17,8 +17,8 @@ from urllib.parse import quote
 
 from precheck.dump.record_names import is_collective
 from precheck.dump.steps import rank_folders
+from precheck.frames.run import load
 from precheck.report.advice import MAX_EVIDENCE, Finding, advise
-from precheck.report.frame import load
 from precheck.report.html import api_rows, esc, render, run_record
 from precheck.report.runfiles import replace_atomically
 from precheck.schema import DETAILS, REPORT, SIDECAR, STATUSES, result_of, run_stem

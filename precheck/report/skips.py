@@ -2,12 +2,11 @@
 what to do about each. A run whose every API is SKIP (a dump.json copied without its dump_tensor_data/, a
 MindSpore dump without MindSpore) exits 0 by design (``--fail-on`` gates it), so the summary has to say it.
 
-Read from the result CSV and the run's reasons file (report/reasons.py), so the lines count what the files hold (a
-resumed run's rows too). A SKIP row is grouped by its reason code, never by its Message's words: a Message is only
-shown, as the first row's example where the code alone does not say enough. The summary is written for the run
-this precheck just made, so the reasons file is there; an API without a code (the part of a resumed run that an
-older precheck wrote) is counted apart. Torch-free.
-"""
+Read from the result CSV and the run's reasons file (precheck/frames/reasons.py), so the lines count what the files
+hold (a resumed run's rows too). A SKIP row is grouped by its reason code, never by its Message's words: a Message
+is only shown, as the first row's example where the code alone does not say enough. The summary is written for the
+run this precheck just made, so the reasons file is there; an API without a code (the part of a resumed run that an
+older precheck wrote) is counted apart. Torch-free."""
 
 from __future__ import annotations
 
@@ -15,10 +14,10 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from precheck.core.reasons import Reason
+from precheck.core.status import SKIP
 from precheck.escape import unformula
-from precheck.grader.reasons import Reason
-from precheck.grader.status import SKIP
-from precheck.report import reasons as reasons_file
+from precheck.frames import reasons as reasons_file
 from precheck.report.csv_files import RESULT_HEADER, read_csv_rows
 from precheck.schema import Direction, details_of, split_row_name
 

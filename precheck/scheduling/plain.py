@@ -13,8 +13,8 @@ import dataclasses
 import json
 from typing import Any
 
-from precheck.grader.comparison import Comparison, Metrics
-from precheck.grader.reasons import Reason
+from precheck.core.comparison import Comparison, Metrics
+from precheck.core.reasons import Reason
 from precheck.results import ApiResult, DetailRow, Direction, Recorded, Status
 
 __all__ = ["Refused", "from_plain", "to_plain"]

@@ -1,5 +1,5 @@
 """A run's reasons file: beside its msprobe CSVs, one JSON line per details row saying what decided the row (its
-reason code, grader/reasons.py), the standard that judged it, its honest multiple, its inf/nan mismatches and
+reason code, core/reasons.py), the standard that judged it, its honest multiple, its inf/nan mismatches and
 whether its inputs were generated from statistics.
 
 The CSVs stay byte for byte what msprobe writes; programs that need a verdict's why (the report's advice,
@@ -15,13 +15,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from precheck.grader.reasons import Reason
+from precheck.core.reasons import Reason
+from precheck.results import ApiResult
 from precheck.schema import REASONS, run_stem
-
-if TYPE_CHECKING:
-    from precheck.results import ApiResult  # results.load reads this module's files: a type, not a runtime import
 
 __all__ = ["RowReason", "lines", "parse", "path_for", "read"]
 

@@ -1,6 +1,6 @@
 """A compare's results as data: ``compare_result_{ts}.csv`` (precheck's or msprobe's) as one pandas DataFrame, a
 row per compared tensor, with the divergence verdict of its record beside it when ``compare_records_{ts}.csv`` is
-there. The columns follow the run frame (precheck/report/frame.py): ``record``, ``call``, ``api``, ``prefix``,
+there. The columns follow the run frame (precheck/frames/run.py): ``record``, ``call``, ``api``, ``prefix``,
 ``direction``, ``role`` (input, output, parameters ...), ``output`` (the index, where it is one), ``dtype``,
 ``bench_dtype``, ``shape``, ``status`` (the compare's Result) and ``message``; every metric typed (NaN where msprobe
 writes N/A or a blank; statistics' percentages as fractions) under msprobe's name and an English one.
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.dump.record_names import split_item
-from precheck.report.frame import LoadError, read_table
+from precheck.frames.run import LoadError, read_table
 from precheck.schema import COMPARE_MODES, COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY, compare_tail
 from precheck.schema import RECORDS_HEADER as RECORD_COLUMNS
 

@@ -1,10 +1,9 @@
 """Results as data: a run's CSVs (precheck's or msprobe's) as one pandas DataFrame, a row per compared output.
 
-The CSV writers stay streaming and byte-exact (csv_files.py); this only reads what they, or msprobe, wrote. Metric
-cells are typed (a blank cell is NaN, never " "), each Chinese metric column has its English name beside it, and
-the API, its call, prefix, direction, output index, dtype and status are columns of their own, so a user
-filters and groups instead of parsing names.
-"""
+The CSV writers stay streaming and byte-exact (precheck/report/csv_files.py); this only reads what they, or msprobe,
+wrote. Metric cells are typed (a blank cell is NaN, never " "), each Chinese metric column has its English name
+beside it, and the API, its call, prefix, direction, output index, dtype and status are columns of their own, so a
+user filters and groups instead of parsing names."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.errors import PrecheckError
-from precheck.report import reasons
+from precheck.frames import reasons
 from precheck.schema import (
     CHINESE,
     DETAILS,
@@ -125,7 +124,7 @@ def load(path: str | os.PathLike) -> pandas.DataFrame:
 def _with_reasons(
     frame: pandas.DataFrame, names: pandas.Series, found: dict[str, reasons.RowReason] | None
 ) -> pandas.DataFrame:
-    """The reasons file's columns (precheck/report/reasons.py): ``reason``, ``standard``, ``honest_multiple``,
+    """The reasons file's columns (precheck/frames/reasons.py): ``reason``, ``standard``, ``honest_multiple``,
     ``nonfinite`` and ``generated``; None, NaN, 0 and False where the run wrote no reasons file."""
     import pandas as pd
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
+from precheck.core.comparison import Comparison
+from precheck.core.reasons import Reason
+from precheck.core.status import PASS, WARNING, Status
 from precheck.dump.records import TensorSpec
-from precheck.grader.comparison import Comparison
 from precheck.grader.limits import limits_for
-from precheck.grader.reasons import Reason
-from precheck.grader.status import PASS, WARNING, Status
 from precheck.inputs.synth import max_below_min, odd_moments
 from precheck.results import DetailRow, Direction
 from precheck.walk import flatten

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from precheck.schema import METRIC_FIELDS
 
 if TYPE_CHECKING:
-    from precheck.grader.reasons import Reason
-    from precheck.grader.status import Status
+    from precheck.core.reasons import Reason
+    from precheck.core.status import Status
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Metrics:
 class Comparison:
     """The verdict on one output, with everything the details CSV and a failing test need to say: ``message``
     for people, ``reason`` (what decided it) and ``ratio`` (its normwise error as a multiple of an honest
-    kernel's, where the default standard's verdict states one) for programs (grader/reasons.py). ``clause`` and
+    kernel's, where the default standard's verdict states one) for programs (core/reasons.py). ``clause`` and
     ``place`` are parts of the message kept apart, so no reader cuts the message to find them: the words of what
     decided a tensor's verdict (not a rule the default standard overruled), and where its worst element is."""
 

@@ -3,7 +3,7 @@ read these, never the Message, whose prose is for people and may change with any
 
 Torch-free: the commands that only read results (report, api_precision_compare) import it. A run keeps each
 details row's code, the standard that judged it and the honest multiple in a file beside its CSVs
-(precheck/report/reasons.py); the msprobe CSVs themselves are unchanged.
+(precheck/frames/reasons.py); the msprobe CSVs themselves are unchanged.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Reason(StrEnum):
     DTYPE_KIND = "dtype_kind"  # floating point on one side only: msprobe's check_dtype_comparable
     STRUCTURE_MISMATCH = "structure_mismatch"  # output or gradient counts, keys, a gradient on one side only
     RANDOM_LAW = "random_law"  # a random op judged by the law of its outputs (grader/stochastic.py)
-    STATISTICS = "statistics"  # graded on a dump's recorded statistics only (grader/statistics.py)
+    STATISTICS = "statistics"  # graded on a dump's recorded statistics only (execution/statistics.py)
     TARGET_FAILED = "target_failed"  # the API crashed or its target run failed: one error row
     # The target's device failed in a way that leaves its process's device context untrusted (torch's
     # AcceleratorError or OutOfMemoryError, a device library's status): one error row, and a pool retires the
