@@ -147,3 +147,14 @@ def test_a_recorded_training_run_has_the_losses_it_has_without_precheck(tmp_path
     assert recorded.returncode == 0, recorded.stderr
     losses = plain.stdout.split()
     assert len(losses) == 3 and recorded.stdout.split()[:3] == losses
+
+
+def test_two_recorders_that_overlap_leave_torch_as_it_was(tmp_path):
+    """The first of two overlapping recordings ends first: the second put back the first's wrapper, which stayed
+    in torch for good (an inert function in vars(torch.Tensor) where torch's own method was inherited)."""
+    add, mm = torch.Tensor.add, torch.mm
+    first = precheck.record(tmp_path / "a")
+    second = precheck.record(tmp_path / "b")
+    first.close()
+    second.close()
+    assert torch.Tensor.add is add and "add" not in vars(torch.Tensor) and torch.mm is mm

@@ -34,6 +34,7 @@ __all__ = ["Listener", "depth", "installed", "quiet"]
 
 _local = threading.local()
 _INHERITED = object()  # an attribute found on a base class, not on the patched class itself
+_ON: list[installed] = []  # the installations on now, oldest first (two recorders' may overlap in any order)
 # torch's tables of its own functions, read from their names once, at first use (dynamo's first compile): one read
 # while the wrappers were on holds them, not torch's functions; emptied when the wrappers come off, it is read
 # again when next used (torch.Tensor.add(x, 1) in a graph compiled after a recording broke it, unknown to dynamo)
@@ -78,20 +79,34 @@ class installed:  # noqa: N801
             wrapper = _wrapper(original, prefix, api, self)
             setattr(owner, attr, wrapper)
             self._saved.append((owner, attr, own, wrapper))
+        _ON.append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.listener = None
         for owner, attr, own, wrapper in reversed(self._saved):
-            if vars(owner).get(attr) is not wrapper:
-                continue  # the program replaced the wrapper (or deleted it) since: its choice stays
-            if own is _INHERITED:
-                delattr(owner, attr)  # a method torch.Tensor inherits from its C base: the base's again
-            else:
-                setattr(owner, attr, own)
+            if vars(owner).get(attr) is wrapper:
+                if own is _INHERITED:
+                    delattr(owner, attr)  # a method torch.Tensor inherits from its C base: the base's again
+                else:
+                    setattr(owner, attr, own)
+            else:  # wrapped since by a later recorder (it gets what this one found), or the program's choice
+                self._hand_over(owner, attr, own, wrapper)
         self._saved.clear()
+        if self in _ON:
+            _ON.remove(self)
         for module, table in _NAME_TABLES:
             getattr(getattr(sys.modules.get(module), table, None), "cache_clear", lambda: None)()
+
+
+    def _hand_over(self, owner: Any, attr: str, own: Any, wrapper: Callable) -> None:
+        """A later installation that found this one's wrapper puts back what this one found, not a wrapper that
+        would then stay in torch for good (recorders that overlap, not nested: the first one ends first)."""
+        for later in _ON[_ON.index(self) + 1 :] if self in _ON else ():
+            for i, (o, a, found, w) in enumerate(later._saved):
+                if o is owner and a == attr and found is wrapper:
+                    later._saved[i] = (o, a, own, w)
+                    return
 
 
 def _targets() -> Iterator[tuple[Any, str, Any, str, str]]:
