@@ -44,7 +44,7 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
         description="Run CMD (e.g. python train.py ARGS) with precheck's recorder in its Python processes: msprobe's "
         "L1 dump (the same record names, order, fields and tensor files as msprobe 26.2's PrecisionDebugger) is "
         "written under DIR/step{N}/proc{pid}/ (rank{R} in a distributed run). A step runs from one optimizer.step() "
-        "to the next (step 0 starts when the program imports torch); a program without an optimizer is one step.",
+        "to the next (step 0 starts at the model's first forward); a program without an optimizer is one step.",
     )
     rec.add_argument("-o", "--out_path", required=True, metavar="DUMP_DIR", help="folder of the dump")
     rec.add_argument("--task", choices=TASKS, default="tensor", help="tensor (with tensor files) or statistics")

@@ -1,10 +1,11 @@
-"""Recording a program that knows nothing of precheck (``precheck record -- python train.py``): the recorder
-starts when the program imports torch, and steps are told by the optimizer.
+"""Recording a program that knows nothing of precheck (``precheck record -- python train.py``): the wrappers go on
+when the program imports torch, and steps are told by the optimizer.
 
-A step is what runs from one ``optimizer.step()`` to the next: step 0 from the import of torch to the first
-optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A program without an
-optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off and the rest of
-the program runs as it would without precheck.
+A step is what runs from one ``optimizer.step()`` to the next: step 0 from the model's first forward (where
+msprobe's users call start(): precheck.recording.first_forward; in a program without a model, its first recorded
+call) to the first optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A
+program without an optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off
+and the rest of the program runs as it would without precheck.
 
 PRECHECK_RECORD stays in the environment, so every Python process of the command can record: each rank a launcher
 starts (torchrun's, ``torch.multiprocessing.spawn``'s), under ``rank<R>``. A process writes a dump only once it
@@ -86,6 +87,7 @@ def _start() -> None:
         return
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+    from precheck.recording.first_forward import FirstForward
     from precheck.recording.session import Recorder, RecordOptions
 
     config = json.loads(os.environ[ENV])
@@ -103,11 +105,13 @@ def _start() -> None:
         from precheck.recording.online import attach
 
         online = attach(recorder, config["check"])
+    first = FirstForward(recorder)  # before the wrappers' module hooks: the mix level's see the forward it starts
 
     def before_step(*_: object) -> None:
         recorder.stop()
 
     def after_step(*_: object) -> None:
+        first.drop()  # a step ended before any forward: the next one starts here
         with _told(log, raising=True):
             recorder.step()
         if recorder.done:
@@ -129,7 +133,7 @@ def _start() -> None:
     register_optimizer_step_post_hook(after_step)
     atexit.register(finish)
     _finish_on_sigterm(finish)
-    recorder.start()
+    recorder.install()
 
 
 @contextlib.contextmanager

@@ -95,6 +95,8 @@ class Recorder:
     ranks_only: bool = False  # True: calls count once torch.distributed is initialised (an mp.spawn rank's)
     closes_when_done: bool = False  # the step() that ends the last chosen step also closes (the library's)
     on_close: Callable[[], None] | None = None  # told when the recorder closes (an online check's store released)
+    # told of a recorded API called before the first start(), which it may make (recording.first_forward)
+    waiting: Callable[[], None] | None = None
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
@@ -112,16 +114,17 @@ class Recorder:
 
     def install(self) -> None:
         """Put the wrappers on, recording nothing yet: a function the program takes from torch after this (a model
-        that keeps ``F.gelu``) is the wrapper, recorded once the recording starts."""
+        that keeps ``F.gelu``) is the wrapper, recorded once the recording starts; so are the mix level's module
+        hooks, which see a module only while recording."""
         if self._wrappers is None:
             self._wrappers = installed(self)
             self._wrappers.__enter__()
+        if self.options.level == "mix" and self._modules is None:
+            self._modules = ModuleHooks(self)
 
     def start(self) -> None:
         """Record from now on, if this step is one of the chosen ones."""
         self.install()
-        if self.options.level == "mix" and self._modules is None:
-            self._modules = ModuleHooks(self)
         self._running = not self.options.steps or self.current_step in self.options.steps
         self._chosen = self._chosen or self._running
 
@@ -193,6 +196,8 @@ class Recorder:
 
     def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
+        if self.waiting is not None and not self._running:
+            self.waiting()
         if not self.recording():
             return func(*args, **kwargs)
         key = f"{prefix}.{api}."
