@@ -129,6 +129,7 @@ def _record(args: argparse.Namespace) -> int:
             f"  {escape(str(p))}  (check: {shell_command('precheck', 'run_ut', '-api_info', p)})" for p in done.dumps
         ]
     lines += [f"  not closed, its process died mid-step: {escape(str(p))}" for p in written.unclosed]
+    lines += [f"  partial, {escape(why)}: {escape(str(p))}" for p, why in written.cut.items()]
     for result in done.results:  # each step as run_ut's console says a run, named by its step and process
         details = result.with_name(details_of(result.name))
         page = result.parent / REPORT.format(run_stem(details.name))

@@ -119,12 +119,13 @@ def _start() -> None:
         else:
             recorder.start()
 
-    def finish() -> None:
-        """The open step closed at the program's end; what fails then reaches precheck record through the log
-        (raised in an exit handler, Python would print it and exit 0 all the same)."""
+    def finish(partial: str | None = None) -> None:
+        """The open step closed at the program's end, said partial when the program ends mid-step (``partial``,
+        or an exception nobody caught: Ctrl-C's KeyboardInterrupt); what fails then reaches precheck record
+        through the log (raised in an exit handler, Python would print it and exit 0 all the same)."""
         try:
             with _told(log, raising=not log):
-                recorder.close()
+                recorder.close(partial or _uncaught())
         finally:
             if online is not None:
                 online.close()
@@ -150,7 +151,14 @@ def _told(log: str | None, raising: bool) -> Iterator[None]:
             raise
 
 
-def _finish_on_sigterm(finish: Callable[[], None]) -> None:
+def _uncaught() -> str | None:
+    """Why the program ends before its step did: the exception that ends it, which Python has printed and kept in
+    sys.last_value before the exit handlers run (None at an ordinary exit, sys.exit included)."""
+    ended = getattr(sys, "last_value", None)
+    return None if ended is None else f"the program ended by {type(ended).__name__} before the step did"
+
+
+def _finish_on_sigterm(finish: Callable[[str], None]) -> None:
     """SIGTERM (precheck record passes its own on) ends the program as it would without precheck, killed by the
     signal, once ``finish`` has closed the open dump: Python's own SIGTERM runs no exit handler. A program
     that handles SIGTERM itself keeps its handler."""
@@ -162,7 +170,7 @@ def _finish_on_sigterm(finish: Callable[[], None]) -> None:
     def on_sigterm(signum: int, frame: object) -> None:
         signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the close short
         try:
-            finish()
+            finish("the program was terminated by SIGTERM before the step ended")
         finally:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)

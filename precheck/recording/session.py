@@ -148,16 +148,17 @@ class Recorder:
         if self.closes_when_done and self.done:
             self.close()
 
-    def close(self) -> None:
-        """Finish the open step and take the wrappers off. A forked child that exits through atexit does nothing:
-        the open dump, its tensor files' writer and the wrappers are the parent's (closing them there wrote the
-        closing brackets into the parent's dump.json, or waited for ever for a writer thread the child has not)."""
+    def close(self, partial: str | None = None) -> None:
+        """Finish the open step (``partial``: why it stops short, said in its dump.json) and take the wrappers
+        off. A forked child that exits through atexit does nothing: the open dump, its tensor files' writer and
+        the wrappers are the parent's (closing them there wrote the closing brackets into the parent's dump.json,
+        or waited for ever for a writer thread the child has not)."""
         if not self.in_own_process():
             return
         try:
             with self.lock:
                 self._running = False
-                self._finish()
+                self._finish(partial)
         finally:  # a step's end that raised (an online check's failure) still takes the wrappers off
             if self._wrappers is not None:
                 self._wrappers.__exit__(None, None, None)
@@ -314,7 +315,7 @@ class Recorder:
         where = f"rank{torch.distributed.get_rank()}" if _distributed() else f"proc{os.getpid()}"
         return Path(self.dump_path) / f"step{self.current_step}" / where
 
-    def _finish(self) -> None:
+    def _finish(self, partial: str | None = None) -> None:
         if self._chosen and self._dump is None and (self.empty_dumps or self.written):
             self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
@@ -327,9 +328,9 @@ class Recorder:
                 self.on_step_end(dump)  # an online check's failure is raised here
         finally:  # whatever failed, the step's dump.json is closed and readable
             if dump is not None:
-                dump.close(None if self._modules is None else self._modules.construct)
+                dump.close(None if self._modules is None else self._modules.construct, partial)
                 self.written.append(dump.path)
-                self.note("dump", dump.path)
+                self.note("dump", dump.path, partial)
 
 
 def _distributed() -> bool:
