@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from precheck.core.reasons import Reason
 from precheck.core.status import SKIP, at_or_below
+from precheck.dump.decode import clip
 from precheck.dump.records import Case, Dump, DumpError, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.dump.steps import find_dumps
@@ -181,7 +182,7 @@ def run_ut(
     dump = loaded if loaded is not None else load_dump(found.path, framework)
     options = resolved(for_framework(options or CheckOptions(), dump), device)
     workers = worker_count(workers)
-    identity = run_identity(dump.path, options, filter_api, api_lists)
+    identity = run_identity(dump.path, options, filter_api, api_lists) | _partial(dump)
     options = _usable_error_folder(options)
     keep = _Tally(keep_results)
     orders = {text(name): i for i, name in enumerate(dump.cases.names)}  # names as the CSVs hold them
@@ -327,6 +328,17 @@ def run_identity(
         chosen.pop(name)
     lists = None if api_lists is None else [sorted(api_lists.white), sorted(api_lists.black)]
     return {**dump_identity(dump_path), **chosen, "filter_api": filter_api, "api_lists": lists, "versions": versions()}
+
+
+def _partial(dump: Dump) -> dict[str, str]:
+    """A dump its recorder closed short (precheck record interrupted: its ``partial`` field) is graded all the same,
+    with one warning; the run record says it (``partial``), so its report says the run lacks APIs."""
+    why = dump.index.header.get("partial")
+    if not isinstance(why, str):
+        return {}
+    warnings.warn(f"{dump.path}: a partial recording ({clip(why, 200)}): the calls after its last record are missing",
+                  stacklevel=3)  # fmt: skip
+    return {"partial": f"the dump is partial: {clip(why, 200)}"}
 
 
 def _usable_error_folder(options: CheckOptions) -> CheckOptions:

@@ -44,7 +44,7 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
         description="Run CMD (e.g. python train.py ARGS) with precheck's recorder in its Python processes: msprobe's "
         "L1 dump (the same record names, order, fields and tensor files as msprobe 26.2's PrecisionDebugger) is "
         "written under DIR/step{N}/proc{pid}/ (rank{R} in a distributed run). A step runs from one optimizer.step() "
-        "to the next (step 0 starts when the program imports torch); a program without an optimizer is one step.",
+        "to the next (step 0 starts at the model's first forward); a program without an optimizer is one step.",
     )
     rec.add_argument("-o", "--out_path", required=True, metavar="DUMP_DIR", help="folder of the dump")
     rec.add_argument("--task", choices=TASKS, default="tensor", help="tensor (with tensor files) or statistics")
@@ -129,6 +129,7 @@ def _record(args: argparse.Namespace) -> int:
             f"  {escape(str(p))}  (check: {shell_command('precheck', 'run_ut', '-api_info', p)})" for p in done.dumps
         ]
     lines += [f"  not closed, its process died mid-step: {escape(str(p))}" for p in written.unclosed]
+    lines += [f"  partial, {escape(why)}: {escape(str(p))}" for p, why in written.cut.items()]
     for result in done.results:  # each step as run_ut's console says a run, named by its step and process
         details = result.with_name(details_of(result.name))
         page = result.parent / REPORT.format(run_stem(details.name))

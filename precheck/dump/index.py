@@ -21,7 +21,8 @@ from typing import Any, BinaryIO, Self
 from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
 from precheck.dump.safe_files import Refused, open_regular
 
-HEADER = ("task", "level", "framework")  # the top-level fields decoded; others (dump_data_dir too) are read past
+# the top-level fields decoded (``partial``: why a recording stops short, precheck's); others are read past
+HEADER = ("task", "level", "framework", "partial")
 SNIFFED = 1 << 20  # bytes of a record looked at by first_records_hold
 
 

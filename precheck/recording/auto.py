@@ -1,10 +1,11 @@
-"""Recording a program that knows nothing of precheck (``precheck record -- python train.py``): the recorder
-starts when the program imports torch, and steps are told by the optimizer.
+"""Recording a program that knows nothing of precheck (``precheck record -- python train.py``): the wrappers go on
+when the program imports torch, and steps are told by the optimizer.
 
-A step is what runs from one ``optimizer.step()`` to the next: step 0 from the import of torch to the first
-optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A program without an
-optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off and the rest of
-the program runs as it would without precheck.
+A step is what runs from one ``optimizer.step()`` to the next: step 0 from the model's first forward (where
+msprobe's users call start(): precheck.recording.first_forward; in a program without a model, its first recorded
+call) to the first optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A
+program without an optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off
+and the rest of the program runs as it would without precheck.
 
 PRECHECK_RECORD stays in the environment, so every Python process of the command can record: each rank a launcher
 starts (torchrun's, ``torch.multiprocessing.spawn``'s), under ``rank<R>``. A process writes a dump only once it
@@ -86,6 +87,7 @@ def _start() -> None:
         return
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+    from precheck.recording.first_forward import FirstForward
     from precheck.recording.session import Recorder, RecordOptions
 
     config = json.loads(os.environ[ENV])
@@ -103,11 +105,13 @@ def _start() -> None:
         from precheck.recording.online import attach
 
         online = attach(recorder, config["check"])
+    first = FirstForward(recorder)  # before the wrappers' module hooks: the mix level's see the forward it starts
 
     def before_step(*_: object) -> None:
         recorder.stop()
 
     def after_step(*_: object) -> None:
+        first.drop()  # a step ended before any forward: the next one starts here
         with _told(log, raising=True):
             recorder.step()
         if recorder.done:
@@ -115,12 +119,13 @@ def _start() -> None:
         else:
             recorder.start()
 
-    def finish() -> None:
-        """The open step closed at the program's end; what fails then reaches precheck record through the log
-        (raised in an exit handler, Python would print it and exit 0 all the same)."""
+    def finish(partial: str | None = None) -> None:
+        """The open step closed at the program's end, said partial when the program ends mid-step (``partial``,
+        or an exception nobody caught: Ctrl-C's KeyboardInterrupt); what fails then reaches precheck record
+        through the log (raised in an exit handler, Python would print it and exit 0 all the same)."""
         try:
             with _told(log, raising=not log):
-                recorder.close()
+                recorder.close(partial or _uncaught())
         finally:
             if online is not None:
                 online.close()
@@ -129,7 +134,7 @@ def _start() -> None:
     register_optimizer_step_post_hook(after_step)
     atexit.register(finish)
     _finish_on_sigterm(finish)
-    recorder.start()
+    recorder.install()
 
 
 @contextlib.contextmanager
@@ -146,7 +151,14 @@ def _told(log: str | None, raising: bool) -> Iterator[None]:
             raise
 
 
-def _finish_on_sigterm(finish: Callable[[], None]) -> None:
+def _uncaught() -> str | None:
+    """Why the program ends before its step did: the exception that ends it, which Python has printed and kept in
+    sys.last_value before the exit handlers run (None at an ordinary exit, sys.exit included)."""
+    ended = getattr(sys, "last_value", None)
+    return None if ended is None else f"the program ended by {type(ended).__name__} before the step did"
+
+
+def _finish_on_sigterm(finish: Callable[[str], None]) -> None:
     """SIGTERM (precheck record passes its own on) ends the program as it would without precheck, killed by the
     signal, once ``finish`` has closed the open dump: Python's own SIGTERM runs no exit handler. A program
     that handles SIGTERM itself keeps its handler."""
@@ -158,7 +170,7 @@ def _finish_on_sigterm(finish: Callable[[], None]) -> None:
     def on_sigterm(signum: int, frame: object) -> None:
         signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the close short
         try:
-            finish()
+            finish("the program was terminated by SIGTERM before the step ended")
         finally:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)

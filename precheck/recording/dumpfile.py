@@ -86,15 +86,17 @@ class DumpFile:
     def records(self) -> int:
         return self._records
 
-    def close(self, construct: dict[str, Any] | None = None) -> None:
+    def close(self, construct: dict[str, Any] | None = None, partial: str | None = None) -> None:
         """Finish dump.json and write stack.json and construct.json (``construct``: the mix level's call tree;
-        empty at L1, as msprobe's)."""
+        empty at L1, as msprobe's). ``partial``: why the step's records stop short (its program was interrupted),
+        said in a top-level ``partial`` field after ``data``, which msprobe's readers ignore and run_ut warns of."""
         if self._f.closed:
             return
         for name, record in self._held.items():
             self._write(name, record)
         self._held.clear()
-        self._f.write("\n }\n}" if self._records else "}\n}")
+        self._f.write("\n }" if self._records else "}")
+        self._f.write(f',\n "partial": {json.dumps(partial)}\n}}' if partial else "\n}")
         self._f.close()
         if self._files == "kept":
             self._prune()

@@ -44,6 +44,7 @@ class Written:
     """What a run's processes wrote, oldest first."""
 
     dumps: list[Path] = field(default_factory=list)  # each dump.json closed whole
+    cut: dict[Path, str] = field(default_factory=dict)  # dump.json closed partial -> why (its program was stopped)
     unclosed: list[Path] = field(default_factory=list)  # opened and never closed: its process died mid-step
     results: list[Path] = field(default_factory=list)  # each result CSV of a check, finished or not
     partial: dict[Path, str] = field(default_factory=dict)  # result CSV -> why it lacks APIs
@@ -66,6 +67,8 @@ def read_log(log: Path) -> Written:
         elif kind == "dump":
             opened.pop(path, None)
             written.dumps.append(path)
+            if why:
+                written.cut[path] = why
         elif kind == "csv-open":
             started[path] = pid
             written.results.append(path)

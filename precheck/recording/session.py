@@ -95,6 +95,8 @@ class Recorder:
     ranks_only: bool = False  # True: calls count once torch.distributed is initialised (an mp.spawn rank's)
     closes_when_done: bool = False  # the step() that ends the last chosen step also closes (the library's)
     on_close: Callable[[], None] | None = None  # told when the recorder closes (an online check's store released)
+    # told of a recorded API called before the first start(), which it may make (recording.first_forward)
+    waiting: Callable[[], None] | None = None
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
@@ -112,16 +114,17 @@ class Recorder:
 
     def install(self) -> None:
         """Put the wrappers on, recording nothing yet: a function the program takes from torch after this (a model
-        that keeps ``F.gelu``) is the wrapper, recorded once the recording starts."""
+        that keeps ``F.gelu``) is the wrapper, recorded once the recording starts; so are the mix level's module
+        hooks, which see a module only while recording."""
         if self._wrappers is None:
             self._wrappers = installed(self)
             self._wrappers.__enter__()
+        if self.options.level == "mix" and self._modules is None:
+            self._modules = ModuleHooks(self)
 
     def start(self) -> None:
         """Record from now on, if this step is one of the chosen ones."""
         self.install()
-        if self.options.level == "mix" and self._modules is None:
-            self._modules = ModuleHooks(self)
         self._running = not self.options.steps or self.current_step in self.options.steps
         self._chosen = self._chosen or self._running
 
@@ -145,16 +148,17 @@ class Recorder:
         if self.closes_when_done and self.done:
             self.close()
 
-    def close(self) -> None:
-        """Finish the open step and take the wrappers off. A forked child that exits through atexit does nothing:
-        the open dump, its tensor files' writer and the wrappers are the parent's (closing them there wrote the
-        closing brackets into the parent's dump.json, or waited for ever for a writer thread the child has not)."""
+    def close(self, partial: str | None = None) -> None:
+        """Finish the open step (``partial``: why it stops short, said in its dump.json) and take the wrappers
+        off. A forked child that exits through atexit does nothing: the open dump, its tensor files' writer and
+        the wrappers are the parent's (closing them there wrote the closing brackets into the parent's dump.json,
+        or waited for ever for a writer thread the child has not)."""
         if not self.in_own_process():
             return
         try:
             with self.lock:
                 self._running = False
-                self._finish()
+                self._finish(partial)
         finally:  # a step's end that raised (an online check's failure) still takes the wrappers off
             if self._wrappers is not None:
                 self._wrappers.__exit__(None, None, None)
@@ -193,6 +197,8 @@ class Recorder:
 
     def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
+        if self.waiting is not None and not self._running:
+            self.waiting()
         if not self.recording():
             return func(*args, **kwargs)
         key = f"{prefix}.{api}."
@@ -309,7 +315,7 @@ class Recorder:
         where = f"rank{torch.distributed.get_rank()}" if _distributed() else f"proc{os.getpid()}"
         return Path(self.dump_path) / f"step{self.current_step}" / where
 
-    def _finish(self) -> None:
+    def _finish(self, partial: str | None = None) -> None:
         if self._chosen and self._dump is None and (self.empty_dumps or self.written):
             self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
@@ -322,9 +328,9 @@ class Recorder:
                 self.on_step_end(dump)  # an online check's failure is raised here
         finally:  # whatever failed, the step's dump.json is closed and readable
             if dump is not None:
-                dump.close(None if self._modules is None else self._modules.construct)
+                dump.close(None if self._modules is None else self._modules.construct, partial)
                 self.written.append(dump.path)
-                self.note("dump", dump.path)
+                self.note("dump", dump.path, partial)
 
 
 def _distributed() -> bool:

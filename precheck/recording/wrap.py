@@ -98,7 +98,6 @@ class installed:  # noqa: N801
         for module, table in _NAME_TABLES:
             getattr(getattr(sys.modules.get(module), table, None), "cache_clear", lambda: None)()
 
-
     def _hand_over(self, owner: Any, attr: str, own: Any, wrapper: Callable) -> None:
         """A later installation that found this one's wrapper puts back what this one found, not a wrapper that
         would then stay in torch for good (recorders that overlap, not nested: the first one ends first)."""

@@ -1,0 +1,81 @@
+"""Where ``precheck record --`` starts step 0: at the model's first forward, where msprobe's users call start().
+
+The wrappers go on when the program imports torch (a library that patches torch later must patch the wrappers:
+precheck.recording.wrap), but what runs while the model is built (weight initialisation, RoPE tables) is not
+the first iteration: recorded, it shifts every per-name counter after it, so the names no longer line up with
+an msprobe dump of the first iteration, and it saves each initialised weight twice. So step 0 starts at the
+first call of a module's forward (the first one is top-level: no other forward runs), made outside a module's
+``__init__`` (a model that runs a forward to size itself).
+
+A program without a model must still be recorded, and nothing is buffered to decide it afterwards: a recorded
+API called before any module has registered a parameter, buffer or submodule, and outside a module's
+``__init__``, starts step 0 there, as from the import of torch. Once a module has been built, calls wait for
+its forward. (A program that computes with torch before it builds its model has those calls, and the build, in
+step 0.)
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from precheck.recording.session import Recorder
+
+__all__ = ["FirstForward"]
+
+
+class FirstForward:
+    """Holds ``recorder``'s first start() back until the model's first forward (or, in a program without a
+    model, its first recorded call); made before the recorder's own module hooks, so that the mix level's see
+    the forward that starts the step."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        self._model = False
+        hooks = torch.nn.modules.module
+        self._handles = [
+            hooks.register_module_forward_pre_hook(self._forward),
+            hooks.register_module_parameter_registration_hook(self._built),
+            hooks.register_module_buffer_registration_hook(self._built),
+            hooks.register_module_module_registration_hook(self._built),
+        ]
+        recorder.waiting = self._call
+
+    def drop(self) -> None:
+        """Wait no more (started, or a step ended first): the hooks come off, the model's calls cost nothing."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._recorder.waiting = None
+
+    def _begin(self) -> None:
+        self.drop()
+        self._recorder.start()
+
+    def _built(self, *_: Any) -> None:
+        self._model = True
+
+    def _forward(self, module: torch.nn.Module, args: Any) -> None:
+        if not _constructing():
+            self._begin()
+
+    def _call(self) -> None:
+        """A recorded API is called before step 0 started: it starts the step only in a program with no model."""
+        if self._model or _constructing():
+            self._model = True
+        else:
+            self._begin()
+
+
+def _constructing() -> bool:
+    """Whether a module's ``__init__`` is running on this thread (a RoPE table computed before any parameter is
+    registered is the build's)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), torch.nn.Module):
+            return True
+        frame = frame.f_back
+    return False
