@@ -99,7 +99,8 @@ def _equal(a: object, b: object) -> bool:
 
     if not isinstance(a, torch.Tensor) or not a.is_floating_point():
         return torch.equal(a, b)
-    return a.dtype == b.dtype and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)
+    same = a.dtype == b.dtype and a.shape == b.shape
+    return same and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)
 
 
 def _rows(dump_json: Path) -> list[str]:

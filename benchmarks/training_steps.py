@@ -7,7 +7,7 @@ GRU, as hand-written models and tiny torchvision and transformers configurations
 Each function returns (model, step): ``step()`` runs the whole step (forward, backward, clipping, and where a user
 has one the optimizer and scaler), so that a recorder started on ``model`` sees what the user's loop runs. The
 parameters are fp32, as users train, but for ``block_bf16`` (the same step as ``block_autocast_bf16`` with the
-model cast to bf16: bench_autocast.py's pair). Small sizes: a statistics dump of each stays far under 300 KB.
+model cast to bf16: bench_autocast.py's pair). Small sizes: each dump the corpus commits stays under 300 KB.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ BF16 = torch.bfloat16
 class Block(nn.Module):
     """A LLaMA-ish block: attention of a fused qkv projection, a gated SiLU MLP, a layer-normed head, the loss."""
 
-    def __init__(self, width: int = 16, vocab: int = 10) -> None:
+    def __init__(self, width: int = 8, vocab: int = 10) -> None:
         super().__init__()
         self.qkv = nn.Linear(width, 3 * width, bias=False)
         self.gate = nn.Linear(width, 2 * width, bias=False)
@@ -39,7 +39,7 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        attn = F.softmax(torch.matmul(q, k.transpose(-1, -2)) / 4.0, dim=-1)
+        attn = F.softmax(torch.matmul(q, k.transpose(-1, -2)) / 8**0.5, dim=-1)
         x = x + torch.matmul(attn, v)
         x = x + self.down(F.silu(self.gate(x)))
         return F.cross_entropy(self.head(self.ln(x)).flatten(0, 1), labels.flatten())
@@ -62,9 +62,9 @@ class Conv(nn.Module):
 class Checkpointed(nn.Module):
     """Two MLP blocks, each under torch.utils.checkpoint (non-reentrant): its forward recomputed in the backward."""
 
-    def __init__(self, width: int = 16) -> None:
+    def __init__(self, width: int = 8) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, 32), nn.GELU(), nn.Linear(32, width)) for _ in "ab")
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, 16), nn.GELU(), nn.Linear(16, width)) for _ in "ab")
         self.ln = nn.LayerNorm(width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -78,9 +78,9 @@ class Recurrent(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(8, 12, num_layers=2, batch_first=True)
-        self.gru = nn.GRU(12, 6, batch_first=True, bidirectional=True)
-        self.fc = nn.Linear(12, 4)
+        self.lstm = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+        self.gru = nn.GRU(8, 4, batch_first=True, bidirectional=True)
+        self.fc = nn.Linear(8, 4)
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         h, _ = self.lstm(x)
@@ -88,8 +88,11 @@ class Recurrent(nn.Module):
         return F.cross_entropy(self.fc(h[:, -1]), labels)
 
 
-def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor], dtype: torch.dtype | None) -> Callable[[], None]:
-    """forward (under autocast to ``dtype`` unless None), backward, clip_grad_norm_, SGD step, zero_grad."""
+def _sgd_step(
+    model: nn.Module, loss: Callable[[], torch.Tensor], dtype: torch.dtype | None, sgd: bool = True
+) -> Callable[[], None]:
+    """forward (under autocast to ``dtype`` unless None), backward, clip_grad_norm_, then (``sgd``) an SGD step
+    and zero_grad."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step() -> None:
@@ -97,15 +100,16 @@ def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor], dtype: torch.d
             value = loss()
         value.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
-        opt.step()
-        opt.zero_grad()
+        if sgd:
+            opt.step()
+            opt.zero_grad()
 
     return step
 
 
 def _block(dtype: torch.dtype, autocast: bool) -> Step:
     model = Block() if autocast else Block().to(dtype)
-    x, labels = torch.randn(2, 6, 16, dtype=torch.float32 if autocast else dtype), torch.randint(0, 10, (2, 6))
+    x, labels = torch.randn(2, 4, 8, dtype=torch.float32 if autocast else dtype), torch.randint(0, 10, (2, 4))
     return model, _sgd_step(model, lambda: model(x, labels), dtype if autocast else None)
 
 
@@ -153,16 +157,17 @@ def conv_overflow_fp16() -> Step:
 
 def checkpoint_mlp() -> Step:
     """torch.utils.checkpoint(use_reentrant=False) on two MLP blocks, fp32, clipped: the backward recomputes each
-    block's forward and stops it early once the tensors it needs are back."""
+    block's forward and stops it early once the tensors it needs are back. No optimizer step: its tensor dump stays
+    under 300 KB."""
     model = Checkpointed()
-    x = torch.randn(4, 16)
-    return model, _sgd_step(model, lambda: model(x), None)
+    x = torch.randn(4, 8)
+    return model, _sgd_step(model, lambda: model(x), None, sgd=False)
 
 
 def rnn_lstm_gru() -> Step:
     """An LSTM and a bidirectional GRU, fp32, clipped (an RNN step is where users clip most)."""
     model = Recurrent()
-    x, labels = torch.randn(3, 5, 8), torch.randint(0, 4, (3,))
+    x, labels = torch.randn(3, 4, 6), torch.randint(0, 4, (3,))
     return model, _sgd_step(model, lambda: model(x, labels), None)
 
 
@@ -218,11 +223,13 @@ def _causal_lm(model: nn.Module, checkpointing: bool = False) -> Step:
 
 
 def mistral() -> Step:
-    """A 2-layer Mistral (sliding-window attention, GQA) under autocast bf16 with gradient checkpointing."""
+    """A 1-layer Mistral (sliding-window attention, GQA) under autocast bf16 with gradient checkpointing (one
+    layer: a layer's forward is recorded twice, and the statistics dump stays under 300 KB)."""
     from transformers import MistralConfig, MistralForCausalLM
 
     real_models._torchvision_models()
-    return _causal_lm(MistralForCausalLM(MistralConfig(**_LM, **_HEADS, num_key_value_heads=2)), checkpointing=True)
+    config = MistralConfig(**{**_LM, "num_hidden_layers": 1}, **_HEADS, num_key_value_heads=2)
+    return _causal_lm(MistralForCausalLM(config), checkpointing=True)
 
 
 def gemma() -> Step:
