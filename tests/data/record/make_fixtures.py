@@ -53,8 +53,10 @@ DUMPS = {
 AUTOCAST = {"autocast_bf16_tensor": ("bfloat16", "tensor"), "autocast_fp16_statistics": ("float16", "statistics")}
 BENCHMARKS = HERE.parent.parent.parent / "benchmarks"
 CORPUS_DIR = HERE.parent / "steps"
-HAND_WRITTEN = ("block_autocast_bf16", "block_bf16", "conv_gradscaler_fp16", "conv_overflow_fp16", "checkpoint_mlp")
-LIBRARY = ("rnn_lstm_gru", "convnext", "swin", "bert", "mistral", "gemma", "bart", "whisper")
+HAND_WRITTEN = (
+    "block_autocast_bf16", "block_bf16", "conv_gradscaler_fp16", "conv_overflow_fp16", "checkpoint_mlp", "rnn_lstm_gru"
+)  # fmt: skip
+LIBRARY = ("convnext", "swin", "bert", "mistral", "gemma", "bart", "whisper")
 # corpus dump -> (step, task, recorder)
 CORPUS = {
     f"{step}_{task}_{who}": (step, task, who)
