@@ -9,6 +9,9 @@ logits with an fp32 loss ran in fp32. The dtype autocast cast to is then the rec
 - ``fp32``: an fp32 output from a bf16/fp16 input;
 - ``promote``: the widest of mixed floating inputs as output.
 
+A ``lower`` call recorded without an output (msprobe writes a call that raised with its inputs only) and with
+one half dtype among fp32 inputs ran in that half dtype: eager torch runs no product of mixed dtypes.
+
 Autocast casts every floating input but float64 (torch's ``is_eligible``) and never a call that names its own
 dtype (``softmax(x, dtype=...)``) or writes ``out=``, so neither is inferred. This is the one rule: run_ut
 replays what it infers (execution/runner.py), the honest kernel runs in that dtype, and compare reads the same
@@ -41,7 +44,9 @@ def autocast_dtype(case: Case) -> torch.dtype | None:
     output = next(
         (o.dtype for o in flatten(case.outputs) if isinstance(o, TensorSpec) and o.dtype.is_floating_point), None
     )
-    if not inputs or output is None:
+    if output is None:
+        return _without_output(kind, inputs)
+    if not inputs:
         return None
     if LOWER in kind and output in _HALF and inputs != {output}:
         return output
@@ -61,6 +66,14 @@ def held_to(case: Case) -> torch.dtype | None:
         return ran
     half = [leaf.dtype for leaf in flatten((case.args, case.kwargs)) if isinstance(leaf, TensorSpec)]
     return next((dtype for dtype in half if dtype in _HALF), ran)
+
+
+def _without_output(kind: frozenset[str], inputs: set[torch.dtype]) -> torch.dtype | None:
+    """A record with inputs only (a call that raised: msprobe writes its inputs, then no output): a
+    lower-precision op of one half dtype mixed with fp32 ran in that half dtype, as nothing but autocast runs a
+    product of mixed dtypes. Any other record without an output is not inferred."""
+    half = inputs & set(_HALF)
+    return half.pop() if LOWER in kind and len(half) == 1 and inputs == half | {torch.float32} else None
 
 
 def _eligible(dtype: torch.dtype) -> bool:

@@ -21,6 +21,13 @@ It writes, each with the msprobe_config.json it used:
   precheck.record in each rank (msprobe's collective records are the model: output = the arguments once run),
   without stack.json and construct.json: ``python tests/data/record/make_fixtures.py ddp_gloo`` (any venv with
   torch; it runs tests/data/record/ddp_step.py).
+- tests/data/steps/STEP_TASK_WHO/: the corpus of training steps as users write them (issue 37): each step of
+  benchmarks/training_steps.py (autocast bf16, fp16 autocast with a GradScaler, overflowing or not, clipping,
+  checkpointing, LSTM/GRU; ConvNeXt, Swin, BERT, Mistral, Gemma, BART, Whisper) recorded by msprobe and by
+  precheck.record (benchmarks/record_vs_msprobe.py's recording: the whole step, level L1), in the statistics task,
+  and the hand-written steps in the tensor task too, without stack.json and construct.json:
+  ``make_fixtures.py steps`` (in the msprobe venv, which has transformers and torchvision), or one of them by name
+  (``make_fixtures.py bert_statistics_msprobe``). tests/test_training_steps.py runs run_ut on them.
 Each is recorded in its own interpreter (msprobe's PrecisionDebugger is one per process) the way make_dump.py
 records: ``start(model); run().backward(); stop(); step()``.
 
@@ -61,6 +68,31 @@ DUMPS = {
 # dump -> (autocast dtype, task): recorded by precheck.record, left out stack.json and construct.json
 AUTOCAST = {"autocast_bf16_tensor": ("bfloat16", "tensor"), "autocast_fp16_statistics": ("float16", "statistics")}
 STEPS = ("clip_fp32_tensor", "scaler_fp16_tensor")  # train_steps.STEPS, recorded by precheck.record
+BENCHMARKS = HERE.parent.parent.parent / "benchmarks"
+CORPUS_DIR = HERE.parent / "steps"
+HAND_WRITTEN = (
+    "block_autocast_bf16", "block_bf16", "conv_gradscaler_fp16", "conv_overflow_fp16", "checkpoint_mlp", "rnn_lstm_gru"
+)  # fmt: skip
+LIBRARY = ("convnext", "swin", "bert", "mistral", "gemma", "bart", "whisper")
+# corpus dump -> (step, task, recorder)
+CORPUS = {
+    f"{step}_{task}_{who}": (step, task, who)
+    for step in (*HAND_WRITTEN, *LIBRARY)
+    for task in ("statistics", "tensor")
+    for who in ("msprobe", "precheck")
+    if task == "statistics" or step in HAND_WRITTEN
+}
+
+
+def record_corpus(name: str) -> None:
+    """Record one step of the corpus with record_vs_msprobe.py's recording, in this interpreter."""
+    sys.path[:0] = [str(BENCHMARKS), str(BENCHMARKS.parent)]  # its libraries, and this checkout's precheck
+    from record_vs_msprobe import record_one
+
+    step, task, who = CORPUS[name]
+    out = Path(tempfile.mkdtemp()) / name
+    record_one(who, step, "fp32", task, out)
+    copy_in(out, CORPUS_DIR / name)
 
 
 def record_autocast(name: str) -> None:
@@ -90,7 +122,11 @@ def record_by_precheck(name: str, task: str, step: Callable[[], object]) -> None
     out = Path(tempfile.mkdtemp()) / name
     with precheck.record(out, task=task):
         step()
-    target = HERE / name
+    copy_in(out, HERE / name)
+
+
+def copy_in(out: Path, target: Path) -> None:
+    """A recorded dump into the tests' data, without stack.json and construct.json (run_ut reads neither)."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
     print("wrote", target)
@@ -166,10 +202,10 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["ddp_gloo"]:
         record_ddp()
         sys.exit()
-    for dump in sys.argv[1:] or [*DUMPS, *STEPS]:
-        if len(sys.argv) == 2:
+    for dump in (CORPUS if sys.argv[1:] == ["steps"] else sys.argv[1:]) or [*DUMPS, *STEPS]:
+        if len(sys.argv) == 2 and dump != "steps":
             by_precheck = {**dict.fromkeys(AUTOCAST, record_autocast), **dict.fromkeys(STEPS, record_step)}
-            by_precheck.update(dict.fromkeys(RECORDED, record_gpt))
+            by_precheck.update({**dict.fromkeys(RECORDED, record_gpt), **dict.fromkeys(CORPUS, record_corpus)})
             by_precheck.get(dump, record)(dump)
         else:
             subprocess.run([sys.executable, __file__, dump], check=True)
