@@ -138,5 +138,5 @@ def test_ci_runs_exactly_the_readmes_test_command():
     commands = [line for line in readme.splitlines() if line.startswith("bash .ci/setup")]
     # The main job's set-up is the bare one; the tests' adds what they need.
     assert len(commands) == 2 and commands[0].startswith("bash .ci/setup && .venv/bin/precheck run_ut ")
-    assert commands[1] == "bash .ci/setup --test --mindspore && .venv/bin/python -m pytest -q"
+    assert commands[1] == "bash .ci/setup --test --mindspore && .venv/bin/python -m pytest -q -n 2"
     assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == commands[1]
