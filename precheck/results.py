@@ -88,7 +88,7 @@ class Recorded(Protocol):
 
 
 def _one_row(record: Recorded, status: Status, backward: Status | None, reason: str, code: Reason) -> ApiResult:
-    row = DetailRow(record.name, Direction.FORWARD, 0, Comparison(status, reason, None, "", "", None, reason=code))
+    row = DetailRow(record.name, Direction.FORWARD, 0, Comparison.failed(reason, code, status))
     return ApiResult(record.name, record.order, status, backward, reason, [row])
 
 

@@ -91,6 +91,49 @@ STANDARD_NAMES = {"benchmark": "标杆比对法", "absolute": "绝对阈值法",
                   "thousandth": "双千指标法", "accumulative": "累积误差比对法", "default": "precheck默认标准",
                   "msprobe": "msprobe单标杆标准"}  # fmt: skip
 
+
+class CompareConst:
+    """msprobe compare's CSV, as its CompareConst (mindstudio-probe 26.2's core/common/const.py) spells it: the
+    columns of a row, the lists each mode's header is built of (precheck.compare.modes), and the words its cells
+    hold where there is no number. The writer (precheck.compare), the reader (precheck.frames.compare) and the
+    page read them here, so precheck's compare CSV and msprobe's stay one format."""
+
+    NPU_NAME, BENCH_NAME = "NPU Name", "Bench Name"
+    NPU_DTYPE, BENCH_DTYPE = "NPU Dtype", "Bench Dtype"
+    NPU_SHAPE, BENCH_SHAPE = "NPU Tensor Shape", "Bench Tensor Shape"
+    NPU_REQ_GRAD, BENCH_REQ_GRAD = "NPU Requires_grad", "Bench Requires_grad"
+    NPU_MAX, NPU_MIN, NPU_MEAN, NPU_NORM = "NPU max", "NPU min", "NPU mean", "NPU l2norm"
+    BENCH_MAX, BENCH_MIN, BENCH_MEAN, BENCH_NORM = "Bench max", "Bench min", "Bench mean", "Bench l2norm"
+    MAX_DIFF, MIN_DIFF, MEAN_DIFF, NORM_DIFF = "Max diff", "Min diff", "Mean diff", "L2norm diff"
+    COSINE, EUC_DIST, MAX_ABS_ERR = "Cosine", "EucDist", "MaxAbsErr"
+    MAX_RELATIVE_ERR, MIN_RELATIVE_ERR = "MaxRelativeErr", "MinRelativeErr"
+    MEAN_RELATIVE_ERR, NORM_RELATIVE_ERR = "MeanRelativeErr", "NormRelativeErr"
+    ONE_THOUSANDTH_ERR_RATIO, FIVE_THOUSANDTHS_ERR_RATIO = "One Thousandth Err Ratio", "Five Thousandths Err Ratio"
+    NPU_MD5, BENCH_MD5 = "NPU MD5", "BENCH MD5"
+    REQ_GRAD_CONSIST, RESULT, ERROR_MESSAGE = "Requires_grad Consistent", "Result", "Err_message"
+    STACK, DATA_NAME = "NPU_Stack_Info", "Data_name"
+
+    # Each side's own columns (a row's cells are filled a side at a time), and msprobe's lists of columns.
+    NPU_INFO = (NPU_NAME, NPU_DTYPE, NPU_SHAPE, NPU_REQ_GRAD)
+    BENCH_INFO = (BENCH_NAME, BENCH_DTYPE, BENCH_SHAPE, BENCH_REQ_GRAD)
+    BASIC_INFO = [c for pair in zip(NPU_INFO, BENCH_INFO, strict=True) for c in pair]
+    NPU_STATS, BENCH_STATS = (NPU_MAX, NPU_MIN, NPU_MEAN, NPU_NORM), (BENCH_MAX, BENCH_MIN, BENCH_MEAN, BENCH_NORM)
+    SUMMARY_INFO = [*NPU_STATS, *BENCH_STATS]
+    SUMMARY_COMPARE_INDEX = [MAX_DIFF, MIN_DIFF, MEAN_DIFF, NORM_DIFF, MAX_RELATIVE_ERR, MIN_RELATIVE_ERR,
+                             MEAN_RELATIVE_ERR, NORM_RELATIVE_ERR]  # fmt: skip
+    BUILTIN_COMPARE_COLUMNS = (COSINE, EUC_DIST, MAX_ABS_ERR, MAX_RELATIVE_ERR, ONE_THOUSANDTH_ERR_RATIO,
+                               FIVE_THOUSANDTHS_ERR_RATIO)  # fmt: skip
+    MD5_COLUMNS = [NPU_MD5, BENCH_MD5]
+    EXTRACT_INDEX = [REQ_GRAD_CONSIST, RESULT, ERROR_MESSAGE]
+
+    # A cell with no number: no counterpart or no value, a metric msprobe does not compute for the tensor (0-d),
+    # tensors of different shapes, inf/nan at different places.
+    N_A, UNSUPPORTED, SHAPE_UNMATCH, NAN = "N/A", "unsupported", "shape unmatched", "Nan"
+    # A Result cell: the statuses, and precheck's word for a row with no counterpart, in the order counts are told.
+    UNMATCHED = "unmatched"
+    RESULTS = (Status.PASS, Status.WARNING, Status.ERROR, UNMATCHED)
+
+
 # precheck compare's modes (precheck.compare.modes.MODES), as its summary JSON's "mode" names them.
 COMPARE_MODES = ("tensor", "statistics", "md5")
 

@@ -14,8 +14,9 @@ from test_hostile_data import odd_file_examples, odd_files, write_odd
 
 from precheck.compare import fused
 from precheck.compare.fused import Elements
-from precheck.compare.metrics import TENSOR_COLUMNS, load_elements, tensor_metrics
+from precheck.compare.metrics import load_elements, tensor_metrics
 from precheck.dump import ptarchive
+from precheck.schema import CompareConst
 
 
 def msprobe_metrics(n: np.ndarray, b: np.ndarray) -> dict[str, float]:
@@ -63,7 +64,7 @@ def test_the_pass_is_msprobes_formulas(tmp_path, dtype, size):
     got = tensor_metrics(ne, be).values
     wide = (lambda t: t.float().numpy()) if dtype == torch.bfloat16 else (lambda t: t.numpy())
     want = msprobe_metrics(wide(n), wide(b))
-    for column in TENSOR_COLUMNS:
+    for column in CompareConst.BUILTIN_COMPARE_COLUMNS:
         if column == "EucDist" and size > fused.CHUNK:
             assert got[column] == pytest.approx(want[column], rel=5e-14), column
         else:
@@ -165,4 +166,4 @@ def test_any_odd_file_is_compared_or_one_reason(tmp_path, case):
     except (ValueError, ptarchive.PtError) as error:
         assert str(error).startswith("x.pt: ") and "\n" not in str(error)
         return
-    assert set(metrics.values) == set(TENSOR_COLUMNS)
+    assert set(metrics.values) == set(CompareConst.BUILTIN_COMPARE_COLUMNS)

@@ -735,3 +735,30 @@ def test_the_details_csvs_metric_columns_are_the_metrics_first_fields_in_order()
 
     assert [f.name for f in dataclasses.fields(Metrics)][:17] == list(METRIC_FIELDS)
     assert len(METRIC_HEADERS) == len(METRIC_FIELDS) == 17
+
+
+def test_comparisons_name_what_they_pass():
+    """A Comparison is built with at most its status, message and metrics in order, the rest by name, and an
+    output never compared is ``Comparison.failed``: six positional blanks (``None, "", "", None``) do not say
+    which is a dtype and which the shape."""
+    import ast
+    from pathlib import Path
+
+    from precheck.core.comparison import Comparison
+
+    package = Path(__file__).resolve().parents[1] / "precheck"
+    crowded = [
+        f"{p.relative_to(package)}:{node.lineno}"
+        for p in package.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Comparison" and len(node.args) > 3
+    ]
+    assert crowded == []
+    failed = Comparison.failed("no gradient on the golden side", Reason.STRUCTURE_MISMATCH)
+    assert (failed.status, failed.message, failed.metrics, failed.shape) == (
+        "error",
+        "no gradient on the golden side",
+        None,
+        None,
+    )
+    assert (failed.golden_dtype, failed.target_dtype, failed.reason) == ("", "", Reason.STRUCTURE_MISMATCH)

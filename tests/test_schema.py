@@ -268,3 +268,51 @@ def test_the_metric_columns_are_counted_in_schema_only():
     found = {p.relative_to(PACKAGE).as_posix(): lines for p, text in _sources().items()
              if (lines := _metric_counts(ast.parse(text)))}  # fmt: skip
     assert found == {}
+
+
+# The logits and key-data CSVs are formats of their own (a Result, a Cosine and N/A cells of their own).
+_OWN_CSVS = {"compare/logits.py", "compare/keydata.py", "commands/compare_cli.py"}
+# The modules of compare's CSV, where its cell words are compare's (elsewhere "unsupported" is any API's).
+_COMPARE_CSV = ("compare/", "frames/compare.py", "report/compare_html.py")
+
+
+def _compare_copies(path: str, tree, headers: set[str], words: set[str]) -> list[str]:
+    """Strings outside docstrings that are one of compare's headers or, in its modules, cell words; and f-strings
+    whose fixed text builds a header (``f"{side} Tensor Shape"``)."""
+    import ast
+
+    docs, spelled = _docstrings(tree), headers | (words if path.startswith(_COMPARE_CSV) else set())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if node.value in spelled:
+                found.append(f"{path}:{node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.JoinedStr):
+            parts = [re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in node.values]
+            fixed = "".join(v.value for v in node.values if isinstance(v, ast.Constant)).strip()
+            if len(fixed) >= 3 and any(re.fullmatch("".join(parts), h) for h in headers):
+                found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_compare_vocabulary_is_written_once():
+    """msprobe compare's headers ("NPU Name", "Cosine", "Err_message" ...) and the words of its cells ("N/A",
+    "Nan", "unsupported", "shape unmatched") are spelled in schema.CompareConst only: the writer, its rules, the
+    reader and the page take them from there, so precheck's compare CSV cannot drift from msprobe's."""
+    import ast
+
+    from precheck import schema
+    from precheck.schema import CompareConst as C
+
+    headers = {*C.BASIC_INFO, *C.SUMMARY_INFO, *C.SUMMARY_COMPARE_INDEX, *C.BUILTIN_COMPARE_COLUMNS, *C.MD5_COLUMNS,
+               *C.EXTRACT_INDEX, C.STACK, C.DATA_NAME}  # fmt: skip
+    words = {C.N_A, C.NAN, C.UNSUPPORTED, C.SHAPE_UNMATCH}
+    assert len(headers) == 36 and C.RESULTS[-1] == C.UNMATCHED
+    headers -= set(schema.DETAILS_HEADER)  # "Bench Dtype" is run_ut's details column too
+    copies = [
+        found
+        for p, text in _sources().items()
+        if (rel := p.relative_to(PACKAGE).as_posix()) not in _OWN_CSVS
+        for found in _compare_copies(rel, ast.parse(text), headers, words)
+    ]
+    assert copies == []

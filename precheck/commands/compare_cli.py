@@ -182,10 +182,10 @@ def _precheck(result: DumpComparison, out: Path, args: argparse.Namespace) -> No
 def describe(result: DumpComparison) -> str:
     """The compare's closing lines: counts, the first divergent record and why, the suspects, unmatched runs."""
     from precheck.compare.divergence import agreement
-    from precheck.compare.rules import RESULTS
+    from precheck.schema import CompareConst
 
     d = result.divergence
-    counts = ", ".join(f"{k} {result.results.get(k, 0)}" for k in RESULTS)
+    counts = ", ".join(f"{k} {result.results.get(k, 0)}" for k in CompareConst.RESULTS)
     lines = [
         f"precheck compare ({result.mode}): {sum(d.verdicts.values())} records, {result.rows} rows: {counts} "
         f"in {result.wall_seconds:.2f} s"

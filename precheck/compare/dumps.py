@@ -36,6 +36,7 @@ from precheck.dump.record_names import split_key
 from precheck.execution.options import CheckOptions
 from precheck.paths import claim_stamp, output_folder
 from precheck.schema import COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY
+from precheck.schema import CompareConst as C
 
 
 def compare_dumps(
@@ -174,7 +175,7 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
         out.log.alone(shown.key, shown.direction, UNREADABLE, shown.problem or b_rec.problem)
         row = result.mode.row(None, None, None)
         row.update(
-            {"NPU Name": shown.key, "Result": "error", "Err_message": json.dumps([shown.problem or b_rec.problem])}
+            {C.NPU_NAME: shown.key, C.RESULT: ERROR, C.ERROR_MESSAGE: json.dumps([shown.problem or b_rec.problem])}
         )
         out.table.write(row)
         result.results[ERROR] += 1
@@ -182,10 +183,10 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
     rows, deviations, overflows = _rows(result.mode, t_rec, b_rec, sides.t, sides.b)
     result.mode.judge(rows, names.api(shown.api) if t_rec else shown.api)
     if t_rec is not None and rows and stacks.present:
-        rows[0]["NPU_Stack_Info"] = stacks.of(t_rec.key)
+        rows[0][C.STACK] = stacks.of(t_rec.key)
     for row in rows:
         out.table.write(row)
-        result.results[row["Result"]] += 1
+        result.results[row[C.RESULT]] += 1
     if t_rec is None or b_rec is None:
         result.divergence.count(UNMATCHED)
         out.log.alone(shown.key, shown.direction, UNMATCHED, f"only in the {'target' if t_rec else 'bench'}")

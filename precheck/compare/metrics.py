@@ -20,10 +20,8 @@ import numpy as np
 from precheck.compare import fused
 from precheck.compare.fused import Elements
 from precheck.dump import ptarchive, safe_files
+from precheck.schema import CompareConst as C
 
-TENSOR_COLUMNS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
-                  "Five Thousandths Err Ratio")  # fmt: skip
-UNSUPPORTED, NAN, N_A, SHAPE_UNMATCH = "unsupported", "Nan", "N/A", "shape unmatched"
 _EPSILON = float(np.finfo(float).eps)
 MAX_FILE = 4 << 30  # bytes of one tensor file read for a compare
 
@@ -85,15 +83,15 @@ def tensor_metrics(n: Elements, b: Elements) -> TensorMetrics:
     (precheck.compare.fused: a heavy dump's tensors are hundreds of megabytes). Raises ptarchive.PtError when
     a tensor's file cannot be read to its end."""
     if n.size == 0 or b.size == 0:
-        return _all(UNSUPPORTED)
+        return _all(C.UNSUPPORTED)
     if n.shape != b.shape:
-        return _all(SHAPE_UNMATCH)
+        return _all(C.SHAPE_UNMATCH)
     kind = np.result_type(_floating(n.dtype), _floating(b.dtype), np.float32)  # msprobe's relative error's dtype
     sums = fused.passed(n, b, kind)
     if not (math.isfinite(sums.nn) and math.isfinite(sums.bb)):  # a square only overflows float64 past 1e154
         cleaned = _without_non_finite(n, b, kind)
         if cleaned is None:
-            result = _all(NAN)
+            result = _all(C.NAN)
             result.deviation = math.inf
             return result
         sums = fused.passed(*cleaned, kind)
@@ -111,20 +109,20 @@ def _without_non_finite(n: Elements, b: Elements, kind: np.dtype) -> tuple[Eleme
 
 
 def _from_sums(s: fused.Sums, size: int, ndim: int) -> TensorMetrics:
-    values: dict[str, Any] = {"Cosine": _cosine(s.nn, s.bb, s.nb, size, ndim)}
+    values: dict[str, Any] = {C.COSINE: _cosine(s.nn, s.bb, s.nb, size, ndim)}
     dist = math.sqrt(s.dd)
-    values["EucDist"] = UNSUPPORTED if ndim == 0 else dist
-    values["MaxAbsErr"] = _formatted(s.max_abs)
-    values["MaxRelativeErr"] = _formatted(s.max_rel)
-    for column, below in (("One Thousandth Err Ratio", s.below_1e3), ("Five Thousandths Err Ratio", s.below_5e3)):
-        values[column] = UNSUPPORTED if ndim == 0 else _formatted(below / size)
+    values[C.EUC_DIST] = C.UNSUPPORTED if ndim == 0 else dist
+    values[C.MAX_ABS_ERR] = _formatted(s.max_abs)
+    values[C.MAX_RELATIVE_ERR] = _formatted(s.max_rel)
+    for column, below in ((C.ONE_THOUSANDTH_ERR_RATIO, s.below_1e3), (C.FIVE_THOUSANDTHS_ERR_RATIO, s.below_5e3)):
+        values[column] = C.UNSUPPORTED if ndim == 0 else _formatted(below / size)
     rel_l2 = dist / math.sqrt(s.bb) if s.bb else (0.0 if dist == 0 else math.inf)
     rel_max = s.max_abs / s.top if s.top else (0.0 if s.max_abs == 0 else math.inf)
     return TensorMetrics(values, deviation=max(rel_l2, rel_max))
 
 
 def _all(word: str) -> TensorMetrics:
-    return TensorMetrics(dict.fromkeys(TENSOR_COLUMNS, word))
+    return TensorMetrics(dict.fromkeys(C.BUILTIN_COMPARE_COLUMNS, word))
 
 
 def _floating(dtype: np.dtype) -> np.dtype:
@@ -136,12 +134,12 @@ def _cosine(nn: float, bb: float, nb: float, size: int, ndim: int) -> Any:
     """msprobe's cosine from the three dot products (float64); its words where it cannot be computed (msprobe's
     compare keeps its reasons out of the CSV, and so does this)."""
     if ndim == 0 or size == 1:
-        return UNSUPPORTED
+        return C.UNSUPPORTED
     a_norm, b_norm = math.sqrt(nn), math.sqrt(bb)
     if a_norm <= _EPSILON and b_norm <= _EPSILON:
         return 1.0
     if a_norm <= _EPSILON or b_norm <= _EPSILON:
-        return NAN
+        return C.NAN
     cos = _formatted(nb / (a_norm * b_norm))
     return round(cos, 6) if cos > 0.9999 else cos
 
@@ -165,9 +163,9 @@ def _stat_difference(a: Any, b: Any) -> tuple[Any, Any]:
         return "0", "0"
     x, y = _number(a), _number(b)
     if x is None or y is None:
-        return N_A, N_A
+        return C.N_A, C.N_A
     if math.isnan(x) or math.isnan(y):
-        return NAN, NAN
+        return C.NAN, C.NAN
     if math.isinf(x) or math.isinf(y):  # unequal, so x - y is an infinity of the sign msprobe writes
         sign = "inf" if x - y > 0 else "-inf"
         return sign, sign

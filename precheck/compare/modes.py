@@ -10,17 +10,10 @@ import math
 from typing import Any, ClassVar
 
 from precheck.compare.entries import DumpIndex, Item
-from precheck.compare.metrics import N_A, TENSOR_COLUMNS, UNSUPPORTED, TensorMetrics, stats_deviation, stats_differences
+from precheck.compare.metrics import TensorMetrics, stats_deviation, stats_differences
 from precheck.compare.rules import judge, judge_md5, judge_statistics, judge_tensors
-from precheck.compare.table import (
-    BASIC_INFO,
-    DATA_NAME,
-    EXTRACT_INDEX,
-    STACK,
-    SUMMARY_COMPARE_INDEX,
-    SUMMARY_INFO,
-    make_row,
-)
+from precheck.compare.table import make_row
+from precheck.schema import CompareConst as C
 
 
 class CompareMode:
@@ -36,7 +29,7 @@ class CompareMode:
     def header(self, stack: bool) -> list[str]:
         """The compare CSV's columns: msprobe's header of this mode, with NPU_Stack_Info when a stack.json was
         found."""
-        return BASIC_INFO + self.columns + EXTRACT_INDEX + ([STACK] if stack else [])
+        return C.BASIC_INFO + self.columns + C.EXTRACT_INDEX + ([C.STACK] if stack else [])
 
     def row(self, npu: Item | None, bench: Item | None, metrics: TensorMetrics | None) -> dict[str, Any]:
         """The cells of one compare row before its Result (:meth:`judge` sets it)."""
@@ -75,15 +68,15 @@ class TensorMode(CompareMode):
     """Both dumps hold the tensors: msprobe's COMPARE_RESULT_HEADER and its Data_name, from the tensors' files."""
 
     name = "tensor"
-    columns = list(TENSOR_COLUMNS) + SUMMARY_INFO
+    columns = list(C.BUILTIN_COMPARE_COLUMNS) + C.SUMMARY_INFO
     reads_tensors = True
 
     def header(self, stack: bool) -> list[str]:
-        return super().header(stack) + [DATA_NAME]
+        return super().header(stack) + [C.DATA_NAME]
 
     def fill(self, row: dict[str, Any], npu: Item | None, bench: Item | None, metrics: TensorMetrics | None) -> None:
-        row.update(dict.fromkeys(TENSOR_COLUMNS, UNSUPPORTED) | (metrics.values if metrics else {}))
-        row[DATA_NAME] = str([npu.data_name if npu else N_A, bench.data_name if bench else N_A])
+        row.update(dict.fromkeys(C.BUILTIN_COMPARE_COLUMNS, C.UNSUPPORTED) | (metrics.values if metrics else {}))
+        row[C.DATA_NAME] = str([npu.data_name if npu else C.N_A, bench.data_name if bench else C.N_A])
 
     def rules(self, inputs: list[dict], outputs: list[dict]) -> None:
         judge_tensors(inputs, outputs)
@@ -93,14 +86,14 @@ class StatisticsMode(CompareMode):
     """The dumps hold statistics (or one holds tensors): SUMMARY_COMPARE_RESULT_HEADER, from max/min/mean/norm."""
 
     name = "statistics"
-    columns = SUMMARY_COMPARE_INDEX + SUMMARY_INFO
+    columns = C.SUMMARY_COMPARE_INDEX + C.SUMMARY_INFO
 
     def fill(self, row: dict[str, Any], npu: Item | None, bench: Item | None, metrics: TensorMetrics | None) -> None:
         if npu is not None and bench is not None:
             diffs, rels = stats_differences(npu.stats, bench.stats)
         else:
-            diffs, rels = [N_A] * 4, [N_A] * 4
-        row.update(zip(SUMMARY_COMPARE_INDEX, diffs + rels, strict=True))
+            diffs, rels = [C.N_A] * 4, [C.N_A] * 4
+        row.update(zip(C.SUMMARY_COMPARE_INDEX, diffs + rels, strict=True))
 
     def rules(self, inputs: list[dict], outputs: list[dict]) -> None:
         judge_statistics(inputs, outputs)
@@ -110,11 +103,11 @@ class Md5Mode(CompareMode):
     """Both dumps hold CRC-32s: MD5_COMPARE_RESULT_HEADER; two tensors agree or not, nothing in between."""
 
     name = "md5"
-    columns = ["NPU MD5", "BENCH MD5"]
+    columns = C.MD5_COLUMNS
 
     def fill(self, row: dict[str, Any], npu: Item | None, bench: Item | None, metrics: TensorMetrics | None) -> None:
-        row["NPU MD5"] = npu.md5 if npu and npu.md5 is not None else N_A
-        row["BENCH MD5"] = bench.md5 if bench and bench.md5 is not None else N_A
+        row[C.NPU_MD5] = npu.md5 if npu and npu.md5 is not None else C.N_A
+        row[C.BENCH_MD5] = bench.md5 if bench and bench.md5 is not None else C.N_A
 
     def rules(self, inputs: list[dict], outputs: list[dict]) -> None:
         judge_md5(inputs, outputs)

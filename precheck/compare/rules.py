@@ -20,9 +20,8 @@ from typing import Any
 
 from precheck.core.status import ERROR, PASS, WARNING
 from precheck.schema import SEVERITY
+from precheck.schema import CompareConst as C
 
-UNMATCHED = "unmatched"
-RESULTS = (PASS, WARNING, ERROR, UNMATCHED)  # a compare row's Result, in the order its counts are told
 _ALL_IGNORED = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
                 "new_empty", "empty_strided"}  # fmt: skip
 _INPUTS_IGNORED = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
@@ -51,13 +50,13 @@ def _extreme(rows: list[dict], column: str, lowest: bool) -> float:
 
 
 def _set(row: dict, level: str, message: str) -> None:
-    if SEVERITY[level] > SEVERITY[row["Result"]]:
-        row["Result"] = level
+    if SEVERITY[level] > SEVERITY[row[C.RESULT]]:
+        row[C.RESULT] = level
     row["_messages"].append(f"{level}: {message}")
 
 
 def _matched(row: dict) -> bool:
-    return row.get("Bench Name") not in (None, "N/A") and row.get("NPU Name") not in (None, "N/A")
+    return row.get(C.BENCH_NAME) not in (None, C.N_A) and row.get(C.NPU_NAME) not in (None, C.N_A)
 
 
 def _is_bad(value: Any) -> bool:
@@ -74,29 +73,29 @@ def _common(rows: list[dict]) -> None:
     for row in rows:
         if not _matched(row):
             continue
-        if (_is_bad(row["NPU max"]) or _is_bad(row["NPU min"])) and not (
-            _is_bad(row["Bench max"]) or _is_bad(row["Bench min"])
+        if (_is_bad(row[C.NPU_MAX]) or _is_bad(row[C.NPU_MIN])) and not (
+            _is_bad(row[C.BENCH_MAX]) or _is_bad(row[C.BENCH_MIN])
         ):
             _set(row, ERROR, "There is nan/inf/-inf in the maximum or minimum value of NPU.")
-        npu_grad, bench_grad = row["NPU Requires_grad"], row["Bench Requires_grad"]
-        if npu_grad not in ("N/A", None) and bench_grad not in ("N/A", None) and npu_grad != bench_grad:
+        npu_grad, bench_grad = row[C.NPU_REQ_GRAD], row[C.BENCH_REQ_GRAD]
+        if npu_grad not in (C.N_A, None) and bench_grad not in (C.N_A, None) and npu_grad != bench_grad:
             _set(row, ERROR, "The Required_Grad of NPU and Bench are inconsistent")
-        npu_dtype, bench_dtype = row["NPU Dtype"], row["Bench Dtype"]
+        npu_dtype, bench_dtype = row[C.NPU_DTYPE], row[C.BENCH_DTYPE]
         if (
-            npu_dtype not in ("N/A", None)
-            and bench_dtype not in ("N/A", None)
+            npu_dtype not in (C.N_A, None)
+            and bench_dtype not in (C.N_A, None)
             and _kind(npu_dtype) != _kind(bench_dtype)
         ):
             _set(row, ERROR, "The dtype of NPU and Bench are inconsistent.")
-        if row["NPU Tensor Shape"] != row["Bench Tensor Shape"]:
+        if row[C.NPU_SHAPE] != row[C.BENCH_SHAPE]:
             _set(row, ERROR, "The shape of NPU and Bench are inconsistent.")
 
 
 def _scalars(inputs: list[dict]) -> None:
     for row in inputs:
-        if not _matched(row) or "class" not in str(row["NPU Dtype"]) or "class" not in str(row["Bench Dtype"]):
+        if not _matched(row) or "class" not in str(row[C.NPU_DTYPE]) or "class" not in str(row[C.BENCH_DTYPE]):
             continue
-        if str(row["NPU Tensor Shape"]) == "[]" and row["NPU max"] != row["Bench max"]:
+        if str(row[C.NPU_SHAPE]) == "[]" and row[C.NPU_MAX] != row[C.BENCH_MAX]:
             _set(row, ERROR, "The scalar parameters of NPU and Bench are inconsistent.")
 
 
@@ -104,24 +103,24 @@ def _tensor_rules(inputs: list[dict], outputs: list[dict]) -> None:
     if not outputs:
         return
     if (
-        _extreme(inputs, "One Thousandth Err Ratio", True) > 0.9
-        and _extreme(outputs, "One Thousandth Err Ratio", True) < 0.1
+        _extreme(inputs, C.ONE_THOUSANDTH_ERR_RATIO, True) > 0.9
+        and _extreme(outputs, C.ONE_THOUSANDTH_ERR_RATIO, True) < 0.1
     ):
         _set(outputs[0], ERROR, "The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.1.")
-    cos_in, cos_out = _extreme(inputs, "Cosine", True), _extreme(outputs, "Cosine", True)
+    cos_in, cos_out = _extreme(inputs, C.COSINE, True), _extreme(outputs, C.COSINE, True)
     if cos_in > 0.9 and cos_in - cos_out > 0.1:
         _set(outputs[0], WARNING, "The input/parameters of Cosine > 0.9, and input/parameters - output > 0.1")
 
 
 def _statistics_rules(inputs: list[dict], outputs: list[dict]) -> None:
-    rel_in = abs(_extreme(inputs, "NormRelativeErr", False))
+    rel_in = abs(_extreme(inputs, C.NORM_RELATIVE_ERR, False))
     if rel_in < 0.1:
         for row in outputs:
-            x = _number(row.get("NormRelativeErr"))
+            x = _number(row.get(C.NORM_RELATIVE_ERR))
             if x is not None and abs(x) > 0.5:
                 _set(row, ERROR, "The NormRelativeErr of output is greater than 0.5.")
     if outputs:
-        rel_out = abs(_extreme(outputs, "NormRelativeErr", False))
+        rel_out = abs(_extreme(outputs, C.NORM_RELATIVE_ERR, False))
         if (rel_in == 0 and rel_out > 0.1) or (rel_in and rel_out / rel_in > 10):
             _set(outputs[0], WARNING, "The norm relative error of output is 10 times that of input.")
 
@@ -142,10 +141,10 @@ def judge_statistics(inputs: list[dict], outputs: list[dict]) -> None:
 
 def judge_md5(inputs: list[dict], outputs: list[dict]) -> None:
     """The md5 mode's rule: two CRC-32s differ (error), or one side has none (warning)."""
-    empty = ("N/A", "Nan", "", None)
+    empty = (C.N_A, C.NAN, "", None)
     for row in inputs + outputs:
-        if row["NPU MD5"] != row["BENCH MD5"]:
-            if row["NPU MD5"] in empty or row["BENCH MD5"] in empty:
+        if row[C.NPU_MD5] != row[C.BENCH_MD5]:
+            if row[C.NPU_MD5] in empty or row[C.BENCH_MD5] in empty:
                 _set(row, WARNING, "The parameter of NPU does not match the bench.")
             else:
                 _set(row, ERROR, "The CRC-32 value of NPU differs from that of the bench.")
@@ -155,10 +154,10 @@ def judge(rows: list[dict], api: str, rules: Callable[[list[dict], list[dict]], 
     """Set ``Result`` and ``Err_message`` on the rows of one record (rows of an unmatched record say so);
     ``rules``: its compare mode's (precheck.compare.modes), on the input and output rows msprobe checks."""
     for row in rows:
-        row["Result"], row["_messages"] = PASS, row.pop("_notes", [])
+        row[C.RESULT], row["_messages"] = PASS, row.pop("_notes", [])
     bare = api.split(".")[1] if "." in api else api
-    inputs = [r for r in rows if ".output." not in str(r["NPU Name"])]
-    outputs = [r for r in rows if ".output." in str(r["NPU Name"])]
+    inputs = [r for r in rows if ".output." not in str(r[C.NPU_NAME])]
+    outputs = [r for r in rows if ".output." in str(r[C.NPU_NAME])]
     if bare in _ALL_IGNORED:
         inputs, outputs = [], []
     elif bare in _INPUTS_IGNORED:
@@ -166,6 +165,6 @@ def judge(rows: list[dict], api: str, rules: Callable[[list[dict], list[dict]], 
     rules(inputs, outputs)
     for row in rows:
         if not _matched(row):
-            row["Result"] = UNMATCHED
+            row[C.RESULT] = C.UNMATCHED
             row["_messages"] = ["No bench data matched."]
-        row["Err_message"] = json.dumps(row.pop("_messages"))
+        row[C.ERROR_MESSAGE] = json.dumps(row.pop("_messages"))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from precheck.dump.jsonstream import read_json
+from precheck.schema import CompareConst
 
 MAX_STACKS = 256 << 20  # bytes: a large model's stack.json is tens of megabytes
 
@@ -44,4 +45,4 @@ class Stacks:
         return stacks
 
     def of(self, record: str) -> str:
-        return self.by_record.get(record, "N/A")
+        return self.by_record.get(record, CompareConst.N_A)

@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from precheck.schema import METRIC_FIELDS
+from precheck.schema import METRIC_FIELDS, Status
 
 if TYPE_CHECKING:
     from precheck.core.reasons import Reason
-    from precheck.core.status import Status
 
 
 @dataclass(frozen=True)
@@ -75,3 +74,9 @@ class Comparison:
     ratio: float | None = None
     clause: str = ""  # "worse than an honest bf16 kernel: error 3x ..."; "" where the message is all of it
     place: str = ""  # " (worst at index (0, 1): target 1.0, golden 1.01)", as the message ends
+
+    @classmethod
+    def failed(cls, why: str, reason: Reason, status: Status = Status.ERROR) -> Comparison:
+        """The verdict on an output that was never compared (no metrics, dtypes or shape): a structure that does
+        not match, a call that raised or was skipped. One spelling, so no caller lines up six positional blanks."""
+        return cls(status, why, None, "", "", None, reason=reason)

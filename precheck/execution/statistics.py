@@ -116,11 +116,11 @@ def statistics_rows(api: str, direction: Direction, triples: list[tuple[int, Any
                 verdict.status,
                 verdict.message,
                 None,
-                str(g.dtype),
-                str(spec.dtype),
-                spec.shape,
-                "statistics",
-                Reason.STATISTICS,
+                golden_dtype=str(g.dtype),
+                target_dtype=str(spec.dtype),
+                shape=spec.shape,
+                standard="statistics",
+                reason=Reason.STATISTICS,
             )
             rows.append(DetailRow(api, direction, i, comparison))
     return rows

@@ -17,6 +17,7 @@ from precheck.dump.record_names import split_item
 from precheck.frames.run import LoadError, read_table
 from precheck.schema import COMPARE_MODES, COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY, compare_tail
 from precheck.schema import RECORDS_HEADER as RECORD_COLUMNS
+from precheck.schema import CompareConst as C
 
 if TYPE_CHECKING:
     import pandas
@@ -26,15 +27,12 @@ __all__ = ["ENGLISH", "compare_files", "is_compare", "load_compare", "load_recor
 # msprobe's metric columns per mode and their English names. MaxRelativeErr is an elementwise error in tensor mode
 # and the relative difference of the two maxima in statistics mode, hence two names.
 ENGLISH = {
-    "tensor": {"Cosine": "cosine", "EucDist": "euc_dist", "MaxAbsErr": "max_abs_err", "MaxRelativeErr": "max_rel_err",
-               "One Thousandth Err Ratio": "one_thousandth_ratio",
-               "Five Thousandths Err Ratio": "five_thousandths_ratio"},
-    "statistics": {"Max diff": "max_diff", "Min diff": "min_diff", "Mean diff": "mean_diff", "L2norm diff": "norm_diff",
-                   "MaxRelativeErr": "max_rel_diff", "MinRelativeErr": "min_rel_diff",
-                   "MeanRelativeErr": "mean_rel_diff", "NormRelativeErr": "norm_rel_diff"},
+    "tensor": dict(zip(C.BUILTIN_COMPARE_COLUMNS, ("cosine", "euc_dist", "max_abs_err", "max_rel_err",
+                                                   "one_thousandth_ratio", "five_thousandths_ratio"), strict=True)),
+    "statistics": dict(zip(C.SUMMARY_COMPARE_INDEX, ("max_diff", "min_diff", "mean_diff", "norm_diff", "max_rel_diff",
+                                                     "min_rel_diff", "mean_rel_diff", "norm_rel_diff"), strict=True)),
 }  # fmt: skip
-_STATS = {f"{side} {stat}": f"{side.lower()}_{stat}" for side in ("NPU", "Bench") for stat in ("max", "min", "mean",
-          "l2norm")}  # fmt: skip
+_STATS = {c: c.lower().replace(" ", "_") for c in C.SUMMARY_INFO}  # "NPU l2norm": npu_l2norm
 _FIRST = ["record", "call", "api", "prefix", "direction", "role", "output", "dtype", "bench_dtype", "shape", "status",
           "message"]  # fmt: skip
 
@@ -83,9 +81,10 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
     import pandas as pd
 
     csv_path, records_path, summary_path = compare_files(path)
-    table = read_table(csv_path, ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "Result"], "a compare CSV")
+    required = [C.NPU_NAME, C.BENCH_NAME, C.NPU_DTYPE, C.BENCH_DTYPE, C.RESULT]
+    table = read_table(csv_path, required, "a compare CSV")
     mode = _mode(read_summary(summary_path), table)
-    names = table["NPU Name"].where(table["NPU Name"].str.strip() != "N/A", table["Bench Name"])
+    names = table[C.NPU_NAME].where(table[C.NPU_NAME].str.strip() != C.N_A, table[C.BENCH_NAME])
     parts = [split_item(name) for name in names]
     frame = pd.DataFrame(
         [p[:5] for p in parts],
@@ -96,14 +95,14 @@ def load_compare(path: str | os.PathLike) -> pandas.DataFrame:
     frame["prefix"] = frame["call"].str.split(".", n=1).str[0]
     frame["output"] = pd.array([int(p[5]) if p[5] is not None and p[5].isdigit() else None for p in parts],
                                dtype="Int64")  # fmt: skip
-    frame["dtype"], frame["bench_dtype"] = table["NPU Dtype"].str.strip(), table["Bench Dtype"].str.strip()
-    frame["shape"] = table.get("NPU Tensor Shape", pd.Series([""] * len(table))).str.strip()
-    frame["status"] = table["Result"].str.strip().str.lower()
-    frame["message"] = table.get("Err_message", pd.Series([""] * len(table))).str.strip()
+    frame["dtype"], frame["bench_dtype"] = table[C.NPU_DTYPE].str.strip(), table[C.BENCH_DTYPE].str.strip()
+    frame["shape"] = table.get(C.NPU_SHAPE, pd.Series([""] * len(table))).str.strip()
+    frame["status"] = table[C.RESULT].str.strip().str.lower()
+    frame["message"] = table.get(C.ERROR_MESSAGE, pd.Series([""] * len(table))).str.strip()
     for msprobe, english in (ENGLISH.get(mode, {}) | _STATS).items():
         if msprobe in table:
             frame[english] = frame[msprobe] = _numbers(table[msprobe])
-    for column in ("NPU MD5", "BENCH MD5"):
+    for column in C.MD5_COLUMNS:
         if column in table:
             frame[column.lower().replace(" ", "_")] = table[column].str.strip()
     if records_path is not None:
@@ -120,7 +119,7 @@ def _mode(summary: dict, table: pandas.DataFrame) -> str:
     recorded = summary.get("mode")
     if recorded in COMPARE_MODES:
         return recorded
-    return "tensor" if "Cosine" in table else "statistics" if "Max diff" in table else "md5"
+    return "tensor" if C.COSINE in table else "statistics" if C.MAX_DIFF in table else "md5"
 
 
 def load_records(path: Path) -> pandas.DataFrame:

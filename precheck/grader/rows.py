@@ -15,7 +15,6 @@ import torch
 
 from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
-from precheck.core.status import ERROR
 from precheck.grader.verdict import compare
 from precheck.results import DetailRow, Direction
 
@@ -61,14 +60,7 @@ class RowGrader:
         """A row per output; each side's list is consumed (see _release)."""
         if len(targets) != len(goldens):
             why = f"target returned {len(targets)} outputs, golden {len(goldens)}"
-            return [
-                DetailRow(
-                    api,
-                    Direction.FORWARD,
-                    0,
-                    Comparison(ERROR, why, None, "", "", None, reason=Reason.STRUCTURE_MISMATCH),
-                )
-            ]
+            return [DetailRow(api, Direction.FORWARD, 0, Comparison.failed(why, Reason.STRUCTURE_MISMATCH))]
         refs = references if references is not None and len(references) == len(targets) else [None] * len(targets)
         rows = []
         for i, r in enumerate(refs):
@@ -92,14 +84,7 @@ class RowGrader:
                 continue
             if t is None or g is None:
                 why = f"no gradient on the {'target' if t is None else 'golden'} side"
-                rows.append(
-                    DetailRow(
-                        api,
-                        Direction.BACKWARD,
-                        i,
-                        Comparison(ERROR, why, None, "", "", None, reason=Reason.STRUCTURE_MISMATCH),
-                    )
-                )
+                rows.append(DetailRow(api, Direction.BACKWARD, i, Comparison.failed(why, Reason.STRUCTURE_MISMATCH)))
             else:
                 rows.append(
                     self._row(api, Direction.BACKWARD, i, t, g, references.get(i), lambda i=i, t=t: honest(i, t))

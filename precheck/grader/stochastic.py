@@ -57,7 +57,16 @@ def _row(findings: list[Finding], value: Any) -> Comparison:
     shape = tuple(value.shape) if isinstance(value, torch.Tensor) else None
     dtype = str(value.dtype) if isinstance(value, torch.Tensor) else ""
     status = ERROR if failed else PASS
-    return Comparison(status, f"{VERDICT}: {message}", None, "", dtype, shape, STANDARD, Reason.RANDOM_LAW)
+    return Comparison(
+        status,
+        f"{VERDICT}: {message}",
+        None,
+        golden_dtype="",
+        target_dtype=dtype,
+        shape=shape,
+        standard=STANDARD,
+        reason=Reason.RANDOM_LAW,
+    )
 
 
 def grade(

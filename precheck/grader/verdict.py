@@ -52,9 +52,9 @@ def compare(
             ERROR,
             f"type mismatch: target is {_kind(target)}, golden is {_kind(golden)}",
             None,
-            _kind(golden),
-            _kind(target),
-            None,
+            golden_dtype=_kind(golden),
+            target_dtype=_kind(target),
+            shape=None,
             reason=Reason.TYPE_MISMATCH,
         )
     if _is_real_number(target) and _is_real_number(golden) and (isinstance(target, float) or isinstance(golden, float)):
@@ -77,11 +77,11 @@ def compare(
         PASS if same else ERROR,
         "" if same else f"value {target!r} != golden {golden!r}",
         Metrics(binary_mismatch=0.0 if same else 1.0),
-        str(type(golden)),
-        str(type(target)),
-        None,
-        "exact",
-        Reason.PASSED if same else Reason.VALUE_MISMATCH,
+        golden_dtype=str(type(golden)),
+        target_dtype=str(type(target)),
+        shape=None,
+        standard="exact",
+        reason=Reason.PASSED if same else Reason.VALUE_MISMATCH,
     )
 
 
@@ -123,7 +123,7 @@ def compare_tree(target: Any, golden: Any, path: str = "output", **options: Any)
 
 
 def _structure_error(message: str) -> Comparison:
-    return Comparison(ERROR, message, None, "", "", None, reason=Reason.STRUCTURE_MISMATCH)
+    return Comparison.failed(message, Reason.STRUCTURE_MISMATCH)
 
 
 def _is_real_number(x: Any) -> bool:

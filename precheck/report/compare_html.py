@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING
 import numpy
 
 from precheck.compare.divergence import Finding, agreement
-from precheck.compare.rules import RESULTS, UNMATCHED
 from precheck.core.status import ERROR, PASS, SKIP, WARNING
 from precheck.frames.compare import compare_files, load_compare, load_records, read_summary
 from precheck.report.html import MAX_POINTS, PAD, esc, log_scale, page, table_shell
 from precheck.report.runfiles import replace_atomically
-from precheck.schema import COLOURS, COMPARE_REPORT, compare_tail
+from precheck.schema import COLOURS, COMPARE_REPORT, CompareConst, compare_tail
 
 if TYPE_CHECKING:
     import pandas
@@ -31,7 +30,7 @@ __all__ = ["write_compare_report", "render_compare", "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {"suspect": COLOURS[ERROR], "amplified": COLOURS[WARNING], "inherited": "#8d6e63",
                    "agree": COLOURS[PASS], "unmatched": "#9e9e9e", "unreadable": "#212121", "": "#607d8b"}  # fmt: skip
-RESULT_COLOURS = {r: COLOURS[SKIP if r == UNMATCHED else r] for r in RESULTS}
+RESULT_COLOURS = {r: COLOURS[SKIP if r == CompareConst.UNMATCHED else r] for r in CompareConst.RESULTS}
 WIDTH, HEIGHT, LEFT, BOTTOM = 960, 400, 64, 44
 LOW, HIGH = 1e-12, 1e2  # the curve's log axis: an exact match lies on the floor
 
