@@ -18,7 +18,8 @@ an autocast bf16 branch, returning fp32) agrees while it deviates at most CARRIE
   earlier record whose output has exactly that input's statistics).
 
 A backward record's inputs are its incoming gradients and the inputs of its forward call. An output holding inf
-or nan on one side only is an overflow, and its finding says so.
+or nan on one side only is an overflow, and its finding says so. An output whose deviation the target dtype's range
+explains (UNDERFLOW: precheck.compare.metrics) parts nothing, and passes its deviation on as an input does.
 
 A tolerance cannot see a kernel that loses a few roundings (a bf16 softmax that sums in bf16 reads "agree" against a
 bf16 bench), so a tensor dump's records before the tolerance's first divergent record whose outputs deviate within
