@@ -18,7 +18,8 @@ an autocast bf16 branch, returning fp32) agrees while it deviates at most CARRIE
   earlier record whose output has exactly that input's statistics).
 
 A backward record's inputs are its incoming gradients and the inputs of its forward call. An output holding inf
-or nan on one side only is an overflow, and its finding says so.
+or nan on one side only is an overflow, and its finding says so. An output whose deviation the target dtype's range
+explains (UNDERFLOW: precheck.compare.metrics) parts nothing, and passes its deviation on as an input does.
 
 A tolerance cannot see a kernel that loses a few roundings (a bf16 softmax that sums in bf16 reads "agree" against a
 bf16 bench), so a tensor dump's records before the tolerance's first divergent record whose outputs deviate within
@@ -54,6 +55,7 @@ _DTYPE_OF = {tol: dtype for dtype, tol in TOLERANCE.items()}
 MAX_PRODUCERS = 200_000  # output fingerprints remembered to name the producer of a differing input
 MAX_SUSPECTS = 200
 MAX_CANDIDATES = 2_000  # records kept for the honest-kernel rule (precheck.compare.localize replays fewer)
+UNDERFLOW = "underflow"  # an item whose deviation the target dtype's range explains (precheck.compare.metrics)
 TOLERANCE_RULE, HONEST_RULE = "tolerance", "honest kernel"  # which rule named the first divergent record
 
 
@@ -182,7 +184,10 @@ class Divergence:
         self, record: Record, deviations: dict[str, tuple[float, float]], overflows: dict[str, str] | None = None
     ) -> Finding:
         """``deviations``: item name -> (deviation, tolerance) for the items matched with the bench;
-        ``overflows``: item name -> the side whose item alone holds inf or nan."""
+        ``overflows``: item name -> the side whose item alone holds inf or nan, or UNDERFLOW: the target dtype's
+        range explains its deviation (its tolerance says so), and as an output it neither parts the runs nor is
+        the worst record that agrees; as an input it carries its deviation on to the outputs finer than it."""
+        overflows = overflows or {}
         ins = [(i.name, *deviations[i.name]) for i in record.inputs if i.name in deviations]
         self.coarsest = max([self.coarsest, *(tol for _, _, tol in ins)])
         came = self.coarsest  # the coarsest rounding the runs went through: what reaches this record carries it
@@ -197,7 +202,8 @@ class Divergence:
             in_ok = in_ok and excess <= 0.0
         elif record.direction == "forward":
             self._forward_inputs[call_of(record.key)] = (_excess(ins), _worst(ins)[0])
-        outs = [(i.name, *deviations[i.name]) for i in record.outputs if i.name in deviations]
+        outs = [(i.name, *deviations[i.name]) for i in record.outputs
+                if i.name in deviations and overflows.get(i.name) != UNDERFLOW]  # fmt: skip
         self.coarsest = max([self.coarsest, *(tol for _, _, tol in outs)])
         if in_ok and record.direction != "parameters_grad":  # a finer output carries what came in, CARRIED-fold
             outs = [(name, dev, max(tol, CARRIED * carried) if tol < came else tol) for name, dev, tol in outs]
@@ -206,7 +212,7 @@ class Divergence:
         if record.direction == "parameters_grad":
             in_ok, worst_in = False, None
         finding = Finding(record.key, record.direction, verdict, in_ok, in_dev, out_dev, worst_in, worst_out)
-        finding.overflow = (overflows or {}).get(worst_out or "")
+        finding.overflow = overflows.get(worst_out or "")
         if record.direction == "parameters_grad":
             finding.producer = record.key.replace(".parameters_grad", ".backward")
         elif verdict == INHERITED and worst_in:

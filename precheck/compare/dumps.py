@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from precheck.compare.align import align, rejoin
-from precheck.compare.divergence import UNMATCHED, UNREADABLE, tolerance
+from precheck.compare.divergence import UNDERFLOW, UNMATCHED, UNREADABLE, tolerance
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump
 from precheck.compare.fused import Elements
 from precheck.compare.localize import localize
@@ -198,7 +198,7 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
 
 def _rows(mode: CompareMode, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b: DumpIndex):
     """The record's rows, each matched item's (deviation, tolerance), and which side alone holds inf or nan in an
-    item (by the recorded statistics)."""
+    item (by the recorded statistics), or UNDERFLOW where the target dtype's range explains the item's deviation."""
     rows, deviations, overflows = [], {}, {}
     if t_rec is None:
         return [mode.row(None, item, None) for item in b_rec.items], deviations, overflows
@@ -208,7 +208,11 @@ def _rows(mode: CompareMode, t_rec: Record | None, b_rec: Record | None, t: Dump
     for item, other in pairs:
         metrics = computed.get(id(item))
         if other is not None:
-            deviations[item.name] = (mode.deviation(item, other, metrics), tolerance(item, other))
+            deviation, tol = mode.deviation(item, other, metrics), tolerance(item, other)
+            if metrics is not None and metrics.range_explained:  # an underflow of the target's dtype, no kernel's
+                tol = max(tol, deviation)
+                overflows[item.name] = UNDERFLOW
+            deviations[item.name] = (deviation, tol)
             mine, theirs = non_finite(item), non_finite(other)
             if mine != theirs and item.tensor and other.tensor:
                 overflows[item.name] = "target" if mine - theirs else "bench"

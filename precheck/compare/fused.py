@@ -135,9 +135,13 @@ class Sums:
     below_5e3: int = 0
 
 
-def passed(n: Elements, b: Elements, kind: np.dtype) -> Sums:
+def passed(
+    n: Elements, b: Elements, kind: np.dtype, drop: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+) -> Sums:
     """The sums of ``n`` against ``b`` (same size), the relative error in ``kind`` (float32 or float64). Raises
-    ptarchive.PtError when a file cannot be read to its end.
+    ptarchive.PtError when a file cannot be read to its end. ``drop``: given a chunk of each side, the places to
+    leave out (zeroed on both sides, as msprobe zeroes equal infinities), for a deviation that a mask's constants
+    or the target dtype's range must not decide (precheck.compare.metrics).
 
     On one thread: on the 2-core machine of benchmarks/bench_compare.py --heavy, splitting a tensor's chunks
     between two threads (numpy lets go of the GIL in its loops) cost 1.1-1.6 s more CPU and 0.5 s more wall
@@ -147,8 +151,11 @@ def passed(n: Elements, b: Elements, kind: np.dtype) -> Sums:
     n_reader, b_reader = _Reader(n, flats[0], buffers.raw_n, size), _Reader(b, flats[1], buffers.raw_b, size)
     for start in range(0, size, CHUNK):
         stop = min(start + CHUNK, size)
-        n_values = n_reader.fill(buffers.n, start, stop)
-        _chunk(sums, buffers, n_values, b_reader.fill(buffers.b, start, stop))
+        n_values, b_values = n_reader.fill(buffers.n, start, stop), b_reader.fill(buffers.b, start, stop)
+        if drop is not None:
+            gone = drop(n_values, b_values)
+            n_values[gone], b_values[gone] = 0, 0
+        _chunk(sums, buffers, n_values, b_values)
     return sums
 
 

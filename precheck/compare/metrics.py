@@ -18,12 +18,21 @@ from typing import Any
 import numpy as np
 
 from precheck.compare import fused
+from precheck.compare.divergence import TOLERANCE
 from precheck.compare.fused import Elements
 from precheck.dump import ptarchive, safe_files
 from precheck.schema import CompareConst as C
 
 _EPSILON = float(np.finfo(float).eps)
 MAX_FILE = 4 << 30  # bytes of one tensor file read for a compare
+# A mask's constant: torch.finfo(dtype).min of fp32, bf16 or fp64 (perhaps scaled: within 16 binades of fp32's
+# overflow, where no activation lives), or fp16's finfo.max; held by both sides at the same place, it says nothing of
+# how far they are, yet as the bench's largest magnitude it would make any difference beside it read as nothing
+_EXTREME, _FP16_MAX = float(np.finfo(np.float32).max) * 2.0**-16, float(np.finfo(np.float16).max)
+# The narrow dtypes' range: (smallest normal, smallest subnormal); a bench value below the smallest normal is held by
+# the target to within one subnormal step, and one below the smallest subnormal is flushed to zero
+_RANGE = {"float16": (2.0**-14, 2.0**-24), "bfloat16": (2.0**-126, 2.0**-133)}
+_SHORT = {"float16": "fp16", "bfloat16": "bf16"}
 
 
 @dataclass
@@ -31,6 +40,7 @@ class TensorMetrics:
     values: dict[str, Any]  # column -> number or msprobe's word
     notes: list[str] = field(default_factory=list)  # what the row's Err_message must say (a file not read ...)
     deviation: float | None = None  # relative L2 error, or max abs error over the bench's largest magnitude
+    range_explained: bool = False  # the target dtype's range (values flushed to zero or subnormal) explains it
 
 
 MMAP_FROM = 1 << 20
@@ -87,6 +97,7 @@ def tensor_metrics(n: Elements, b: Elements) -> TensorMetrics:
     if n.shape != b.shape:
         return _all(C.SHAPE_UNMATCH)
     kind = np.result_type(_floating(n.dtype), _floating(b.dtype), np.float32)  # msprobe's relative error's dtype
+    narrow = "bfloat16" if n.bf16 else str(n.dtype) if str(n.dtype) in _RANGE else None
     sums = fused.passed(n, b, kind)
     if not (math.isfinite(sums.nn) and math.isfinite(sums.bb)):  # a square only overflows float64 past 1e154
         cleaned = _without_non_finite(n, b, kind)
@@ -94,8 +105,46 @@ def tensor_metrics(n: Elements, b: Elements) -> TensorMetrics:
             result = _all(C.NAN)
             result.deviation = math.inf
             return result
-        sums = fused.passed(*cleaned, kind)
-    return _from_sums(sums, n.size, len(n.shape))
+        n, b = cleaned
+        sums = fused.passed(n, b, kind)
+    result = _from_sums(sums, n.size, len(n.shape))
+    _within_range(result, sums, (n, b, kind), narrow)
+    return result
+
+
+def _within_range(result: TensorMetrics, sums: fused.Sums, pair: tuple, narrow: str | None) -> None:
+    """The deviation without what the dtypes' range decides, msprobe's columns left as they are: places where both
+    sides hold a mask's constant are left out (a Llama's finfo.min mask made the bf16 rounding of the scores beside
+    it read 1e-42, and the softmax fed them a suspect), and a narrow target (fp16, bf16) whose deviation is beyond
+    its rounding is ``range_explained`` where, without the bench values its range cannot hold (below its smallest
+    normal, held to within a subnormal step: a layer scale of 1e-6 times a gradient of 2e-2 is 0 in fp16), it is
+    within that rounding; the values flushed to zero are counted in the row's note."""
+    n, b, kind = pair
+    if sums.top >= _FP16_MAX:
+        result.deviation = _deviation(fused.passed(n, b, kind, drop=_both_extreme))
+    if narrow is None or result.deviation <= TOLERANCE[narrow]:
+        return
+    normal, step = _RANGE[narrow]
+    flushed = 0
+
+    def drop(nv: np.ndarray, bv: np.ndarray) -> np.ndarray:
+        nonlocal flushed
+        tiny = (np.abs(bv) < normal) & (np.abs(nv - bv) <= step)
+        flushed += int(np.count_nonzero(tiny & (nv == 0) & (bv != 0)))
+        return tiny | _both_extreme(nv, bv)
+
+    result.range_explained = _deviation(fused.passed(n, b, kind, drop=drop)) <= TOLERANCE[narrow]
+    if flushed:
+        result.notes.append(
+            f"underflow: {flushed} values below {_SHORT[narrow]}'s smallest subnormal on the target flushed to zero"
+        )
+
+
+def _both_extreme(nv: np.ndarray, bv: np.ndarray) -> np.ndarray:
+    """The places where both sides hold a mask's constant of the same sign."""
+    n_abs, b_abs = np.abs(nv), np.abs(bv)
+    at = ((n_abs >= _EXTREME) | (n_abs == _FP16_MAX)) & ((b_abs >= _EXTREME) | (b_abs == _FP16_MAX))
+    return at & (np.sign(nv) == np.sign(bv))
 
 
 def _without_non_finite(n: Elements, b: Elements, kind: np.dtype) -> tuple[Elements, Elements] | None:
@@ -116,9 +165,16 @@ def _from_sums(s: fused.Sums, size: int, ndim: int) -> TensorMetrics:
     values[C.MAX_RELATIVE_ERR] = _formatted(s.max_rel)
     for column, below in ((C.ONE_THOUSANDTH_ERR_RATIO, s.below_1e3), (C.FIVE_THOUSANDTHS_ERR_RATIO, s.below_5e3)):
         values[column] = C.UNSUPPORTED if ndim == 0 else _formatted(below / size)
+    return TensorMetrics(values, deviation=_deviation(s))
+
+
+def _deviation(s: fused.Sums) -> float:
+    """The divergence search's deviation: the larger of the relative L2 error and the max abs error over the
+    bench's largest magnitude."""
+    dist = math.sqrt(s.dd)
     rel_l2 = dist / math.sqrt(s.bb) if s.bb else (0.0 if dist == 0 else math.inf)
     rel_max = s.max_abs / s.top if s.top else (0.0 if s.max_abs == 0 else math.inf)
-    return TensorMetrics(values, deviation=max(rel_l2, rel_max))
+    return max(rel_l2, rel_max)
 
 
 def _all(word: str) -> TensorMetrics:
