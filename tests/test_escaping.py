@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from precheck.commands.cli import main
-from precheck.commands.regress import read_result_csv, regress
 from precheck.dump.records import load_dump
 from precheck.escape import escape, formula_safe, markdown, markdown_code, shell_command, unescape, unformula
+from precheck.regress import read_result_csv, regress
 from precheck.report.csv_files import read_csv_rows, text
 from precheck.report.html import write_report
 from precheck.run_ut import run_ut

@@ -57,7 +57,7 @@ def _precision_compare(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from precheck.commands.regress import FAIL, IMPROVED, MISSING, regress, write_report
+    from precheck.regress import FAIL, IMPROVED, MISSING, regress, write_report
 
     report = regress(args.baseline, args.current)
     md_path, json_path = write_report(report, args.out_path)
