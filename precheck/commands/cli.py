@@ -98,7 +98,7 @@ def _apis(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from precheck.commands.repro import write_repro
+    from precheck.repro import write_repro
 
     script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
     print(f"precheck repro: {escape(str(script))} (run: {shell_command('python', script)} [DEVICE])")
