@@ -75,7 +75,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from precheck.commands.testgen import generate
+    from precheck.testgen import generate
 
     options = CheckOptions(device=args.device, **_grading(args))
     test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
