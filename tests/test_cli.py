@@ -311,7 +311,7 @@ TORCH_FREE = {
     "an argument error": "from precheck.commands.cli import main\ntry:\n    main(['run_ut', '--seed', 'x'])\n"
     "except SystemExit as e:\n    assert e.code == 2",
     "regress": "import precheck.regress",
-    "api_precision_compare": "import precheck.commands.precision_compare",
+    "api_precision_compare": "import precheck.precision_compare",
     "the result model": "import precheck.results",
     "results as frames": "import precheck, precheck.frames\nassert precheck.load is precheck.frames.load",
 }

@@ -44,7 +44,7 @@ def _error(reason: object) -> None:
 
 
 def _precision_compare(args: argparse.Namespace) -> int:
-    from precheck.commands.precision_compare import api_precision_compare
+    from precheck.precision_compare import api_precision_compare
 
     summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
     counts = Counter(f for f, _ in summary.apis.values())
