@@ -86,7 +86,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _apis(args: argparse.Namespace) -> int:
     from api_registry import registry
-    from precheck.commands.apis import describe_skips, describe_supported
+    from precheck.support import describe_skips, describe_supported
 
     if args.check:
         print(describe_skips(args.check))
