@@ -7,9 +7,9 @@ from pathlib import Path
 
 from helpers import DATA, link_tensor_data
 
-from precheck.commands.apis import supported, would_skip
 from precheck.commands.cli import main
 from precheck.run_ut import run_ut
+from precheck.support import supported, would_skip
 
 GPT2 = Path(__file__).parent / "data/gpt2_bf16_tensor/step0/proc8493/dump.json"
 

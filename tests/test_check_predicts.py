@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import DATA, one_api_dump
 
-from precheck.commands.apis import would_skip
 from precheck.execution.mindspore_target import ENV
 from precheck.run_ut import run_ut
+from precheck.support import would_skip
 
 DUMPS = sorted(DATA.glob("**/dump.json"))
 OPINFO_BF16 = DATA / "opinfo_bf16_all_stats/step0/proc6907/dump.json"

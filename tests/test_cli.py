@@ -310,8 +310,8 @@ TORCH_FREE = {
     "--help": "from precheck.commands.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
     "an argument error": "from precheck.commands.cli import main\ntry:\n    main(['run_ut', '--seed', 'x'])\n"
     "except SystemExit as e:\n    assert e.code == 2",
-    "regress": "import precheck.commands.regress",
-    "api_precision_compare": "import precheck.commands.precision_compare",
+    "regress": "import precheck.regress",
+    "api_precision_compare": "import precheck.precision_compare",
     "the result model": "import precheck.results",
     "results as frames": "import precheck, precheck.frames\nassert precheck.load is precheck.frames.load",
 }

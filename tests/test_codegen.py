@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precheck.commands.cli import main
-from precheck.commands.repro import write_repro
-from precheck.commands.testgen import generate
+from precheck.repro import write_repro
+from precheck.testgen import generate
 
 MLP = real_dump_json("mlp_fp32_tensor")
 API = "Functional.gelu.0"

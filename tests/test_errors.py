@@ -66,7 +66,7 @@ def _raise(error: Exception):
 @pytest.mark.parametrize(
     ("where", "argv"),
     [
-        ("precheck.commands.regress.regress", ["regress", "--baseline", "a.csv", "--current", "b.csv"]),
+        ("precheck.regress.regress", ["regress", "--baseline", "a.csv", "--current", "b.csv"]),
         ("precheck.compare.dumps.compare_dumps", ["compare", "-target", str(MLP), "-bench", str(MLP)]),
         ("precheck.run_ut.run_ut", ["run_ut", "-api_info", str(MLP), "-q"]),
     ],

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from precheck.commands.cli import main
-from precheck.commands.regress import read_result_csv, regress
 from precheck.dump.records import load_dump
 from precheck.escape import escape, formula_safe, markdown, markdown_code, shell_command, unescape, unformula
+from precheck.regress import read_result_csv, regress
 from precheck.report.csv_files import read_csv_rows, text
 from precheck.report.html import write_report
 from precheck.run_ut import run_ut
@@ -129,7 +129,7 @@ def test_commands_the_console_and_the_report_print_run_no_code_of_the_dump(write
     command in the HTML page, pasted into bash, are the key and the paths as they are, and run nothing. The
     hostile key is no well-formed record, so repro refuses it and the page offers it no command; the bf16 add (a
     warning) is offered one, from the hostile folder."""
-    from precheck.commands.repro import ReproError, write_repro
+    from precheck.repro import ReproError, write_repro
 
     (tmp_path / HOSTILE_DIR).mkdir()
     bf16 = tensor_rec("torch.bfloat16", (64,))

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precheck.commands.cli import main
-from precheck.commands.testgen import generate
 from precheck.dump.records import Stats, TensorSpec
 from precheck.execution.options import CheckOptions
 from precheck.inputs.builder import InputError, load_tensor
 from precheck.run_ut import run_ut
+from precheck.testgen import generate
 
 MLP = real_dump_json("mlp_fp32_tensor")
 GELU_INPUT = "Functional.gelu.0.forward.input.0.pt"  # a (4, 32) float32 tensor

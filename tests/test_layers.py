@@ -200,3 +200,55 @@ def test_the_check_sees_an_upward_import_inside_a_function_and_a_circle(tmp_path
     finally:
         _modules.cache_clear()
         _imports.cache_clear()
+
+
+# The CLI's entry points: the only modules outside precheck/commands/ that may import it.
+CLI_ENTRY = {"precheck.__main__"}
+_FENCE = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
+
+
+def _imports_commands(names: list[str]) -> bool:
+    return any(name == "precheck.commands" or name.startswith("precheck.commands.") for name in names)
+
+
+def test_no_library_module_imports_the_command_line():
+    """commands/ is argparse and dispatch: the work it dispatches to lives in a library module that the README,
+    the docs and a user's script call, so nothing below the CLI reaches up into it."""
+    found = [
+        f"{module} imports {target}"
+        for module, edges in _imports().items()
+        if not module.startswith("precheck.commands") and module not in CLI_ENTRY
+        for target in edges
+        if _imports_commands([target])
+    ]
+    assert not found, "\n".join(found)
+
+
+def _block_imports(code: str) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def test_the_readme_and_docs_examples_import_no_command_module():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [
+        f"{page.relative_to(ROOT)}: {name}"
+        for page in pages
+        for block in _FENCE.findall(page.read_text(encoding="utf-8"))
+        for name in _block_imports(block)
+        if _imports_commands([name])
+    ]
+    assert not found, "README/docs python blocks import the command line:\n" + "\n".join(found)
+
+
+def test_the_command_line_check_sees_a_library_import_and_a_docs_import():
+    assert _block_imports("from precheck.commands.regress import regress\nimport os") == [
+        "precheck.commands.regress.regress",
+        "os",
+    ]
+    assert _imports_commands(["precheck.commands"]) and not _imports_commands(["precheck.commandsx", "precheck"])

@@ -12,8 +12,8 @@ import pytest
 from helpers import DATA, real_dump_json
 
 from precheck.commands.cli import main
-from precheck.commands.precision_compare import api_precision_compare
 from precheck.frames import reasons
+from precheck.precision_compare import api_precision_compare
 from precheck.run_ut import run_ut
 from precheck.schema import PRECISION_DETAILS_HEADER
 

@@ -229,7 +229,7 @@ def test_the_readme_is_read_in_five_minutes():
 def test_the_supported_counts_the_apis_page_states_are_those_apis_gives():
     import torch
 
-    from precheck.commands.apis import supported
+    from precheck.support import supported
 
     text = " ".join(TEXT[ROOT / "docs/guide/apis.md"].split())
     version, counts = re.search(r"\(torch (\d+\.\d+): ([^()]*(?:\([^()]*\)[^()]*)*)\)", text).groups()

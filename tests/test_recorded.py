@@ -14,9 +14,9 @@ import pytest
 import torch
 from helpers import inplace_dump, one_api_dump, real_dump_json
 
-from precheck.commands.apis import would_skip
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
+from precheck.support import would_skip
 
 RECORDED = CheckOptions(target="recorded")
 COMPOSITE = real_dump_json("composite_fp32_tensor")

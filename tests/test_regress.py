@@ -15,7 +15,7 @@ import pytest
 from helpers import DATA, real_dump_json
 
 from precheck.commands.cli import main
-from precheck.commands.regress import (
+from precheck.regress import (
     FAIL,
     IMPROVED,
     MISSING,
@@ -475,7 +475,7 @@ def test_reports_are_byte_identical_for_the_same_inputs(pair, tmp_path, capsys) 
 
 
 def _oracle(old: str | None, new: str | None) -> str:
-    """What the statuses imply, written independently of precheck.commands.regress: ranks, not graded = None."""
+    """What the statuses imply, written independently of precheck.regress: ranks, not graded = None."""
     rank = {"pass": 0, "warning": 1, "error": 2}
     a, b = rank.get((old or "").lower()), rank.get((new or "").lower())
     if a is None and b is None:

@@ -144,7 +144,7 @@ def _page_rows(page: Path) -> list[dict]:
 
 def test_the_page_offers_repro_only_where_repro_works(gpt2, tmp_path):
     """The dropout attention's backward SKIP is not all pass, but repro refuses a random call: not offered."""
-    from precheck.commands.repro import ReproError, write_repro
+    from precheck.repro import ReproError, write_repro
 
     rows = {r["call"]: r for r in _page_rows(gpt2[1])}
     attention = rows["Functional.scaled_dot_product_attention.0"]

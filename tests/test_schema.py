@@ -160,7 +160,7 @@ def test_api_precision_compare_twice_in_one_second_keeps_both(tmp_path, monkeypa
 
     from helpers import DATA
 
-    from precheck.commands.precision_compare import api_precision_compare
+    from precheck.precision_compare import api_precision_compare
 
     details = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
     monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20260101120000")

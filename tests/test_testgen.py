@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from precheck.commands.cli import main
-from precheck.commands.testgen import CONFIG_NAME, TEST_NAME, generate
 from precheck.execution.options import CheckOptions
 from precheck.run_ut import run_ut
+from precheck.testgen import CONFIG_NAME, TEST_NAME, generate
 
 DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
@@ -217,7 +217,7 @@ def hostile_mlp(tmp_path: Path, names: dict[str, str], records: str = "") -> Pat
 def test_copy_data_copies_the_indexed_dump_json_never_a_link_swapped_in(tmp_path, monkeypatch, capsys):
     """dump.json swapped for a link to an outside file after generate indexed it (a concurrent writer): the
     outside file's bytes never land in the suite (they were copied by name, 5 of 5 tries); generate says why."""
-    import precheck.commands.testgen as testgen
+    import precheck.testgen as testgen
 
     folder = tmp_path / "dump"
     shutil.copytree(MLP.parent, folder)

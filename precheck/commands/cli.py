@@ -44,7 +44,7 @@ def _error(reason: object) -> None:
 
 
 def _precision_compare(args: argparse.Namespace) -> int:
-    from precheck.commands.precision_compare import api_precision_compare
+    from precheck.precision_compare import api_precision_compare
 
     summary = api_precision_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, args.standard)
     counts = Counter(f for f, _ in summary.apis.values())
@@ -57,7 +57,7 @@ def _precision_compare(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from precheck.commands.regress import FAIL, IMPROVED, MISSING, regress, write_report
+    from precheck.regress import FAIL, IMPROVED, MISSING, regress, write_report
 
     report = regress(args.baseline, args.current)
     md_path, json_path = write_report(report, args.out_path)
@@ -75,7 +75,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from precheck.commands.testgen import generate
+    from precheck.testgen import generate
 
     options = CheckOptions(device=args.device, **_grading(args))
     test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
@@ -86,7 +86,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _apis(args: argparse.Namespace) -> int:
     from api_registry import registry
-    from precheck.commands.apis import describe_skips, describe_supported
+    from precheck.support import describe_skips, describe_supported
 
     if args.check:
         print(describe_skips(args.check))
@@ -98,7 +98,7 @@ def _apis(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from precheck.commands.repro import write_repro
+    from precheck.repro import write_repro
 
     script = write_repro(args.api_name, args.api_info, args.out_path, seed=args.seed)
     print(f"precheck repro: {escape(str(script))} (run: {shell_command('python', script)} [DEVICE])")

@@ -1,6 +1,6 @@
 """Which records ``precheck repro`` can write a standalone script for: a forward record that decodes, of an API
-the registry knows in a torch namespace, that draws no random numbers. Below the report and the command, so the
-report offers a repro command only where repro accepts it without importing the command.
+the registry knows in a torch namespace, that draws no random numbers. Below the report and ``precheck.repro``, so
+the report offers a repro command only where repro accepts it without importing repro (and torch).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ metrics of the same output (the benchmark standard's ratios), or by the single-s
 
 Two random draws differ by design, so a first-stage verdict of a random op's law stands; an output measured on
 one side only, or not a floating dtype, gets what msprobe gives it (binary comparison, or SKIP with the reason).
-The command (commands/precision_compare.py) reads and writes the CSVs; this only judges.
+``precheck.precision_compare`` reads and writes the CSVs; this only judges.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ Grading options are in precheck_suite.json too; edit them there, not here.
 """
 import pytest
 
-from precheck.commands.testgen import check_api, load_suite
+from precheck.testgen import check_api, load_suite
 
 SUITE = load_suite(__file__)
 

@@ -20,7 +20,7 @@ import torch
 
 from precheck.dump.records import DeviceArg, TensorSpec, load_dump
 from precheck.dump.repro_check import MODULES, checked
-from precheck.dump.repro_check import ReproError as ReproError  # the command's error, where callers catch it
+from precheck.dump.repro_check import ReproError as ReproError  # repro's error, where callers catch it
 from precheck.inputs.builder import builder_for
 from precheck.paths import output_folder
 from precheck.walk import placed
