@@ -29,6 +29,8 @@ then each later suspect or amplified one), in execution order: precheck.compare.
 against the float64 golden of its own inputs. The first candidate where the target is worse than an honest kernel
 and the bench is not becomes the first divergent record (rule HONEST_RULE); a pick where neither side is worse than
 an honest kernel is explained by rounding and cleared, and the first pick not cleared stands (rule TOLERANCE_RULE).
+Only a pick whose outputs were held to CARRIED (finer than the rounding the runs went through) is replayed: in
+same-precision runs the tolerance's record stands as it is, and a compare that grades nothing stays torch-free.
 Where no record parts the runs, the summary says how far the worst record is, in roundings of the coarsest dtype
 the two runs compared."""
 
@@ -176,6 +178,7 @@ class Divergence:
     candidates: list[Finding] = field(default_factory=list)  # candidates and picks, in execution order
     candidates_seen: int = 0  # how many candidates there were (at most MAX_CANDIDATES are kept, and every pick)
     localization: dict[str, Any] = field(default_factory=dict)  # which rule named the first record, at what cost
+    clearable: set[str] = field(default_factory=set)  # picks held to CARRIED: localize's replay may clear them
     worst: tuple[float, str] | None = None  # the largest output deviation of a record that agrees, and its record
     coarsest: float = 0.0  # the largest tolerance of a matched item: the coarsest dtype the runs compared
     _forward_inputs: dict[str, tuple[float, float]] = field(default_factory=dict)  # call -> (excess, deviation)
@@ -206,7 +209,8 @@ class Divergence:
         outs = [(i.name, *deviations[i.name]) for i in record.outputs
                 if i.name in deviations and overflows.get(i.name) != UNDERFLOW]  # fmt: skip
         self.coarsest = max([self.coarsest, *(tol for _, _, tol in outs)])
-        if in_ok and record.direction != "parameters_grad":  # a finer output carries what came in, CARRIED-fold
+        finer = in_ok and record.direction != "parameters_grad" and any(tol < came for _, _, tol in outs)
+        if finer:  # a finer output carries what came in, CARRIED-fold
             outs = [(name, dev, max(tol, CARRIED * carried) if tol < came else tol) for name, dev, tol in outs]
         out_dev, worst_out, out_ok = _worst(outs)
         verdict = _verdict(record.direction, out_ok, in_ok, in_dev, out_dev)
@@ -219,11 +223,12 @@ class Divergence:
         elif verdict == INHERITED and worst_in:
             finding.producer = self._producer(record, worst_in)
         self._remember(record, deviations)
-        self._tally(finding)
+        self._tally(finding, finer)
         return finding
 
-    def _tally(self, finding: Finding) -> None:
-        """Count the finding and keep what the summary and the honest-kernel rule need of it."""
+    def _tally(self, finding: Finding, finer: bool) -> None:
+        """Count the finding and keep what the summary and the honest-kernel rule need of it; ``finer``: its
+        outputs were held to what their inputs carried (CARRIED), so a replay may clear it as rounding."""
         verdict = finding.verdict
         self.verdicts[verdict] += 1
         graded = finding.direction in ("forward", "backward") and finding.output_deviation > 0.0
@@ -240,6 +245,8 @@ class Divergence:
         if picked:  # a record the tolerance names, unless localize's replay clears it
             self.first = self.first or finding
             self.candidates.append(finding)
+            if finer:
+                self.clearable.add(finding.name)
 
     def rounding(self) -> dict[str, Any] | None:
         """How far the worst record that agrees is from the bench, in unit roundoffs of the coarsest dtype the

@@ -89,6 +89,7 @@ def localize(
     else:
         start = time.perf_counter()
         replay = _Replay(target, bench, pairs, limits or CheckOptions())
+        replay.clearable = d.clearable
         found = replay.search(d.candidates)
         info.update(replayed_calls=replay.calls, replay_seconds=round(time.perf_counter() - start, 3))
         info["graded_up_to"] = replay.reached
@@ -138,6 +139,7 @@ class _Replay:
         self.not_graded_count = 0
         self.reached: str | None = None  # the last record graded
         self.cleared: list[tuple[Finding, str]] = []  # the tolerance's picks that rounding explains, and why
+        self.clearable: set[str] = set()  # the picks a replay may clear (precheck.compare.divergence)
 
     def search(self, records: list[Finding]) -> Finding | None:
         """The first record named: a candidate the target's side fails and the bench's passes (HONEST_RULE), or a
@@ -171,7 +173,9 @@ class _Replay:
     def _clears(self, found: Finding) -> bool:
         """Whether neither side of the tolerance's pick ``found`` is worse than an honest kernel: its deviation
         is then rounding (a sum whose cancellation magnifies the rounding it received), and it is cleared. A pick
-        not graded on both sides (no call, refused, past the budget) stands."""
+        not graded on both sides (no call, refused, past the budget) stands, as does one not held to CARRIED."""
+        if found.name not in self.clearable:
+            return False
         i = self.at[id(self.target)].get(found.name)
         j = self.bench_of.get(i) if i is not None else None
         mine = self._status(self.target, found.name) if j is not None else None
