@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import precheck
+from precheck.compare.divergence import agreement
 from precheck.compare.dumps import compare_dumps
 
 
@@ -57,3 +58,25 @@ def test_a_gradient_flushed_to_zero_by_fp16s_range_is_an_underflow_not_a_diverge
     rows = (tmp_path / "out").glob("compare_result_*.csv")
     text = next(rows).read_text(encoding="utf-8")
     assert "underflow: 64 values below fp16's smallest subnormal on the target flushed to zero" in text
+
+
+def _cancelling_sum() -> torch.Tensor:
+    """An fp32 sum of a bf16 linear's output over rows whose mean is taken out: the sum cancels, and the bf16
+    rounding it received is magnified far beyond CARRIED times its inputs' (a layer_norm's bias gradient)."""
+    x = torch.randn(256, 64)
+    w, s = torch.randn(64, 64, requires_grad=True), torch.randn(64, requires_grad=True)
+    return (F.linear(x - x.mean(0), w).float() * s).sum()
+
+
+def test_a_sum_whose_cancellation_magnifies_bf16_rounding_is_cleared_by_replay(tmp_path):
+    """The tolerance named Tensor.sum.0.forward ("its inputs agree ... the API is suspect"); replayed, neither side
+    is worse than an honest kernel, so it and the later picks are cleared, and the summary says which and why."""
+    target, bench = _twins(tmp_path, _cancelling_sum, torch.bfloat16)
+    result = compare_dumps(target, bench, tmp_path / "out")
+    where = result.divergence.localization
+    assert result.divergence.first is None, result.divergence.first.why()
+    assert where["tolerance_first"] == "Tensor.sum.0.forward" and result.divergence.suspects == []
+    assert [c["record"] for c in where["cleared"]][:2] == ["Tensor.sum.0.forward", "Tensor.__mul__.0.backward"]
+    assert "no worse than an honest kernel (target pass, bench pass)" in where["cleared"][0]["why"]
+    line = agreement(result.divergence.rounding(), where)
+    assert "beyond the tolerance cleared by replay, no worse than an honest kernel on either side: Tensor.sum" in line

@@ -191,7 +191,7 @@ def describe(result: DumpComparison) -> str:
         f"in {result.wall_seconds:.2f} s"
     ]
     first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
-    lines.append(first or f"  {agreement(d.rounding())}")
+    lines.append(first or f"  {agreement(d.rounding(), d.localization)}")
     lines += _rule(d.localization, named=d.first is not None)
     for f in d.suspects[:10]:
         if f is not d.first:

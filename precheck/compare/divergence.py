@@ -22,13 +22,17 @@ or nan on one side only is an overflow, and its finding says so. An output whose
 explains (UNDERFLOW: precheck.compare.metrics) parts nothing, and passes its deviation on as an input does.
 
 A tolerance cannot see a kernel that loses a few roundings (a bf16 softmax that sums in bf16 reads "agree" against a
-bf16 bench), so a tensor dump's records before the tolerance's first divergent record whose outputs deviate within
-rounding are kept as *candidates*, and those after it too where that record's own deviation is within the coarsest
-rounding the runs went through (rounding explains it: an fp32 output of an autocast step must not hide a bad bf16
-kernel after it): precheck.compare.localize grades each side of them against the float64 golden of its own inputs,
-and the first where the target is worse than an honest kernel and the bench is not becomes the first divergent
-record (rule HONEST_RULE); failing that the tolerance's record stands (rule TOLERANCE_RULE). Where no record parts
-the runs, the summary says how far the worst record is, in roundings of the coarsest dtype the two runs compared."""
+bf16 bench), nor tell a kernel that parts the runs from a sum whose cancellation magnifies the rounding it received
+beyond CARRIED (a layer_norm's bias gradient under autocast). So a tensor dump's records whose outputs deviate within
+rounding are kept as *candidates*, and the records the tolerance would name as *picks* (its first divergent record,
+then each later suspect or amplified one), in execution order: precheck.compare.localize grades each side of them
+against the float64 golden of its own inputs. The first candidate where the target is worse than an honest kernel
+and the bench is not becomes the first divergent record (rule HONEST_RULE); a pick where neither side is worse than
+an honest kernel is explained by rounding and cleared, and the first pick not cleared stands (rule TOLERANCE_RULE).
+Only a pick whose outputs were held to CARRIED (finer than the rounding the runs went through) is replayed: in
+same-precision runs the tolerance's record stands as it is, and a compare that grades nothing stays torch-free.
+Where no record parts the runs, the summary says how far the worst record is, in roundings of the coarsest dtype
+the two runs compared."""
 
 from __future__ import annotations
 
@@ -171,12 +175,12 @@ class Divergence:
     first: Finding | None = None
     suspects: list[Finding] = field(default_factory=list)
     verdicts: Counter = field(default_factory=Counter)
-    candidates: list[Finding] = field(default_factory=list)  # for the honest-kernel rule, in execution order
-    candidates_seen: int = 0  # how many there were (at most MAX_CANDIDATES are kept)
+    candidates: list[Finding] = field(default_factory=list)  # candidates and picks, in execution order
+    candidates_seen: int = 0  # how many candidates there were (at most MAX_CANDIDATES are kept, and every pick)
     localization: dict[str, Any] = field(default_factory=dict)  # which rule named the first record, at what cost
+    clearable: set[str] = field(default_factory=set)  # picks held to CARRIED: localize's replay may clear them
     worst: tuple[float, str] | None = None  # the largest output deviation of a record that agrees, and its record
     coarsest: float = 0.0  # the largest tolerance of a matched item: the coarsest dtype the runs compared
-    past_first: int | None = None  # candidates before the first record, where rounding explains it: kept past it
     _forward_inputs: dict[str, tuple[float, float]] = field(default_factory=dict)  # call -> (excess, deviation)
     _producers: OrderedDict = field(default_factory=OrderedDict)
 
@@ -205,7 +209,8 @@ class Divergence:
         outs = [(i.name, *deviations[i.name]) for i in record.outputs
                 if i.name in deviations and overflows.get(i.name) != UNDERFLOW]  # fmt: skip
         self.coarsest = max([self.coarsest, *(tol for _, _, tol in outs)])
-        if in_ok and record.direction != "parameters_grad":  # a finer output carries what came in, CARRIED-fold
+        finer = in_ok and record.direction != "parameters_grad" and any(tol < came for _, _, tol in outs)
+        if finer:  # a finer output carries what came in, CARRIED-fold
             outs = [(name, dev, max(tol, CARRIED * carried) if tol < came else tol) for name, dev, tol in outs]
         out_dev, worst_out, out_ok = _worst(outs)
         verdict = _verdict(record.direction, out_ok, in_ok, in_dev, out_dev)
@@ -218,27 +223,30 @@ class Divergence:
         elif verdict == INHERITED and worst_in:
             finding.producer = self._producer(record, worst_in)
         self._remember(record, deviations)
-        self._tally(finding, came)
+        self._tally(finding, finer)
         return finding
 
-    def _tally(self, finding: Finding, came: float) -> None:
-        """Count the finding and keep what the summary and the honest-kernel rule need of it; ``came``: the
-        coarsest rounding the runs went through up to its inputs."""
+    def _tally(self, finding: Finding, finer: bool) -> None:
+        """Count the finding and keep what the summary and the honest-kernel rule need of it; ``finer``: its
+        outputs were held to what their inputs carried (CARRIED), so a replay may clear it as rounding."""
         verdict = finding.verdict
         self.verdicts[verdict] += 1
         graded = finding.direction in ("forward", "backward") and finding.output_deviation > 0.0
-        if verdict == AGREE and graded and (self.first is None or self.past_first is not None):
+        if verdict == AGREE and graded:
             self.candidates_seen += 1
-            if len(self.candidates) < MAX_CANDIDATES:
+            if self.candidates_seen <= MAX_CANDIDATES:
                 self.candidates.append(finding)
         if verdict == AGREE and graded and (self.worst is None or finding.output_deviation > self.worst[0]):
             self.worst = (finding.output_deviation, finding.name)
-        if verdict != AGREE and self.first is None:
-            self.first = finding
-            if finding.output_deviation <= came:  # within the coarsest rounding the runs went through
-                self.past_first = len(self.candidates)
+        picked = verdict != AGREE and self.first is None
         if verdict in (SUSPECT, AMPLIFIED) and len(self.suspects) < MAX_SUSPECTS:
             self.suspects.append(finding)
+            picked = True
+        if picked:  # a record the tolerance names, unless localize's replay clears it
+            self.first = self.first or finding
+            self.candidates.append(finding)
+            if finer:
+                self.clearable.add(finding.name)
 
     def rounding(self) -> dict[str, Any] | None:
         """How far the worst record that agrees is from the bench, in unit roundoffs of the coarsest dtype the
@@ -277,15 +285,24 @@ def _verdict(direction: str, out_ok: bool, in_ok: bool, in_dev: float, out_dev: 
     return AMPLIFIED if out_dev > AMPLIFY * in_dev else INHERITED
 
 
-def agreement(rounding: object) -> str:
-    """The one line of a compare where no record parts the runs, from the summary's ``rounding`` (a summary JSON
-    read back may hold anything there)."""
+def agreement(rounding: object, localization: object = None) -> str:
+    """The one line of a compare where no record parts the runs, from the summary's ``rounding`` and, where the
+    honest-kernel replay cleared records the tolerance would name, its ``localization`` (a summary JSON read back
+    may hold anything there)."""
+    cleared = localization.get("cleared") if isinstance(localization, dict) else None
+    names = [str(c.get("record")) for c in cleared if isinstance(c, dict)] if isinstance(cleared, list) else []
+    beyond = (
+        f"; {len(names)} beyond the tolerance cleared by replay, no worse than an honest kernel on either side: "
+        f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''}"
+        if names
+        else ""
+    )
     if not isinstance(rounding, dict) or not isinstance(rounding.get("roundings"), (int, float)):
-        return "the two runs agree everywhere"
+        return f"the two runs agree everywhere{beyond}"
     dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}.get(rounding.get("dtype"))
     return (
         f"no record diverges beyond {dtype or 'its'} rounding (worst: {rounding.get('worst')} at "
-        f"{rounding['roundings']:.3g} roundings)"
+        f"{rounding['roundings']:.3g} roundings){beyond}"
     )
 
 

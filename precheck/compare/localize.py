@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from precheck.compare.divergence import AGREE, HONEST_RULE, MAX_SUSPECTS, SUSPECT, TOLERANCE_RULE, Finding
 from precheck.compare.entries import DumpIndex
-from precheck.compare.record_log import mark_suspect
+from precheck.compare.record_log import mark_verdict
 from precheck.core.comparison import Comparison
 from precheck.core.reasons import BEYOND_ROUNDING, Reason
 from precheck.dump.index import RecordError
@@ -60,6 +60,7 @@ MAX_REASON = 300  # characters of run_ut's message kept in the summary
 MAX_NOT_GRADED = 20  # calls refused, crashed or cut that the summary names (all are counted)
 # run_ut's rows of a call that was not graded: refused by --max-memory, cut at its time limit, or whose worker died
 # (with --target recorded nothing else fails a target: the only call run is the golden's, and the honest kernel's)
+HONEST = ("pass", "warning")  # run_ut's statuses of a side graded and no worse than an honest kernel
 NOT_GRADED = frozenset({Reason.SKIP_MEMORY, Reason.TIMED_OUT, Reason.TARGET_FAILED, Reason.DEVICE_FAILED})
 
 
@@ -84,32 +85,40 @@ def localize(
     if not result.mode.reads_tensors:
         info["why"] = f"a {result.mode} dump holds no tensors to grade against a golden: the tolerance rule alone"
     elif not d.candidates:
-        info["why"] = "no record before it deviates within rounding: nothing for the honest-kernel rule to grade"
+        info["why"] = "no record deviates: nothing for the honest-kernel rule to grade"
     else:
         start = time.perf_counter()
         replay = _Replay(target, bench, pairs, limits or CheckOptions())
-        if d.first is not None and d.past_first is not None:
-            replay.first_at, replay.picked = d.past_first, d.first.name
-        hit = replay.search(d.candidates)
+        replay.clearable = d.clearable
+        found = replay.search(d.candidates)
         info.update(replayed_calls=replay.calls, replay_seconds=round(time.perf_counter() - start, 3))
-        info.update(graded_up_to=replay.reached, past_tolerance=replay.past)
-        info["why"] = replay.summary(hit, d.first is not None)
+        info["graded_up_to"] = replay.reached
+        if replay.cleared:
+            info["cleared"] = [{"record": f.name, "why": why} for f, why in replay.cleared]
+        info["why"] = replay.summary(found)
         if replay.not_graded:
             info.update(not_graded=replay.not_graded, not_graded_count=replay.not_graded_count)
-        if hit is not None:
-            _name(result, hit)
+        _settle(result, found, [f for f, _ in replay.cleared])
+        if found is not None and found.rule == HONEST_RULE:
             info["rule"] = HONEST_RULE
     d.localization = info
 
 
-def _name(result: DumpComparison, found: Finding) -> None:
-    """``found`` becomes the first divergent record and the first suspect, in the summary and the records CSV."""
+def _settle(result: DumpComparison, found: Finding | None, cleared: list[Finding]) -> None:
+    """The records the replay cleared agree; ``found`` becomes the first divergent record (None: none), and where
+    the honest-kernel rule named it, the first suspect: in the summary and the records CSV."""
     d = result.divergence
+    for finding in cleared:
+        d.verdicts[finding.verdict] -= 1
+        d.verdicts[AGREE] += 1
+        mark_verdict(result.records_path, finding.name, AGREE)
+    d.suspects = [f for f in d.suspects if f not in cleared]
     d.first = found
-    d.verdicts[AGREE] -= 1
-    d.verdicts[SUSPECT] += 1
-    d.suspects = [found, *d.suspects][:MAX_SUSPECTS]
-    mark_suspect(result.records_path, found.name)
+    if found is not None and found.rule == HONEST_RULE:
+        d.verdicts[AGREE] -= 1
+        d.verdicts[SUSPECT] += 1
+        d.suspects = [found, *d.suspects][:MAX_SUSPECTS]
+        mark_verdict(result.records_path, found.name, SUSPECT)
 
 
 class _Replay:
@@ -128,29 +137,32 @@ class _Replay:
         self.cut: str | None = None  # the call past its time limit that stopped the replay
         self.not_graded: list[dict[str, str]] = []  # calls refused, crashed or cut: record, side, why
         self.not_graded_count = 0
-        self.reached: str | None = None  # the last candidate graded
-        self.first_at: int | None = None  # the candidates from this one on come after the tolerance's record
-        self.picked: str | None = None  # the tolerance's record, where the search looks past it
-        self.past = 0  # candidates graded past it
+        self.reached: str | None = None  # the last record graded
+        self.cleared: list[tuple[Finding, str]] = []  # the tolerance's picks that rounding explains, and why
+        self.clearable: set[str] = set()  # the picks a replay may clear (precheck.compare.divergence)
 
-    def search(self, candidates: list[Finding]) -> Finding | None:
-        """The first candidate the target's side fails and the bench's passes, or None."""
-        for at, found in enumerate(candidates):
+    def search(self, records: list[Finding]) -> Finding | None:
+        """The first record named: a candidate the target's side fails and the bench's passes (HONEST_RULE), or a
+        pick of the tolerance's that the replay does not clear; None where neither is found."""
+        for at, found in enumerate(records):
+            if found.verdict != AGREE:  # a pick of the tolerance's
+                if not self._clears(found):
+                    return found
+                continue
             i = self.at[id(self.target)].get(found.name)
             j = self.bench_of.get(i) if i is not None else None
             if j is None:
                 continue
             mine = self._status(self.target, found.name)
             if self.stopped or self.cut:
-                return None
+                return _next_pick(records[at:])
             self.reached = found.name if mine is not None else self.reached
-            self.past += mine is not None and self.first_at is not None and at >= self.first_at
             if mine is None or mine[0] != "error":
                 continue
             theirs = self._status(self.bench, self.bench.keys[j])
             if self.cut:
-                return None
-            if theirs is not None and theirs[0] in ("pass", "warning"):  # graded, and no worse than honest
+                return _next_pick(records[at:])
+            if theirs is not None and theirs[0] in HONEST:  # graded, and no worse than honest
                 why = (
                     f"the target's {found.direction} is worse than an honest kernel ({mine[1][:MAX_REASON]}) and "
                     f"the bench's is not ({theirs[0]})"
@@ -158,11 +170,40 @@ class _Replay:
                 return replace(found, verdict=SUSPECT, rule=HONEST_RULE, honest=why)
         return None
 
-    def summary(self, hit: Finding | None, tolerance_named: bool) -> str:
+    def _clears(self, found: Finding) -> bool:
+        """Whether neither side of the tolerance's pick ``found`` is worse than an honest kernel: its deviation
+        is then rounding (a sum whose cancellation magnifies the rounding it received), and it is cleared. A pick
+        not graded on both sides (no call, refused, past the budget) stands, as does one not held to CARRIED."""
+        if found.name not in self.clearable:
+            return False
+        i = self.at[id(self.target)].get(found.name)
+        j = self.bench_of.get(i) if i is not None else None
+        mine = self._status(self.target, found.name) if j is not None else None
+        if j is None or mine is None or self.cut or mine[0] not in HONEST:
+            return False
+        self.reached = found.name
+        theirs = self._status(self.bench, self.bench.keys[j])
+        if theirs is None or self.cut or theirs[0] not in HONEST:
+            return False
+        why = (
+            f"output deviation {found.output_deviation:.3g} beyond the tolerance (inputs {found.input_deviation:.3g}), "
+            f"but each side's {found.direction} graded against the float64 golden of its own inputs is no worse "
+            f"than an honest kernel (target {mine[0]}, bench {theirs[0]}): rounding explains it"
+        )
+        self.cleared.append((found, why))
+        return True
+
+    def summary(self, found: Finding | None) -> str:
         """How far the search looked and what it found, in one sentence."""
-        if hit is not None:
-            past = self._how_far() if self.picked else ""
-            return f"the target is worse than an honest kernel at {hit.name} and the bench is not{past}"
+        cleared = ""
+        if self.cleared:
+            names = ", ".join(f.name for f, _ in self.cleared[:3]) + (" ..." if len(self.cleared) > 3 else "")
+            cleared = (
+                f"; {len(self.cleared)} record(s) the tolerance named cleared, no worse than an honest kernel on "
+                f"either side: {names}"
+            )
+        if found is not None and found.rule == HONEST_RULE:
+            return f"the target is worse than an honest kernel at {found.name} and the bench is not{cleared}"
         limit = f" (stopped at {MAX_REPLAYED} calls: the rest were not graded)" if self.stopped else ""
         if self.cut:
             limit = f" (stopped at {self.cut}, past its time limit: the rest were not graded)"
@@ -172,17 +213,10 @@ class _Replay:
                 f"; {self.not_graded_count} call(s) not graded (refused, crashed or past the time limit), "
                 f"the first {first['record']} ({first['side']}): {first['why']}"
             )
-        stands = "the tolerance rule's record stands" if tolerance_named else "no record parts the runs"
-        graded = f"of {self.calls} calls graded{self._how_far()}{limit}"
+        stands = "the tolerance rule's record stands" if found is not None else "no record parts the runs"
+        up_to = f", up to {self.reached}" if self.reached else ""
+        graded = f"of {self.calls} calls graded{up_to}{limit}{cleared}"
         return f"no record graded worse than an honest kernel on the target only, {graded}: {stands}"
-
-    def _how_far(self) -> str:
-        if self.picked is None:
-            return f", up to {self.reached}" if self.reached else ""
-        return (
-            f", up to {self.reached}, {self.past} past the tolerance's record {self.picked} (its deviation is within "
-            "the coarsest rounding the runs went through)"
-        )
 
     def _status(self, index: DumpIndex, key: str) -> tuple[str, str] | None:
         """(run_ut's status of the record's direction, its error message), or None where it has none."""
@@ -212,6 +246,11 @@ class _Replay:
         if any(d.comparison.reason == Reason.TIMED_OUT for d in result.details):
             self.cut = stem
         return None
+
+
+def _next_pick(records: list[Finding]) -> Finding | None:
+    """The tolerance's next pick among ``records``: where the replay stopped, it stands ungraded."""
+    return next((f for f in records if f.verdict != AGREE), None)
 
 
 def _positions(index: DumpIndex) -> dict[str, int]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from precheck.compare.divergence import SUSPECT, Finding
+from precheck.compare.divergence import Finding
 from precheck.compare.table import cell
 from precheck.schema import RECORDS_HEADER as COLUMNS
 
@@ -54,12 +54,13 @@ def add_verdicts(path: Path, verdicts: dict[str, dict[str, str]]) -> None:
     _rewrite(path, fill)
 
 
-def mark_suspect(path: Path, record: str) -> None:
-    """The record the honest-kernel rule named (precheck.compare.localize) is a suspect, not agreeing."""
+def mark_verdict(path: Path, record: str, verdict: str) -> None:
+    """The record's verdict as precheck.compare.localize settled it: the record the honest-kernel rule named is a
+    suspect, not agreeing; a record its replay cleared agrees."""
 
     def mark(row: list[str]) -> None:
         if row[0] == cell(record):
-            row[2] = SUSPECT
+            row[2] = verdict
 
     _rewrite(path, mark)
 

@@ -146,7 +146,7 @@ def _first(first: object, summary: dict) -> str:
         return "No compare_summary beside this CSV (msprobe's own compare writes none), so no record has a verdict."
     if summary.get("complete") is False:
         return "No divergent record among those compared before the compare stopped."
-    line = agreement(summary.get("rounding"))
+    line = agreement(summary.get("rounding"), summary.get("localization"))
     return line[0].upper() + line[1:] + "."
 
 
