@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import precheck
+from precheck.compare import localize
 from precheck.compare.divergence import agreement
 from precheck.compare.dumps import compare_dumps
 
@@ -80,3 +81,13 @@ def test_a_sum_whose_cancellation_magnifies_bf16_rounding_is_cleared_by_replay(t
     assert "no worse than an honest kernel (target pass, bench pass)" in where["cleared"][0]["why"]
     line = agreement(result.divergence.rounding(), where)
     assert "beyond the tolerance cleared by replay, no worse than an honest kernel on either side: Tensor.sum" in line
+
+
+def test_candidates_that_spend_the_replays_budget_leave_the_tolerances_pick_its_own(tmp_path, monkeypatch):
+    """A clean Llama pair had 147 candidates: the 50 calls went to those before the tolerance's pick, which then
+    stood ungraded, a false headline. The picks have calls of their own past the candidates' budget."""
+    monkeypatch.setattr(localize, "MAX_REPLAYED", 0)  # every candidate past the budget
+    target, bench = _twins(tmp_path, _cancelling_sum, torch.bfloat16)
+    result = compare_dumps(target, bench, tmp_path / "out")
+    assert result.divergence.first is None, result.divergence.first.why()
+    assert result.divergence.localization["cleared"][0]["record"] == "Tensor.sum.0.forward"

@@ -53,9 +53,10 @@ if TYPE_CHECKING:
     from precheck.dump.records import Case
     from precheck.results import ApiResult
 
-__all__ = ["MAX_REPLAYED", "localize"]
+__all__ = ["MAX_PICKS", "MAX_REPLAYED", "localize"]
 
 MAX_REPLAYED = 50  # calls graded on the target side by one compare
+MAX_PICKS = 10  # calls beyond them for the tolerance's picks: candidates before a pick must not spend its grading
 MAX_REASON = 300  # characters of run_ut's message kept in the summary
 MAX_NOT_GRADED = 20  # calls refused, crashed or cut that the summary names (all are counted)
 # run_ut's rows of a call that was not graded: refused by --max-memory, cut at its time limit, or whose worker died
@@ -149,12 +150,14 @@ class _Replay:
                 if not self._clears(found):
                     return found
                 continue
+            if self.stopped:
+                continue  # past the candidates' budget: only the tolerance's picks are still graded
             i = self.at[id(self.target)].get(found.name)
             j = self.bench_of.get(i) if i is not None else None
             if j is None:
                 continue
             mine = self._status(self.target, found.name)
-            if self.stopped or self.cut:
+            if self.cut:
                 return _next_pick(records[at:])
             self.reached = found.name if mine is not None else self.reached
             if mine is None or mine[0] != "error":
@@ -178,7 +181,7 @@ class _Replay:
             return False
         i = self.at[id(self.target)].get(found.name)
         j = self.bench_of.get(i) if i is not None else None
-        mine = self._status(self.target, found.name) if j is not None else None
+        mine = self._status(self.target, found.name, pick=True) if j is not None else None
         if j is None or mine is None or self.cut or mine[0] not in HONEST:
             return False
         self.reached = found.name
@@ -218,15 +221,16 @@ class _Replay:
         graded = f"of {self.calls} calls graded{up_to}{limit}{cleared}"
         return f"no record graded worse than an honest kernel on the target only, {graded}: {stands}"
 
-    def _status(self, index: DumpIndex, key: str) -> tuple[str, str] | None:
-        """(run_ut's status of the record's direction, its error message), or None where it has none."""
+    def _status(self, index: DumpIndex, key: str, pick: bool = False) -> tuple[str, str] | None:
+        """(run_ut's status of the record's direction, its error message), or None where it has none; ``pick``:
+        a tolerance's pick, which has MAX_PICKS calls of its own past the candidates' budget."""
         parts = split_key(key)
         if parts is None or is_module(key):
             return None  # a module is no API to replay
         api, number, direction = parts
         stem = f"{api}.{number}"
         if (id(index), stem) not in self.graded:
-            if index is self.target and self.calls >= MAX_REPLAYED:
+            if index is self.target and self.calls >= MAX_REPLAYED + (MAX_PICKS if pick else 0):
                 self.stopped = True
                 return None
             self.calls += index is self.target
