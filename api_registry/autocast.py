@@ -91,11 +91,14 @@ LISTS: dict[str, dict[str, frozenset[str]]] = {
 COMPOSITE: dict[tuple[str, str], frozenset[str]] = {
     ("cuda", FP32): frozenset({"cross_entropy_loss"}),  # log_softmax then nll_loss
 }
-# Composites that do part of their work in their half-precision input's dtype on a device: CUDA's cross_entropy
-# calls log_softmax with the logits' own dtype named (autocast leaves a call that names its dtype alone), so its
-# fp32 loss carries bf16/fp16 rounding (seen on an H200, torch 2.11: 1.48046875 against fp32's 1.4817938). A
-# record does not say which device ran it, so such an op's outputs are held to the half dtype.
-PARTLY_HALF = frozenset({"cross_entropy_loss"})
+# Ops that do part of their work in their half-precision input's dtype: CUDA's cross_entropy under autocast calls
+# log_softmax with the logits' own dtype named (autocast leaves a call that names its dtype alone), so its fp32
+# loss carries bf16/fp16 rounding (seen on an H200, torch 2.11: 1.48046875 against fp32's 1.4817938); the norms'
+# mixed-dtype kernels (a bf16/fp16 input with fp32 weight and bias, autocast or not) compute the weight's and
+# bias's fp32 gradients from half-precision intermediates (the CPU's fp16 layer_norm: 1.55e4x an honest fp32
+# kernel, about 2 fp16 roundings). A record does not say which kernel ran, so such an op's outputs are held to
+# its half input's dtype.
+PARTLY_HALF = frozenset({"cross_entropy_loss", "layer_norm", "group_norm", "batch_norm"})
 
 # Ops whose autocast kernel raises (CUDA's binary_cross_entropy: "unsafe to autocast"): never replayed cast
 BANNED: dict[str, frozenset[str]] = {"cuda": frozenset({"binary_cross_entropy"})}

@@ -219,3 +219,20 @@ def test_a_cuda_cross_entropy_with_bf16_rounding_is_held_to_bf16(tmp_path: Path)
     (row,) = [d for r in run.results for d in r.details if d.direction == "forward"]
     assert row.status != ERROR, row.comparison.message
     assert row.comparison.target_dtype == "torch.float32"
+
+
+def test_a_norms_fp32_gradients_from_fp16_data_are_held_to_fp16(tmp_path: Path) -> None:
+    """A layer_norm of an fp16 input with fp32 weight and bias (the CPU's mixed-dtype kernel, autocast or not)
+    computes their fp32 gradients from fp16 intermediates: held to fp32, they read as 1.55e4x an honest fp32
+    kernel, when they are a few fp16 roundings off."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 16).half().requires_grad_()
+    norm = torch.nn.LayerNorm(16)
+    with precheck.record(tmp_path / "dump", task="tensor"):
+        norm(x).float().pow(2).sum().backward()
+    dump = next((tmp_path / "dump").glob("step0/*/dump.json"))
+    run = run_ut(dump, tmp_path / "out", device="cpu", backend="inprocess", options=CheckOptions(target="recorded"))
+    grads = [d for r in run.results if r.name.startswith("Functional.layer_norm") for d in r.details]
+    weight = [d for d in grads if d.direction == "backward" and d.index == 1]
+    assert weight and weight[0].comparison.target_dtype == "torch.float32"
+    assert "fp32" not in weight[0].comparison.message, weight[0].comparison.message

@@ -65,3 +65,12 @@ def real(dtype: Any) -> str:
 
 def itemsize(dtype: Any) -> int:
     return _DTYPES.get(str(dtype), (4, ""))[0]
+
+
+def computed_in(ran_in: Any, held: Any) -> Any:
+    """The dtype a floating value held in ``held`` was computed in, when autocast ran its call in ``ran_in`` and that
+    is narrower (an fp32 weight's gradient computed in fp16 and cast back); None otherwise. The grader holds such a
+    value to ``ran_in``'s precision and range, and the honest kernel's value is rounded to it first."""
+    if ran_in is None or held is None or not is_floating(held) or itemsize(ran_in) >= itemsize(held):
+        return None
+    return ran_in

@@ -58,14 +58,16 @@ def autocast_dtype(case: Case) -> torch.dtype | None:
 
 
 def held_to(case: Case) -> torch.dtype | None:
-    """The precision a call autocast ran is graded in: the dtype it ran in, or the half dtype of its input for an
-    op that does part of its work in it on some device (``PARTLY_HALF``: CUDA's cross_entropy), None when autocast
-    did not run it."""
+    """The precision a call's wider outputs are graded in: the dtype autocast ran it in, or the half dtype of its
+    input for an op that does part of its work in it (``PARTLY_HALF``: CUDA's cross_entropy under autocast, a
+    norm's mixed-dtype kernel with or without it); None for any other call."""
     ran = autocast_dtype(case)
-    if ran is None or op_name(case.api) not in PARTLY_HALF:
+    if op_name(case.api) not in PARTLY_HALF or case.framework != "pytorch":
         return ran
-    half = [leaf.dtype for leaf in flatten((case.args, case.kwargs)) if isinstance(leaf, TensorSpec)]
-    return next((dtype for dtype in half if dtype in _HALF), ran)
+    dtypes = {leaf.dtype for leaf in flatten((case.args, case.kwargs)) if isinstance(leaf, TensorSpec)}
+    half = [dtype for dtype in _HALF if dtype in dtypes]
+    mixed = len(half) == 1 and (ran is not None or torch.float32 in dtypes)
+    return half[0] if mixed else ran
 
 
 def _without_output(kind: frozenset[str], inputs: set[torch.dtype]) -> torch.dtype | None:

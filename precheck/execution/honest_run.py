@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from precheck.dump.autocast import autocast_dtype
+from precheck.core.dtypes import computed_in
+from precheck.dump.autocast import autocast_dtype, held_to
 from precheck.dump.mindspore import MINDSPORE
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.recorded import AtHook, gradient_shapes, same_place
@@ -47,6 +48,7 @@ class HonestRun:
         self.call, self.case, self.at = call, case, at
         self.run: SideRun | None = same
         self.modeled = case.framework == MINDSPORE
+        self.ran_in = held_to(case)  # autocast's dtype: a wider output was computed in it, and rounded to it
 
     def _side(self) -> SideRun:
         if self.run is None:
@@ -62,17 +64,21 @@ class HonestRun:
         if self.modeled:
             return None
         run = self._side()
-        return None if run.error or i >= len(run.outputs) else _rounded(run.outputs[i], like)
+        return None if run.error or i >= len(run.outputs) else _rounded(run.outputs[i], like, self.ran_in)
 
     def grad(self, i: int, like: Any) -> torch.Tensor | None:
         """The gradient graded as backward output ``i``, rounded to ``like``'s dtype, or None."""
         if self.modeled:
             return None
         run = self._side()
-        return None if run.error or not run.grads else _rounded(run.grads.get(i), like)
+        return None if run.error or not run.grads else _rounded(run.grads.get(i), like, self.ran_in)
 
 
-def _rounded(value: Any, like: Any) -> torch.Tensor | None:
+def _rounded(value: Any, like: Any, ran_in: torch.dtype | None) -> torch.Tensor | None:
+    """``value`` rounded as the target's was: to the dtype autocast computed it in, then to the one it is held in."""
     if not isinstance(value, torch.Tensor) or not isinstance(like, torch.Tensor) or value.shape != like.shape:
         return None
+    narrow = computed_in(ran_in, like.dtype)
+    if narrow is not None and value.is_floating_point():
+        value = value.to(narrow)
     return value.to(like.dtype) if value.dtype != like.dtype else value

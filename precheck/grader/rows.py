@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from precheck.core.comparison import Comparison
+from precheck.core.dtypes import computed_in
 from precheck.core.reasons import Reason
 from precheck.grader.verdict import compare
 from precheck.results import DetailRow, Direction
@@ -49,10 +50,7 @@ class RowGrader:
         return DetailRow(api, direction, i, comparison, *((target, golden) if self.keep_tensors else ()))
 
     def _computed_in(self, target: Any) -> torch.dtype | None:
-        held = target.dtype if isinstance(target, torch.Tensor) and target.dtype.is_floating_point else None
-        if held is None or self.ran_in is None or torch.finfo(self.ran_in).bits >= torch.finfo(held).bits:
-            return None
-        return self.ran_in
+        return computed_in(self.ran_in, target.dtype) if isinstance(target, torch.Tensor) else None
 
     def outputs(
         self, api: str, targets: list, goldens: list, references: Sequence | None, honest: Honest
