@@ -90,7 +90,7 @@ def grade_collectives(
     for name in names:
         present = [r for r, rank in ranks.items() if name in rank.orders]
         try:
-            calls = _Calls(name, {r: ranks[r] for r in present}, ranks, world, options)
+            calls = _Calls(name, {r: ranks[r] for r in present}, world, options)
             absent = [m for m in calls.members if m not in ranks or name not in ranks[m].orders]
             if absent:
                 where = "recorded no such call" if absent[0] in ranks else f"has no dump in {missing}"
@@ -111,8 +111,8 @@ def grade_collectives(
 class _Calls:
     """One collective's records on every rank, their tensors loaded as they are asked for."""
 
-    def __init__(self, name: str, ranks: dict[int, Rank], every: dict[int, Rank], world: int, options: CheckOptions):
-        self.name, self.ranks, self.every, self.options = name, ranks, every, options
+    def __init__(self, name: str, ranks: dict[int, Rank], world: int, options: CheckOptions) -> None:
+        self.name, self.ranks, self.options = name, ranks, options
         self.api = name.split(".")[1]
         self.records = {r: rank.record(name) for r, rank in ranks.items()}
         self.members = self._members(world)
