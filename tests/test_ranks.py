@@ -20,7 +20,8 @@ from precheck.report.csv_files import read_csv_rows, write_csv
 
 STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"
 COLLECTIVES = ["Distributed.all_reduce.0", "Distributed.all_gather.0", "Distributed.broadcast.0",
-               "Distributed.reduce_scatter.0"]  # fmt: skip
+               "Distributed.reduce_scatter.0", "Distributed.gather.0", "Distributed.scatter.0",
+               "Distributed.all_to_all.0", "Distributed.all_to_all_single.0"]  # fmt: skip
 
 
 def _results(result_csv: Path) -> dict[str, dict[str, str]]:
@@ -39,8 +40,8 @@ def test_a_step_folder_is_one_run_with_a_csv_pair_per_rank_and_its_collectives_g
         assert run.result_path.name.startswith("accuracy_checking_result_")  # msprobe's name: its readers take it
         rows = _results(run.result_path)
         assert {n: rows[n]["Forward Test Success"] for n in COLLECTIVES} == dict.fromkeys(COLLECTIVES, "pass")
-    assert summary.checked == sum(run.checked for run in summary.ranks.values()) == 18
-    assert summary.counts["pass"] == 18 and summary.collectives == 8
+    assert summary.checked == sum(run.checked for run in summary.ranks.values()) == 30
+    assert summary.counts["pass"] == 27 and summary.collectives == 18
     text = summary.describe()
     assert text.count("precheck run_ut:") == 1 and "rank0: result:" in text and "rank1: result:" in text
     assert set(summary.frame()["rank"]) == {"rank0", "rank1"}
@@ -57,6 +58,36 @@ def test_a_wrong_rank_output_is_an_error(tmp_path):
     summary = _run(step, tmp_path / "out")
     assert _results(summary.ranks["rank1"].result_path)["Distributed.all_reduce.0"]["Forward Test Success"] == "error"
     assert _results(summary.ranks["rank0"].result_path)["Distributed.all_reduce.0"]["Forward Test Success"] == "pass"
+
+
+def test_a_reduce_is_graded_on_its_dst_rank_only(tmp_path):
+    """reduce(dst=1, op=MAX): rank 1's tensor is the max of both ranks' inputs; gloo leaves a partial result in
+    rank 0's, which no rule defines: SKIP there, saying why."""
+    summary = _run(STEP, tmp_path)
+    rank0, rank1 = (_results(summary.ranks[r].result_path)["Distributed.reduce.0"] for r in ("rank0", "rank1"))
+    assert rank1["Forward Test Success"] == "pass"
+    assert rank0["Forward Test Success"] == "SKIP" and "not the reduce's dst (rank 1)" in rank0["Message"]
+    found = reasons.read(summary.ranks["rank0"].details_path)
+    assert found["Distributed.reduce.0.forward.output.0"].reason == Reason.SKIP_RECORDED_OUTPUT
+
+
+@pytest.mark.parametrize(
+    ("call", "rank", "wrong", "target"),
+    [
+        ("Distributed.reduce.0", "rank1", "input.0", "output.0"),  # the dst's own input, not the max of both
+        ("Distributed.gather.0", "rank0", "output.1.0", "output.1.1"),  # rank 1's slot holds rank 0's tensor
+        ("Distributed.scatter.0", "rank1", "output.1.0", "output.0"),  # rank 0's chunk, not its own
+        ("Distributed.all_to_all.0", "rank1", "output.0.1", "output.0.0"),  # its own piece where rank 0's belongs
+        ("Distributed.all_to_all_single.0", "rank0", "input.1", "output.0"),  # its input, not the exchanged chunks
+    ],
+)
+def test_a_wrong_output_of_each_collective_is_an_error(tmp_path, call, rank, wrong, target):
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    data = step / rank / "dump_tensor_data"
+    shutil.copy(data / f"{call}.forward.{wrong}.pt", data / f"{call}.forward.{target}.pt")
+    summary = _run(step, tmp_path / "out")
+    assert _results(summary.ranks[rank].result_path)[call]["Forward Test Success"] == "error"
 
 
 def test_a_missing_rank_gives_its_collectives_skip_with_the_reason(tmp_path):
@@ -96,7 +127,7 @@ def test_the_command_line_runs_a_step_folder_and_a_dumps_top_folder(tmp_path, ca
     )
     out, err = capsys.readouterr()
     assert "running its one step, step0 (2 dumps)" in err
-    assert out.count("precheck run_ut:") == 1 and "forward:  pass 18, warning 0, error 0, SKIP 0" in out
+    assert out.count("precheck run_ut:") == 1 and "forward:  pass 27, warning 0, error 0, SKIP 3" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]
 
 
@@ -154,15 +185,14 @@ def test_one_report_shows_every_ranks_apis_the_collectives_the_counts_and_the_cs
     assert re.findall(r"^  report.*$", printed, re.M) == [f"  report:  {page}"]  # one line for all ranks
     text = page.read_text(encoding="utf-8")
     apis = re.findall(r'"call": "([^"]+)"[^{}]*"rank": "(rank\d)"', text)
-    assert len(apis) == 18 and {r for _, r in apis} == {"rank0", "rank1"}
+    assert len(apis) == 30 and {r for _, r in apis} == {"rank0", "rank1"}
     assert all((c, r) in apis for c in COLLECTIVES for r in ("rank0", "rank1"))
     collectives = text.split('id="collective-table"')[1].split("</table>")[0]
     for call in COLLECTIVES:
         assert f'<tr><th>{call}</th><td class="pass">pass</td><td class="pass">pass</td>' in collectives
     counts = text.split('id="rank-counts"')[1].split("</table>")[0]
-    assert (
-        "<tr><th>rank0</th><td>9</td><td>9</td>" in counts and "<tr><th>all ranks</th><td>18</td><td>18</td>" in counts
-    )
+    assert "<tr><th>rank0</th><td>15</td><td>13</td>" in counts
+    assert "<tr><th>all ranks</th><td>30</td><td>27</td>" in counts
     for rank in ("rank0", "rank1"):
         for csv in (out / rank).glob("accuracy_checking_*.csv"):
             assert f'href="{rank}/{csv.name}"' in counts
@@ -192,8 +222,8 @@ def test_the_report_command_renders_a_step_run_and_escapes_what_the_dumps_said(r
 def test_the_report_filters_by_rank(reported, tmp_path):
     (page,) = reported[0].glob("report_*.html")
     dom = dom_of(tmp_path, page, "?rank=rank1")
-    assert "9 of 18 APIs" in dom
-    assert len(re.findall(r'<tr id="api-\d+"><td>[^<]*</td><td>rank1</td>', dom)) == 9
+    assert "15 of 30 APIs" in dom
+    assert len(re.findall(r'<tr id="api-\d+"><td>[^<]*</td><td>rank1</td>', dom)) == 15
 
 
 def test_each_ranks_dump_is_read_once(tmp_path, monkeypatch):

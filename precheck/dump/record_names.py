@@ -16,7 +16,8 @@ MODULE_PREFIXES = ("Module.", "Cell.")  # PyTorch's and MindSpore's module recor
 # The collectives run_ut grades across a step's ranks (precheck.execution.collectives holds how), named here so
 # the report, which runs nothing, shows the same calls as graded across ranks.
 COLLECTIVES = frozenset({"all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "_all_gather_base",
-                         "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base"})  # fmt: skip
+                         "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "reduce", "gather",
+                         "scatter", "all_to_all", "all_to_all_single"})  # fmt: skip
 MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 _REPLAY_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")
 # A tensor's name in a compare CSV: its record (``<call>.forward``, ``<module>.forward.<N>``), its role, the rest.

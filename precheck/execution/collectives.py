@@ -99,9 +99,10 @@ def grade_collectives(
                     f"({len(absent)} of {len(calls.members)} ranks missing)",
                     Reason.SKIP_MISSING_RANK,
                 )
-            found = {r: calls.graded(r) for r in present}
         except NotCheckable as e:
             found = {r: skipped(_Record(name, ranks[r].orders[name]), str(e), e.code) for r in present}
+        else:
+            found = {r: calls.graded(r) for r in present}
         for r, result in found.items():
             out[r][name] = result
     return out
@@ -161,8 +162,12 @@ class _Calls:
             raise NotCheckable(f"{where}: {e}", e.reason) from None
 
     def graded(self, r: int) -> ApiResult:
-        """Rank ``r``'s row: its outputs against the collective of every member's inputs, in float64."""
-        targets, goldens = _GOLDENS[self.api][0](self, r)
+        """Rank ``r``'s row: its outputs against the collective of every member's inputs, in float64; SKIP where
+        this rank's record holds nothing to grade (a reduce's rank other than its dst)."""
+        try:
+            targets, goldens = _GOLDENS[self.api][0](self, r)
+        except NotCheckable as e:
+            return skipped(_Record(self.name, self.ranks[r].orders[self.name]), str(e), e.code)
         honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
                   for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
         o = self.options
@@ -194,13 +199,58 @@ def _all_reduce(c: _Calls, r: int) -> tuple[list, list]:
     return [target], [_reduced(c, [c.input(m, "tensor") for m in c.members], target)]
 
 
+def _peer(c: _Calls, r: int, arg: str) -> int:
+    """The rank named by argument ``arg`` (a broadcast's src, a reduce's dst) as rank ``r`` recorded it."""
+    peer = c.raw(r, arg)
+    peer = peer.get("value") if isinstance(peer, dict) else peer
+    if peer not in c.members:
+        raise NotCheckable(f"{c.api} {arg} rank {clip(repr(peer), 40)}, which is not in the group {c.members}")
+    return peer
+
+
+def _copy(source: torch.Tensor) -> torch.Tensor:
+    """The golden of a tensor a collective only moves: the sent values, float64 where they are floating."""
+    return _wide(source) if source.is_floating_point() else source
+
+
 def _broadcast(c: _Calls, r: int) -> tuple[list, list]:
-    src = c.raw(r, "src")
-    src = src.get("value") if isinstance(src, dict) else src
-    if src not in c.members:
-        raise NotCheckable(f"broadcast from rank {clip(repr(src), 40)}, which is not in the group {c.members}")
-    source = c.input(src, "tensor")
-    return [c.output(r, "tensor")], [_wide(source) if source.is_floating_point() else source]
+    return [c.output(r, "tensor")], [_copy(c.input(_peer(c, r, "src"), "tensor"))]
+
+
+def _reduce(c: _Calls, r: int) -> tuple[list, list]:
+    dst = _peer(c, r, "dst")
+    if r != dst:
+        raise NotCheckable(
+            f"rank {r} is not the reduce's dst (rank {dst}): a reduce leaves no defined result in its other ranks",
+            Reason.SKIP_RECORDED_OUTPUT,
+        )
+    return _all_reduce(c, r)
+
+
+def _gather(c: _Calls, r: int) -> tuple[list, list]:
+    """The dst rank's list holds every member's tensor; another rank's tensor was only sent, so is unchanged."""
+    if r != _peer(c, r, "dst"):
+        return [c.output(r, "tensor")], [_copy(c.input(r, "tensor"))]
+    return list(c.output(r, "gather_list")), [_copy(c.input(m, "tensor")) for m in c.members]
+
+
+def _scatter(c: _Calls, r: int) -> tuple[list, list]:
+    source = c.input(_peer(c, r, "src"), "scatter_list")[c.members.index(r)]
+    return [c.output(r, "tensor")], [_copy(source)]
+
+
+def _all_to_all(c: _Calls, r: int) -> tuple[list, list]:
+    i = c.members.index(r)
+    return list(c.output(r, "output")), [_copy(c.input(m, "input")[i]) for m in c.members]
+
+
+def _all_to_all_single(c: _Calls, r: int) -> tuple[list, list]:
+    if any(c.raw(m, arg) is not None for m in c.members for arg in ("output_split", "input_split")):
+        raise NotCheckable("all_to_all_single with split sizes: precheck grades its even split only",
+                           Reason.SKIP_UNSUPPORTED)  # fmt: skip
+    target, i, n = c.output(r, "output"), c.members.index(r), len(c.members)
+    golden = torch.cat([_copy(c.input(m, "input")).chunk(n)[i] for m in c.members]).reshape(target.shape)
+    return [target], [golden]
 
 
 def _all_gather(c: _Calls, r: int) -> tuple[list, list]:
@@ -229,6 +279,29 @@ def _reduce_scatter_into(c: _Calls, r: int) -> tuple[list, list]:
 _GOLDENS: dict[str, tuple[Callable[[_Calls, int], tuple[list, list]], dict[str, tuple[int, str]]]] = {
     "all_reduce": (_all_reduce, {"tensor": (0, "tensor"), "op": (1, "op"), "group": (2, "group")}),
     "broadcast": (_broadcast, {"tensor": (0, "tensor"), "src": (1, "src"), "group": (2, "group")}),
+    "reduce": (_reduce, {"tensor": (0, "tensor"), "dst": (1, "dst"), "op": (2, "op"), "group": (3, "group")}),
+    "gather": (
+        _gather,
+        {"tensor": (0, "tensor"), "gather_list": (1, "gather_list"), "dst": (2, "dst"), "group": (3, "group")},
+    ),  # fmt: skip
+    "scatter": (
+        _scatter,
+        {"tensor": (0, "tensor"), "scatter_list": (1, "scatter_list"), "src": (2, "src"), "group": (3, "group")},
+    ),  # fmt: skip
+    "all_to_all": (
+        _all_to_all,
+        {"output": (0, "output_tensor_list"), "input": (1, "input_tensor_list"), "group": (2, "group")},
+    ),
+    "all_to_all_single": (
+        _all_to_all_single,
+        {
+            "output": (0, "output"),
+            "input": (1, "input"),
+            "output_split": (2, "output_split_sizes"),
+            "input_split": (3, "input_split_sizes"),
+            "group": (4, "group"),
+        },
+    ),  # fmt: skip
     "all_gather": (_all_gather, {"tensor_list": (0, "tensor_list"), "tensor": (1, "tensor"), "group": (2, "group")}),
     **{
         api: (_all_gather_into, {"output": (0, "output_tensor"), "input": (1, "input_tensor"), "group": (2, "group")})

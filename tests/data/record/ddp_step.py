@@ -2,7 +2,8 @@
 
 ``python tests/data/record/ddp_step.py DIR`` spawns two ranks; each wraps a tiny model in DDP (its gradients are
 all-reduced by DDP's C++ reducer, which no Python wrapper sees) and calls the collectives a user writes by hand:
-all_reduce, all_gather, broadcast and reduce_scatter of small tensors, all inside ``precheck.record(DIR)``, so
+all_reduce, all_gather, broadcast, reduce_scatter, reduce, gather, scatter, all_to_all,
+all_to_all_single and a send/recv pair of small tensors, all inside ``precheck.record(DIR)``, so
 DIR/step0/rank0/ and DIR/step0/rank1/ hold the step's dumps.
 """
 
@@ -37,6 +38,20 @@ def step(rank: int, out: str, port: str) -> None:
         dist.broadcast(weights, src=0)
         piece = torch.empty(2)
         dist.reduce_scatter(piece, [torch.full((2,), rank + 1.5), torch.full((2,), rank - 0.25)])
+        reduced = torch.tensor([0.5 * rank, 1.0 - rank])
+        dist.reduce(reduced, dst=1, op=dist.ReduceOp.MAX)
+        sent = torch.full((2,), rank + 0.75)
+        dist.gather(sent, [torch.empty(2) for _ in range(WORLD)] if rank == 0 else None, dst=0)
+        chunk = torch.empty(2)
+        dist.scatter(chunk, [torch.full((2,), i + 2.5) for i in range(WORLD)] if rank == 1 else None, src=1)
+        swapped = [torch.empty(1) for _ in range(WORLD)]
+        dist.all_to_all(swapped, [torch.full((1,), 10.0 * rank + i) for i in range(WORLD)])
+        single = torch.empty(2)
+        dist.all_to_all_single(single, torch.tensor([4.0 * rank, 4.0 * rank + 1]))
+        if rank == 0:
+            dist.send(torch.tensor([-1.5, -0.5]), dst=1)
+        else:
+            dist.recv(torch.empty(2), src=0)
         optimizer.step()
     dist.destroy_process_group()
 
