@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from precheck.dump.records import Case
 from precheck.errors import OptionError
-from precheck.execution.options import BACKENDS, CheckOptions
+from precheck.execution.options import BACKENDS, CheckOptions, check_scheduler
 from precheck.results import ApiResult
 from precheck.scheduling.costs import largest_first, use_pool
 from precheck.scheduling.dask_cluster import Shipped, on_dask
@@ -89,8 +89,6 @@ class Dask(Backend):
         return self._stream(cases, body, None)
 
     def _stream(self, cases: Iterable[Case], body: Body, ship: Shipped | None) -> Iterator[ApiResult]:
-        if self.scheduler is None:
-            raise OptionError("--backend dask needs --scheduler ADDRESS")
         return on_dask(cases, self.data_dir, self.scheduler, body, ship, self.tls)  # type: ignore[arg-type]
 
 
@@ -114,6 +112,7 @@ def backend_for(
         raise OptionError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
     if name == "auto":
         name = "dask" if scheduler else "process" if isolate or use_pool(cases, workers, options) else "inprocess"
-    elif isolate and name == "inprocess":
+    check_scheduler(name, scheduler)
+    if isolate and name == "inprocess":
         name = "process"
     return _KINDS[name](data_dir, options, workers, scheduler, tls)
