@@ -20,7 +20,7 @@ from precheck.dump.records import Case, Dump, DumpError, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.dump.steps import find_dumps
 from precheck.errors import OptionError, PrecheckError
-from precheck.execution.options import CheckOptions
+from precheck.execution.options import CheckOptions, check_scheduler
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import for_framework, target_for
 from precheck.report.csv_files import CsvReport, text
@@ -174,6 +174,7 @@ def run_ut(
     folder holding one dump (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of several.
     """
     start = time.perf_counter()
+    check_scheduler(backend, scheduler)  # before the run's files are opened
     found = find_dumps(api_info)
     if found.ranks:
         raise DumpError(f"{found.path}: a step of {len(found.ranks)} dumps; precheck.ranks.run_step runs them as one")

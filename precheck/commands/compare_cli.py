@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.commands.command import Command
 from precheck.commands.values import positive_float, size
 from precheck.escape import escape
 
@@ -23,19 +23,7 @@ if TYPE_CHECKING:
 MAX_NOT_GRADED_SHOWN = 5  # replayed calls refused, crashed or cut named on the console (the summary keeps more)
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    cmp = commands.add_parser(
-        "compare",
-        help="compare two dumps of the same step: msprobe's compare CSV and the first record where they part",
-        description="Compare the target's dump with the bench's, record by record, into msprobe's "
-        "compare_result_{ts}.csv (tensor, statistics or md5, by what both dumps hold) and "
-        "compare_summary_{ts}.json: the first divergent record in execution order and why (its inputs agree and "
-        "its outputs do not, or its inputs already differ, and which record produced them), the suspects, the "
-        "runs of records only one side has. In a tensor dump, records that deviate within rounding before it are "
-        "graded each side against the float64 golden of its own inputs: the first where the target is worse than "
-        "an honest kernel and the bench is not is named instead (the summary says which rule named it). Folders "
-        "of step*/rank* are compared rank by rank.",
-    )
+def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
     cmp.add_argument(
         "-target",
         "--target",
@@ -86,43 +74,25 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also write compare_report_{ts}.html: the divergence curve, the suspects and the records (see report)",
     )
-    ovf = commands.add_parser(
-        "overflow",
-        help="list the records whose outputs hold inf/nan while their inputs are finite, in execution order",
-        description="The first records of a dump (statistics or tensors) that turn finite inputs into inf or "
-        "nan: where an overflow is born, not where it spreads.",
-    )
+
+
+def _overflow_arguments(ovf: argparse.ArgumentParser) -> None:
     ovf.add_argument("dump", metavar="DUMP", help="a dump.json or the folder holding it")
     ovf.add_argument("-n", "--limit", type=int, default=20, help="how many records to list (default 20)")
-    lg = commands.add_parser(
-        "logits",
-        help="compare per-token logits of two runs: cosine, errors, KL divergence, top-k, the first failing token",
-        description="Per token: cosine, max abs and relative error, KL divergence, top-1 and top-5 agreement; "
-        "a token fails when its top-1 differs, KL > 0.01 or cosine < 0.99. Each side is a folder of one .npy/.pt "
-        "file per token or one file with a token axis. Writes logits_compare_{ts}.csv.",
-    )
+
+
+def _logits_arguments(lg: argparse.ArgumentParser) -> None:
     lg.add_argument("-target", "--target", required=True, metavar="LOGITS", help="the logits of the run under test")
     lg.add_argument("-bench", "--bench", required=True, metavar="LOGITS", help="the logits of the reference run")
     lg.add_argument("-o", "--out_path", default=".", help="folder for the CSV")
-    kd = commands.add_parser(
-        "keydata",
-        help="compare two runs' key training data (msprobe's RL key-data dump): the first step and item that part",
-        description="Two key-data dumps (msprobe.core.SingleSave, as MindSpeed-RL and verl write with "
-        "key_data_dump: data/<name>/step<N>/rank<R>/...) compared item by item in training order: prompts, "
-        "responses, log-probabilities, advantages, losses. Writes keydata_compare_{ts}.csv (msprobe's comparator "
-        "columns, the cosine and a result per item) and keydata_summary_{ts}.json: the first step and item where "
-        "the runs part, and the first step each name parts in.",
-    )
+
+
+def _keydata_arguments(kd: argparse.ArgumentParser) -> None:
     kd.add_argument("-target", "--target", required=True, metavar="DUMP", help="the target's dump_path")
     kd.add_argument("-bench", "--bench", required=True, metavar="DUMP", help="the bench's dump_path")
     kd.add_argument("-o", "--out_path", default=".", help="folder for the CSV and the summary")
     kd.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of a close item (default 1e-3)")
     kd.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of a close item (default 1e-6)")
-
-
-def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
-    """The commands' handlers; an input they cannot use or an output they cannot write is cli.main's one line."""
-    return {"compare": _compare, "overflow": _overflow, "logits": _logits, "keydata": _keydata}
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -289,3 +259,49 @@ def _keydata(args: argparse.Namespace) -> int:
     lines += [f"  csv:     {result.csv_path}", f"  summary: {result.summary_path}"]
     print("\n".join(escape(line) for line in lines))
     return 0
+
+
+COMMANDS = (
+    Command(
+        "compare",
+        help="compare two dumps of the same step: msprobe's compare CSV and the first record where they part",
+        description="Compare the target's dump with the bench's, record by record, into msprobe's "
+        "compare_result_{ts}.csv (tensor, statistics or md5, by what both dumps hold) and "
+        "compare_summary_{ts}.json: the first divergent record in execution order and why (its inputs agree and "
+        "its outputs do not, or its inputs already differ, and which record produced them), the suspects, the "
+        "runs of records only one side has. In a tensor dump, records that deviate within rounding before it are "
+        "graded each side against the float64 golden of its own inputs: the first where the target is worse than "
+        "an honest kernel and the bench is not is named instead (the summary says which rule named it). Folders "
+        "of step*/rank* are compared rank by rank.",
+        add_arguments=_compare_arguments,
+        handler=_compare,
+    ),
+    Command(
+        "overflow",
+        help="list the records whose outputs hold inf/nan while their inputs are finite, in execution order",
+        description="The first records of a dump (statistics or tensors) that turn finite inputs into inf or "
+        "nan: where an overflow is born, not where it spreads.",
+        add_arguments=_overflow_arguments,
+        handler=_overflow,
+    ),
+    Command(
+        "logits",
+        help="compare per-token logits of two runs: cosine, errors, KL divergence, top-k, the first failing token",
+        description="Per token: cosine, max abs and relative error, KL divergence, top-1 and top-5 agreement; "
+        "a token fails when its top-1 differs, KL > 0.01 or cosine < 0.99. Each side is a folder of one .npy/.pt "
+        "file per token or one file with a token axis. Writes logits_compare_{ts}.csv.",
+        add_arguments=_logits_arguments,
+        handler=_logits,
+    ),
+    Command(
+        "keydata",
+        help="compare two runs' key training data (msprobe's RL key-data dump): the first step and item that part",
+        description="Two key-data dumps (msprobe.core.SingleSave, as MindSpeed-RL and verl write with "
+        "key_data_dump: data/<name>/step<N>/rank<R>/...) compared item by item in training order: prompts, "
+        "responses, log-probabilities, advantages, losses. Writes keydata_compare_{ts}.csv (msprobe's comparator "
+        "columns, the cosine and a result per item) and keydata_summary_{ts}.json: the first step and item where "
+        "the runs part, and the first step each name parts in.",
+        add_arguments=_keydata_arguments,
+        handler=_keydata,
+    ),
+)

@@ -4,6 +4,7 @@ where the report is."""
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,3 +28,8 @@ def closing(runs: Mapping[str, tuple[Path, Path]], page: str | None) -> list[str
     lines = describe_skips(reasons, total) + ["  worst APIs:"] * bool(worst) + worst
     lines += [f"  report:  {page}"] * (page is not None)
     return [escape(line) for line in lines]
+
+
+def warning_line(message: Warning | str, *args: object, **kwargs: object) -> None:
+    """A warning as one line on stderr (``warnings.showwarning``'s signature): no file, no line number."""
+    print(f"precheck: warning: {message}", file=sys.stderr)

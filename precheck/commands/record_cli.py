@@ -13,12 +13,12 @@ import argparse
 import signal
 import sys
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
 from precheck.commands.cluster_options import add_tls_options, tls_of
+from precheck.commands.command import Command, add_grading
 from precheck.commands.console import closing
 from precheck.commands.values import size
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
@@ -35,17 +35,9 @@ class NothingRecorded(PrecheckError):
     """The command ran, and no Python process of it recorded anything."""
 
 
-def add_parsers(commands: argparse._SubParsersAction, grading: argparse.ArgumentParser) -> None:
-    """``grading``: run_ut's target and grading options, which ``--check`` grades by."""
-    rec = commands.add_parser(
-        "record",
-        parents=[grading],
-        help="record a training step as msprobe's dumper does, without msprobe: precheck record -o DIR -- CMD",
-        description="Run CMD (e.g. python train.py ARGS) with precheck's recorder in its Python processes: msprobe's "
-        "L1 dump (the same record names, order, fields and tensor files as msprobe 26.2's PrecisionDebugger) is "
-        "written under DIR/step{N}/proc{pid}/ (rank{R} in a distributed run). A step runs from one optimizer.step() "
-        "to the next (step 0 starts at the model's first forward); a program without an optimizer is one step.",
-    )
+def _arguments(rec: argparse.ArgumentParser) -> None:
+    """run_ut's target and grading options first: ``--check`` grades by them."""
+    add_grading(rec)
     rec.add_argument("-o", "--out_path", required=True, metavar="DUMP_DIR", help="folder of the dump")
     rec.add_argument("--task", choices=TASKS, default="tensor", help="tensor (with tensor files) or statistics")
     rec.add_argument("--level", choices=LEVELS, default="L1", help="msprobe's dump level (L1: APIs; mix: modules too)")
@@ -93,10 +85,6 @@ def add_parsers(commands: argparse._SubParsersAction, grading: argparse.Argument
 _DEFAULTS = {"target": "device", "standard": "default"}
 # only with --check
 _WITH_CHECK = ("keep_failing", "store_size", "scheduler", "backend", "tls_ca_file", "tls_cert", "tls_key")
-
-
-def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
-    return {"record": _record}
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -205,3 +193,15 @@ def _check(args: argparse.Namespace) -> dict | None:
         "keep_failing": args.keep_failing,
         "store_size": args.store_size,
     }
+
+
+COMMAND = Command(
+    "record",
+    help="record a training step as msprobe's dumper does, without msprobe: precheck record -o DIR -- CMD",
+    description="Run CMD (e.g. python train.py ARGS) with precheck's recorder in its Python processes: msprobe's "
+    "L1 dump (the same record names, order, fields and tensor files as msprobe 26.2's PrecisionDebugger) is "
+    "written under DIR/step{N}/proc{pid}/ (rank{R} in a distributed run). A step runs from one optimizer.step() "
+    "to the next (step 0 starts at the model's first forward); a program without an optimizer is one step.",
+    add_arguments=_arguments,
+    handler=_record,
+)

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from precheck.errors import OptionError
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS
 
 TARGETS = ("device", "recorded", "compile", "mindspore")  # what a run grades: see execution/targets.py
 BACKENDS = ("auto", "inprocess", "process", "dask")  # where cases run: see scheduling/backends.py
+
+
+def check_scheduler(backend: str, scheduler: str | None) -> None:
+    """The one check that a Dask scheduler goes with the dask backend (or auto), and dask with one: run_ut makes
+    it before it opens its files, scheduling.backends as it picks a backend (a library caller's, or record's)."""
+    if backend == "dask" and not scheduler:
+        raise OptionError("--backend dask needs --scheduler ADDRESS")
+    if scheduler and backend not in ("dask", "auto"):
+        raise OptionError(f"--scheduler goes with --backend dask, not {backend}")
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,14 @@ it) to a pool here, at the seam.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from precheck.dump.records import Case
 from precheck.errors import OptionError
-from precheck.execution.options import BACKENDS, CheckOptions
+from precheck.execution.options import CheckOptions, check_scheduler
 from precheck.results import ApiResult
 from precheck.scheduling.costs import largest_first, use_pool
 from precheck.scheduling.dask_cluster import Shipped, on_dask
@@ -25,7 +26,10 @@ from precheck.scheduling.process import Supervisor
 from precheck.scheduling.tls import Tls
 
 
-class Backend:
+class Backend(ABC):
+    """Where a run's cases run: a subclass names itself (``name``, what ``backend=`` asks for) and yields one
+    result per case (``_run``); :func:`register_backend` makes it one of run_ut's backends."""
+
     name: ClassVar[str]
 
     def __init__(
@@ -47,8 +51,9 @@ class Backend:
         runs on another machine (Dask); the other backends read them where they lie."""
         return self._stream(cases, Body(self.options, on_start), ship)
 
+    @abstractmethod
     def _run(self, cases: Sequence[Case], body: Body) -> Iterator[ApiResult]:
-        raise NotImplementedError
+        """One result per case, each run through ``body`` (the loop body every backend shares)."""
 
     def _stream(self, cases: Iterable[Case], body: Body, ship: Shipped | None) -> Iterator[ApiResult]:
         return self._run(cases, body)  # type: ignore[arg-type]  # in-process and Dask take cases as they come
@@ -89,12 +94,21 @@ class Dask(Backend):
         return self._stream(cases, body, None)
 
     def _stream(self, cases: Iterable[Case], body: Body, ship: Shipped | None) -> Iterator[ApiResult]:
-        if self.scheduler is None:
-            raise OptionError("--backend dask needs --scheduler ADDRESS")
         return on_dask(cases, self.data_dir, self.scheduler, body, ship, self.tls)  # type: ignore[arg-type]
 
 
-_KINDS = {kind.name: kind for kind in (InProcess, Processes, Dask)}
+_KINDS: dict[str, type[Backend]] = {}
+
+
+def register_backend(kind: type[Backend]) -> type[Backend]:
+    """``kind`` becomes the backend its ``name`` asks for (``run_ut(..., backend=name)``); usable as a class
+    decorator. Its cases run through the loop body the others share, so its rows are theirs."""
+    _KINDS[kind.name] = kind
+    return kind
+
+
+for _kind in (InProcess, Processes, Dask):
+    register_backend(_kind)
 
 
 def backend_for(
@@ -110,10 +124,11 @@ def backend_for(
     """The backend ``name`` asks for; ``auto``: a Dask cluster when a scheduler is given, else worker processes
     when they pay off; ``isolate`` (cases suspected of killing a run) asks for worker processes whatever their
     number, unless the run is on a cluster. ``tls``: the TLS files of a ``tls://`` scheduler."""
-    if name not in BACKENDS:
-        raise OptionError(f"unknown backend {name!r} (choose from {', '.join(BACKENDS)})")
+    if name != "auto" and name not in _KINDS:
+        raise OptionError(f"unknown backend {name!r} (choose from {', '.join(['auto', *_KINDS])})")
     if name == "auto":
         name = "dask" if scheduler else "process" if isolate or use_pool(cases, workers, options) else "inprocess"
-    elif isolate and name == "inprocess":
+    check_scheduler(name, scheduler)
+    if isolate and name == "inprocess":
         name = "process"
     return _KINDS[name](data_dir, options, workers, scheduler, tls)
