@@ -12,8 +12,10 @@ model cast to bf16: bench_autocast.py's pair). Small sizes: each dump the corpus
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from contextlib import nullcontext
+from pathlib import Path
 
 import model_dumps
 import real_models
@@ -22,27 +24,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "data" / "record"))
+from autocast_model import Block  # noqa: E402 - the LLaMA-ish block the autocast fixtures record
+
 Step = tuple[nn.Module, Callable[[], None]]
 BF16 = torch.bfloat16
-
-
-class Block(nn.Module):
-    """A LLaMA-ish block: attention of a fused qkv projection, a gated SiLU MLP, a layer-normed head, the loss."""
-
-    def __init__(self, width: int = 8, vocab: int = 10) -> None:
-        super().__init__()
-        self.qkv = nn.Linear(width, 3 * width, bias=False)
-        self.gate = nn.Linear(width, 2 * width, bias=False)
-        self.down = nn.Linear(2 * width, width, bias=False)
-        self.ln = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
-
-    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        q, k, v = self.qkv(x).chunk(3, dim=-1)
-        attn = F.softmax(torch.matmul(q, k.transpose(-1, -2)) / 8**0.5, dim=-1)
-        x = x + torch.matmul(attn, v)
-        x = x + self.down(F.silu(self.gate(x)))
-        return F.cross_entropy(self.head(self.ln(x)).flatten(0, 1), labels.flatten())
 
 
 class Conv(nn.Module):
@@ -108,7 +94,7 @@ def _sgd_step(
 
 
 def _block(dtype: torch.dtype, autocast: bool) -> Step:
-    model = Block() if autocast else Block().to(dtype)
+    model = Block(vocab=10) if autocast else Block(vocab=10).to(dtype)
     x, labels = torch.randn(2, 4, 8, dtype=torch.float32 if autocast else dtype), torch.randint(0, 10, (2, 4))
     return model, _sgd_step(model, lambda: model(x, labels), dtype if autocast else None)
 
