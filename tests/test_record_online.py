@@ -254,6 +254,23 @@ def test_a_check_that_fails_at_the_programs_exit_fails_record_and_says_the_csv_i
     assert "Partial run: the check failed" in page.read_text()
 
 
+INTERRUPTED = """
+import torch
+torch.ones(3).add(1)
+raise KeyboardInterrupt  # Ctrl-C mid-step, nobody catches it
+"""
+
+
+def test_a_checked_training_ended_by_ctrl_c_exits_130_as_it_does_without_precheck(tmp_path: Path) -> None:
+    """The online check's close ran code through exec at exit, which reset the flag Python reads after its exit
+    handlers to die by SIGINT: the training and precheck record exited 1 instead of 130."""
+    (tmp_path / "train.py").write_text(INTERRUPTED)
+    done = _record(tmp_path, "--check", "--", sys.executable, "train.py")
+    assert done.returncode == 130, done.stderr
+    assert "(command was killed by signal 2 (SIGINT), exit 130)" in done.stdout
+    assert "the program ended by KeyboardInterrupt before the step did" in done.stdout
+
+
 KILLED = """
 import os, signal
 import torch

@@ -132,6 +132,7 @@ def _start() -> None:
 
     register_optimizer_step_pre_hook(before_step)
     register_optimizer_step_post_hook(after_step)
+    atexit.register(_still_interrupted)  # registered first, runs right after finish
     atexit.register(finish)
     _finish_on_sigterm(finish)
     recorder.install()
@@ -156,6 +157,19 @@ def _uncaught() -> str | None:
     sys.last_value before the exit handlers run (None at an ordinary exit, sys.exit included)."""
     ended = getattr(sys, "last_value", None)
     return None if ended is None else f"the program ended by {type(ended).__name__} before the step did"
+
+
+def _still_interrupted() -> None:
+    """A program ended by a KeyboardInterrupt nobody caught (Ctrl-C) exits 130, killed by SIGINT, as it does
+    without precheck. Python keeps a flag once its main module ends so and, after the exit handlers, dies by
+    SIGINT; but any code it runs from a string (``exec``, ``eval``: the methods of a dataclass or a namedtuple
+    made or imported then) clears that flag, and the online check's close at exit runs such code: the program
+    exited 1. A KeyboardInterrupt raised from a string sets the flag again, with no ctypes. sys.last_value
+    tells, as in _uncaught, how the program ended (a handler of the program's own that ran before precheck's
+    and cleared the flag is undone too)."""
+    if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+        with contextlib.suppress(KeyboardInterrupt):
+            exec("raise KeyboardInterrupt")
 
 
 def _finish_on_sigterm(finish: Callable[[str], None]) -> None:
