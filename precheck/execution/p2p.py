@@ -103,7 +103,7 @@ def _graded(rank: Rank, name: str, record: dict, sender: Rank, sent: dict, optio
     try:
         done = recorded_output(record, *_TENSOR)
         if done is None:
-            raise NotCheckable(f"{where}: the record holds no output of its tensor (recorded by an older recorder?)")
+            raise NotCheckable(f"{where}: the record holds no output of its tensor (msprobe writes none for an isend)")
         target = load(rank, done, f"{where} output tensor")
         golden = load(sender, recorded_input(sent, *_TENSOR), f"rank {sender.rank}: sent tensor")
     except NotCheckable as e:
