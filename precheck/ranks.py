@@ -21,6 +21,7 @@ from precheck.dump.steps import DUMP_JSON, Found, RankDump
 from precheck.errors import OptionError
 from precheck.execution.collectives import Rank, grade_collectives, is_collective
 from precheck.execution.options import CheckOptions
+from precheck.execution.p2p import grade_point_to_point, is_point_to_point
 from precheck.paths import output_folder
 from precheck.results import ApiResult
 from precheck.run_ut import RunSummary, run_ut
@@ -79,21 +80,22 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
 
 
 def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) -> dict[str, dict[str, ApiResult]]:
-    """Each rank's rows of its collectives, by the rank's folder name; none in a step of ``proc*`` folders
-    (which rank each was is not recorded: their collectives go through run_ut, which skips them)."""
+    """Each rank's rows of its collectives, sends and receives, by the rank's folder name; none in a step of
+    ``proc*`` folders (which rank each was is not recorded: their collectives go through run_ut, which skips them)."""
     numbered: list[tuple[int, RankDump]] = [(d.rank, d) for d in found.ranks if d.rank is not None]
     if len(numbered) < len(found.ranks):
         return {}
     ranks = {}
     for number, dump in numbered:
         names = dumps[dump.name].cases.names
-        if any(is_collective(n) for n in names):
+        if any(is_collective(n) or is_point_to_point(n) for n in names):
             ranks[number] = Rank(number, dumps[dump.name].index, {n: i for i, n in enumerate(names)})
         else:
             ranks[number] = Rank(number, None, {})  # no collective: no record of it is read
     world = max(ranks) + 1
     graded = grade_collectives(ranks, world, str(found.path), options)
-    return {dump.name: graded[number] for number, dump in numbered}
+    sent = grade_point_to_point(ranks, str(found.path), options)
+    return {dump.name: graded[number] | sent[number] for number, dump in numbered}
 
 
 def _summary(

@@ -22,6 +22,7 @@ STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"
 COLLECTIVES = ["Distributed.all_reduce.0", "Distributed.all_gather.0", "Distributed.broadcast.0",
                "Distributed.reduce_scatter.0", "Distributed.gather.0", "Distributed.scatter.0",
                "Distributed.all_to_all.0", "Distributed.all_to_all_single.0"]  # fmt: skip
+POINT_TO_POINT = {"rank0": "Distributed.send.0", "rank1": "Distributed.recv.0"}
 
 
 def _results(result_csv: Path) -> dict[str, dict[str, str]]:
@@ -40,8 +41,9 @@ def test_a_step_folder_is_one_run_with_a_csv_pair_per_rank_and_its_collectives_g
         assert run.result_path.name.startswith("accuracy_checking_result_")  # msprobe's name: its readers take it
         rows = _results(run.result_path)
         assert {n: rows[n]["Forward Test Success"] for n in COLLECTIVES} == dict.fromkeys(COLLECTIVES, "pass")
+        assert rows[POINT_TO_POINT[name]]["Forward Test Success"] == "pass"  # graded against its peer's record
     assert summary.checked == sum(run.checked for run in summary.ranks.values()) == 30
-    assert summary.counts["pass"] == 27 and summary.collectives == 18
+    assert summary.counts["pass"] == 29 and summary.collectives == 20
     text = summary.describe()
     assert text.count("precheck run_ut:") == 1 and "rank0: result:" in text and "rank1: result:" in text
     assert set(summary.frame()["rank"]) == {"rank0", "rank1"}
@@ -79,6 +81,7 @@ def test_a_reduce_is_graded_on_its_dst_rank_only(tmp_path):
         ("Distributed.scatter.0", "rank1", "output.1.0", "output.0"),  # rank 0's chunk, not its own
         ("Distributed.all_to_all.0", "rank1", "output.0.1", "output.0.0"),  # its own piece where rank 0's belongs
         ("Distributed.all_to_all_single.0", "rank0", "input.1", "output.0"),  # its input, not the exchanged chunks
+        ("Distributed.recv.0", "rank1", "input.0", "output.0"),  # the empty tensor it passed, not rank 0's send
     ],
 )
 def test_a_wrong_output_of_each_collective_is_an_error(tmp_path, call, rank, wrong, target):
@@ -88,6 +91,35 @@ def test_a_wrong_output_of_each_collective_is_an_error(tmp_path, call, rank, wro
     shutil.copy(data / f"{call}.forward.{wrong}.pt", data / f"{call}.forward.{target}.pt")
     summary = _run(step, tmp_path / "out")
     assert _results(summary.ranks[rank].result_path)[call]["Forward Test Success"] == "error"
+
+
+def test_a_recv_is_its_peers_send_bit_for_bit(tmp_path):
+    """The recv's recorded tensor one ULP off the send's: a copy is exact, so it is an error, not a rounding; so is
+    a send whose tensor changed in the call."""
+    import torch
+
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    for rank, call in POINT_TO_POINT.items():
+        done = step / rank / "dump_tensor_data" / f"{call}.forward.output.0.pt"
+        value = torch.load(done)
+        torch.save(torch.nextafter(value, torch.full_like(value, 1.0)), done)
+    summary = _run(step, tmp_path / "out")
+    for rank, call in POINT_TO_POINT.items():
+        assert _results(summary.ranks[rank].result_path)[call]["Forward Test Success"] == "error"
+
+
+def test_a_recv_without_its_senders_dump_or_send_is_skip_with_the_reason(tmp_path):
+    step = tmp_path / "step0"
+    shutil.copytree(STEP / "rank1", step / "rank1")
+    shutil.copytree(STEP / "rank1", step / "rank2")  # rank 0, the sender, missing
+    summary = _run(step, tmp_path / "out")
+    for rank in ("rank1", "rank2"):
+        run = summary.ranks[rank]
+        row = _results(run.result_path)["Distributed.recv.0"]
+        assert row["Forward Test Success"] == "SKIP" and "rank 0 has no dump in" in row["Message"]
+        found = reasons.read(run.details_path)
+        assert found["Distributed.recv.0.forward.output.0"].reason == Reason.SKIP_MISSING_RANK
 
 
 def test_a_missing_rank_gives_its_collectives_skip_with_the_reason(tmp_path):
@@ -103,6 +135,8 @@ def test_a_missing_rank_gives_its_collectives_skip_with_the_reason(tmp_path):
     found = reasons.read(run.details_path)
     assert found["Distributed.all_reduce.0.forward.output.0"].reason == Reason.SKIP_MISSING_RANK
     assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"  # the rest of the rank is still checked
+    recv = _results(summary.ranks["rank2"].result_path)["Distributed.recv.0"]  # rank 1's recv, from rank 0
+    assert recv["Forward Test Success"] == "SKIP" and "rank 0 recorded 0 sends to rank 2" in recv["Message"]
 
 
 def test_the_command_line_runs_a_step_folder_and_a_dumps_top_folder(tmp_path, capsys):
@@ -127,7 +161,7 @@ def test_the_command_line_runs_a_step_folder_and_a_dumps_top_folder(tmp_path, ca
     )
     out, err = capsys.readouterr()
     assert "running its one step, step0 (2 dumps)" in err
-    assert out.count("precheck run_ut:") == 1 and "forward:  pass 27, warning 0, error 0, SKIP 3" in out
+    assert out.count("precheck run_ut:") == 1 and "forward:  pass 29, warning 0, error 0, SKIP 1" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]
 
 
@@ -191,8 +225,8 @@ def test_one_report_shows_every_ranks_apis_the_collectives_the_counts_and_the_cs
     for call in COLLECTIVES:
         assert f'<tr><th>{call}</th><td class="pass">pass</td><td class="pass">pass</td>' in collectives
     counts = text.split('id="rank-counts"')[1].split("</table>")[0]
-    assert "<tr><th>rank0</th><td>15</td><td>13</td>" in counts
-    assert "<tr><th>all ranks</th><td>30</td><td>27</td>" in counts
+    assert "<tr><th>rank0</th><td>15</td><td>14</td>" in counts
+    assert "<tr><th>all ranks</th><td>30</td><td>29</td>" in counts
     for rank in ("rank0", "rank1"):
         for csv in (out / rank).glob("accuracy_checking_*.csv"):
             assert f'href="{rank}/{csv.name}"' in counts

@@ -18,6 +18,8 @@ MODULE_PREFIXES = ("Module.", "Cell.")  # PyTorch's and MindSpore's module recor
 COLLECTIVES = frozenset({"all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "_all_gather_base",
                          "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "reduce", "gather",
                          "scatter", "all_to_all", "all_to_all_single"})  # fmt: skip
+# The point-to-point calls graded across a step's ranks (precheck.execution.p2p): each one's argument naming its peer.
+POINT_TO_POINT = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
 MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 _REPLAY_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")
 # A tensor's name in a compare CSV: its record (``<call>.forward``, ``<module>.forward.<N>``), its role, the rest.
@@ -49,6 +51,12 @@ def is_collective(name: str) -> bool:
     """Whether the call ``name`` (``Distributed.all_reduce.0``) is a collective graded across ranks."""
     parts = name.split(".")
     return len(parts) == 3 and parts[0] == "Distributed" and parts[1] in COLLECTIVES
+
+
+def is_point_to_point(name: str) -> bool:
+    """Whether the call ``name`` (``Distributed.recv.0``) is a send or receive graded against its peer rank's."""
+    parts = name.split(".")
+    return len(parts) == 3 and parts[0] == "Distributed" and parts[1] in POINT_TO_POINT
 
 
 def is_module(key: str) -> bool:

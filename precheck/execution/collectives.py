@@ -74,7 +74,9 @@ class Rank:
 
 
 @dataclass(frozen=True)
-class _Record:
+class CallRecord:
+    """A graded call as results.graded and skipped take it: its name and its place in its rank's run."""
+
     name: str
     order: int
     has_backward: bool = False
@@ -100,7 +102,7 @@ def grade_collectives(
                     Reason.SKIP_MISSING_RANK,
                 )
         except NotCheckable as e:
-            found = {r: skipped(_Record(name, ranks[r].orders[name]), str(e), e.code) for r in present}
+            found = {r: skipped(CallRecord(name, ranks[r].orders[name]), str(e), e.code) for r in present}
         else:
             found = {r: calls.graded(r) for r in present}
         for r, result in found.items():
@@ -120,13 +122,13 @@ class _Calls:
     def _members(self, world: int) -> list[int]:
         place = _GOLDENS[self.api][1].get("group")
         for raw in self.records.values():
-            group = _raw(raw, *place) if place else None
+            group = recorded_input(raw, *place) if place else None
             if isinstance(group, dict) and isinstance(group.get("group_ranks"), list):
                 return [int(r) for r in group["group_ranks"]]
         return list(range(world))
 
     def raw(self, r: int, arg: str) -> Any:
-        return _raw(self.records[r], *_GOLDENS[self.api][1][arg])
+        return recorded_input(self.records[r], *_GOLDENS[self.api][1][arg])
 
     def input(self, r: int, arg: str) -> Any:
         """The loaded tensors of argument ``arg`` as rank ``r`` passed it."""
@@ -134,12 +136,10 @@ class _Calls:
 
     def output(self, r: int, arg: str) -> Any:
         """The loaded tensors of argument ``arg`` of rank ``r`` once the collective had run (its target)."""
-        raw, (i, key) = self.records[r], _GOLDENS[self.api][1][arg]
-        args, kwargs, done = raw.get("input_args") or [], raw.get("input_kwargs") or {}, raw.get("output") or []
-        at = i if i < len(args) else len(args) + list(kwargs).index(key) if key in kwargs else len(done)
-        if at >= len(done) or done[at] is None:
+        done = recorded_output(self.records[r], *_GOLDENS[self.api][1][arg])
+        if done is None:
             raise NotCheckable(f"rank {r}: the record holds no output of {arg} (recorded by an older recorder?)")
-        return self._load(r, done[at], f"rank {r}: output {arg}")
+        return self._load(r, done, f"rank {r}: output {arg}")
 
     def op(self, r: int) -> Callable[[torch.Tensor], torch.Tensor]:
         raw = self.raw(r, "op")
@@ -151,15 +151,7 @@ class _Calls:
         return _OPS[name]
 
     def _load(self, r: int, raw: Any, where: str) -> Any:
-        try:
-            tree = decode_value(raw, where)
-            if any(isinstance(s, TensorSpec) and s.data_name is None for s in flatten(tree)):
-                raise NotCheckable(f"{where}: no tensor file (a statistics dump): a collective needs its values")
-            return load_tree(tree, self.ranks[r].data_dir)
-        except RecordError as e:
-            raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
-        except InputError as e:
-            raise NotCheckable(f"{where}: {e}", e.reason) from None
+        return load(self.ranks[r], raw, where)
 
     def graded(self, r: int) -> ApiResult:
         """Rank ``r``'s row: its outputs against the collective of every member's inputs, in float64; SKIP where
@@ -167,17 +159,39 @@ class _Calls:
         try:
             targets, goldens = _GOLDENS[self.api][0](self, r)
         except NotCheckable as e:
-            return skipped(_Record(self.name, self.ranks[r].orders[self.name]), str(e), e.code)
+            return skipped(CallRecord(self.name, self.ranks[r].orders[self.name]), str(e), e.code)
         honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
                   for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
         o = self.options
         rows = RowGrader(o.standard, o.cosine, o.max_abs, "").outputs(
             self.name, targets, goldens, None, lambda i, _: honest[i]
         )
-        return graded(_Record(self.name, self.ranks[r].orders[self.name]), rows, [], "")
+        return graded(CallRecord(self.name, self.ranks[r].orders[self.name]), rows, [], "")
 
 
-def _raw(record: dict, i: int, key: str) -> Any:
+def load(rank: Rank, raw: Any, where: str) -> Any:
+    """The tensors of the recorded value ``raw`` of ``rank``, loaded from its files; NotCheckable saying why not."""
+    try:
+        tree = decode_value(raw, where)
+        if any(isinstance(s, TensorSpec) and s.data_name is None for s in flatten(tree)):
+            raise NotCheckable(f"{where}: no tensor file (a statistics dump): a collective needs its values")
+        return load_tree(tree, rank.data_dir)
+    except RecordError as e:
+        raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
+    except InputError as e:
+        raise NotCheckable(f"{where}: {e}", e.reason) from None
+
+
+def recorded_output(record: dict, i: int, key: str) -> Any:
+    """The recorded value of argument ``i`` (keyword ``key``) once the call had run; None where none was recorded.
+    The output of a record of torch.distributed is its arguments after the call, positional then keyword."""
+    args, kwargs, done = record.get("input_args") or [], record.get("input_kwargs") or {}, record.get("output") or []
+    at = i if i < len(args) else len(args) + list(kwargs).index(key) if key in kwargs else len(done)
+    return done[at] if at < len(done) else None
+
+
+def recorded_input(record: dict, i: int, key: str) -> Any:
+    """The recorded value of argument ``i`` (keyword ``key``) as the call was given it; None where not given."""
     args, kwargs = record.get("input_args") or [], record.get("input_kwargs") or {}
     return args[i] if i < len(args) else kwargs.get(key) if isinstance(kwargs, dict) else None
 
