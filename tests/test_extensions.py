@@ -3,6 +3,7 @@ public function runs a real dump's cases through run_ut, a standard so registere
 
 import pytest
 
+from precheck.commands.parser import build_parser
 from precheck.core.status import ERROR, PASS
 from precheck.execution import targets
 from precheck.execution.options import BACKENDS, TARGETS, CheckOptions
@@ -69,3 +70,19 @@ def test_a_registered_standard_grades_a_dump_through_run_ut(tmp_path):
     summary = run_ut(MLP, out_path=tmp_path, device="cpu", backend="inprocess", options=CheckOptions(standard="toy"))
     assert "toy" in STANDARD_CHOICES
     assert "toy: max abs error" in summary.details_path.read_text()
+
+
+def test_the_command_line_offers_the_registered_names():
+    @register_backend
+    class Counting(InProcess):
+        name = "counting"
+
+    @register_target
+    class Toy(DeviceTarget):
+        name = "toy"
+
+    register_standard("toy", STANDARDS["default"])
+    args = build_parser().parse_args(
+        ["run_ut", "-api_info", str(MLP), "--backend", "counting", "--target", "toy", "--standard", "toy"]
+    )
+    assert (args.backend, args.target, args.standard) == ("counting", "toy", "toy")
