@@ -561,7 +561,7 @@ def test_unknown_standard_raises_naming_the_choices():
     for choice in names:
         assert choice in text
     assert set(STANDARD_CHOICES) == set(names)
-    assert STANDARD_CHOICES == (*STANDARDS, "auto")  # the command line's torch-free list names every standard
+    assert STANDARD_CHOICES == [*STANDARDS, "auto"]  # the command line's torch-free list names every standard
     with pytest.raises(ValueError, match="strictest"):
         judge(M(), F32, "strictest")
 

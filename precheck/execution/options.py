@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from precheck.errors import OptionError
 from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS
 
-TARGETS = ("device", "recorded", "compile", "mindspore")  # what a run grades: see execution/targets.py
-BACKENDS = ("auto", "inprocess", "process", "dask")  # where cases run: see scheduling/backends.py
+# The names of what a run grades and where its cases run, torch-free so that the command line offers them without
+# loading torch: the built-in ones, and those register_target (execution/targets.py) and register_backend
+# (scheduling/backends.py) add. The command line's choices are these lists themselves.
+TARGETS: list[str] = ["device", "recorded", "compile", "mindspore"]
+BACKENDS: list[str] = ["auto", "inprocess", "process", "dask"]
 
 
 def check_scheduler(backend: str, scheduler: str | None) -> None:

@@ -9,6 +9,7 @@ recorded outputs (what the device produced during training, read from the dump; 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -38,6 +39,7 @@ __all__ = [
     "RecordedTarget",
     "Target",
     "for_framework",
+    "register_target",
     "target_for",
 ]
 
@@ -52,8 +54,10 @@ class Ran:
     at: AtHook | None = None
 
 
-class Target:
-    """A kind of target on one device. Its class attributes say what the rest of the run must know of it."""
+class Target(ABC):
+    """A kind of target on one device: a subclass names itself (``name``, what ``--target`` asks for) and runs a
+    call (``run``); its class attributes say what the rest of the run must know of it. :func:`register_target`
+    makes it one of run_ut's targets."""
 
     name: ClassVar[str]
     label: ClassVar[str] = ""  # said in every details row's Message (DEVICE Dtype keeps msprobe's meaning)
@@ -74,8 +78,9 @@ class Target:
         """The case's argument trees whose tensor files this target reads."""
         return (case.args, case.kwargs, case.grad_outputs)
 
+    @abstractmethod
     def run(self, call: Call, case: Case) -> SideRun:
-        return run_side(call, target_side(self.device))
+        """The call's outputs (and gradients) as this target produces them, to be graded against the golden."""
 
     def outcome(self, call: Call, case: Case, builder: InputBuilder, golden: SideRun) -> ApiResult | Ran:
         """The target's run of the call, or the case's result when it ends here."""
@@ -102,6 +107,9 @@ class Target:
 
 class DeviceTarget(Target):
     name = "device"
+
+    def run(self, call: Call, case: Case) -> SideRun:
+        return run_side(call, target_side(self.device))
 
     def is_honest(self, case: Case) -> bool:
         return self.device == "cpu" and repeats_honest(case)
@@ -179,16 +187,27 @@ class MindSporeTarget(Target):
         return ran.target
 
 
-_KINDS: dict[str, type[Target]] = {
-    kind.name: kind for kind in (DeviceTarget, RecordedTarget, CompiledTarget, MindSporeTarget)
-}
+_KINDS: dict[str, type[Target]] = {}
+
+
+def register_target(kind: type[Target]) -> type[Target]:
+    """``kind`` becomes the target its ``name`` asks for (``CheckOptions(target=name)``, ``--target name``);
+    usable as a class decorator. Its runs are graded, timed and reported as the others' are."""
+    _KINDS[kind.name] = kind
+    if kind.name not in TARGETS:
+        TARGETS.append(kind.name)  # the command line's choices, torch-free
+    return kind
+
+
+for _kind in (DeviceTarget, RecordedTarget, CompiledTarget, MindSporeTarget):
+    register_target(_kind)
 
 
 def target_for(options: CheckOptions) -> Target:
     """The target ``options`` name, on their device; ValueError for a name no kind has."""
     kind = _KINDS.get(options.target)
     if kind is None:
-        raise OptionError(f"unknown target {options.target!r} (choose from {', '.join(TARGETS)})")
+        raise OptionError(f"unknown target {options.target!r} (choose from {', '.join(_KINDS)})")
     return kind(options)
 
 

@@ -12,9 +12,8 @@ every standard.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from precheck.core.comparison import Metrics
 from precheck.core.status import ERROR, PASS, WARNING, Status
@@ -46,7 +45,13 @@ class Context:
 
 
 Verdict = tuple[Status, str]
-Standard = Callable[[Metrics, Context], Verdict]
+
+
+class Standard(Protocol):
+    """What a standard is: a judge of one float output's metrics, in its context, as (status, reason); the reason
+    says why it is not a pass (empty on pass) and is the row's Message."""
+
+    def __call__(self, m: Metrics, ctx: Context, /) -> Verdict: ...
 
 
 def rule(m: Metrics, ctx: Context) -> list[str]:
@@ -236,6 +241,14 @@ STANDARDS: dict[str, Standard] = {
     "accumulative": accumulative,
     "benchmark": benchmark,
 }
+
+
+def register_standard(name: str, judge: Standard) -> None:
+    """``judge`` becomes the standard ``name`` asks for (``CheckOptions(standard=name)``, ``--standard name``,
+    ``compare(..., standard=name)``); a float output it judges gets its verdict as the built-in ones' do."""
+    STANDARDS[name] = judge
+    if name not in STANDARD_CHOICES:
+        STANDARD_CHOICES.insert(STANDARD_CHOICES.index("auto"), name)  # the command line's, torch-free
 
 
 def resolve(standard: str, api_class: str | None, has_reference: bool) -> str:

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from precheck.dump.records import Case
 from precheck.errors import OptionError
-from precheck.execution.options import CheckOptions, check_scheduler
+from precheck.execution.options import BACKENDS, CheckOptions, check_scheduler
 from precheck.results import ApiResult
 from precheck.scheduling.costs import largest_first, use_pool
 from precheck.scheduling.dask_cluster import Shipped, on_dask
@@ -104,6 +104,8 @@ def register_backend(kind: type[Backend]) -> type[Backend]:
     """``kind`` becomes the backend its ``name`` asks for (``run_ut(..., backend=name)``); usable as a class
     decorator. Its cases run through the loop body the others share, so its rows are theirs."""
     _KINDS[kind.name] = kind
+    if kind.name not in BACKENDS:
+        BACKENDS.append(kind.name)  # the command line's choices, torch-free
     return kind
 
 
