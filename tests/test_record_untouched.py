@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import precheck
-from precheck.execution.targets import Target
+from precheck.execution.targets import DeviceTarget, Target
 
 STEPS = 3
 WAIT = 30.0  # seconds: a bound on a hand-over that takes milliseconds, never reached unless the test is broken
@@ -81,7 +81,7 @@ def test_losses_and_the_generator_are_those_of_the_run_without_precheck(
     expected = _train(None, None)
     held = _Held() if check is not None and "backend" not in check else None
     if held is not None:
-        monkeypatch.setattr(Target, "run", held.run(Target.run))
+        monkeypatch.setattr(DeviceTarget, "run", held.run(DeviceTarget.run))  # the device target's own run
     got = _train(tmp_path, held, recorded, **(check or {}))  # a pool's start costs seconds: one step of it
     assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
 
