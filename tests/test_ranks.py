@@ -274,3 +274,30 @@ def test_each_ranks_dump_is_read_once(tmp_path, monkeypatch):
     monkeypatch.setattr(RecordIndex, "open", classmethod(counted))
     _run(STEP, tmp_path)
     assert sorted(opened) == [STEP / "rank0" / "dump.json", STEP / "rank1" / "dump.json"]
+
+
+@pytest.mark.parametrize(
+    ("call", "field", "value"),
+    [
+        ("Distributed.all_reduce.0", "input_args", {"0": "not a list"}),  # a dict where a list is recorded
+        ("Distributed.all_gather.0", "output", 7),  # a number where the gathered list is recorded
+        ("Distributed.send.0", "input_kwargs", {"tag": [1]}),  # a tag that is no number
+    ],
+)
+def test_a_malformed_collective_record_is_a_skip_row_not_the_steps_end(tmp_path, call, field, value):
+    """A record of another shape raised out of the step run (KeyError, AttributeError, unhashable tag): no rank
+    got a CSV. Its call is SKIP on its rank with the reason, and every other call is graded."""
+    import json
+
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    path = step / "rank0" / "dump.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["data"][f"{call}.forward"][field] = value
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    summary = _run(step, tmp_path / "out")
+    rows = _results(summary.ranks["rank0"].result_path)
+    assert rows[call]["Forward Test Success"] == "SKIP"
+    assert "Distributed.all_reduce.0" in rows and "Distributed.broadcast.0" in rows
+    graded = [c for c in COLLECTIVES if c != call]
+    assert all(rows[c]["Forward Test Success"] in ("pass", "SKIP") for c in graded)

@@ -10,8 +10,9 @@ The ranks that take part are the recorded process group's (``group_ranks``), els
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,10 @@ from precheck.inputs.builder import InputError, load_tree
 from precheck.results import ApiResult, graded, skipped
 from precheck.walk import flatten
 
-__all__ = ["Rank", "grade_collectives", "is_collective"]
+__all__ = ["Rank", "grade_collectives", "is_collective", "readable"]
+
+# what a record of another shape raises where a collective's fields are read (a dict for a list, a string rank)
+_MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError)
 
 _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "SUM": lambda x: x.sum(0),
@@ -46,6 +50,19 @@ class NotCheckable(Exception):
         self.code = code
 
 
+@contextmanager
+def readable(name: str) -> Iterator[None]:
+    """A record of ``name`` that is not shaped as a collective's (fields of other types, ranks' tensors that do
+    not stack) is NotCheckable, its row SKIP with the reason, never the step's end."""
+    try:
+        yield
+    except _MALFORMED as e:
+        raise NotCheckable(
+            f"{name}: its records are not a collective precheck reads ({type(e).__name__}: {clip(str(e))})",
+            Reason.SKIP_BAD_RECORD,
+        ) from None
+
+
 @dataclass(frozen=True)
 class Rank:
     """One rank's dump, as the check of its collectives reads it: its records, and the place of each case in
@@ -54,13 +71,18 @@ class Rank:
     rank: int
     index: RecordIndex | None  # None for a rank that recorded no collective
     orders: dict[str, int]
+    _at: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # record key -> its place
 
     def record(self, name: str) -> dict:
         """The forward record of the collective ``name``; NotCheckable when it is not one precheck can read."""
         key = f"{name}.forward"
         assert self.index is not None, "a rank with collectives has their records"
+        if not self._at:
+            self._at.update((k, i) for i, k in enumerate(self.index.keys))
         try:
-            raw = self.index.read(self.index.keys.index(key))
+            if key not in self._at:
+                raise ValueError(f"no record {key}")
+            raw = self.index.read(self._at[key])
         except (ValueError, RecordError) as e:
             raise NotCheckable(f"rank {self.rank}: {key}: {clip(str(e))}", Reason.SKIP_BAD_RECORD) from None
         if not isinstance(raw, dict):
@@ -92,7 +114,8 @@ def grade_collectives(
     for name in names:
         present = [r for r, rank in ranks.items() if name in rank.orders]
         try:
-            calls = _Calls(name, {r: ranks[r] for r in present}, world, options)
+            with readable(name):
+                calls = _Calls(name, {r: ranks[r] for r in present}, world, options)
             absent = [m for m in calls.members if m not in ranks or name not in ranks[m].orders]
             if absent:
                 where = "recorded no such call" if absent[0] in ranks else f"has no dump in {missing}"
@@ -118,6 +141,7 @@ class _Calls:
         self.api = name.split(".")[1]
         self.records = {r: rank.record(name) for r, rank in ranks.items()}
         self.members = self._members(world)
+        self._inputs: dict[tuple[int, str], Any] = {}  # each member's inputs loaded once, not once per rank graded
 
     def _members(self, world: int) -> list[int]:
         place = _GOLDENS[self.api][1].get("group")
@@ -131,8 +155,10 @@ class _Calls:
         return recorded_input(self.records[r], *_GOLDENS[self.api][1][arg])
 
     def input(self, r: int, arg: str) -> Any:
-        """The loaded tensors of argument ``arg`` as rank ``r`` passed it."""
-        return self._load(r, self.raw(r, arg), f"rank {r}: input {arg}")
+        """The loaded tensors of argument ``arg`` as rank ``r`` passed it (read from its files once)."""
+        if (r, arg) not in self._inputs:
+            self._inputs[(r, arg)] = self._load(r, self.raw(r, arg), f"rank {r}: input {arg}")
+        return self._inputs[(r, arg)]
 
     def output(self, r: int, arg: str) -> Any:
         """The loaded tensors of argument ``arg`` of rank ``r`` once the collective had run (its target)."""
@@ -157,11 +183,12 @@ class _Calls:
         """Rank ``r``'s row: its outputs against the collective of every member's inputs, in float64; SKIP where
         this rank's record holds nothing to grade (a reduce's rank other than its dst)."""
         try:
-            targets, goldens = _GOLDENS[self.api][0](self, r)
+            with readable(self.name):
+                targets, goldens = _GOLDENS[self.api][0](self, r)
+                honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
+                          for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
         except NotCheckable as e:
             return skipped(CallRecord(self.name, self.ranks[r].orders[self.name]), str(e), e.code)
-        honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
-                  for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
         o = self.options
         rows = RowGrader(o.standard, o.cosine, o.max_abs, "").outputs(
             self.name, targets, goldens, None, lambda i, _: honest[i]

@@ -15,7 +15,15 @@ from typing import Any
 from precheck.core.reasons import Reason
 from precheck.dump.decode import clip
 from precheck.dump.record_names import POINT_TO_POINT, is_point_to_point
-from precheck.execution.collectives import CallRecord, NotCheckable, Rank, load, recorded_input, recorded_output
+from precheck.execution.collectives import (
+    CallRecord,
+    NotCheckable,
+    Rank,
+    load,
+    readable,
+    recorded_input,
+    recorded_output,
+)
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
 from precheck.results import ApiResult, graded, skipped
@@ -34,29 +42,30 @@ def grade_point_to_point(
 ) -> dict[int, dict[str, ApiResult]]:
     """Each rank's results of its sends and receives, by case name; ``missing`` says where a missing rank's dump
     was looked for."""
-    sends: dict[_Key, list[tuple[int, str]]] = {}
-    receives: list[tuple[int, str, _Key | None, int]] = []  # (rank, name, its message's key, its place among them)
+    sends: dict[_Key, list[tuple[int, str, dict]]] = {}  # each message's sends: (rank, name, record)
+    receives: list[tuple[int, str, dict, _Key, int]] = []  # (rank, name, record, its message, its place among them)
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
     for r, rank in ranks.items():
         counted: dict[_Key, int] = {}
         for name in sorted((n for n in rank.orders if is_point_to_point(n)), key=rank.orders.__getitem__):
             try:
                 record = rank.record(name)
-                key = _message(r, name, record)
+                with readable(name):
+                    key = _message(r, name, record)
             except NotCheckable as e:
                 out[r][name] = _skipped(rank, name, e)
                 continue
             if POINT_TO_POINT[name.split(".")[1]] == "dst":
-                sends.setdefault(key, []).append((r, name))
+                sends.setdefault(key, []).append((r, name, record))
                 out[r][name] = _graded(rank, name, record, rank, record, options)
             else:
-                receives.append((r, name, key, counted.setdefault(key, 0)))
+                receives.append((r, name, record, key, counted.setdefault(key, 0)))
                 counted[key] += 1
-    for r, name, key, k in receives:
+    for r, name, record, key, k in receives:
         rank = ranks[r]
         try:
             sender, sent = _matching_send(ranks, sends, key, k, name, missing)
-            out[r][name] = _graded(rank, name, rank.record(name), sender, sent, options)
+            out[r][name] = _graded(rank, name, record, sender, sent, options)
         except NotCheckable as e:
             out[r][name] = _skipped(rank, name, e)
     return out
@@ -74,11 +83,13 @@ def _message(r: int, name: str, record: dict) -> _Key:
         )
     tag = recorded_input(record, *_TAG)
     tag = tag.get("value") if isinstance(tag, dict) else tag
+    if not (tag is None or isinstance(tag, int)):
+        raise NotCheckable(f"{name}: its tag {clip(repr(tag), 40)} is not a number", Reason.SKIP_BAD_RECORD)
     return (r, peer, tag or 0) if arg == "dst" else (peer, r, tag or 0)
 
 
 def _matching_send(
-    ranks: dict[int, Rank], sends: dict[_Key, list[tuple[int, str]]], key: _Key, k: int, name: str, missing: str
+    ranks: dict[int, Rank], sends: dict[_Key, list[tuple[int, str, dict]]], key: _Key, k: int, name: str, missing: str
 ) -> tuple[Rank, dict]:
     """The rank and record of the k-th send of the message ``key``, which the receive ``name`` got."""
     src = key[0]
@@ -92,8 +103,7 @@ def _matching_send(
             f"so none matches {name}, its receive number {k + 1}",
             Reason.SKIP_MISSING_RANK,
         )
-    sender = ranks[src]
-    return sender, sender.record(matched[k][1])
+    return ranks[src], matched[k][2]
 
 
 def _graded(rank: Rank, name: str, record: dict, sender: Rank, sent: dict, options: CheckOptions) -> ApiResult:
@@ -104,8 +114,9 @@ def _graded(rank: Rank, name: str, record: dict, sender: Rank, sent: dict, optio
         done = recorded_output(record, *_TENSOR)
         if done is None:
             raise NotCheckable(f"{where}: the record holds no output of its tensor (msprobe writes none for an isend)")
-        target = load(rank, done, f"{where} output tensor")
-        golden = load(sender, recorded_input(sent, *_TENSOR), f"rank {sender.rank}: sent tensor")
+        with readable(name):
+            target = load(rank, done, f"{where} output tensor")
+            golden = load(sender, recorded_input(sent, *_TENSOR), f"rank {sender.rank}: sent tensor")
     except NotCheckable as e:
         return _skipped(rank, name, e)
     rows = RowGrader("binary", options.cosine, options.max_abs, "").outputs(name, [target], [golden], None,
