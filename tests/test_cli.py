@@ -115,10 +115,23 @@ def test_unknown_or_missing_device_exits_2(tmp_path, capsys):
     assert code == 2 and "not available" in err
 
 
-def test_bad_option_values_are_rejected(capsys):
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["run_ut", "-api_info", str(MLP), "-n", "0"], "at least 1"),
+        # these ran: overflow -n 0 read no record and said all clear, keydata --rtol nan graded against nan,
+        # record --steps -1 ran the whole training to record nothing
+        (["overflow", str(MLP), "-n", "0"], "at least 1"),
+        (["keydata", "-target", str(MLP), "-bench", str(MLP), "--rtol", "nan"], "not finite"),
+        (["keydata", "-target", str(MLP), "-bench", str(MLP), "--atol", "-1"], "below 0"),
+        (["record", "-o", "dump", "--steps", "-1", "--", "python", "train.py"], "below 0"),
+        (["record", "-o", "dump", "--check", "-n", "0", "--", "python", "train.py"], "at least 1"),
+    ],
+)
+def test_bad_option_values_are_rejected(capsys, argv, said):
     with pytest.raises(SystemExit) as e:
-        main(["run_ut", "-api_info", str(MLP), "-n", "0"])
-    assert e.value.code == 2 and "at least 1" in capsys.readouterr().err
+        main(argv)
+    assert e.value.code == 2 and said in capsys.readouterr().err
 
 
 def test_installed_entry_point_runs_without_traceback(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.commands.command import Command
-from precheck.commands.values import positive_float, size
+from precheck.commands.values import positive_float, positive_int, size, tolerance
 from precheck.escape import escape
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
 
 def _overflow_arguments(ovf: argparse.ArgumentParser) -> None:
     ovf.add_argument("dump", metavar="DUMP", help="a dump.json or the folder holding it")
-    ovf.add_argument("-n", "--limit", type=int, default=20, help="how many records to list (default 20)")
+    ovf.add_argument("-n", "--limit", type=positive_int, default=20, help="how many records to list (default 20)")
 
 
 def _logits_arguments(lg: argparse.ArgumentParser) -> None:
@@ -91,8 +91,8 @@ def _keydata_arguments(kd: argparse.ArgumentParser) -> None:
     kd.add_argument("-target", "--target", required=True, metavar="DUMP", help="the target's dump_path")
     kd.add_argument("-bench", "--bench", required=True, metavar="DUMP", help="the bench's dump_path")
     kd.add_argument("-o", "--out_path", default=".", help="folder for the CSV and the summary")
-    kd.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of a close item (default 1e-3)")
-    kd.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of a close item (default 1e-6)")
+    kd.add_argument("--rtol", type=tolerance, default=1e-3, help="relative tolerance of a close item (default 1e-3)")
+    kd.add_argument("--atol", type=tolerance, default=1e-6, help="absolute tolerance of a close item (default 1e-6)")
 
 
 def _compare(args: argparse.Namespace) -> int:

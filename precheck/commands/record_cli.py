@@ -20,7 +20,7 @@ from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
 from precheck.commands.cluster_options import add_tls_options, tls_of
 from precheck.commands.command import Command, add_grading
 from precheck.commands.console import closing
-from precheck.commands.values import size
+from precheck.commands.values import count_from_zero, positive_int, size
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.report.csv_files import read_csv_rows
@@ -41,7 +41,9 @@ def _arguments(rec: argparse.ArgumentParser) -> None:
     rec.add_argument("-o", "--out_path", required=True, metavar="DUMP_DIR", help="folder of the dump")
     rec.add_argument("--task", choices=TASKS, default="tensor", help="tensor (with tensor files) or statistics")
     rec.add_argument("--level", choices=LEVELS, default="L1", help="msprobe's dump level (L1: APIs; mix: modules too)")
-    rec.add_argument("--steps", type=int, nargs="+", default=[0], metavar="N", help="steps to record (default: 0)")
+    rec.add_argument(
+        "--steps", type=count_from_zero, nargs="+", default=[0], metavar="N", help="steps to record (default: 0)"
+    )
     rec.add_argument(
         "--risk-level",
         "--risk_level",
@@ -65,7 +67,7 @@ def _arguments(rec: argparse.ArgumentParser) -> None:
         help="with --check: the most tensor data (e.g. 512M) waiting in /dev/shm for its check; a call beyond it is "
         "a SKIP row (default: half of /dev/shm's free space)",
     )
-    rec.add_argument("-n", "--workers", type=int, default=1, help="with --check: processes checking calls")
+    rec.add_argument("-n", "--workers", type=positive_int, default=1, help="with --check: processes checking calls")
     rec.add_argument(
         "--backend",
         choices=("inprocess", "process", "dask"),
@@ -179,8 +181,6 @@ def _check(args: argparse.Namespace) -> dict | None:
         if extra or args.workers != 1:
             raise OptionError(f"--{(extra or ['workers'])[0].replace('_', '-')} goes with --check")
         return None
-    if args.workers < 1:
-        raise OptionError("-n/--workers must be at least 1")
     backend = args.backend or ("dask" if args.scheduler else "inprocess" if args.workers == 1 else "process")
     tls = tls_of(args)
     return {

@@ -26,6 +26,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def count_from_zero(text: str) -> int:
+    value = number(text, int, "a whole number, 0 or more")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is below 0 (expected a whole number, 0 or more)")
+    return value
+
+
+def tolerance(text: str) -> float:
+    value = number(text, float, "a number of 0 or more, such as 1e-3")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is below 0 (expected a number such as 1e-3)")
+    return value
+
+
 def fraction(text: str) -> float:
     value = number(text, float, "a number in [0, 1], such as 0.99")
     if not 0 <= value <= 1:
