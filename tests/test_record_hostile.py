@@ -158,3 +158,38 @@ def test_two_recorders_that_overlap_leave_torch_as_it_was(tmp_path):
     first.close()
     second.close()
     assert torch.Tensor.add is add and "add" not in vars(torch.Tensor) and torch.mm is mm
+
+
+def test_a_value_the_recorder_cannot_take_never_fails_the_users_call(tmp_path, monkeypatch):
+    """The recorder's own work raised into the user's call (a quantized tensor's statistics, a dict with tuple
+    keys): the call returns as without precheck, and the step's dump.json says which call was not recorded."""
+    from precheck.recording import encode
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("statistics of this tensor cannot be taken")
+
+    monkeypatch.setattr(encode.Encoder, "values", broken)
+    x = torch.ones(3)
+    with precheck.record(tmp_path / "dump", task="statistics"):
+        y = torch.exp(x)
+    assert torch.equal(y, torch.ops.aten.exp(x))
+    (dump,) = (tmp_path / "dump").glob("step0/*/dump.json")
+    doc = json.loads(dump.read_text(encoding="utf-8"))
+    assert "Torch.exp: RuntimeError: statistics of this tensor cannot be taken" in doc["partial"]
+
+
+def test_the_first_forward_hook_leaves_a_compiled_model_one_graph(tmp_path):
+    """record -- CMD waits for the model's first forward with a global pre-hook; dynamo traced it and broke the
+    graph at its frame walk (3 graphs instead of 1, kept after the hook came off)."""
+    from precheck.recording.first_forward import FirstForward
+    from precheck.recording.session import Recorder
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    recorder = Recorder(tmp_path / "dump")
+    waiting = FirstForward(recorder)
+    try:
+        explained = torch._dynamo.explain(lambda x: model(x).relu())(torch.ones(2, 4))  # the hook inside the trace
+    finally:
+        waiting.drop()
+        recorder.close()
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

@@ -59,6 +59,8 @@ class FirstForward:
         self._model = True
 
     def _forward(self, module: torch.nn.Module, args: Any) -> None:
+        if torch.compiler.is_compiling():
+            return  # dynamo traces the hook: a frame walk would break the program's graph; its first eager call starts
         if not _constructing():
             self._begin()
 

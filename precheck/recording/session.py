@@ -36,6 +36,7 @@ import torch
 
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
 from precheck.errors import OptionError
+from precheck.execution.runner import one_line
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import Encoder, data_names
 from precheck.recording.files import TensorFiles
@@ -106,6 +107,7 @@ class Recorder:
     _files: TensorFiles | None = None  # the tensor task's writer, off the step's path
     _counts: defaultdict = field(default_factory=lambda: defaultdict(int))
     _free: dict[str, list[int]] = field(default_factory=dict)  # numbers of calls that raised: the next call's
+    _lost: list[str] = field(default_factory=list)  # this step's calls the recorder failed to record, and why
     _wrappers: installed | None = None
     _modules: ModuleHooks | None = None  # the mix level's module hooks
     _pid: int = field(default_factory=os.getpid)
@@ -203,17 +205,15 @@ class Recorder:
             return func(*args, **kwargs)
         key = f"{prefix}.{api}."
         kept = kept_by_risk(api, self.options.risk_level)
-        with self.lock:
-            dump, count = self.dump(), self._number(key)
-            name = f"{key}{count}.forward"
-            if kept:
-                encoder = self.encoder(dump)
-                with quiet():
-                    record = {
-                        "input_args": encoder.values(args, f"{name}.input"),
-                        "input_kwargs": encoder.values(kwargs, f"{name}.kwargs"),
-                    }
-        stack = self.stack() if kept else None
+        try:
+            with self.lock:
+                dump, count = self.dump(), self._number(key)
+                name = f"{key}{count}.forward"
+                record = self._inputs(dump, name, args, kwargs) if kept else {}
+            stack = self.stack() if kept else None
+        except Exception as e:  # the recorder's own work (an odd tensor, a full disk) never fails the user's call
+            self._lose(key, e)
+            return func(*args, **kwargs)
         grad = torch.is_grad_enabled()
         try:
             out = func(*args, **kwargs)
@@ -224,22 +224,46 @@ class Recorder:
                     if kept:
                         self._discard(dump, data_names(record))
             raise
+        try:
+            self._returned(key, count, dump, (args, kwargs, out), record if kept else None, stack, grad)
+        except Exception as e:
+            self._lose(key, e)
+        return out
+
+    def _inputs(self, dump: DumpFile, name: str, args: tuple, kwargs: dict) -> dict:
+        encoder = self.encoder(dump)
+        with quiet():
+            return {
+                "input_args": encoder.values(args, f"{name}.input"),
+                "input_kwargs": encoder.values(kwargs, f"{name}.kwargs"),
+            }
+
+    def _returned(
+        self, key: str, count: int, dump: DumpFile, call: tuple, record: dict | None, stack: Any, grad: bool
+    ) -> None:
+        """A call that returned: its record written (``record`` None: a call the risk level leaves out)."""
+        args, kwargs, out = call
+        prefix = key.split(".", 1)[0]
+        name, back = f"{key}{count}.forward", f"{key}{count}.backward"
         hooked = grad and not (key in _DROPOUTS and _dropout_p(args, kwargs) == 0)
         with self.lock, quiet():
             if dump is not self._dump:
-                return out  # another thread ended the step while the call ran: msprobe's records end at step()
+                return  # another thread ended the step while the call ran: msprobe's records end at step()
             if self._modules is not None:  # a call left out is not written, but in construct.json
                 self._modules.api(name)
-            back = f"{key}{count}.backward"
-            if not kept:
+            if record is None:
                 if hooked and self._modules is not None:
                     _hook_backward(out, lambda gi, go: self._backward(dump, back, None, None))
-                return out
+                return
             done = [*args, *kwargs.values()] if prefix == "Distributed" else _as_list(out)
-            record["output"] = encoder.values(done, f"{name}.output")
+            record["output"] = self.encoder(dump).values(done, f"{name}.output")
             hooked = hooked and _hook_backward(out, lambda gi, go: self._backward(dump, back, gi, go))
             self._write(dump, name, record, stack, hooked)
-        return out
+
+    def _lose(self, key: str, error: Exception) -> None:
+        """A call the recorder failed to record: its step's dump.json says it is partial, and why."""
+        with self.lock:
+            self._lost.append(f"{key.rstrip('.')}: {one_line(error)}")
 
     def _discard(self, dump: DumpFile, names: list[str]) -> None:
         """A call that raised has no record, so none of its files stays: its inputs' files are removed (its
@@ -316,6 +340,10 @@ class Recorder:
         return Path(self.dump_path) / f"step{self.current_step}" / where
 
     def _finish(self, partial: str | None = None) -> None:
+        if self._lost:
+            lost = f"{len(self._lost)} call(s) the recorder failed to record, the first {self._lost[0]}"
+            partial = "; ".join(p for p in (partial, lost) if p)
+            self._lost.clear()
         if self._chosen and self._dump is None and (self.empty_dumps or self.written):
             self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
