@@ -193,3 +193,23 @@ def test_the_first_forward_hook_leaves_a_compiled_model_one_graph(tmp_path):
         waiting.drop()
         recorder.close()
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+def test_sigterm_is_the_programs_own_again_once_the_recorded_steps_are_behind(tmp_path):
+    """record -- CMD handles SIGTERM while it records (to close the dump first); its handler stayed on after the
+    last recorded step, so a rank stuck in a C call ignored its launcher's SIGTERM until it was SIGKILLed."""
+    import sys
+
+    from precheck.recording.launch import run_recorded
+
+    said = tmp_path / "said.txt"
+    program = (
+        "import pathlib, signal, torch\n"
+        "w = torch.nn.Parameter(torch.ones(2)); opt = torch.optim.SGD([w], lr=0.1)\n"
+        "for _ in range(2):\n"
+        "    (w * 2).sum().backward(); opt.step()\n"
+        f"pathlib.Path({str(said)!r}).write_text(str(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL))\n"
+    )
+    done = run_recorded(tmp_path / "dump", [sys.executable, "-c", program])
+    assert done.returncode == 0 and len(done.dumps) == 1
+    assert said.read_text() == "True"

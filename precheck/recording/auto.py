@@ -116,6 +116,7 @@ def _start() -> None:
             recorder.step()
         if recorder.done:
             recorder.close()
+            unhook()  # nothing more is recorded: SIGTERM is the program's own again
         else:
             recorder.start()
 
@@ -134,7 +135,7 @@ def _start() -> None:
     register_optimizer_step_post_hook(after_step)
     atexit.register(_still_interrupted)  # registered first, runs right after finish
     atexit.register(finish)
-    _finish_on_sigterm(finish)
+    unhook = _finish_on_sigterm(finish)
     recorder.install()
 
 
@@ -172,14 +173,16 @@ def _still_interrupted() -> None:
             exec("raise KeyboardInterrupt")
 
 
-def _finish_on_sigterm(finish: Callable[[str], None]) -> None:
+def _finish_on_sigterm(finish: Callable[[str], None]) -> Callable[[], None]:
     """SIGTERM (precheck record passes its own on) ends the program as it would without precheck, killed by the
     signal, once ``finish`` has closed the open dump: Python's own SIGTERM runs no exit handler. A program
-    that handles SIGTERM itself keeps its handler."""
+    that handles SIGTERM itself keeps its handler. Returns what puts the default back once the recording is
+    over (a Python handler waits for the main thread's next bytecode: a rank stuck in a collective would ignore
+    its launcher's SIGTERM)."""
     if threading.current_thread() is not threading.main_thread():
-        return
+        return lambda: None
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
+        return lambda: None
 
     def on_sigterm(signum: int, frame: object) -> None:
         signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the close short
@@ -190,6 +193,12 @@ def _finish_on_sigterm(finish: Callable[[str], None]) -> None:
             os.kill(os.getpid(), signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+
+    def unhook() -> None:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return unhook
 
 
 def _may_train() -> bool:
