@@ -174,8 +174,8 @@ def describe(result: DumpComparison) -> str:
     if result.undefined:
         shown = ", ".join(result.undefined[:3]) + (" ..." if len(result.undefined) > 3 else "")
         lines.append(
-            f"  not comparable: {d.verdicts[UNDEFINED]} records whose tensors neither run defined (NaN or no "
-            f"statistics in one run, nothing finite in the other), not a divergence: {shown}"
+            f"  not comparable: {d.verdicts[UNDEFINED]} records whose tensors neither run defined (NaN, no "
+            f"statistics, or a Norm past float range, in both runs), not a divergence: {shown}"
         )
     lines += [f"  csv:     {result.csv_path}", f"  records: {result.records_path}", f"  summary: {result.summary_path}"]
     if result.precheck_csv:

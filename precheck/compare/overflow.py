@@ -55,13 +55,19 @@ def undefined(item: Item) -> bool:
 
 
 def incomparable(item: Item, other: Item) -> bool:
-    """Neither run defined this pair's values: both are undefined, or one is and the other's statistics are not
-    finite either (uninitialised memory reads as NaN in one run and as numbers past 1e30 whose Norm overflows in
-    the other). A NaN where the other run holds finite numbers stays comparable: a divergence."""
-    if not (item.tensor and other.tensor):
-        return False
-    one, two = undefined(item), undefined(other)
-    return (one and two) or (one and bool(non_finite(other))) or (two and bool(non_finite(item)))
+    """Neither run defined this pair's values: each is undefined, or has a finite Max and Min but a Mean or Norm
+    that overflowed (numbers past 1e19, whose squares no float holds: uninitialised memory reads as NaN in one run
+    and as such numbers in the other). A NaN where the other run holds finite numbers, or an inf (an overflow),
+    stays comparable: a divergence."""
+    return item.tensor and other.tensor and _meaningless(item) and _meaningless(other)
+
+
+def _meaningless(item: Item) -> bool:
+    if undefined(item):
+        return True
+    top, bottom, *sums = (_float(v) for v in item.stats)  # an integer tensor's Mean and Norm are null
+    bounded = all(x is not None and math.isfinite(x) for x in (top, bottom))
+    return bounded and any(x is not None and not math.isfinite(x) for x in sums)
 
 
 def _float(value: object) -> float | None:
