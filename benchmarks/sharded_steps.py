@@ -6,10 +6,10 @@ msprobe's acc_check on the same step, rank by rank.
 STEP is a folder of tests/data/sharded/ (default: every step tests/data/sharded/make_sharded_steps.py records).
 precheck runs once on the step folder (every rank, its collectives graded across them), on the CPU. With --venv
 (a venv with mindstudio-probe 26.2 and torch 2.13: /root/.cache/precheck/msprobe) msprobe's acc_check runs on each
-rank's dump.json in turn through ../shared/tools/msprobe_cpu.py (--tools) (the incumbent has no step folder: one process a
-rank). For each side it prints the whole wall time (all ranks, process start included) and the API rows of all
-ranks: graded (pass, warning or error in the forward), SKIP, and error (forward or backward); then the commonest
-SKIP reasons of precheck. The target is this machine's CPU.
+rank's dump.json in turn through msprobe_cpu.py (in --tools, default ../shared/tools; the incumbent has no step
+folder: one process a rank). For each side it prints the whole wall time (all ranks, process start included) and
+the API rows of all ranks: graded (pass, warning or error in the forward), SKIP, and error (forward or backward);
+then the commonest SKIP reasons of precheck. The target is this machine's CPU.
 """
 
 from __future__ import annotations
