@@ -18,6 +18,7 @@ from precheck.commands.cli import main
 NAN4 = [math.nan] * 4
 GARBAGE = [4.1e35, -1.2e5, 2.3e33, math.inf]  # fp32 uninitialised memory: finite numbers, an overflowing Norm
 FINITE = [1.0, -0.5, 0.125, 2.0]
+BF16_GARBAGE = [3.1e38, -4.0e37, math.inf, math.inf]  # bf16 uninitialised memory: its Mean and Norm overflowed
 
 
 def _tensor(name: str, dtype: str, shape: list[int], stats: list[float], values: torch.Tensor | None) -> dict:
@@ -68,8 +69,10 @@ def write_dump(folder: Path, task: str, dtype: str, narrows: list[tuple[list[flo
     return folder / "dump.json"
 
 
-def compare(capsys, tmp_path: Path, task: str, bench_narrows: list) -> tuple[dict, list[dict], str]:
-    target = write_dump(tmp_path / "bf16", task, "bfloat16", [(NAN4, NAN4), (NAN4, NAN4)])
+def compare(capsys, tmp_path: Path, task: str, bench_narrows: list, target_narrows: list | None = None):
+    """(summary, records CSV rows, console) of the bf16 dump against the fp32 one."""
+    target_narrows = target_narrows or [(NAN4, NAN4), (NAN4, NAN4)]
+    target = write_dump(tmp_path / "bf16", task, "bfloat16", target_narrows)
     bench = write_dump(tmp_path / "fp32", task, "float32", bench_narrows)
     out = tmp_path / "out"
     assert main(["compare", "-target", str(target), "-bench", str(bench), "-o", str(out)]) == 0
@@ -102,3 +105,13 @@ def test_a_nan_where_the_other_run_is_finite_stays_a_divergence(capsys, tmp_path
     assert summary["first_divergent"]["name"] == "Tensor.narrow.1.forward"
     assert summary["not_comparable"] == ["Tensor.narrow.0.forward"]
     assert "first divergent: Tensor.narrow.1.forward" in console
+
+
+@pytest.mark.parametrize("task", ["tensor", "statistics"])
+def test_garbage_whose_sums_overflow_in_both_runs_is_not_comparable(capsys, tmp_path, task):
+    """No NaN on either side, but finite Max and Min whose Mean or Norm overflowed in both runs (the corpus's
+    FSDP2 rank 1 narrow.0); an overflow proper (Max inf on one side) stays named."""
+    summary, _, _ = compare(capsys, tmp_path, task, [(GARBAGE, GARBAGE), (GARBAGE, GARBAGE)],
+                            [(BF16_GARBAGE, BF16_GARBAGE), ([math.inf, -1.0, math.inf, math.inf], FINITE)])  # fmt: skip
+    assert summary["not_comparable"] == ["Tensor.narrow.0.forward"]
+    assert summary["first_divergent"]["name"] == "Tensor.narrow.1.forward"
