@@ -1,0 +1,115 @@
+"""Bounds a hostile dump must not get past (issue 46, round 4): a forged rank number or process group, a size given
+as a 0-dim tensor, a replay with no end. Memory is measured in a child process of its own (its peak RSS, from
+os.wait4), under an address-space limit that turns a runaway allocation into a MemoryError, never into swap."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from precheck.core.reasons import Reason
+from precheck.frames import reasons
+from precheck.report.csv_files import read_csv_rows
+
+STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"
+ROOT = Path(__file__).parent.parent
+ADDRESS_SPACE = 6 * 2**30  # torch's import maps about 1 GiB; past this an allocation fails at once
+
+
+def precheck(*args: str, tmp: Path) -> tuple[int, str, str, float]:
+    """``python -m precheck ARGS`` in a child process: its exit code, stdout, stderr and peak RSS in MiB."""
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+    with open(tmp / "stdout", "w+") as out, open(tmp / "stderr", "w+") as err:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "precheck", *args], stdout=out, stderr=err, preexec_fn=limited, cwd=ROOT
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        return child.returncode, out.read(), err.read(), usage.ru_maxrss / 1024
+
+
+def _rows(run: Path) -> dict[str, dict[str, str]]:
+    [result] = run.glob("accuracy_checking_result_*.csv")
+    return {row["API name"]: row for row in read_csv_rows(result)[1]}
+
+
+def _run_step(step: Path, out: Path, *more: str) -> tuple[int, str, str, float]:
+    common = ("-d", "cpu", "-q", "--workers", "1", "--backend", "inprocess")
+    return precheck("run_ut", "-api_info", str(step), "-o", str(out), *common, *more, tmp=out.parent)
+
+
+def test_a_rank_number_far_past_the_dumps_is_a_missing_rank_not_a_list_of_the_world(tmp_path):
+    """rank0 and rank999999999: the world is 10^9 ranks, which no list may hold (MemoryError, exit 70 before)."""
+    step = tmp_path / "step0"
+    shutil.copytree(STEP / "rank0", step / "rank0")
+    shutil.copytree(STEP / "rank1", step / "rank999999999")
+    code, _, err, peak = _run_step(step, tmp_path / "out")
+    assert code == 0, err[-2000:]
+    assert peak < 1024, peak
+    row = _rows(tmp_path / "out" / "rank0")["Distributed.all_reduce.0"]
+    assert row["Forward Test Success"] == "SKIP"
+    assert "rank 1 has no dump in" in row["Message"] and "999999998 of 1000000000 ranks missing" in row["Message"]
+    [details] = (tmp_path / "out" / "rank0").glob("accuracy_checking_details_*.csv")
+    assert reasons.read(details)["Distributed.all_reduce.0.forward.output.0"].reason == Reason.SKIP_MISSING_RANK
+
+
+def _with_group(step: Path, call: str, ranks: list[int], numel: int) -> None:
+    """Give each rank's record of ``call`` a process group of ``ranks``, as the recorder writes one, and a tensor
+    of ``numel`` ones."""
+    import torch
+
+    for rank in ("rank0", "rank1"):
+        path = step / rank / "dump.json"
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        record = doc["data"][f"{call}.forward"]
+        record["input_kwargs"]["group"] = {"type": "torch.ProcessGroup", "group_ranks": ranks}
+        for spec in (record["input_args"][0], record["output"][0]):
+            spec["shape"] = [numel]
+            torch.save(torch.ones(numel), step / rank / "dump_tensor_data" / spec["data_name"])
+        path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def test_a_group_naming_a_rank_twice_is_a_malformed_record_and_the_rest_is_graded(tmp_path):
+    """group_ranks holding rank 0 40,000 times (0.3 MB of dump.json) stacked 40,000 float64 copies of its tensor
+    (2.8 GB peak under --max-memory 256M before): it is no process group, so its call is SKIP, saying so."""
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    _with_group(step, "Distributed.all_reduce.0", [0] * 40_000, 2000)  # 1.5 GB peak before
+    code, _, err, peak = _run_step(step, tmp_path / "out", "--max-memory", "256M")
+    assert code == 0, err[-2000:]
+    assert peak < 768, peak
+    for rank in ("rank0", "rank1"):
+        rows = _rows(tmp_path / "out" / rank)
+        row = rows["Distributed.all_reduce.0"]
+        assert row["Forward Test Success"] == "SKIP"
+        assert "group_ranks name rank 0 more than once" in row["Message"], row["Message"]
+        assert rows["Distributed.broadcast.0"]["Forward Test Success"] == "pass"
+
+
+def test_a_collective_whose_golden_is_above_max_memory_is_refused_before_it_loads(tmp_path):
+    """The golden holds every member's tensors in float64: its size is known from the records before any file is
+    read, and a collective above --max-memory is SKIP saying how much, as run_ut's calls are."""
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    for rank in ("rank0", "rank1"):
+        path = step / rank / "dump.json"
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        for spec in doc["data"]["Distributed.all_reduce.0.forward"]["input_args"]:
+            spec["shape"] = [2**16, 2**12]  # 1 GiB of float32 each, as the record says; its file is never read
+        path.write_text(json.dumps(doc), encoding="utf-8")
+    code, _, err, _ = _run_step(step, tmp_path / "out", "--max-memory", "256M")
+    assert code == 0, err[-2000:]
+    row = _rows(tmp_path / "out" / "rank0")["Distributed.all_reduce.0"]
+    assert row["Forward Test Success"] == "SKIP"
+    assert "above --max-memory 0.25 GiB" in row["Message"], row["Message"]
+    [details] = (tmp_path / "out" / "rank0").glob("accuracy_checking_details_*.csv")
+    assert reasons.read(details)["Distributed.all_reduce.0.forward.output.0"].reason == Reason.SKIP_MEMORY
