@@ -12,9 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from helpers import forward_rec, tensor_rec
+
 from precheck.core.reasons import Reason
+from precheck.execution.options import CheckOptions
 from precheck.frames import reasons
 from precheck.report.csv_files import read_csv_rows
+from precheck.run_ut import run_ut
 
 STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"
 ROOT = Path(__file__).parent.parent
@@ -113,3 +118,44 @@ def test_a_collective_whose_golden_is_above_max_memory_is_refused_before_it_load
     assert "above --max-memory 0.25 GiB" in row["Message"], row["Message"]
     [details] = (tmp_path / "out" / "rank0").glob("accuracy_checking_details_*.csv")
     assert reasons.read(details)["Distributed.all_reduce.0.forward.output.0"].reason == Reason.SKIP_MEMORY
+
+
+_SIZE = 10**12  # elements no machine holds: an allocation of them fails at once, so the test never holds them
+# Calls whose size is a 0-dim integer tensor, read by torch as the number it holds.
+SIZED_BY_A_TENSOR = {
+    "Tensor.new_zeros.0": lambda t: ([tensor_rec(shape=(2,)), t], {}),
+    "Tensor.repeat.0": lambda t: ([tensor_rec(shape=(2,)), t], {}),
+    "Torch.arange.0": lambda t: ([t], {}),
+}
+
+
+@pytest.mark.parametrize("task", ["tensor", "statistics", "forged statistics"])
+def test_a_size_given_as_a_0_dim_integer_tensor_is_read_as_its_number(write_dump, tmp_path, task):
+    """x.new_zeros(t), x.repeat(t), torch.arange(t) with t a 0-dim int64 tensor slipped past the size rules
+    (2.6-3.4 GB peak under --max-memory 256M from a 44 KB dump, each row pass). t counts as the number it holds:
+    its recorded Max, and its file's value once read (a forged Max of 1 hides nothing)."""
+    import torch
+
+    data = tmp_path / "dump_tensor_data"
+    data.mkdir()
+    records = {}
+    for name, args_of in SIZED_BY_A_TENSOR.items():
+        size = tensor_rec("torch.int64", (), **dict.fromkeys(("Max", "Min", "Mean", "Norm"), _SIZE))
+        if task != "statistics":
+            size["data_name"] = f"{name}.size.pt"
+            torch.save(torch.tensor(_SIZE), data / size["data_name"])
+        if task == "forged statistics":
+            size.update(dict.fromkeys(("Max", "Min", "Mean", "Norm"), 1))
+        args, kwargs = args_of(size)
+        for spec in args[:-1]:
+            if task != "statistics":
+                spec["data_name"] = f"{name}.self.pt"
+                torch.save(torch.ones(spec["shape"]), data / spec["data_name"])
+        records[f"{name}.forward"] = forward_rec(*args, kwargs=kwargs, output=[tensor_rec(shape=(4,))])
+    dump = write_dump(records, task="statistics" if task == "statistics" else "tensor")
+    options = CheckOptions(max_memory=2**28)
+    results = run_ut(dump, tmp_path / "out", device="cpu", workers=1, backend="inprocess", options=options).results
+    assert {r.name for r in results} == set(SIZED_BY_A_TENSOR)
+    for result in results:
+        assert result.forward == "SKIP", (result.name, result.forward, result.message)
+        assert "above --max-memory 0.25 GiB: its arguments ask for an output of " in result.message, result.message

@@ -107,7 +107,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) ->
     builder = builder_for(
         entry, case, data_dir, seed=options.seed, force_random=options.force_random, max_bytes=options.max_memory
     )
-    built = _built(case, entry, builder)
+    built = _built(case, entry, builder, options.max_memory)
     if isinstance(built, ApiResult):
         return built
     call, backward_problem = built
@@ -157,13 +157,19 @@ def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | 
     return entry, reason
 
 
-def _built(case: Case, entry: ApiEntry, builder: InputBuilder) -> ApiResult | tuple[Call, str | None]:
-    """The call with its inputs rebuilt, and why its backward cannot be fed (its gradient files), if so."""
+def _built(
+    case: Case, entry: ApiEntry, builder: InputBuilder, limit: int | None
+) -> ApiResult | tuple[Call, str | None]:
+    """The call with its inputs rebuilt, and why its backward cannot be fed (its gradient files), if so; sized
+    again with their values (a 0-dim size's file may hold more than its recorded statistics say)."""
     try:
         args = builder.build(case.args, "input_args")
         kwargs = builder.build(case.kwargs, "input_kwargs")
     except InputError as e:
         return skipped(case, str(e), e.reason)
+    too_big = memory_problem(case, limit, (args, kwargs))
+    if too_big:
+        return skipped(case, too_big, Reason.SKIP_MEMORY)
     grad_outputs, backward_problem = None, None
     if case.has_backward:
         try:
