@@ -80,10 +80,11 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
 
 
 def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) -> dict[str, dict[str, ApiResult]]:
-    """Each rank's rows of its collectives, sends and receives, by the rank's folder name; none in a step of
-    ``proc*`` folders (which rank each was is not recorded: their collectives go through run_ut, which skips them)."""
+    """Each rank's rows of its collectives, sends and receives, by the rank's folder name. A ``proc*`` folder's
+    rank is not recorded (a launcher that called an API in its own process while it started the ranks): its
+    collectives go through run_ut, which skips them, and the ranks beside it are graded as if it were not there."""
     numbered: list[tuple[int, RankDump]] = [(d.rank, d) for d in found.ranks if d.rank is not None]
-    if len(numbered) < len(found.ranks):
+    if not numbered:
         return {}
     ranks = {}
     for number, dump in numbered:

@@ -159,3 +159,24 @@ def test_a_size_given_as_a_0_dim_integer_tensor_is_read_as_its_number(write_dump
     for result in results:
         assert result.forward == "SKIP", (result.name, result.forward, result.message)
         assert "above --max-memory 0.25 GiB: its arguments ask for an output of " in result.message, result.message
+
+
+def test_a_proc_folder_beside_the_ranks_is_its_own_run_and_the_ranks_collectives_are_graded(tmp_path):
+    """A launcher that calls an API in its own process while it starts the ranks leaves a proc* dump beside
+    rank0 and rank1: every collective of the ranks was SKIP before. The ranks are graded; the proc dump is run on
+    its own (its collectives SKIP, as a single dump's are)."""
+    from precheck.dump.steps import find_dumps
+    from precheck.ranks import run_step
+
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    shutil.copytree(STEP / "rank0", step / "proc4242")
+    summary = run_step(find_dumps(step), tmp_path / "out", device="cpu", workers=1, backend="inprocess")
+    assert sorted(summary.ranks) == ["proc4242", "rank0", "rank1"]
+    for rank in ("rank0", "rank1"):
+        rows = _rows(tmp_path / "out" / rank)
+        assert rows["Distributed.all_reduce.0"]["Forward Test Success"] == "pass", rows["Distributed.all_reduce.0"]
+        assert rows["Distributed.broadcast.0"]["Forward Test Success"] == "pass"
+    alone = _rows(tmp_path / "out" / "proc4242")
+    assert alone["Distributed.all_reduce.0"]["Forward Test Success"] == "SKIP"
+    assert alone["Functional.linear.0"]["Forward Test Success"] == "pass"
