@@ -1,6 +1,7 @@
-"""Bounds a hostile dump must not get past (issue 46, round 4): a forged rank number or process group, a size given
-as a 0-dim tensor, a replay with no end. Memory is measured in a child process of its own (its peak RSS, from
-os.wait4), under an address-space limit that turns a runaway allocation into a MemoryError, never into swap."""
+"""Bounds a hostile dump or run must not get past (issue 46, round 4): a forged rank number or process group, a
+size given as a 0-dim tensor, a replay with no end, a console that cannot be written. Memory is measured in a
+child process of its own (its peak RSS, from os.wait4), under an address-space limit that turns a runaway
+allocation into a MemoryError, never into swap."""
 
 from __future__ import annotations
 
@@ -180,3 +181,21 @@ def test_a_proc_folder_beside_the_ranks_is_its_own_run_and_the_ranks_collectives
     alone = _rows(tmp_path / "out" / "proc4242")
     assert alone["Distributed.all_reduce.0"]["Forward Test Success"] == "SKIP"
     assert alone["Functional.linear.0"]["Forward Test Success"] == "pass"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_console_that_cannot_be_written_leaves_the_programs_exit_code(tmp_path):
+    """record --check with its stdout on /dev/full exited 2 though the training exited 0: precheck's own lines
+    are lost, the recording and the exit code are the program's."""
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        "w = torch.nn.Parameter(torch.ones(4)); opt = torch.optim.SGD([w], lr=0.1)\n"
+        "for _ in range(2):\n"
+        "    (w * 2).sum().backward(); opt.step(); opt.zero_grad()\n"
+    )
+    cmd = [sys.executable, "-m", "precheck", "record", "--check", "-o", "dump", "--", sys.executable, "train.py"]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "No space left" not in done.stderr
+    assert list((tmp_path / "dump").glob("step0/*/dump.json"))

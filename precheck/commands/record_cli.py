@@ -1,7 +1,7 @@
 """`precheck record`: its grammar and handler, a thin skin over precheck.recording.launch.
 
 Exit codes: the recorded command's own (a training run that fails is not precheck's to hide; 128 + N when signal
-N killed it, as a shell says), 2 when nothing could be recorded (no command, a command that cannot start, no
+N killed it, as a shell says; a console that cannot be written loses precheck's lines, not that code), 2 when nothing could be recorded (no command, a command that cannot start, no
 Python process that imported torch, an -o holding a recording of a chosen step already) or when the command
 exited 0 and the recording failed (a check that failed at the program's end: one line each on stderr, and the CSVs
 and report it left say they are partial).
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
 from precheck.commands.cluster_options import add_tls_options, tls_of
 from precheck.commands.command import Command, add_grading
-from precheck.commands.console import closing
+from precheck.commands.console import closing, say
 from precheck.commands.values import count_from_zero, positive_int, size
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
@@ -125,9 +125,9 @@ def _record(args: argparse.Namespace) -> int:
         page = result.parent / REPORT.format(run_stem(details.name))
         lines += [*_counts(result, written.partial.get(result)), f"  result:  {escape(str(result))}"]
         lines += closing({"": (result, details)}, str(page) if page in written.reports else None)
-    print("\n".join(lines))
+    say("\n".join(lines), sys.stdout)
     for failure in written.failures:  # the program may have exited 0 all the same: precheck record does not
-        print(f"precheck: error: the recording failed in {escape(failure)}", file=sys.stderr)
+        say(f"precheck: error: the recording failed in {escape(failure)}", sys.stderr)
     return done.returncode or (USAGE_EXIT_CODE if written.failures else 0)
 
 
