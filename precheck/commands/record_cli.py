@@ -1,10 +1,10 @@
 """`precheck record`: its grammar and handler, a thin skin over precheck.recording.launch.
 
 Exit codes: the recorded command's own (a training run that fails is not precheck's to hide; 128 + N when signal
-N killed it, as a shell says; a console that cannot be written loses precheck's lines, not that code), 2 when nothing could be recorded (no command, a command that cannot start, no
-Python process that imported torch, an -o holding a recording of a chosen step already) or when the command
-exited 0 and the recording failed (a check that failed at the program's end: one line each on stderr, and the CSVs
-and report it left say they are partial).
+N killed it, as a shell says; a console that cannot be written loses precheck's lines, not that code), 2 when
+nothing could be recorded (no command, a command that cannot start, no Python process that imported torch, an -o
+holding a recording of a chosen step already) or when the command exited 0 and the recording failed (a check that
+failed at the program's end: one line each on stderr, and the CSVs and report it left say they are partial).
 """
 
 from __future__ import annotations
