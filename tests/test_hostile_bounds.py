@@ -199,3 +199,55 @@ def test_a_console_that_cannot_be_written_leaves_the_programs_exit_code(tmp_path
     assert done.returncode == 0, done.stderr[-2000:]
     assert "No space left" not in done.stderr
     assert list((tmp_path / "dump").glob("step0/*/dump.json"))
+
+
+def test_a_spent_replay_budget_stops_compares_replay_and_its_summary_says_where(tmp_path):
+    """compare's honest-kernel replay had no total budget: 50 matrix_power(2000x2000, 2**62) records, each under
+    its own limit, held it past 360 s with no summary. Once --replay-budget is spent the replay stops, and the
+    summary is written, saying where it stopped."""
+    from precheck.compare.dumps import compare_dumps
+    from tests.test_compare_localize import TANH, hostile_twins
+
+    target, bench = hostile_twins(tmp_path, [TANH, ("Torch.tanh.1", *TANH[1:])])
+    result = compare_dumps(target, bench, tmp_path / "out", replay_budget=1e-9)
+    where = json.loads(result.summary_path.read_text(encoding="utf-8"))["localization"]
+    assert result.complete and where["replayed_calls"] == 0 and where["replay_budget"] == 1e-9
+    assert "stopped at Torch.tanh.0, the replay's time budget of 1e-09 s spent" in where["why"], where["why"]
+
+
+def test_a_call_never_runs_past_the_replay_budget(tmp_path):
+    """A matrix power that would run for minutes is cut where the budget ends, not at its own limit: the
+    candidate before it is graded, and the summary says how far the replay reached and where it stopped."""
+    import torch
+
+    from tests.test_compare_localize import TANH, hostile_twins
+
+    power = ("Torch.matrix_power.0", [torch.full((1,), 0.5).expand(4000, 4000), 2**62], {})
+    power += (torch.ones(1).expand(4000, 4000) * (1 + 2**-20), torch.ones(1).expand(4000, 4000))
+    target, bench = hostile_twins(tmp_path, [TANH, power, ("Torch.tanh.1", *TANH[1:])])
+    argv = ["compare", "-target", str(target), "-bench", str(bench), "-o", str(tmp_path / "out")]
+    done = subprocess.run(
+        [sys.executable, "-m", "precheck", *argv, "--replay-budget", "20"], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    [summary] = (tmp_path / "out").glob("compare_summary_*.json")
+    where = json.loads(summary.read_text(encoding="utf-8"))["localization"]
+    assert where["graded_up_to"] == "Torch.tanh.0.forward" and where["replayed_calls"] == 2
+    assert "stopped at Torch.matrix_power.0, the replay's time budget of 20 s spent" in where["why"], where["why"]
+    assert where["not_graded"][0]["record"] == "Torch.matrix_power.0"
+
+
+def test_a_matrix_powers_cost_counts_its_exponent():
+    """matrix_power(A, 2**62) is 124 products of A's size: its cost and time limit follow them, not A's elements."""
+    import torch
+
+    from precheck.dump.decode import Stats, TensorSpec
+    from precheck.dump.records import Case
+    from precheck.execution.limits import work
+
+    a = TensorSpec(torch.float32, (2000, 2000), Stats(1.0, 0.0, 0.5, 1.0), data_name="a.pt")
+    square, huge = (Case("Torch.matrix_power.0", "Torch.matrix_power", 0, (a, n), {}, (a,)) for n in (2, 2**62))
+    assert work(square) == 2 * 2 * 2000**3
+    assert work(huge) == 62 * 2 * 2 * 2000**3
+    by_name = Case("Torch.linalg.matrix_power.0", "Torch.linalg.matrix_power", 0, (a,), {"n": 2**62}, (a,))
+    assert work(by_name) == work(huge)
