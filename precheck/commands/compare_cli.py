@@ -75,7 +75,7 @@ def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SECONDS",
         help="seconds all the calls the honest-kernel rule replays may take together; once spent the replay stops "
-        "and the summary says where (default: 600)",
+        "and the summary says where (default: 300)",
     )
     cmp.add_argument(
         "--report",

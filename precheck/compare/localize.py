@@ -31,7 +31,7 @@ summary lists it with its reason, and a call cut stops the replay (its helper ma
 of such calls would otherwise hold the compare once per call). The replay as a whole has a time budget
 (``--replay-budget``, REPLAY_BUDGET by default): no call may run past what is left of it, and once it is spent the
 replay stops, the summary saying how far it reached and where it stopped (50 calls each under its own limit held a
-compare for over an hour before, with no summary written).
+compare past 360 s before, with no summary written).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ __all__ = ["MAX_PICKS", "MAX_REPLAYED", "REPLAY_BUDGET", "localize"]
 MAX_REPLAYED = 50  # calls graded on the target side by one compare
 MAX_PICKS = 10  # calls beyond them for the tolerance's picks: candidates before a pick must not spend its grading
 MAX_REASON = 300  # characters of run_ut's message kept in the summary
-REPLAY_BUDGET = 600.0  # seconds all the calls replayed by one compare may take together (--replay-budget)
+REPLAY_BUDGET = 300.0  # seconds all the calls replayed by one compare may take together (--replay-budget)
 MAX_NOT_GRADED = 20  # calls refused, crashed or cut that the summary names (all are counted)
 # run_ut's rows of a call that was not graded: refused by --max-memory, cut at its time limit, or whose worker died
 # (with --target recorded nothing else fails a target: the only call run is the golden's, and the honest kernel's)
