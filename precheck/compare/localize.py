@@ -36,6 +36,7 @@ compare past 360 s before, with no summary written).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -314,7 +315,7 @@ def _replayed(case: Case, data_dir: Path, options: CheckOptions, left: float) ->
 
     if options.max_memory is None:
         options = replace(options, max_memory=default_max_memory(1))
-    options = replace(options, timeout=min(case_timeout(case, options), left))
+    options = replace(options, timeout=min(case_timeout(case, options), math.ceil(left)))  # whole seconds, said
     backend = backend_for("inprocess", [case], data_dir, options, workers=1)
     (result,) = backend.run([case], lambda _: None)  # run to its end: the helper closed, torch's threads restored
     return result
