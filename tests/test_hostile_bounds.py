@@ -251,3 +251,38 @@ def test_a_matrix_powers_cost_counts_its_exponent():
     assert work(huge) == 62 * 2 * 2 * 2000**3
     by_name = Case("Torch.linalg.matrix_power.0", "Torch.linalg.matrix_power", 0, (a,), {"n": 2**62}, (a,))
     assert work(by_name) == work(huge)
+
+
+SKIPPING = """
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cpu")
+for i in range(8):
+    x = torch.randn(2, 4)
+    if i < 6:
+        x[0, 0] = float("inf")  # inf in the gradients: the scaler skips optimizer.step(), as early fp16 steps do
+    loss = F.mse_loss(model(x), torch.randn(2, 1))
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad()
+print(model.weight.sum().item().hex(), scaler.get_scale())
+"""
+
+
+def test_a_step_a_grad_scaler_skipped_is_a_step_of_its_own(tmp_path):
+    """Six iterations whose optimizer step a GradScaler skipped were one "step 0" of 78 records under precheck
+    record (mse_loss.0 ... .5): each is a step, as msprobe's users count them, and the program's numbers stay."""
+    (tmp_path / "train.py").write_text(SKIPPING)
+    plain = subprocess.run([sys.executable, "train.py"], capture_output=True, text=True, cwd=tmp_path, check=True)
+    cmd = [sys.executable, "-m", "precheck", "record", "-o", "dump", "--steps", "0", "6", "--"]
+    done = subprocess.run([*cmd, sys.executable, "train.py"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[0] == plain.stdout.strip()
+    names = {}
+    for step in ("step0", "step6"):
+        [dump] = (tmp_path / "dump" / step).glob("*/dump.json")
+        names[step] = [k for k in json.loads(dump.read_text(encoding="utf-8"))["data"] if "mse_loss" in k]
+    assert names["step0"] == names["step6"] == ["Functional.mse_loss.0.forward", "Functional.mse_loss.0.backward"]

@@ -3,8 +3,9 @@ when the program imports torch, and steps are told by the optimizer.
 
 A step is what runs from one ``optimizer.step()`` to the next: step 0 from the model's first forward (where
 msprobe's users call start(): precheck.recording.first_forward; in a program without a model, its first recorded
-call) to the first optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A
-program without an optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off
+call) to the first optimizer step, which is not itself recorded (msprobe's make_dump stops before it too), or to
+a GradScaler's ``step`` that skipped it (precheck.recording.skipped). A program without an optimizer is one step,
+ended at exit. Once the chosen steps are behind, the wrappers come off
 and the rest of the program runs as it would without precheck.
 
 PRECHECK_RECORD stays in the environment, so every Python process of the command can record: each rank a launcher
@@ -89,6 +90,7 @@ def _start() -> None:
 
     from precheck.recording.first_forward import FirstForward
     from precheck.recording.session import Recorder, RecordOptions
+    from precheck.recording.skipped import SkippedSteps
 
     config = json.loads(os.environ[ENV])
     options = RecordOptions(
@@ -106,17 +108,22 @@ def _start() -> None:
 
         online = attach(recorder, config["check"])
     first = FirstForward(recorder)  # before the wrappers' module hooks: the mix level's see the forward it starts
+    skipped: list[SkippedSteps] = []  # the GradScaler wrapper, once on
 
     def before_step(*_: object) -> None:
         recorder.stop()
 
     def after_step(*_: object) -> None:
+        for wrapper in skipped:
+            wrapper.stepped()
         first.drop()  # a step ended before any forward: the next one starts here
         with _told(log, raising=True):
             recorder.step()
         if recorder.done:
             recorder.close()
             unhook()  # nothing more is recorded: SIGTERM is the program's own again
+            for wrapper in skipped:
+                wrapper.remove()
         else:
             recorder.start()
 
@@ -133,6 +140,7 @@ def _start() -> None:
 
     register_optimizer_step_pre_hook(before_step)
     register_optimizer_step_post_hook(after_step)
+    skipped.append(SkippedSteps(lambda: (before_step(), after_step())))  # a GradScaler's skipped step ends one too
     atexit.register(_still_interrupted)  # registered first, runs right after finish
     atexit.register(finish)
     unhook = _finish_on_sigterm(finish)
