@@ -25,6 +25,7 @@ from precheck.execution.p2p import grade_point_to_point, is_point_to_point
 from precheck.paths import output_folder
 from precheck.results import ApiResult
 from precheck.run_ut import RunSummary, run_ut
+from precheck.scheduling.costs import default_max_memory
 
 if TYPE_CHECKING:
     import pandas
@@ -94,6 +95,8 @@ def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) ->
         else:
             ranks[number] = Rank(number, None, {})  # no collective: no record of it is read
     world = max(ranks) + 1
+    if options.max_memory is None:  # a collective's golden is sized as one in-process case is (half the machine's)
+        options = replace(options, max_memory=default_max_memory(1))
     graded = grade_collectives(ranks, world, str(found.path), options)
     sent = grade_point_to_point(ranks, str(found.path), options)
     return {dump.name: graded[number] | sent[number] for number, dump in numbered}

@@ -228,9 +228,9 @@ def _absent(members: Sequence[int], ranks: dict[int, Rank], name: str) -> tuple[
 def _sized(calls: _Calls, options: CheckOptions) -> None:
     """Refuse a collective whose golden needs more than --max-memory before any of its tensors is loaded: every
     member's recorded tensors, each loaded, widened to 64 bits and stacked with the others'."""
-    from precheck.scheduling.costs import default_max_memory
-
-    limit = options.max_memory if options.max_memory is not None else default_max_memory(1)
+    limit = options.max_memory
+    if limit is None:
+        return
     places = [p for arg, p in _GOLDENS[calls.api][1].items() if arg not in _NOT_TENSORS]
     try:
         values = [
