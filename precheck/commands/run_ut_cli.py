@@ -18,7 +18,7 @@ from precheck.commands.command import FRAMEWORKS, Command, add_dump_grading, gra
 from precheck.commands.console import closing, warning_line
 from precheck.commands.values import positive_float, positive_int, size
 from precheck.errors import OptionError
-from precheck.escape import escape, shell_command
+from precheck.escape import shell_command
 from precheck.execution.options import BACKENDS, CheckOptions
 from precheck.paths import output_folder
 
@@ -162,7 +162,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         print(_closing(summary, args.report))
     except (OSError, ValueError) as e:  # the run's rows are on disk: a report it cannot write costs only the report
-        warning_line(f"no report: {escape(str(e))}")
+        warning_line(f"no report: {e}")
     why = summary.gate(args.fail_on) if args.fail_on else None
     if why:
         print(f"precheck: {why}", file=sys.stderr)
