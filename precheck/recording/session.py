@@ -253,17 +253,31 @@ class Recorder:
                 self._modules.api(name)
             if record is None:
                 if hooked and self._modules is not None:
-                    _hook_backward(out, lambda gi, go: self._backward(dump, back, None, None))
+                    _hook_backward(out, self.guard(back, lambda gi, go: self._backward(dump, back, None, None)))
                 return
             done = [*args, *kwargs.values()] if prefix == "Distributed" else _as_list(out)
             record["output"] = self.encoder(dump).values(done, f"{name}.output")
-            hooked = hooked and _hook_backward(out, lambda gi, go: self._backward(dump, back, gi, go))
+            hooked = hooked and _hook_backward(out, self.guard(back, lambda gi, go: self._backward(dump, back, gi, go)))
             self._write(dump, name, record, stack, hooked)
 
     def _lose(self, key: str, error: Exception) -> None:
         """A call the recorder failed to record: its step's dump.json says it is partial, and why."""
         with self.lock:
             self._lost.append(f"{key.rstrip('.')}: {one_line(error)}")
+
+    def guard(self, where: str, hook: Callable[..., Any]) -> Callable[..., Any]:
+        """``hook`` as torch calls it (an autograd node's, a module's), its failures kept out of the user's call as
+        the forward wrapper's are: raised in a backward under torch.func.jacrev (a vmap's tensor has no value to
+        take), they ended the training. The step's dump.json names ``where`` and why instead."""
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return hook(*args, **kwargs)
+            except Exception as e:
+                self._lose(where, e)
+                return None
+
+        return guarded
 
     def _discard(self, dump: DumpFile, names: list[str]) -> None:
         """A call that raised has no record, so none of its files stays: its inputs' files are removed (its
@@ -340,10 +354,7 @@ class Recorder:
         return Path(self.dump_path) / f"step{self.current_step}" / where
 
     def _finish(self, partial: str | None = None) -> None:
-        if self._lost:
-            lost = f"{len(self._lost)} call(s) the recorder failed to record, the first {self._lost[0]}"
-            partial = "; ".join(p for p in (partial, lost) if p)
-            self._lost.clear()
+        lost, self._lost = self._lost, []
         if self._chosen and self._dump is None and (self.empty_dumps or self.written):
             self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
@@ -356,9 +367,24 @@ class Recorder:
                 self.on_step_end(dump)  # an online check's failure is raised here
         finally:  # whatever failed, the step's dump.json is closed and readable
             if dump is not None:
-                dump.close(None if self._modules is None else self._modules.construct, partial)
+                unsaved = {} if files is None else files.failed
+                partial = _partial(partial, lost, unsaved)
+                dump.close(None if self._modules is None else self._modules.construct, partial, set(unsaved))
                 self.written.append(dump.path)
                 self.note("dump", dump.path, partial)
+
+
+def _partial(partial: str | None, lost: list[str], unsaved: dict[str, str]) -> str | None:
+    """Why a step's dump.json stops short: the program's end (``partial``), the calls the recorder failed to
+    record, the tensor files it could not save (their records name no file, as msprobe writes a tensor it
+    cannot save)."""
+    parts = [partial]
+    if lost:
+        parts.append(f"{len(lost)} call(s) the recorder failed to record, the first {lost[0]}")
+    if unsaved:
+        name, why = next(iter(unsaved.items()))
+        parts.append(f"{len(unsaved)} tensor file(s) not saved (their records name none), the first {name}: {why}")
+    return "; ".join(p for p in parts if p) or None
 
 
 def _distributed() -> bool:
