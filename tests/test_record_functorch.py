@@ -16,20 +16,14 @@ import torch
 import torch.nn as nn
 
 import precheck
+from precheck.recording.encode import data_names
 from precheck.recording.files import TensorFiles
 
 
 def _dump(root: Path) -> tuple[dict, set[str], Path]:
     (path,) = root.glob("step0/*/dump.json")
     doc = json.loads(path.read_text(encoding="utf-8"))
-    return doc, set(_data_names(doc["data"])), path.parent / "dump_tensor_data"
-
-
-def _data_names(value: object) -> list[str]:
-    if isinstance(value, dict):
-        own = [value["data_name"]] if "data_name" in value else []
-        return own + [n for v in value.values() for n in _data_names(v)]
-    return [n for v in value for n in _data_names(v)] if isinstance(value, list) else []
+    return doc, set(data_names(doc["data"])), path.parent / "dump_tensor_data"
 
 
 def _loss(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

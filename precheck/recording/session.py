@@ -21,6 +21,7 @@ and its atexit hook do nothing there.
 
 from __future__ import annotations
 
+import atexit
 import heapq
 import linecache
 import os
@@ -37,6 +38,7 @@ import torch
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
 from precheck.errors import OptionError
 from precheck.execution.runner import one_line
+from precheck.recording.auto import uncaught
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import Encoder, data_names
 from precheck.recording.files import TensorFiles
@@ -111,6 +113,7 @@ class Recorder:
     _wrappers: installed | None = None
     _modules: ModuleHooks | None = None  # the mix level's module hooks
     _pid: int = field(default_factory=os.getpid)
+    _exit_hook: Callable[[], None] | None = None  # registered with atexit (close_at_exit), until close()
     # held for the recorder's own work, never while the user's function runs (re-entrant: a record's listeners)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -157,6 +160,9 @@ class Recorder:
         or waited for ever for a writer thread the child has not)."""
         if not self.in_own_process():
             return
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
         try:
             with self.lock:
                 self._running = False
@@ -170,6 +176,21 @@ class Recorder:
                 self._modules = None
             if self.on_close is not None:
                 self.on_close()
+
+    def close_at_exit(self) -> None:
+        """Close at the process's exit if the program has not (a library's recorder, as ``record -- CMD`` closes
+        its own): left open, its dump.json was torn or empty, its tensor files' writer was killed mid-file, and an
+        online check's thread aborted the exit (134) and left its store in /dev/shm."""
+        if self._exit_hook is None:
+            self._exit_hook = self._closed_at_exit
+            atexit.register(self._exit_hook)
+
+    def _closed_at_exit(self) -> None:
+        self._exit_hook = None  # running: nothing to unregister
+        try:
+            self.close(uncaught())
+        except Exception as e:  # the program's exit code is its own: one line, not a traceback
+            print(f"precheck: warning: closing the recording at exit: {one_line(e)}", file=sys.stderr)
 
     def __enter__(self) -> Recorder:
         self.start()
