@@ -113,8 +113,10 @@ def test_names_from_a_dump_are_escaped_wherever_the_console_prints_them(tmp_path
     result paths printed them raw (a line break, a colour) on the console."""
     top = tmp_path / "dump\n\x1b[31m"
     shutil.copytree(STEP, top / "step0")
-    code, out, err = _run_ut(capsys, top, tmp_path / "out")
+    code, out, err = _run_ut(capsys, top, tmp_path / "out\x1b[8m")
     assert code == 0
     assert "\x1b" not in out + err
     assert "dump\\x0a\\x1b[31m: running its one step, step0 (2 dumps)" in err and err.count("\n") == 1
-    assert "dump\\x0a\\x1b[31m/step0 (rank0, rank1)" in out
+    assert "dump\\x0a\\x1b[31m/step0 (rank0, rank1)" in out and "out\\x1b[8m/rank0/accuracy_checking_" in out
+    assert main(["report", str(tmp_path / "out\x1b[8m")]) == 0
+    assert "out\\x1b[8m/report_" in capsys.readouterr().out

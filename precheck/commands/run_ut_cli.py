@@ -18,7 +18,7 @@ from precheck.commands.command import FRAMEWORKS, Command, add_dump_grading, gra
 from precheck.commands.console import closing, warning_line
 from precheck.commands.values import positive_float, positive_int, size
 from precheck.errors import OptionError
-from precheck.escape import shell_command
+from precheck.escape import escape, shell_command
 from precheck.execution.options import BACKENDS, CheckOptions
 from precheck.paths import output_folder
 
@@ -223,8 +223,8 @@ def _stopped(e: KeyboardInterrupt, argv: list[str]) -> int:
     how = "terminated (SIGTERM)" if terminated else "interrupted"
     if isinstance(e, Interrupted):
         again = resume_command(argv, e.result_path)
-        print(f"precheck: {how}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}",
-              file=sys.stderr)  # fmt: skip
+        print(f"precheck: {how}; {e.finished} finished APIs are in {escape(str(e.result_path))}; continue with: "
+              f"{again}", file=sys.stderr)  # fmt: skip
     else:
         print(f"precheck: {how} before the run started", file=sys.stderr)
     return 143 if terminated else 130
