@@ -120,3 +120,25 @@ def test_names_from_a_dump_are_escaped_wherever_the_console_prints_them(tmp_path
     assert "dump\\x0a\\x1b[31m/step0 (rank0, rank1)" in out and "out\\x1b[8m/rank0/accuracy_checking_" in out
     assert main(["report", str(tmp_path / "out\x1b[8m")]) == 0
     assert "out\\x1b[8m/report_" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("top", [False, True])
+def test_compare_reads_a_steps_rank_folders_the_same_way(tmp_path, capsys, top):
+    """compare's own walk took rank1\\n as rank 1 (its CSVs' _rank1 suffix overwrote rank1's) and followed a rank
+    folder linked out of the step; as two step folders or two dumps' top folders, both are refused."""
+    target, bench = tmp_path / "t" / "step0", tmp_path / "b" / "step0"
+    shutil.copytree(STEP, target)
+    shutil.copytree(STEP, bench)
+    shutil.copytree(STEP / "rank1", target / "rank1\n")
+    shutil.copytree(STEP / "rank1", bench / "rank1\n")
+    given = (target.parent, bench.parent) if top else (target, bench)
+    code = main(["compare", "-target", str(given[0]), "-bench", str(given[1]), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "two folders name rank 1, rank1 and rank1\\x0a" in err and err.count("\n") == 1
+    shutil.rmtree(target / "rank1\n")
+    shutil.rmtree(bench / "rank1\n")
+    shutil.rmtree(target / "rank1")
+    os.symlink(_elsewhere(tmp_path) / "rank1", target / "rank1")
+    code = main(["compare", "-target", str(given[0]), "-bench", str(given[1]), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{target / 'rank1'}: refused, a link out of {target}" in err
