@@ -79,9 +79,10 @@ class TensorFiles:
             try:
                 if copy is None:
                     path.unlink(missing_ok=True)
+                    self.failed.pop(path.name, None)  # the name is the next call's (it takes the raised call's number)
                 else:
                     _save(copy, path)
-            except Exception as e:  # this file's loss alone: the step's dump.json drops its name and says why
+            except BaseException as e:  # this file's loss alone: the step's dump.json drops its name and says why
                 self.failed[path.name] = one_line(e)
             finally:
                 del copy, job
