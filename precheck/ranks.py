@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from precheck.dump.records import Dump, DumpError, load_dump
 from precheck.dump.steps import DUMP_JSON, Found, RankDump
 from precheck.errors import OptionError
+from precheck.escape import escape
 from precheck.execution.collectives import Rank, grade_collectives, is_collective
 from precheck.execution.options import CheckOptions
 from precheck.execution.p2p import grade_point_to_point, is_point_to_point
@@ -48,8 +49,8 @@ class RanksSummary(RunSummary):
             f"{self.collectives} collective rows graded from every rank's inputs"
         ]
         for name, run in self.ranks.items():
-            lines.append(f"  {name}: result:  {run.result_path}\n  {' ' * len(name)}  details: {run.details_path}")
-        return "\n".join(lines)
+            lines += [f"  {name}: result:  {run.result_path}", f"  {' ' * len(name)}  details: {run.details_path}"]
+        return "\n".join(escape(line) for line in lines)  # names from the dump: one printable line each
 
     def frame(self) -> pandas.DataFrame:
         """Every rank's rows as data, with a ``rank`` column (the rank's folder name) first."""

@@ -20,6 +20,7 @@ from precheck.dump.records import Case, Dump, DumpError, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.dump.steps import find_dumps
 from precheck.errors import OptionError, PrecheckError
+from precheck.escape import escape
 from precheck.execution.options import CheckOptions, check_scheduler
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import for_framework, target_for
@@ -105,7 +106,7 @@ class RunSummary:
         return self._counted() + self._files()
 
     def _files(self) -> str:
-        return f"  result:  {self.result_path}\n  details: {self.details_path}"
+        return f"  result:  {escape(str(self.result_path))}\n  details: {escape(str(self.details_path))}"
 
     def _counted(self) -> str:
         """The console's summary: the whole run's counts, a resumed run's rows included (its CSVs hold them all),

@@ -33,8 +33,9 @@ def closing(runs: Mapping[str, tuple[Path, Path]], page: str | None) -> list[str
 
 
 def warning_line(message: Warning | str, *args: object, **kwargs: object) -> None:
-    """A warning as one line on stderr (``warnings.showwarning``'s signature): no file, no line number."""
-    print(f"precheck: warning: {message}", file=sys.stderr)
+    """A warning as one line on stderr (``warnings.showwarning``'s signature): no file, no line number, and the
+    names from a dump in it escaped (a folder named with a newline or a terminal escape)."""
+    print(f"precheck: warning: {escape(str(message))}", file=sys.stderr)
 
 
 def say(text: str, stream: TextIO) -> None:

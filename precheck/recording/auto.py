@@ -35,7 +35,7 @@ from typing import Any
 
 from precheck.recording.runlog import note
 
-__all__ = ["ENV", "options_env", "when_torch_loads"]
+__all__ = ["ENV", "options_env", "uncaught", "when_torch_loads"]
 
 ENV = "PRECHECK_RECORD"
 
@@ -133,7 +133,7 @@ def _start() -> None:
         through the log (raised in an exit handler, Python would print it and exit 0 all the same)."""
         try:
             with _told(log, raising=not log):
-                recorder.close(partial or _uncaught())
+                recorder.close(partial or uncaught())
         finally:
             if online is not None:
                 online.close()
@@ -161,7 +161,7 @@ def _told(log: str | None, raising: bool) -> Iterator[None]:
             raise
 
 
-def _uncaught() -> str | None:
+def uncaught() -> str | None:
     """Why the program ends before its step did: the exception that ends it, which Python has printed and kept in
     sys.last_value before the exit handlers run (None at an ordinary exit, sys.exit included)."""
     ended = getattr(sys, "last_value", None)
@@ -174,7 +174,7 @@ def _still_interrupted() -> None:
     SIGINT; but any code it runs from a string (``exec``, ``eval``: the methods of a dataclass or a namedtuple
     made or imported then) clears that flag, and the online check's close at exit runs such code: the program
     exited 1. A KeyboardInterrupt raised from a string sets the flag again, with no ctypes. sys.last_value
-    tells, as in _uncaught, how the program ended (a handler of the program's own that ran before precheck's
+    tells, as in uncaught, how the program ended (a handler of the program's own that ran before precheck's
     and cleared the flag is undone too)."""
     if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
         with contextlib.suppress(KeyboardInterrupt):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Encoder", "data_names", "save_copy", "stats_of"]
+__all__ = ["Encoder", "copy_of", "data_names", "save_copy", "stats_of"]
 
 MAX_DEPTH = 400  # msprobe's DUMP_MAX_DEPTH: deeper arguments are not recorded
 _OBJECT_KEYS = ("dtype", "output_dtype", "device")  # keywords whose torch.dtype / torch.device is written
@@ -34,8 +34,8 @@ _SPECIAL += (torch.dtype, torch.device, np.integer, np.floating, np.bool_, np.nd
 def stats_of(t: torch.Tensor) -> tuple[Any, Any, Any, Any]:
     """Max, Min, Mean, Norm of ``t`` as msprobe computes them, as Python values (None where msprobe writes null)."""
     data = t.detach()
-    if data.numel() == 0 or data.device.type == "meta":
-        return None, None, None, None
+    if data.numel() == 0 or data.device.type == "meta" or _functorch("is_batchedtensor", data):
+        return None, None, None, None  # a vmap's batched tensor: no value to take outside it (msprobe's nulls)
     if data.is_complex():
         magnitude = np.abs(data.cpu().numpy())
         return np.max(magnitude).item(), np.min(magnitude).item(), np.mean(magnitude).item(), None
@@ -118,7 +118,7 @@ class Encoder:
         strided = t.layout == torch.strided and not t.is_nested
         # a sparse or nested tensor has no max() to take, nor always a shape: it is written without them, and the
         # user's step goes on (the recorder must never make a call fail)
-        high, low, mean, norm = stats_of(t) if strided else (None, None, None, None)
+        high, low, mean, norm = stats_of(_plain(t)) if strided else (None, None, None, None)
         out = {
             "type": "torch.Tensor",
             "dtype": str(t.dtype),
@@ -131,13 +131,33 @@ class Encoder:
         }
         if self.data_dir is not None and strided and t.numel() and t.device.type != "meta":
             out["data_name"] = f"{name}.pt"
-            self._save(t, self.data_dir / out["data_name"])
+            self._save(_plain(t), self.data_dir / out["data_name"])
         return out
 
 
 def save_copy(t: torch.Tensor, path: Path) -> None:
     """``t`` saved as msprobe saves it: a fresh contiguous copy, so a view saves only its own elements."""
-    torch.save(t.detach().clone().contiguous(), path)
+    torch.save(copy_of(t), path)
+
+
+def copy_of(t: torch.Tensor) -> torch.Tensor:
+    """A fresh contiguous copy of ``t``'s value, as msprobe saves it: inside torch.func.grad (vjp, jacrev) a copy
+    is wrapped again, and torch.save cannot write a wrapper, so it is unwrapped before and after."""
+    return _plain(_plain(t).detach().clone().contiguous())
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without functorch's grad-tracking wrappers, as msprobe unwraps them; a vmap's batched tensor stays
+    (its value is not the call's: the call is not recorded, and the recorder says so)."""
+    while _functorch("is_gradtrackingtensor", t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
+def _functorch(test: str, t: torch.Tensor) -> bool:
+    """``torch._C._functorch``'s ``test`` of ``t``; False on a torch without it."""
+    found = getattr(getattr(torch._C, "_functorch", None), test, None)
+    return found is not None and bool(found(t))
 
 
 def _distributed(value: Any) -> dict | None:

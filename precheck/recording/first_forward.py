@@ -37,7 +37,7 @@ class FirstForward:
         self._model = False
         hooks = torch.nn.modules.module
         self._handles = [
-            hooks.register_module_forward_pre_hook(self._forward),
+            hooks.register_module_forward_pre_hook(recorder.guard("the first forward's hook", self._forward)),
             hooks.register_module_parameter_registration_hook(self._built),
             hooks.register_module_buffer_registration_hook(self._built),
             hooks.register_module_module_registration_hook(self._built),

@@ -42,7 +42,7 @@ from precheck.report.csv_files import CsvReport
 from precheck.report.runfiles import mark_partial
 from precheck.results import ApiResult
 from precheck.run_ut import resolved, run_identity
-from precheck.scheduling.backends import Backend, InProcess, backend_for
+from precheck.scheduling.backends import Backend, InProcess, backend_for, check_backend
 from precheck.scheduling.costs import default_max_memory
 from precheck.scheduling.dask_cluster import Shipped
 from precheck.scheduling.tls import Tls
@@ -81,7 +81,9 @@ class OnlineCheck:
     _pid: int = field(default_factory=os.getpid)
 
     def attach(self, recorder: Recorder) -> None:
-        """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
+        """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump. An unknown
+        backend is refused here, before the step (the first case, in a backward hook, is no place for it)."""
+        check_backend("dask" if self.scheduler else self.backend, self.scheduler)
         self._store = Store(self.store_size, f"{STORE_PREFIX}{os.getpid()}-")
         recorder.store, recorder.store_save = self._store.path, self._store.save
         recorder.store_release = self._store.release
