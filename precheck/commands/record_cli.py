@@ -106,11 +106,7 @@ def _record(args: argparse.Namespace) -> int:
     ended = _ended(done)
     written = done.written
     if not done.dumps and not written.unclosed and not written.failures:
-        raise NothingRecorded(
-            f"{shell_command(*command)} {ended} and recorded nothing: no Python process of it imported torch with "
-            "precheck installed (a python run with -E or -I ignores the PYTHONPATH precheck starts through), or "
-            "none of them called a recorded API in a recorded step"
-        )
+        raise NothingRecorded(f"{shell_command(*command)} {ended} {_why_nothing(done)}")
     lines = [f"precheck record: {len(done.dumps)} dump(s) written (command {ended})"]
     if args.check:
         lines += [f"  {escape(str(p))}" for p in done.dumps]
@@ -144,6 +140,23 @@ def _refuse_a_second_recording(out: Path, steps: list[int]) -> None:
                 f"{escape(str(folder))} already holds a recording ({held[0]}): record into another -o, or remove "
                 "that one first"
             )
+
+
+def _why_nothing(done: Recorded) -> str:
+    """Why a command left no dump: it failed before its first recorded call (its own error is above), or called
+    none, or precheck never got into it."""
+    n = done.written.installed
+    if n and done.returncode:
+        return (
+            f"before its first recorded call, with precheck recording in {n} Python process(es) of it: the "
+            "program's own error is above"
+        )
+    if n:
+        return f"and recorded nothing: none of its {n} Python process(es) that precheck records called a recorded API"
+    return (
+        "and recorded nothing: no Python process of it imported torch with precheck installed (a python run "
+        "with -E or -I ignores the PYTHONPATH precheck starts through)"
+    )
 
 
 def _ended(done: Recorded) -> str:
