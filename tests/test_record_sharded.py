@@ -140,3 +140,20 @@ def test_a_program_that_fails_before_recording_is_told_so_not_blamed_on_python_f
     last = done.stderr.strip().splitlines()[-1]
     assert "exited 1 before its first recorded call" in last and "the program's own error is above" in last
     assert "-E or -I" not in last
+
+
+def test_record_check_of_ranks_writes_run_uts_layout_of_a_step_and_one_page_over_the_ranks(tmp_path: Path) -> None:
+    """Before: both ranks' CSVs flat in -o (..._<ts>.csv, ..._<ts>_2.csv), a report per rank, no rank column;
+    run_ut of the step folder writes rank<R>/ and one page over every rank."""
+    dump = tmp_path / "dump"
+    command = [sys.executable, "-m", "precheck", "record", "--check", "-o", str(dump), "--", sys.executable]
+    program = [str(DATA / "record" / "train_ddp.py"), str(tmp_path / "rendezvous")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([*command, *program], capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr
+    csvs = sorted(p.relative_to(dump).as_posix() for p in dump.rglob("accuracy_checking_result_*.csv"))
+    assert [c.rsplit("/", 1)[0] for c in csvs] == ["step0/rank0", "step0/rank1"]
+    (page,) = dump.rglob("report_*.html")
+    assert page.parent == dump / "step0" and "rank1" in page.read_text(encoding="utf-8")
+    assert "step0 (rank0, rank1): 4 APIs checked" in done.stdout
+    assert done.stdout.count("report:") == 1 and f"report:  {page}" in done.stdout
