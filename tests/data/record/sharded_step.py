@@ -9,7 +9,10 @@ KIND is ``tp`` (parallelize_module: ColwiseParallel q/k/v/gate/up, RowwiseParall
 TorchScript code, two micro-batches, the first under no_sync) or ``ddp`` (DDP, no_sync accumulation, AdamW).
 Ranks meet at a file in OUT (no port to collide on) and each writes its two losses, exactly (float.hex), to
 OUT/loss<R>.txt. With ``--msprobe CONFIG`` (a venv with mindstudio-probe) step 0 is recorded by msprobe's
-PrecisionDebugger as its guide places it: made before the model, start(model) before the first forward.
+PrecisionDebugger as its guide places it: made before the model, start(model) before the first forward, stop()
+and step() before the optimizer's update (where precheck record's step ends). sharded_msprobe_names.json holds
+the record names of rank 0's dump.json so written for tp, fsdp2 and zero (config: task tensor, level L1, step
+[0], rank [], data_mode all; /root/.cache/precheck/msprobe's torch 2.13 CPU + mindstudio-probe 26.2).
 """
 
 import os
