@@ -157,3 +157,28 @@ def test_record_check_of_ranks_writes_run_uts_layout_of_a_step_and_one_page_over
     assert page.parent == dump / "step0" and "rank1" in page.read_text(encoding="utf-8")
     assert "step0 (rank0, rank1): 4 APIs checked" in done.stdout
     assert done.stdout.count("report:") == 1 and f"report:  {page}" in done.stdout
+
+
+def test_run_ut_does_not_say_the_calls_after_the_last_record_are_missing_when_a_call_between_was_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a dump whose DTensor calls the recorder lost, between calls it kept, was said to miss "the calls
+    after its last record"."""
+    from precheck.recording import encode
+    from precheck.run_ut import run_ut
+
+    values = encode.Encoder.values
+
+    def lose_exp(self: encode.Encoder, value: object, stem: str) -> object:
+        if stem.startswith("Torch.exp."):
+            raise RuntimeError(".tolist() is not supported for tensor subclasses")
+        return values(self, value, stem)
+
+    monkeypatch.setattr(encode.Encoder, "values", lose_exp)
+    with precheck.record(tmp_path / "dump", task="statistics") as recorder:
+        torch.relu(torch.exp(torch.ones(3)))
+    with pytest.warns(UserWarning, match="a partial recording") as told:
+        run_ut(recorder.written[0], tmp_path / "out", workers=1)
+    (warning,) = [str(w.message) for w in told if "partial" in str(w.message)]
+    assert "1 call(s) the recorder failed to record, the first Torch.exp" in warning
+    assert "after its last record" not in warning
