@@ -338,8 +338,7 @@ def _partial(dump: Dump) -> dict[str, str]:
     why = dump.index.header.get("partial")
     if not isinstance(why, str):
         return {}
-    warnings.warn(f"{dump.path}: a partial recording ({clip(why, 200)}): the calls after its last record are missing",
-                  stacklevel=3)  # fmt: skip
+    warnings.warn(f"{dump.path}: a partial recording ({clip(why, 200)}): some of its calls are missing", stacklevel=3)
     return {"partial": f"the dump is partial: {clip(why, 200)}"}
 
 

@@ -145,6 +145,7 @@ def _start() -> None:
     atexit.register(finish)
     unhook = _finish_on_sigterm(finish)
     recorder.install()
+    note(log, "installed")
 
 
 @contextlib.contextmanager

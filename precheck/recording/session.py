@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
+from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk, unwritten
 from precheck.errors import OptionError
 from precheck.execution.runner import one_line
 from precheck.recording.auto import uncaught
@@ -230,7 +230,7 @@ class Recorder:
             with self.lock:
                 dump, count = self.dump(), self._number(key)
                 name = f"{key}{count}.forward"
-                record = self._inputs(dump, name, args, kwargs) if kept else {}
+                record = self._inputs(dump, name, *_shown(prefix, api, args, kwargs)) if kept else {}
             stack = self.stack() if kept else None
         except Exception as e:  # the recorder's own work (an odd tensor, a full disk) never fails the user's call
             self._lose(key, e)
@@ -276,7 +276,11 @@ class Recorder:
                 if hooked and self._modules is not None:
                     _hook_backward(out, self.guard(back, lambda gi, go: self._backward(dump, back, None, None)))
                 return
-            done = [*args, *kwargs.values()] if prefix == "Distributed" else _as_list(out)
+            done = (
+                _shown(prefix, key[len(prefix) + 1 : -1], [*args, *kwargs.values()])[0]
+                if prefix == "Distributed"
+                else _as_list(out)
+            )
             record["output"] = self.encoder(dump).values(done, f"{name}.output")
             hooked = hooked and _hook_backward(out, self.guard(back, lambda gi, go: self._backward(dump, back, gi, go)))
             self._write(dump, name, record, stack, hooked)
@@ -419,6 +423,19 @@ def _as_list(out: Any) -> Any:
     if isinstance(out, list) or (isinstance(out, tuple) and not hasattr(out, "_fields")):
         return list(out)
     return out if isinstance(out, tuple) else [out]
+
+
+def _shown(prefix: str, api: str, args: Any, kwargs: dict | None = None) -> tuple[Any, dict | None]:
+    """A call's arguments as its record shows them: msprobe writes a collective's buffer that the call fills as
+    null (api_registry.recording.unwritten), in its inputs (``kwargs`` given) or in its output (``kwargs`` None:
+    ``args`` is the arguments after the call)."""
+    hidden = unwritten(prefix, api)
+    positions = hidden.output if kwargs is None else hidden.args
+    if positions:
+        args = type(args)(None if i in positions else v for i, v in enumerate(args))
+    if kwargs and hidden.kwargs:
+        kwargs = {k: None if k in hidden.kwargs else v for k, v in kwargs.items()}
+    return args, kwargs
 
 
 def _first_tensor(value: Any) -> Any:
