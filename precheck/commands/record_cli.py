@@ -21,7 +21,7 @@ from precheck.commands.cluster_options import add_tls_options, tls_of
 from precheck.commands.command import Command, add_grading
 from precheck.commands.console import closing, say
 from precheck.commands.values import count_from_zero, positive_int, size
-from precheck.dump.steps import RANK_FOLDER
+from precheck.dump.steps import rank_number
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.report.csv_files import read_csv_rows
@@ -175,8 +175,7 @@ def _by_step(results: list[Path]) -> list[list[Path]]:
 
 
 def _ranked(result: Path) -> bool:
-    m = RANK_FOLDER.match(result.parent.name)
-    return m is not None and m[1] == "rank"
+    return rank_number(result.parent.name) is not None
 
 
 def _checked(results: list[Path], written: Written) -> list[str]:
@@ -184,7 +183,7 @@ def _checked(results: list[Path], written: Written) -> list[str]:
     worst APIs and its report (a distributed step's one page over every rank, written here once all are done)."""
     ranked = _ranked(results[0])
     if ranked:
-        results = sorted(results, key=lambda r: int(RANK_FOLDER.match(r.parent.name)[2] or 0))  # type: ignore[index]
+        results = sorted(results, key=lambda r: rank_number(r.parent.name) or 0)
     runs = {(r.parent.name if ranked else ""): (r, r.with_name(details_of(r.name))) for r in results}
     partial = next((written.partial[r] for r in results if r in written.partial), None)
     lines = _counts(results, partial)

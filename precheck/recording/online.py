@@ -33,7 +33,7 @@ from api_registry import lookup
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR
 from precheck.dump.decode import Case, decode_case
-from precheck.dump.steps import RANK_FOLDER
+from precheck.dump.steps import rank_number
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
@@ -188,8 +188,7 @@ class OnlineCheck:
 
     def _ranked(self) -> bool:
         """Whether this step's dump is a rank's of a distributed run (``step0/rank1/dump.json``)."""
-        m = None if self._dump is None else RANK_FOLDER.match(self._dump.path.parent.name)
-        return m is not None and m[1] == "rank"
+        return self._dump is not None and rank_number(self._dump.path.parent.name) is not None
 
     def _dump_path(self) -> Path:
         return self.out_dir / "dump.json" if self._dump is None else self._dump.path
