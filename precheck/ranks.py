@@ -22,6 +22,7 @@ from precheck.errors import OptionError
 from precheck.execution.collectives import Rank, grade_collectives, is_collective
 from precheck.execution.options import CheckOptions
 from precheck.execution.p2p import grade_point_to_point, is_point_to_point
+from precheck.execution.sharded import WHOLE, grade_sharded
 from precheck.paths import output_folder
 from precheck.results import ApiResult
 from precheck.run_ut import RunSummary, run_ut
@@ -40,12 +41,16 @@ class RanksSummary(RunSummary):
     ranks: dict[str, RunSummary] = field(default_factory=dict)
     step: Path = Path()
     collectives: int = 0  # collective calls graded across the ranks (rows of every rank)
+    whole: int = 0  # DTensor calls graded as a whole (``<call>.whole`` rows of the first rank)
 
     def _files(self) -> str:
         lines = [
             f"  ranks:   {len(self.ranks)} dumps of {self.step} ({', '.join(self.ranks)}); "
             f"{self.collectives} collective rows graded from every rank's inputs"
         ]
+        if self.whole:
+            first = next(iter(self.ranks))
+            lines.append(f"  sharded: {self.whole} DTensor calls graded as a whole ({first}'s <call>{WHOLE} rows)")
         for name, run in self.ranks.items():
             lines.append(f"  {name}: result:  {run.result_path}\n  {' ' * len(name)}  details: {run.details_path}")
         return "\n".join(lines)
@@ -95,7 +100,8 @@ def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) ->
     world = max(ranks) + 1
     graded = grade_collectives(ranks, world, str(found.path), options)
     sent = grade_point_to_point(ranks, str(found.path), options)
-    return {dump.name: graded[number] | sent[number] for number, dump in numbered}
+    whole = grade_sharded({number: dumps[dump.name] for number, dump in numbered}, options)
+    return {dump.name: graded[number] | sent[number] | whole[number] for number, dump in numbered}
 
 
 def _summary(
@@ -110,5 +116,7 @@ def _summary(
     results = sorted((r for run in runs.values() for r in run.results), key=lambda r: r.order)
     fields = {**vars(replace(first)), **total, "result_path": out, "details_path": out, "wall_seconds": seconds}
     fields["results"] = results
-    collectives = sum(len(rows) for rows in graded.values())
-    return RanksSummary(**fields, ranks=runs, step=found.path, collectives=collectives)
+    rows = [(name, r) for each in graded.values() for name, r in each.items()]
+    collectives = sum(is_collective(name) or is_point_to_point(name) for name, _ in rows)
+    whole = sum(name.endswith(WHOLE) for name, _ in rows)
+    return RanksSummary(**fields, ranks=runs, step=found.path, collectives=collectives, whole=whole)

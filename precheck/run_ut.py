@@ -208,6 +208,7 @@ def run_ut(
                 keep(result)
                 if bar is not None:
                     bar.update(1)
+            _added(graded or {}, orders, report, keep)
         except KeyboardInterrupt as e:
             raise Interrupted(report.result_path, len(report.completed) + keep.total) from e
         except OSError as e:  # a full disk: the rows written so far are whole, and a resume continues them
@@ -391,6 +392,17 @@ def _plan(
         else:
             (suspects if case.name in report.suspects else todo).append(order)
     return suspects, todo
+
+
+def _added(
+    graded: Mapping[str, ApiResult], orders: dict[str, int], report: CsvReport, keep: Callable[[ApiResult], None]
+) -> None:
+    """Rows graded elsewhere of no record of this dump (a step's DTensor calls graded as a whole,
+    precheck.execution.sharded), written after their call's row."""
+    for name, result in graded.items():
+        if text(name) not in orders and text(name) not in report.completed:
+            report.add(result)
+            keep(result)
 
 
 def _progress_bar(total: int):

@@ -1,0 +1,233 @@
+"""DTensor calls (tensor parallelism, FSDP2) graded as a whole across the ranks of one step.
+
+msprobe saves a DTensor argument as its rank's local shard with the layout of the whole (precheck.dump.sharding),
+so each rank's run grades the kernel its device ran on its shards, as any call. A step folder holds every rank's
+shards, so the call as a whole is graded here too: every argument, output and gradient put together by its
+placements (precheck.execution.shards), the golden the float64 call on the whole inputs, the target the ranks'
+recorded outputs put together (the call ran on several devices: there is no one device to rerun it on). Its row is
+``<call>.whole`` in the CSVs of the step's first rank (``rank0/``), after the call's own row, its Message saying
+which ranks and layouts made it.
+
+One call's local kernel did not run on its recorded shards: a ``Partial`` input of a call whose outputs are not
+``Partial`` (a norm of FSDP2's clipping) was reduced across the ranks first (DTensor redistributes it). Each rank's
+row of such a call is graded here, on its inputs so reduced, in place of its run's.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from precheck.core.reasons import Reason
+from precheck.dump.decode import Case, Stats, TensorSpec, clip
+from precheck.dump.records import Dump
+from precheck.execution.check import check_case
+from precheck.execution.options import CheckOptions
+from precheck.execution.shards import Layout, put_together
+from precheck.inputs.builder import InputError, load_tensor
+from precheck.results import ApiResult, skipped
+from precheck.walk import flatten, map_placed, placed
+
+__all__ = ["WHOLE", "grade_sharded", "is_sharded"]
+
+WHOLE = ".whole"  # the suffix of a whole call's row name: Functional.linear.0.whole
+_NORMS = frozenset(
+    {"Torch._foreach_norm", "Torch.vector_norm", "Torch.norm", "Tensor.norm", "Torch.linalg_vector_norm"}
+)
+_TREES = ("args", "kwargs", "outputs", "grad_outputs", "grad_inputs")
+
+
+class NotWhole(Exception):
+    """A sharded call that cannot be put together: its rows are SKIP with this reason and code."""
+
+    def __init__(self, why: str, code: Reason = Reason.SKIP_INPUTS) -> None:
+        super().__init__(why)
+        self.code = code
+
+
+def is_sharded(case: Case) -> bool:
+    """Whether a call took or made a DTensor."""
+    return any(
+        _spec_sharding(leaf) is not None for tree in (case.args, case.kwargs, case.outputs) for leaf in flatten(tree)
+    )
+
+
+def _spec_sharding(leaf: Any) -> Any:
+    return leaf.sharding if isinstance(leaf, TensorSpec) else None
+
+
+@dataclass(frozen=True)
+class StepRank:
+    """One rank's dump as the whole calls read it: its cases, by name, and its data folder."""
+
+    dump: Dump
+    orders: dict[str, int]
+
+    def case(self, name: str) -> Case | None:
+        return self.dump.cases[self.orders[name]] if name in self.orders else None
+
+
+def grade_sharded(dumps: dict[int, Dump], options: CheckOptions) -> dict[int, dict[str, ApiResult]]:
+    """Rows graded here, by rank and row name: each whole call's in the first rank's, and each rank's row of a
+    call whose Partial inputs were reduced before its kernel."""
+    ranks = {r: StepRank(d, {n: i for i, n in enumerate(d.cases.names)}) for r, d in sorted(dumps.items())}
+    host = min(ranks)
+    out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
+    with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:
+        for case in ranks[host].dump.cases:
+            if case.problem or not is_sharded(case):
+                continue
+            whole = _whole(case, ranks, options, Path(scratch))
+            out[host][whole.name] = whole
+            if _reduced_first(case):
+                for r in ranks:
+                    row = _reduced_row(case.name, r, ranks, options, Path(scratch))
+                    if row is not None:
+                        out[r][case.name] = row
+    return out
+
+
+def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, scratch: Path) -> ApiResult:
+    """The call put together from every rank of its mesh, its recorded outputs the target."""
+    row = replace(case, name=case.name + WHOLE)
+    try:
+        members, cases = _members(case, ranks)
+        built = _built(case.name, cases, ranks, Layout(members[0], norm=_norm_order(case)), scratch / row.name)
+        result = check_case(replace(built, name=row.name), scratch / row.name, replace(options, target="recorded"))
+    except NotWhole as e:
+        return skipped(row, f"whole call: {e}", e.code)
+    return _said(result, f"whole call over ranks {members}: shards put together by their placements ({_layouts(case)})")
+
+
+def _reduced_row(
+    name: str, rank: int, ranks: dict[int, StepRank], options: CheckOptions, scratch: Path
+) -> ApiResult | None:
+    """Rank ``rank``'s call on its inputs as its kernel got them: the Partial ones reduced across the ranks; None
+    where the rank has no readable record of it (its own run says why)."""
+    mine = ranks[rank].case(name)
+    if mine is None or mine.problem:
+        return None
+    folder = scratch / f"{name}.rank{rank}"
+    try:
+        _, cases = _members(mine, ranks)
+        built = _built(name, cases, ranks, Layout(rank, partial_only=True, norm=_norm_order(mine)), folder)
+        result = check_case(built, folder, options)
+    except NotWhole as e:
+        return skipped(mine, f"{e}", e.code)
+    return _said(result, "its Partial inputs reduced across the ranks first, as DTensor ran it")
+
+
+def _members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[int, Case]]:
+    """The ranks of the call's mesh and each one's record of it; NotWhole when one is missing or unreadable."""
+    meshes = {
+        s.mesh for tree in (case.args, case.kwargs, case.outputs) for s in map(_spec_sharding, flatten(tree)) if s
+    }
+    if len(meshes) != 1:
+        raise NotWhole(
+            f"its DTensors lie on {len(meshes)} device meshes; precheck puts together one", Reason.SKIP_UNSUPPORTED
+        )
+    members = list(next(iter(meshes)))
+    cases = {}
+    for r in members:
+        found = ranks[r].case(case.name) if r in ranks else None
+        if found is None:
+            where = "recorded no such call" if r in ranks else "has no dump in the step folder"
+            raise NotWhole(f"rank {r} of its mesh {where}", Reason.SKIP_MISSING_RANK)
+        if found.problem:
+            raise NotWhole(f"rank {r}: {found.problem}", found.problem_reason)
+        cases[r] = found
+    return members, cases
+
+
+def _built(name: str, cases: dict[int, Case], ranks: dict[int, StepRank], layout: Layout, folder: Path) -> Case:
+    """The case of the call put together by ``layout``, its tensors saved in ``folder``; its arguments that are
+    no DTensor are those of the layout's rank."""
+    own = cases[layout.rank]
+    leaves = {r: {t: dict(placed(getattr(c, t) or (), t)) for t in _TREES} for r, c in cases.items()}
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def together(leaf: Any, place: str, tree: str) -> Any:
+        if not isinstance(leaf, TensorSpec):
+            return leaf
+        if leaf.sharding is None:
+            return _saved(_load(own, leaf, ranks, layout.rank), folder, place, leaf)
+        if leaf.sharding.placements is None:
+            raise NotWhole(f"{place}: {leaf.sharding}: a placement msprobe did not write", Reason.SKIP_UNSUPPORTED)
+        shards = {}
+        for r, c in cases.items():
+            spec = leaves[r][tree].get(place)
+            if not isinstance(spec, TensorSpec):
+                raise NotWhole(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
+            shards[r] = _load(c, spec, ranks, r)
+        return _saved(put_together(leaf.sharding, shards, layout), folder, place, leaf)
+
+    trees = {
+        t: None if getattr(own, t) is None else map_placed(getattr(own, t), lambda v, at, t=t: together(v, at, t), t)
+        for t in _TREES
+    }
+    return replace(own, name=name, **trees)
+
+
+def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int) -> torch.Tensor:
+    if spec.data_name is None:
+        raise NotWhole(f"rank {rank}: {case.name}: no tensor file (a statistics dump): shards need their values")
+    try:
+        return load_tensor(spec, ranks[rank].dump.data_dir)
+    except InputError as e:
+        raise NotWhole(f"rank {rank}: {clip(str(e))}", e.reason) from None
+
+
+def _saved(tensor: torch.Tensor, folder: Path, place: str, spec: TensorSpec) -> TensorSpec:
+    """``tensor`` saved in ``folder`` and described as a recorded tensor (its statistics its own)."""
+    name = f"{place.replace('[', '.').replace(']', '')}.pt"
+    torch.save(tensor.detach().clone(), folder / name)
+    wide = tensor.detach().to(torch.float64) if tensor.is_floating_point() else None
+    stats = (
+        Stats(*(float(f(wide)) for f in (torch.max, torch.min, torch.mean, torch.norm)))
+        if wide is not None and wide.numel()
+        else Stats(None, None, None, None)
+    )
+    return replace(spec, shape=tuple(tensor.shape), stats=stats, data_name=name, sharding=None)
+
+
+def _reduced_first(case: Case) -> bool:
+    """Whether DTensor reduced a Partial input before the kernel: an input is Partial, an output is not."""
+
+    def partial(tree: Any) -> list[bool]:
+        return [any(p.kind == "partial" for p in s.placements or ()) for s in map(_spec_sharding, flatten(tree)) if s]
+
+    inputs, outputs = partial((case.args, case.kwargs)), partial(case.outputs)
+    return any(inputs) and not all(outputs or [True])
+
+
+def _norm_order(case: Case) -> float | None:
+    """The order of a norm call (its Partial values are norms of that order), None for another call."""
+    if case.api not in _NORMS:
+        return None
+    given = case.args[1] if len(case.args) > 1 else case.kwargs.get("ord", case.kwargs.get("p", 2.0))
+    given = 2.0 if given is None or given == "fro" else given
+    return float(given) if isinstance(given, (int, float)) and not isinstance(given, bool) else None
+
+
+def _layouts(case: Case) -> str:
+    """Where each DTensor argument and output lay: ``input_args[1] Shard(0)``, its mesh said once."""
+    laid = [
+        f"{at} {', '.join(map(str, leaf.sharding.placements or ())) or 'unknown'}"
+        for tree, root in ((case.args, "input_args"), (case.kwargs, "input_kwargs"), (case.outputs, "output"))
+        for at, leaf in placed(tree, root)
+        if _spec_sharding(leaf) is not None
+    ]
+    return clip(", ".join(laid), 300)
+
+
+def _said(result: ApiResult, what: str) -> ApiResult:
+    """``result`` with ``what`` first in its Message and its details rows'."""
+    details = [
+        replace(d, comparison=replace(d.comparison, message="; ".join(filter(None, [what, d.comparison.message]))))
+        for d in result.details
+    ]
+    return replace(result, message="; ".join(filter(None, [what, result.message])), details=details)

@@ -1,0 +1,146 @@
+"""Sharded steps (DTensor: tensor parallelism, FSDP2) recorded by msprobe 26.2 on 2 gloo ranks: each rank's local
+call graded, each DTensor call graded as a whole in rank0's CSVs (``<call>.whole``), tests/data/sharded/."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from precheck.core.reasons import Reason
+from precheck.dump.decode import decode_case
+from precheck.dump.steps import find_dumps
+from precheck.execution.options import CheckOptions
+from precheck.frames import reasons
+from precheck.ranks import run_step
+from precheck.report.csv_files import read_csv_rows
+from precheck.results import skipped
+
+SHARDED = Path(__file__).parent / "data" / "sharded"
+TP, BAD, FSDP2 = (
+    SHARDED / "tp_tensor_msprobe",
+    SHARDED / "tp_bad_matmul_tensor_msprobe",
+    SHARDED / "fsdp2_clip_tensor_msprobe",
+)
+LINEARS = [f"Functional.linear.{i}" for i in range(7)]
+CLIPPING = [
+    "Torch._foreach_norm.0",
+    "Torch.vector_norm.0",
+    "Tensor.__add__.3",
+    "Tensor.reciprocal.0",
+    "Tensor.__mul__.2",
+]
+UNSAVED = ["Tensor.__add__.1", "Tensor.__add__.2"]  # a RowwiseParallel output (AsyncCollectiveTensor) added
+
+
+def _rows(step: Path, out: Path, target: str = "device") -> dict[str, dict[str, tuple[str, str, str]]]:
+    """Each rank's result rows: name -> (forward, backward, message)."""
+    return _rows_of(step, out, ["rank0", "rank1"], target)
+
+
+def _rows_of(step: Path, out: Path, ranks: list[str], target: str = "device") -> dict[str, dict[str, tuple]]:
+    options = CheckOptions(target=target)
+    run_step(find_dumps(step / "step0"), out, device="cpu", workers=1, backend="inprocess", options=options)
+    rows = {}
+    for rank in ranks:
+        (result,) = (out / rank).glob("accuracy_checking_result_*.csv")
+        _, found = read_csv_rows(result)
+        rows[rank] = {
+            r["API name"]: (r["Forward Test Success"], r["Backward Test Success"], r["Message"]) for r in found
+        }
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tp(tmp_path_factory):
+    return _rows(TP, tmp_path_factory.mktemp("tp"))
+
+
+def test_every_sharded_linear_is_graded_on_each_rank_forward_and_backward(tp):
+    for rank in ("rank0", "rank1"):
+        for name in LINEARS:
+            assert tp[rank][name][:2] == ("pass", "pass"), (rank, name, tp[rank][name])
+
+
+def test_every_sharded_linear_is_graded_as_a_whole_in_rank0s_csv(tp):
+    for name in LINEARS:
+        forward, backward, message = tp["rank0"][f"{name}.whole"]
+        assert (forward, backward) == ("pass", "pass"), (name, message)
+        assert message.startswith("whole call over ranks [0, 1]: shards put together by their placements (")
+        assert f"{name}.whole" not in tp["rank1"]
+    # a column-parallel matmul's weight is split by rows, its output by columns; a row-parallel's output is Partial
+    assert "input_args[1] Shard(0), output[0] Shard(2)" in tp["rank0"]["Functional.linear.0.whole"][2]
+    assert "output[0] Partial(sum)" in tp["rank0"]["Functional.linear.3.whole"][2]
+
+
+def test_a_clean_tp_step_skips_only_the_calls_with_an_argument_saved_without_data(tp):
+    for rank, rows in tp.items():
+        assert {n for n, r in rows.items() if r[0] != "pass"} == set(UNSAVED), rank
+        for name in UNSAVED:
+            forward, backward, message = rows[name]
+            assert (forward, backward) == ("SKIP", "SKIP")  # msprobe's SKIP/SKIP: the call has a backward
+            assert message.startswith("input_args[1]: AsyncCollectiveTensor saved by msprobe without data")
+
+
+def test_a_skip_rows_code_says_its_inputs_cannot_be_rebuilt(tmp_path):
+    run_step(find_dumps(TP / "step0"), tmp_path, device="cpu", workers=1, backend="inprocess")
+    (details,) = (tmp_path / "rank0").glob("accuracy_checking_details_*.csv")
+    codes = reasons.read(details)
+    assert codes["Tensor.__add__.1.forward.output.0"].reason == Reason.SKIP_INPUTS
+
+
+@pytest.mark.parametrize("target", ["device", "recorded"])
+def test_a_clean_fsdp2_clipping_tail_is_graded_per_rank_and_whole_without_error(tmp_path, target):
+    rows = _rows(FSDP2, tmp_path, target)
+    for rank in ("rank0", "rank1"):
+        assert {r[0] for r in rows[rank].values()} == {"pass"}, rank
+        for name in CLIPPING:
+            assert name in rows[rank]
+    for name in CLIPPING:
+        assert rows["rank0"][f"{name}.whole"][0] == "pass"
+    # the total norm: each rank's kernel ran on the ranks' norms put together (its Partial input reduced first)
+    assert "its Partial inputs reduced across the ranks first" in rows["rank1"]["Torch.vector_norm.0"][2]
+
+
+def test_a_wrongly_computed_sharded_matmul_is_an_error_per_rank_and_as_a_whole(tmp_path):
+    rows = _rows(BAD, tmp_path, "recorded")
+    for name in LINEARS:
+        assert rows["rank0"][f"{name}.whole"][0] == "error", name
+        for rank in ("rank0", "rank1"):
+            assert rows[rank][name][0] == "error", (rank, name)
+
+
+def test_the_device_rerun_of_a_bad_recording_passes_per_rank_but_its_whole_call_is_an_error(tmp_path):
+    """A rank's row reruns the kernel on the device (sound here); the whole call is what the ranks recorded."""
+    rows = _rows(BAD, tmp_path / "device")
+    for name in LINEARS:
+        assert rows["rank0"][name][0] == "pass"
+        assert rows["rank0"][f"{name}.whole"][0] == "error"
+
+
+def test_a_missing_rank_makes_the_whole_call_a_skip_that_says_so(tmp_path):
+    step = tmp_path / "step"
+    shutil.copytree(TP, step)
+    shutil.rmtree(step / "step0" / "rank1")
+    rows = _rows_of(step, tmp_path / "out", ["rank0"])
+    forward, backward, message = rows["rank0"]["Functional.linear.0.whole"]
+    assert (forward, backward) == ("SKIP", "SKIP")
+    assert "rank 1 of its mesh has no dump in the step folder" in message
+    assert rows["rank0"]["Functional.linear.0"][0] == "pass"  # its own shards are still graded
+
+
+def test_a_shards_unreadable_file_makes_the_whole_call_a_skip_naming_it(tmp_path):
+    step = tmp_path / "step"
+    shutil.copytree(TP, step)
+    (step / "step0" / "rank1" / "dump_tensor_data" / "Functional.linear.4.forward.input.1.pt").write_bytes(b"no")
+    rows = _rows(step, tmp_path / "out")
+    forward, _, message = rows["rank0"]["Functional.linear.4.whole"]
+    assert forward == "SKIP" and "rank 1: Functional.linear.4.forward.input.1.pt" in message
+    assert rows["rank0"]["Functional.linear.5.whole"][0] == "pass"
+
+
+def test_a_forward_skip_of_a_call_that_recorded_a_backward_is_skip_both_ways():
+    """msprobe writes SKIP/SKIP; a blank backward cell would say no backward was recorded."""
+    fwd = {"input_args": [{"type": "some.Unknown"}], "output": []}
+    for bwd, backward in (({"input": [], "output": []}, "SKIP"), (None, None)):
+        result = skipped(decode_case("Torch.x.0", "Torch.x", 0, fwd, bwd), "why")
+        assert (result.forward, result.backward) == ("SKIP", backward)
