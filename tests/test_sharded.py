@@ -1,6 +1,7 @@
 """Sharded steps (DTensor: tensor parallelism, FSDP2) recorded by msprobe 26.2 on 2 gloo ranks: each rank's local
 call graded, each DTensor call graded as a whole in rank0's CSVs (``<call>.whole``), tests/data/sharded/."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -144,3 +145,25 @@ def test_a_forward_skip_of_a_call_that_recorded_a_backward_is_skip_both_ways():
     for bwd, backward in (({"input": [], "output": []}, "SKIP"), (None, None)):
         result = skipped(decode_case("Torch.x.0", "Torch.x", 0, fwd, bwd), "why")
         assert (result.forward, result.backward) == ("SKIP", backward)
+
+
+@pytest.mark.parametrize(
+    ("placement", "said"),
+    [
+        ({"Shard": {"dim": 7}}, "shards that do not fit [Shard(7)] on ranks [0, 1]: IndexError"),
+        ({"Strided": {"dim": 0}}, "a placement msprobe did not write"),
+    ],
+)
+def test_a_placement_the_shards_do_not_fit_is_the_whole_calls_skip_not_the_steps_end(tmp_path, placement, said):
+    step = tmp_path / "step"
+    shutil.copytree(TP, step)
+    for rank in ("rank0", "rank1"):
+        path = step / "step0" / rank / "dump.json"
+        doc = json.loads(path.read_text())
+        doc["data"]["Functional.linear.4.forward"]["input_args"][1]["placements"] = [placement]
+        path.write_text(json.dumps(doc))
+    rows = _rows(step, tmp_path / "out")
+    forward, _, message = rows["rank0"]["Functional.linear.4.whole"]
+    assert forward == "SKIP" and said in message, message
+    assert rows["rank0"]["Functional.linear.4"][0] == "pass"  # its own shards are still graded
+    assert rows["rank0"]["Functional.linear.5.whole"][0] == "pass"

@@ -16,7 +16,7 @@ row of such a call is graded here, on its inputs so reduced, in place of its run
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from precheck.dump.decode import Case, Stats, TensorSpec, clip
 from precheck.dump.records import Dump
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
+from precheck.execution.runner import one_line
 from precheck.execution.shards import Layout, put_together
 from precheck.inputs.builder import InputError, load_tensor
 from precheck.results import ApiResult, skipped
@@ -60,21 +61,24 @@ def _spec_sharding(leaf: Any) -> Any:
     return leaf.sharding if isinstance(leaf, TensorSpec) else None
 
 
-@dataclass(frozen=True)
 class StepRank:
-    """One rank's dump as the whole calls read it: its cases, by name, and its data folder."""
+    """One rank's dump as the whole calls read it: its cases by name (the index built at the first call asked
+    for: a step without DTensor calls builds none) and its data folder."""
 
-    dump: Dump
-    orders: dict[str, int]
+    def __init__(self, dump: Dump) -> None:
+        self.dump = dump
+        self._orders: dict[str, int] | None = None
 
     def case(self, name: str) -> Case | None:
-        return self.dump.cases[self.orders[name]] if name in self.orders else None
+        if self._orders is None:
+            self._orders = {n: i for i, n in enumerate(self.dump.cases.names)}
+        return self.dump.cases[self._orders[name]] if name in self._orders else None
 
 
 def grade_sharded(dumps: dict[int, Dump], options: CheckOptions) -> dict[int, dict[str, ApiResult]]:
     """Rows graded here, by rank and row name: each whole call's in the first rank's, and each rank's row of a
     call whose Partial inputs were reduced before its kernel."""
-    ranks = {r: StepRank(d, {n: i for i, n in enumerate(d.cases.names)}) for r, d in sorted(dumps.items())}
+    ranks = {r: StepRank(d) for r, d in sorted(dumps.items())}
     host = min(ranks)
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
     with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:
@@ -100,6 +104,10 @@ def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, scratc
         result = check_case(replace(built, name=row.name), scratch / row.name, replace(options, target="recorded"))
     except NotWhole as e:
         return skipped(row, f"whole call: {e}", e.code)
+    except Exception as e:  # precheck's own fault (a full scratch disk): this row's SKIP, never the step's end
+        return skipped(
+            row, f"whole call: precheck could not put it together: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT
+        )
     return _said(result, f"whole call over ranks {members}: shards put together by their placements ({_layouts(case)})")
 
 
@@ -118,6 +126,8 @@ def _reduced_row(
         result = check_case(built, folder, options)
     except NotWhole as e:
         return skipped(mine, f"{e}", e.code)
+    except Exception as e:
+        return skipped(mine, f"precheck could not reduce its Partial inputs: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT)
     return _said(result, "its Partial inputs reduced across the ranks first, as DTensor ran it")
 
 
@@ -163,7 +173,13 @@ def _built(name: str, cases: dict[int, Case], ranks: dict[int, StepRank], layout
             if not isinstance(spec, TensorSpec):
                 raise NotWhole(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
             shards[r] = _load(c, spec, ranks, r)
-        return _saved(put_together(leaf.sharding, shards, layout), folder, place, leaf)
+        try:
+            whole = put_together(leaf.sharding, shards, layout)
+        except (RuntimeError, IndexError, ValueError) as e:  # shards of other shapes than their placements say
+            raise NotWhole(
+                f"{place}: shards that do not fit {leaf.sharding}: {one_line(e)}", Reason.SKIP_BAD_RECORD
+            ) from None
+        return _saved(whole, folder, place, leaf)
 
     trees = {
         t: None if getattr(own, t) is None else map_placed(getattr(own, t), lambda v, at, t=t: together(v, at, t), t)
