@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from precheck.core.reasons import Reason
 from precheck.dump.decode import decode_case
@@ -167,3 +168,14 @@ def test_a_placement_the_shards_do_not_fit_is_the_whole_calls_skip_not_the_steps
     assert forward == "SKIP" and said in message, message
     assert rows["rank0"]["Functional.linear.4"][0] == "pass"  # its own shards are still graded
     assert rows["rank0"]["Functional.linear.5.whole"][0] == "pass"
+
+
+def test_a_replicated_output_that_differs_between_ranks_is_said_in_the_whole_calls_message(tmp_path):
+    step = tmp_path / "step"
+    shutil.copytree(FSDP2, step)
+    path = step / "step0" / "rank1" / "dump_tensor_data" / "Tensor.reciprocal.0.forward.output.0.pt"
+    torch.save(torch.load(path) + 0.5, path)
+    rows = _rows(step, tmp_path / "out")
+    message = rows["rank0"]["Tensor.reciprocal.0.whole"][2]
+    assert "output[0] is replicated, yet rank 1's differs from rank 0's by up to 0.5: graded on rank 0's" in message
+    assert "differs" not in rows["rank0"]["Tensor.__mul__.2.whole"][2]

@@ -28,7 +28,7 @@ from precheck.dump.records import Dump
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
-from precheck.execution.shards import Layout, put_together
+from precheck.execution.shards import Layout, put_together, replicas_apart
 from precheck.inputs.builder import InputError, load_tensor
 from precheck.results import ApiResult, skipped
 from precheck.walk import flatten, map_placed, placed
@@ -39,7 +39,9 @@ WHOLE = ".whole"  # the suffix of a whole call's row name: Functional.linear.0.w
 _NORMS = frozenset(
     {"Torch._foreach_norm", "Torch.vector_norm", "Torch.norm", "Tensor.norm", "Torch.linalg_vector_norm"}
 )
-_TREES = ("args", "kwargs", "outputs", "grad_outputs", "grad_inputs")
+# a case's trees, by the names msprobe's record gives them (the places messages say)
+_TREES = {"args": "input_args", "kwargs": "input_kwargs", "outputs": "output", "grad_outputs": "backward.input",
+          "grad_inputs": "backward.output"}  # fmt: skip
 
 
 class NotWhole(Exception):
@@ -81,48 +83,49 @@ def grade_sharded(dumps: dict[int, Dump], options: CheckOptions) -> dict[int, di
     ranks = {r: StepRank(d) for r, d in sorted(dumps.items())}
     host = min(ranks)
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
-    with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:
-        for case in ranks[host].dump.cases:
-            if case.problem or not is_sharded(case):
-                continue
-            whole = _whole(case, ranks, options, Path(scratch))
+    for case in ranks[host].dump.cases:
+        if case.problem or not is_sharded(case):
+            continue
+        with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:  # one call's files at a time
+            whole = _whole(case, ranks, options, Path(scratch) / "whole")
             out[host][whole.name] = whole
             if _reduced_first(case):
                 for r in ranks:
-                    row = _reduced_row(case.name, r, ranks, options, Path(scratch))
+                    row = _reduced_row(case.name, r, ranks, options, Path(scratch) / f"rank{r}")
                     if row is not None:
                         out[r][case.name] = row
     return out
 
 
-def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, scratch: Path) -> ApiResult:
+def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder: Path) -> ApiResult:
     """The call put together from every rank of its mesh, its recorded outputs the target."""
     row = replace(case, name=case.name + WHOLE)
     try:
         members, cases = _members(case, ranks)
-        built = _built(case.name, cases, ranks, Layout(members[0], norm=_norm_order(case)), scratch / row.name)
-        result = check_case(replace(built, name=row.name), scratch / row.name, replace(options, target="recorded"))
+        layout = Layout(members[0], norm=_norm_order(case))
+        built, notes = _built(case.name, cases, ranks, layout, folder)
+        result = check_case(replace(built, name=row.name), folder, replace(options, target="recorded"))
     except NotWhole as e:
         return skipped(row, f"whole call: {e}", e.code)
     except Exception as e:  # precheck's own fault (a full scratch disk): this row's SKIP, never the step's end
         return skipped(
             row, f"whole call: precheck could not put it together: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT
         )
-    return _said(result, f"whole call over ranks {members}: shards put together by their placements ({_layouts(case)})")
+    said = f"whole call over ranks {members}: shards put together by their placements ({_layouts(case)})"
+    return _said(result, "; ".join([said, *notes]))
 
 
 def _reduced_row(
-    name: str, rank: int, ranks: dict[int, StepRank], options: CheckOptions, scratch: Path
+    name: str, rank: int, ranks: dict[int, StepRank], options: CheckOptions, folder: Path
 ) -> ApiResult | None:
     """Rank ``rank``'s call on its inputs as its kernel got them: the Partial ones reduced across the ranks; None
     where the rank has no readable record of it (its own run says why)."""
     mine = ranks[rank].case(name)
     if mine is None or mine.problem:
         return None
-    folder = scratch / f"{name}.rank{rank}"
     try:
         _, cases = _members(mine, ranks)
-        built = _built(name, cases, ranks, Layout(rank, partial_only=True, norm=_norm_order(mine)), folder)
+        built, _ = _built(name, cases, ranks, Layout(rank, partial_only=True, norm=_norm_order(mine)), folder)
         result = check_case(built, folder, options)
     except NotWhole as e:
         return skipped(mine, f"{e}", e.code)
@@ -153,18 +156,22 @@ def _members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[in
     return members, cases
 
 
-def _built(name: str, cases: dict[int, Case], ranks: dict[int, StepRank], layout: Layout, folder: Path) -> Case:
-    """The case of the call put together by ``layout``, its tensors saved in ``folder``; its arguments that are
-    no DTensor are those of the layout's rank."""
+def _built(
+    name: str, cases: dict[int, Case], ranks: dict[int, StepRank], layout: Layout, folder: Path
+) -> tuple[Case, list[str]]:
+    """The case of the call put together by ``layout``, its tensors saved in ``folder``, and what its Message
+    must say of the shards (replicated outputs that differ); its arguments that are no DTensor are those of the
+    layout's rank."""
     own = cases[layout.rank]
-    leaves = {r: {t: dict(placed(getattr(c, t) or (), t)) for t in _TREES} for r, c in cases.items()}
+    notes: list[str] = []
+    leaves = {r: {t: dict(placed(getattr(c, t) or (), root)) for t, root in _TREES.items()} for r, c in cases.items()}
     folder.mkdir(parents=True, exist_ok=True)
 
     def together(leaf: Any, place: str, tree: str) -> Any:
         if not isinstance(leaf, TensorSpec):
             return leaf
         if leaf.sharding is None:
-            return _saved(_load(own, leaf, ranks, layout.rank), folder, place, leaf)
+            return _saved(_load(own, leaf, ranks, layout.rank), folder, leaf)
         if leaf.sharding.placements is None:
             raise NotWhole(f"{place}: {leaf.sharding}: a placement msprobe did not write", Reason.SKIP_UNSUPPORTED)
         shards = {}
@@ -173,19 +180,23 @@ def _built(name: str, cases: dict[int, Case], ranks: dict[int, StepRank], layout
             if not isinstance(spec, TensorSpec):
                 raise NotWhole(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
             shards[r] = _load(c, spec, ranks, r)
+        apart = replicas_apart(leaf.sharding, shards) if tree == "outputs" and not layout.partial_only else None
+        if apart is not None:
+            notes.append(f"{place} is replicated, yet rank {apart[0]}'s differs from rank {layout.rank}'s by up to "
+                         f"{apart[1]:.3g}: graded on rank {layout.rank}'s")  # fmt: skip
         try:
             whole = put_together(leaf.sharding, shards, layout)
         except (RuntimeError, IndexError, ValueError) as e:  # shards of other shapes than their placements say
             raise NotWhole(
                 f"{place}: shards that do not fit {leaf.sharding}: {one_line(e)}", Reason.SKIP_BAD_RECORD
             ) from None
-        return _saved(whole, folder, place, leaf)
+        return _saved(whole, folder, leaf)
 
     trees = {
-        t: None if getattr(own, t) is None else map_placed(getattr(own, t), lambda v, at, t=t: together(v, at, t), t)
-        for t in _TREES
+        t: None if getattr(own, t) is None else map_placed(getattr(own, t), lambda v, at, t=t: together(v, at, t), root)
+        for t, root in _TREES.items()
     }
-    return replace(own, name=name, **trees)
+    return replace(own, name=name, **trees), notes
 
 
 def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int) -> torch.Tensor:
@@ -197,9 +208,10 @@ def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int) -
         raise NotWhole(f"rank {rank}: {clip(str(e))}", e.reason) from None
 
 
-def _saved(tensor: torch.Tensor, folder: Path, place: str, spec: TensorSpec) -> TensorSpec:
-    """``tensor`` saved in ``folder`` and described as a recorded tensor (its statistics its own)."""
-    name = f"{place.replace('[', '.').replace(']', '')}.pt"
+def _saved(tensor: torch.Tensor, folder: Path, spec: TensorSpec) -> TensorSpec:
+    """``tensor`` saved in ``folder`` and described as a recorded tensor (its statistics its own). Files are
+    numbered: no name from the dump (a keyword) becomes a path."""
+    name = f"{sum(1 for _ in folder.iterdir())}.pt"
     torch.save(tensor.detach().clone(), folder / name)
     wide = tensor.detach().to(torch.float64) if tensor.is_floating_point() else None
     stats = (

@@ -21,7 +21,7 @@ import torch
 
 from precheck.dump.sharding import Placement, Sharding
 
-__all__ = ["Layout", "put_together"]
+__all__ = ["Layout", "put_together", "replicas_apart"]
 
 _REDUCE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum": lambda x: x.sum(0),
@@ -61,6 +61,29 @@ def put_together(sharding: Sharding, shards: dict[int, torch.Tensor], layout: La
         pieces = {key[:dim] + (0,) + key[dim:]: _combine(placement, group, norm) for key, group in groups.items()}
     (whole,) = pieces.values()
     return whole.to(dtype)
+
+
+def replicas_apart(sharding: Sharding, shards: dict[int, torch.Tensor]) -> tuple[int, float] | None:
+    """The rank whose replica differs most from the first rank's along the ``Replicate`` mesh dimensions, and by
+    how much (largest absolute difference, inf where a NaN or inf stands against a number); None where every
+    replica is the same. DTensor's ranks hold the same values there: a difference is a rank gone its own way."""
+    assert sharding.placements is not None, "a known layout"
+    coords = _coordinates(sharding.mesh, sharding.shape)
+    at = {coord: r for r, coord in coords.items()}
+    replicated = [d for d, p in enumerate(sharding.placements) if p.kind == "replicate"]
+    worst: tuple[int, float] | None = None
+    for r, t in shards.items():
+        first = at[tuple(0 if d in replicated else c for d, c in enumerate(coords[r]))]
+        other = shards[first]
+        if first == r or t.shape != other.shape or torch.equal(t, other):
+            continue
+        same = torch.isclose(_wide(t), _wide(other), rtol=0, atol=0, equal_nan=True)
+        if bool(same.all()):
+            continue
+        gap = (_wide(t) - _wide(other)).abs()[~same].nan_to_num(nan=math.inf).max().item()
+        if worst is None or gap > worst[1]:
+            worst = (r, gap)
+    return worst
 
 
 def _coordinates(mesh: tuple[int, ...], shape: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
