@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from precheck.core.status import SKIP
 from precheck.dump.records import Dump, DumpError, load_dump
 from precheck.dump.steps import DUMP_JSON, Found, RankDump
 from precheck.errors import OptionError
@@ -41,7 +42,8 @@ class RanksSummary(RunSummary):
     ranks: dict[str, RunSummary] = field(default_factory=dict)
     step: Path = Path()
     collectives: int = 0  # collective calls graded across the ranks (rows of every rank)
-    whole: int = 0  # DTensor calls graded as a whole (``<call>.whole`` rows of the first rank)
+    whole: int = 0  # DTensor calls put together as a whole (``<call>.whole`` rows of the first rank) ...
+    whole_skipped: int = 0  # ... of which SKIP (a statistics dump, a missing rank): not graded
 
     def _files(self) -> str:
         lines = [
@@ -49,8 +51,11 @@ class RanksSummary(RunSummary):
             f"{self.collectives} collective rows graded from every rank's inputs"
         ]
         if self.whole:
-            first = next(iter(self.ranks))
-            lines.append(f"  sharded: {self.whole} DTensor calls graded as a whole ({first}'s <call>{WHOLE} rows)")
+            first, graded = next(iter(self.ranks)), self.whole - self.whole_skipped
+            lines.append(
+                f"  sharded: {self.whole} DTensor calls as a whole ({first}'s <call>{WHOLE} rows): {graded} graded, "
+                f"{self.whole_skipped} SKIP"
+            )
         for name, run in self.ranks.items():
             lines.append(f"  {name}: result:  {run.result_path}\n  {' ' * len(name)}  details: {run.details_path}")
         return "\n".join(lines)
@@ -118,5 +123,8 @@ def _summary(
     fields["results"] = results
     rows = [(name, r) for each in graded.values() for name, r in each.items()]
     collectives = sum(is_collective(name) or is_point_to_point(name) for name, _ in rows)
-    whole = sum(name.endswith(WHOLE) for name, _ in rows)
-    return RanksSummary(**fields, ranks=runs, step=found.path, collectives=collectives, whole=whole)
+    whole = [r for name, r in rows if name.endswith(WHOLE)]
+    skipped = sum(r.forward == SKIP for r in whole)
+    return RanksSummary(
+        **fields, ranks=runs, step=found.path, collectives=collectives, whole=len(whole), whole_skipped=skipped
+    )

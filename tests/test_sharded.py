@@ -2,6 +2,7 @@
 call graded, each DTensor call graded as a whole in rank0's CSVs (``<call>.whole``), tests/data/sharded/."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -179,3 +180,28 @@ def test_a_replicated_output_that_differs_between_ranks_is_said_in_the_whole_cal
     message = rows["rank0"]["Tensor.reciprocal.0.whole"][2]
     assert "output[0] is replicated, yet rank 1's differs from rank 0's by up to 0.5: graded on rank 0's" in message
     assert "differs" not in rows["rank0"]["Tensor.__mul__.2.whole"][2]
+
+
+def _statistics_only(step: Path) -> None:
+    """The step as a statistics dump: the same records, no tensor files."""
+    for rank in ("rank0", "rank1"):
+        folder = step / "step0" / rank
+        shutil.rmtree(folder / "dump_tensor_data")
+        text = (folder / "dump.json").read_text()
+        (folder / "dump.json").write_text(
+            re.sub(r',\s*"data_name": "[^"]*"', "", text).replace('"tensor"', '"statistics"')
+        )
+
+
+@pytest.mark.parametrize(("statistics", "line"), [(False, "7 graded, 0 SKIP"), (True, "0 graded, 7 SKIP")])
+def test_the_console_counts_the_whole_calls_graded_apart_from_those_skipped(tmp_path, statistics, line):
+    step = tmp_path / "step"
+    shutil.copytree(TP, step)
+    if statistics:
+        _statistics_only(step)
+    summary = run_step(find_dumps(step / "step0"), tmp_path / "out", device="cpu", workers=1, backend="inprocess")
+    assert f"  sharded: 7 DTensor calls as a whole (rank0's <call>.whole rows): {line}" in summary.describe()
+    whole = [r for r in summary.results if r.name.endswith(".whole")]
+    assert len(whole) == 7
+    if statistics:
+        assert all("no tensor file (a statistics dump): shards need their values" in r.message for r in whole)
