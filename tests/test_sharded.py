@@ -153,7 +153,7 @@ def test_a_forward_skip_of_a_call_that_recorded_a_backward_is_skip_both_ways():
     ("placement", "said"),
     [
         ({"Shard": {"dim": 7}}, "shards that do not fit [Shard(7)] on ranks [0, 1]: IndexError"),
-        ({"Strided": {"dim": 0}}, "a placement msprobe did not write"),
+        ({"Strided": {"dim": 0}}, "input_args[1]: placements [{'Strided': {'dim': 0}}] are not one per mesh dimension"),
     ],
 )
 def test_a_placement_the_shards_do_not_fit_is_the_whole_calls_skip_not_the_steps_end(tmp_path, placement, said):
@@ -205,3 +205,19 @@ def test_the_console_counts_the_whole_calls_graded_apart_from_those_skipped(tmp_
     assert len(whole) == 7
     if statistics:
         assert all("no tensor file (a statistics dump): shards need their values" in r.message for r in whole)
+
+
+@pytest.mark.parametrize("mesh", ["x", [0, 0], [[0, 1], [2]], []])
+def test_a_mesh_that_is_no_grid_of_ranks_leaves_the_shard_graded_and_the_whole_call_a_skip(tmp_path, mesh):
+    step = tmp_path / "step"
+    shutil.copytree(TP, step)
+    for rank in ("rank0", "rank1"):
+        path = step / "step0" / rank / "dump.json"
+        doc = json.loads(path.read_text())
+        doc["data"]["Functional.linear.4.forward"]["output"][0]["device_mesh"] = mesh
+        path.write_text(json.dumps(doc))
+    rows = _rows(step, tmp_path / "out")
+    forward, _, message = rows["rank0"]["Functional.linear.4.whole"]
+    assert forward == "SKIP" and "output[0]: a DTensor's device_mesh is not a" in message, message
+    for rank in ("rank0", "rank1"):
+        assert rows[rank]["Functional.linear.4"][:2] == ("pass", "pass")

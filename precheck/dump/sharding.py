@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from precheck.dump.index import RecordError
-
 __all__ = ["DTENSOR_TYPES", "UNSAVED_TYPES", "Placement", "Sharding", "decode_sharding"]
 
 DTENSOR_TYPES = frozenset({"torch.distributed.tensor.DTensor", "torch.distributed._tensor.api.DTensor"})
@@ -39,11 +37,13 @@ class Placement:
 @dataclass(frozen=True)
 class Sharding:
     """A DTensor's layout: the mesh's ranks (row-major, ``shape`` its dimensions) and a placement per dimension;
-    ``placements`` None when msprobe left one out (a placement it cannot write) or wrote one precheck does not know."""
+    ``placements`` None when the layout is unknown (msprobe left a placement out, wrote one precheck does not know,
+    or a mesh that is no grid of ranks), ``problem`` saying why: the shard is still graded, the whole call is not."""
 
     mesh: tuple[int, ...]
     shape: tuple[int, ...]
     placements: tuple[Placement, ...] | None
+    problem: str = ""
 
     def __str__(self) -> str:
         laid = "unknown placements" if self.placements is None else ", ".join(map(str, self.placements))
@@ -51,18 +51,22 @@ class Sharding:
 
 
 def decode_sharding(raw: dict, where: str) -> Sharding:
-    """The layout of the recorded DTensor ``raw``; RecordError for a mesh or placement of another shape."""
-    mesh, shape = _mesh(raw.get("device_mesh"), where)
+    """The layout of the recorded DTensor ``raw``; one that cannot be read says why in its ``problem``."""
+    try:
+        mesh, shape = _mesh(raw.get("device_mesh"))
+    except ValueError as e:
+        return Sharding((), (), None, f"{where}: {e}")
     placements = raw.get("placements")
-    if not isinstance(placements, list):
-        raise RecordError(f"{where}: a DTensor's placements are not a list")
-    decoded = tuple(_placement(p) for p in placements)
-    known = len(decoded) == len(shape) and None not in decoded
-    return Sharding(mesh, shape, decoded if known else None)  # type: ignore[arg-type]
+    decoded = tuple(_placement(p) for p in placements) if isinstance(placements, list) else ()
+    if len(decoded) != len(shape) or None in decoded:
+        shown = str(placements) if len(str(placements)) <= 120 else f"{str(placements)[:120]}..."
+        why = f"{where}: placements {shown} are not one per mesh dimension of Shard, Replicate or Partial"
+        return Sharding(mesh, shape, None, why)
+    return Sharding(mesh, shape, decoded)  # type: ignore[arg-type]
 
 
-def _mesh(raw: Any, where: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The mesh's ranks, flattened row-major, and its shape."""
+def _mesh(raw: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The mesh's ranks, flattened row-major, and its shape; ValueError for a mesh that is no grid of ranks."""
     shape: list[int] = []
     level = raw
     while isinstance(level, list) and level:
@@ -72,9 +76,9 @@ def _mesh(raw: Any, where: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     for _ in range(len(shape) - 1):
         flat = [x for row in flat for x in (row if isinstance(row, list) else [row])]
     if not shape or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in flat):
-        raise RecordError(f"{where}: a DTensor's device_mesh is not a list of ranks")
+        raise ValueError("a DTensor's device_mesh is not a list of ranks")
     if len(flat) != _product(shape) or len(set(flat)) != len(flat):
-        raise RecordError(f"{where}: a DTensor's device_mesh is not a grid of distinct ranks")
+        raise ValueError("a DTensor's device_mesh is not a grid of distinct ranks")
     return tuple(flat), tuple(shape)
 
 

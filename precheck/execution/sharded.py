@@ -136,9 +136,11 @@ def _reduced_row(
 
 def _members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[int, Case]]:
     """The ranks of the call's mesh and each one's record of it; NotWhole when one is missing or unreadable."""
-    meshes = {
-        s.mesh for tree in (case.args, case.kwargs, case.outputs) for s in map(_spec_sharding, flatten(tree)) if s
-    }
+    shardings = [s for tree in (case.args, case.kwargs, case.outputs) for s in map(_spec_sharding, flatten(tree)) if s]
+    unknown = next((s.problem for s in shardings if s.placements is None), None)
+    if unknown is not None:
+        raise NotWhole(unknown, Reason.SKIP_UNSUPPORTED)
+    meshes = {s.mesh for s in shardings}
     if len(meshes) != 1:
         raise NotWhole(
             f"its DTensors lie on {len(meshes)} device meshes; precheck puts together one", Reason.SKIP_UNSUPPORTED
@@ -173,7 +175,7 @@ def _built(
         if leaf.sharding is None:
             return _saved(_load(own, leaf, ranks, layout.rank), folder, leaf)
         if leaf.sharding.placements is None:
-            raise NotWhole(f"{place}: {leaf.sharding}: a placement msprobe did not write", Reason.SKIP_UNSUPPORTED)
+            raise NotWhole(leaf.sharding.problem, Reason.SKIP_UNSUPPORTED)  # a gradient's (the forward's were read)
         shards = {}
         for r, c in cases.items():
             spec = leaves[r][tree].get(place)
