@@ -221,3 +221,23 @@ def test_a_mesh_that_is_no_grid_of_ranks_leaves_the_shard_graded_and_the_whole_c
     assert forward == "SKIP" and "output[0]: a DTensor's device_mesh is not a" in message, message
     for rank in ("rank0", "rank1"):
         assert rows[rank]["Functional.linear.4"][:2] == ("pass", "pass")
+
+
+def test_each_tensor_parallel_group_of_a_step_has_its_whole_calls_in_its_first_ranks_csv(tmp_path):
+    """Data parallel x tensor parallel: ranks 0-1 and 2-3 are two meshes, each a whole call of its own."""
+    step = tmp_path / "step"
+    shutil.copytree(TP, step)
+    for source, copy in (("rank0", "rank2"), ("rank1", "rank3")):
+        shutil.copytree(step / "step0" / source, step / "step0" / copy)
+        path = step / "step0" / copy / "dump.json"
+        path.write_text(
+            path.read_text().replace('"device_mesh": [\n      0,\n      1\n     ]', '"device_mesh": [2, 3]')
+        )
+    assert '"device_mesh": [2, 3]' in (step / "step0" / "rank3" / "dump.json").read_text()
+    rows = _rows_of(step, tmp_path / "out", ["rank0", "rank1", "rank2", "rank3"])
+    for name in LINEARS:
+        assert rows["rank0"][f"{name}.whole"][:2] == ("pass", "pass")
+        assert "whole call over ranks [0, 1]" in rows["rank0"][f"{name}.whole"][2]
+        assert rows["rank2"][f"{name}.whole"][:2] == ("pass", "pass")
+        assert "whole call over ranks [2, 3]" in rows["rank2"][f"{name}.whole"][2]
+        assert f"{name}.whole" not in rows["rank1"] and f"{name}.whole" not in rows["rank3"]

@@ -78,23 +78,34 @@ class StepRank:
 
 
 def grade_sharded(dumps: dict[int, Dump], options: CheckOptions) -> dict[int, dict[str, ApiResult]]:
-    """Rows graded here, by rank and row name: each whole call's in the first rank's, and each rank's row of a
-    call whose Partial inputs were reduced before its kernel."""
+    """Rows graded here, by rank and row name: each whole call's in the CSVs of the first rank of its mesh found
+    (a step of data and tensor parallel groups has a mesh per group), and each rank's row of a call whose Partial
+    inputs were reduced before its kernel."""
     ranks = {r: StepRank(d) for r, d in sorted(dumps.items())}
-    host = min(ranks)
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
-    for case in ranks[host].dump.cases:
-        if case.problem or not is_sharded(case):
-            continue
-        with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:  # one call's files at a time
-            whole = _whole(case, ranks, options, Path(scratch) / "whole")
-            out[host][whole.name] = whole
-            if _reduced_first(case):
-                for r in ranks:
-                    row = _reduced_row(case.name, r, ranks, options, Path(scratch) / f"rank{r}")
-                    if row is not None:
-                        out[r][case.name] = row
+    for r, rank in ranks.items():
+        for case in rank.dump.cases:
+            if case.problem or not is_sharded(case):
+                continue
+            with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:  # one call's files at a time
+                if _host(case, ranks) == r:
+                    whole = _whole(case, ranks, options, Path(scratch) / "whole")
+                    out[r][whole.name] = whole
+                if _reduced_first(case):
+                    out[r][case.name] = _reduced_row(case, r, ranks, options, Path(scratch) / "rank")
     return out
+
+
+def _host(case: Case, ranks: dict[int, StepRank]) -> int:
+    """The rank whose CSVs hold the call's whole row: the first of its mesh in the step; the step's first where
+    its layout is unknown (one SKIP row, not one per rank)."""
+    meshes = {s.mesh if s.placements is not None else () for s in _shardings(case)}
+    mesh = next(iter(meshes)) if len(meshes) == 1 else ()
+    return min((m for m in mesh if m in ranks), default=min(ranks))
+
+
+def _shardings(case: Case) -> list:
+    return [s for tree in (case.args, case.kwargs, case.outputs) for s in map(_spec_sharding, flatten(tree)) if s]
 
 
 def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder: Path) -> ApiResult:
@@ -115,14 +126,10 @@ def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder
     return _said(result, "; ".join([said, *notes]))
 
 
-def _reduced_row(
-    name: str, rank: int, ranks: dict[int, StepRank], options: CheckOptions, folder: Path
-) -> ApiResult | None:
-    """Rank ``rank``'s call on its inputs as its kernel got them: the Partial ones reduced across the ranks; None
-    where the rank has no readable record of it (its own run says why)."""
-    mine = ranks[rank].case(name)
-    if mine is None or mine.problem:
-        return None
+def _reduced_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: CheckOptions, folder: Path) -> ApiResult:
+    """Rank ``rank``'s call ``mine`` on its inputs as its kernel got them: the Partial ones reduced across the
+    ranks."""
+    name = mine.name
     try:
         _, cases = _members(mine, ranks)
         built, _ = _built(name, cases, ranks, Layout(rank, partial_only=True, norm=_norm_order(mine)), folder)
@@ -136,7 +143,7 @@ def _reduced_row(
 
 def _members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[int, Case]]:
     """The ranks of the call's mesh and each one's record of it; NotWhole when one is missing or unreadable."""
-    shardings = [s for tree in (case.args, case.kwargs, case.outputs) for s in map(_spec_sharding, flatten(tree)) if s]
+    shardings = _shardings(case)
     unknown = next((s.problem for s in shardings if s.placements is None), None)
     if unknown is not None:
         raise NotWhole(unknown, Reason.SKIP_UNSUPPORTED)
