@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from precheck.core.status import SKIP
 from precheck.dump.records import Dump, DumpError, load_dump
+from precheck.dump.selection import ApiLists
 from precheck.dump.steps import DUMP_JSON, Found, RankDump
 from precheck.errors import OptionError
 from precheck.execution.collectives import Rank, grade_collectives, is_collective
@@ -79,7 +80,7 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
     start = time.perf_counter()
     options = kwargs.get("options") or CheckOptions()
     dumps = {d.name: load_dump(d.folder / DUMP_JSON, kwargs.get("framework")) for d in found.ranks}  # read once
-    graded = _collectives(found, dumps, options)
+    graded = _collectives(found, dumps, options, kwargs.get("api_lists"))
     runs = {}
     for dump in found.ranks:
         folder = output_folder(Path(out_path) / dump.name)
@@ -89,8 +90,11 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
     return _summary(found, Path(out_path), runs, time.perf_counter() - start, graded)
 
 
-def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) -> dict[str, dict[str, ApiResult]]:
-    """Each rank's rows of its collectives, sends and receives, by the rank's folder name; none in a step of
+def _collectives(
+    found: Found, dumps: dict[str, Dump], options: CheckOptions, api_lists: ApiLists | None
+) -> dict[str, dict[str, ApiResult]]:
+    """Each rank's rows of its collectives, sends and receives, and of its DTensor calls graded across the ranks
+    (precheck.execution.sharded; none of a call ``api_lists`` leave out), by the rank's folder name; none in a step of
     ``proc*`` folders (which rank each was is not recorded: their collectives go through run_ut, which skips them)."""
     numbered: list[tuple[int, RankDump]] = [(d.rank, d) for d in found.ranks if d.rank is not None]
     if len(numbered) < len(found.ranks):
@@ -105,7 +109,7 @@ def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) ->
     world = max(ranks) + 1
     graded = grade_collectives(ranks, world, str(found.path), options)
     sent = grade_point_to_point(ranks, str(found.path), options)
-    whole = grade_sharded({number: dumps[dump.name] for number, dump in numbered}, options)
+    whole = grade_sharded({number: dumps[dump.name] for number, dump in numbered}, options, api_lists)
     return {dump.name: graded[number] | sent[number] | whole[number] for number, dump in numbered}
 
 

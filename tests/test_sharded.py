@@ -11,6 +11,7 @@ import torch
 
 from precheck.core.reasons import Reason
 from precheck.dump.decode import decode_case
+from precheck.dump.selection import ApiLists
 from precheck.dump.steps import find_dumps
 from precheck.execution.options import CheckOptions
 from precheck.frames import reasons
@@ -241,3 +242,17 @@ def test_each_tensor_parallel_group_of_a_step_has_its_whole_calls_in_its_first_r
         assert rows["rank2"][f"{name}.whole"][:2] == ("pass", "pass")
         assert "whole call over ranks [2, 3]" in rows["rank2"][f"{name}.whole"][2]
         assert f"{name}.whole" not in rows["rank1"] and f"{name}.whole" not in rows["rank3"]
+
+
+def test_a_call_the_api_lists_leave_out_has_no_whole_row_and_its_rank_rows_say_listed_out(tmp_path):
+    lists = ApiLists(black=frozenset({"vector_norm"}))
+    run_step(find_dumps(FSDP2 / "step0"), tmp_path, device="cpu", workers=1, backend="inprocess", api_lists=lists)
+    for rank in ("rank0", "rank1"):
+        (result,) = (tmp_path / rank).glob("accuracy_checking_result_*.csv")
+        rows = {r["API name"]: r for r in read_csv_rows(result)[1]}
+        assert rows["Torch.vector_norm.0"]["Forward Test Success"] == "SKIP"
+        assert "black list" in rows["Torch.vector_norm.0"]["Message"]
+        assert "Torch.vector_norm.0.whole" not in rows
+        assert (
+            rows.get("Torch._foreach_norm.0.whole", {"Forward Test Success": "pass"})["Forward Test Success"] == "pass"
+        )

@@ -25,6 +25,7 @@ import torch
 from precheck.core.reasons import Reason
 from precheck.dump.decode import Case, Stats, TensorSpec, clip
 from precheck.dump.records import Dump
+from precheck.dump.selection import ApiLists
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
@@ -77,15 +78,17 @@ class StepRank:
         return self.dump.cases[self._orders[name]] if name in self._orders else None
 
 
-def grade_sharded(dumps: dict[int, Dump], options: CheckOptions) -> dict[int, dict[str, ApiResult]]:
+def grade_sharded(
+    dumps: dict[int, Dump], options: CheckOptions, api_lists: ApiLists | None = None
+) -> dict[int, dict[str, ApiResult]]:
     """Rows graded here, by rank and row name: each whole call's in the CSVs of the first rank of its mesh found
     (a step of data and tensor parallel groups has a mesh per group), and each rank's row of a call whose Partial
-    inputs were reduced before its kernel."""
+    inputs were reduced before its kernel. A call ``api_lists`` leave out has none (its rank rows say so)."""
     ranks = {r: StepRank(d) for r, d in sorted(dumps.items())}
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
     for r, rank in ranks.items():
         for case in rank.dump.cases:
-            if case.problem or not is_sharded(case):
+            if case.problem or not is_sharded(case) or api_lists is not None and api_lists.excluded(case):
                 continue
             with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:  # one call's files at a time
                 if _host(case, ranks) == r:
