@@ -28,6 +28,7 @@ from precheck.execution.sharded import WHOLE, grade_sharded
 from precheck.paths import output_folder
 from precheck.results import ApiResult
 from precheck.run_ut import RunSummary, run_ut
+from precheck.scheduling.costs import default_max_memory
 
 if TYPE_CHECKING:
     import pandas
@@ -109,7 +110,8 @@ def _collectives(
     world = max(ranks) + 1
     graded = grade_collectives(ranks, world, str(found.path), options)
     sent = grade_point_to_point(ranks, str(found.path), options)
-    whole = grade_sharded({number: dumps[dump.name] for number, dump in numbered}, options, api_lists)
+    limited = options if options.max_memory is not None else replace(options, max_memory=default_max_memory(1))
+    whole = grade_sharded({number: dumps[dump.name] for number, dump in numbered}, limited, api_lists)
     return {dump.name: graded[number] | sent[number] | whole[number] for number, dump in numbered}
 
 

@@ -256,3 +256,14 @@ def test_a_call_the_api_lists_leave_out_has_no_whole_row_and_its_rank_rows_say_l
         assert (
             rows.get("Torch._foreach_norm.0.whole", {"Forward Test Success": "pass"})["Forward Test Success"] == "pass"
         )
+
+
+def test_a_whole_call_above_max_memory_is_a_skip_that_says_how_much(tmp_path):
+    options = CheckOptions(max_memory=4096)  # each rank's own linear fits; five times both ranks' shards do not
+    run_step(find_dumps(TP / "step0"), tmp_path, device="cpu", workers=1, backend="inprocess", options=options)
+    (result,) = (tmp_path / "rank0").glob("accuracy_checking_result_*.csv")
+    rows = {r["API name"]: r for r in read_csv_rows(result)[1]}
+    whole = rows["Functional.linear.0.whole"]
+    assert whole["Forward Test Success"] == "SKIP"
+    assert "putting its shards together needs about" in whole["Message"] and "above --max-memory" in whole["Message"]
+    assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"

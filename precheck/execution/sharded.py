@@ -30,6 +30,7 @@ from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
 from precheck.execution.shards import Layout, put_together, replicas_apart
+from precheck.execution.sizes import estimated_bytes
 from precheck.inputs.builder import InputError, load_tensor
 from precheck.results import ApiResult, skipped
 from precheck.walk import flatten, map_placed, placed
@@ -116,6 +117,7 @@ def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder
     row = replace(case, name=case.name + WHOLE)
     try:
         members, cases = _members(case, ranks)
+        _within(cases, options.max_memory)
         layout = Layout(members[0], norm=_norm_order(case))
         built, notes = _built(case.name, cases, ranks, layout, folder)
         result = check_case(replace(built, name=row.name), folder, replace(options, target="recorded"))
@@ -135,6 +137,7 @@ def _reduced_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: Che
     name = mine.name
     try:
         _, cases = _members(mine, ranks)
+        _within(cases, options.max_memory)
         built, _ = _built(name, cases, ranks, Layout(rank, partial_only=True, norm=_norm_order(mine)), folder)
         result = check_case(built, folder, options)
     except NotWhole as e:
@@ -166,6 +169,18 @@ def _members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[in
             raise NotWhole(f"rank {r}: {found.problem}", found.problem_reason)
         cases[r] = found
     return members, cases
+
+
+def _within(cases: dict[int, Case], limit: int | None) -> None:
+    """NotWhole (SKIP_MEMORY) where putting the ranks' shards together would need more than ``limit`` bytes:
+    roughly the shards, their whole in float64 and the call on it."""
+    need = 5 * sum(estimated_bytes(c) for c in cases.values())
+    if limit is not None and need > limit:
+        raise NotWhole(
+            f"putting its shards together needs about {need / 2**30:.3g} GiB, "
+            f"above --max-memory {limit / 2**30:.3g} GiB",
+            Reason.SKIP_MEMORY,
+        )
 
 
 def _built(
