@@ -5,8 +5,8 @@ so each rank's run grades the kernel its device ran on its shards, as any call. 
 shards, so the call as a whole is graded here too: every argument, output and gradient put together by its
 placements (precheck.execution.shards), the golden the float64 call on the whole inputs, the target the ranks'
 recorded outputs put together (the call ran on several devices: there is no one device to rerun it on). Its row is
-``<call>.whole`` in the CSVs of the step's first rank (``rank0/``), after the call's own row, its Message saying
-which ranks and layouts made it.
+``<call>.whole`` in the CSVs of the first rank of its mesh (``rank0/``; each data parallel group's mesh its own),
+after the call's own row, its Message saying which ranks and layouts made it.
 
 One call's local kernel did not run on its recorded shards: a ``Partial`` input of a call whose outputs are not
 ``Partial`` (a norm of FSDP2's clipping) was reduced across the ranks first (DTensor redistributes it). Each rank's
@@ -15,6 +15,7 @@ row of such a call is graded here, on its inputs so reduced, in place of its run
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -191,6 +192,7 @@ def _built(
     layout's rank."""
     own = cases[layout.rank]
     notes: list[str] = []
+    numbers = itertools.count()  # the saved files' names
     leaves = {r: {t: dict(placed(getattr(c, t) or (), root)) for t, root in _TREES.items()} for r, c in cases.items()}
     folder.mkdir(parents=True, exist_ok=True)
 
@@ -198,7 +200,7 @@ def _built(
         if not isinstance(leaf, TensorSpec):
             return leaf
         if leaf.sharding is None:
-            return _saved(_load(own, leaf, ranks, layout.rank), folder, leaf)
+            return _saved(_load(own, leaf, ranks, layout.rank), folder / f"{next(numbers)}.pt", leaf)
         if leaf.sharding.placements is None:
             raise NotWhole(leaf.sharding.problem, Reason.SKIP_UNSUPPORTED)  # a gradient's (the forward's were read)
         shards = {}
@@ -217,7 +219,7 @@ def _built(
             raise NotWhole(
                 f"{place}: shards that do not fit {leaf.sharding}: {one_line(e)}", Reason.SKIP_BAD_RECORD
             ) from None
-        return _saved(whole, folder, leaf)
+        return _saved(whole, folder / f"{next(numbers)}.pt", leaf)
 
     trees = {
         t: None if getattr(own, t) is None else map_placed(getattr(own, t), lambda v, at, t=t: together(v, at, t), root)
@@ -235,18 +237,17 @@ def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int) -
         raise NotWhole(f"rank {rank}: {clip(str(e))}", e.reason) from None
 
 
-def _saved(tensor: torch.Tensor, folder: Path, spec: TensorSpec) -> TensorSpec:
-    """``tensor`` saved in ``folder`` and described as a recorded tensor (its statistics its own). Files are
-    numbered: no name from the dump (a keyword) becomes a path."""
-    name = f"{sum(1 for _ in folder.iterdir())}.pt"
-    torch.save(tensor.detach().clone(), folder / name)
+def _saved(tensor: torch.Tensor, path: Path, spec: TensorSpec) -> TensorSpec:
+    """``tensor`` saved at ``path`` (numbered: no name from the dump, a keyword, becomes a path) and described as
+    a recorded tensor, its statistics its own."""
+    torch.save(tensor.detach().clone(), path)
     wide = tensor.detach().to(torch.float64) if tensor.is_floating_point() else None
     stats = (
         Stats(*(float(f(wide)) for f in (torch.max, torch.min, torch.mean, torch.norm)))
         if wide is not None and wide.numel()
         else Stats(None, None, None, None)
     )
-    return replace(spec, shape=tuple(tensor.shape), stats=stats, data_name=name, sharding=None)
+    return replace(spec, shape=tuple(tensor.shape), stats=stats, data_name=path.name, sharding=None)
 
 
 def _reduced_first(case: Case) -> bool:
@@ -269,7 +270,7 @@ def _norm_order(case: Case) -> float | None:
 
 
 def _layouts(case: Case) -> str:
-    """Where each DTensor argument and output lay: ``input_args[1] Shard(0)``, its mesh said once."""
+    """Where each DTensor argument and output lay: ``input_args[1] Shard(0)`` (the ranks are said before it)."""
     laid = [
         f"{at} {', '.join(map(str, leaf.sharding.placements or ())) or 'unknown'}"
         for tree, root in ((case.args, "input_args"), (case.kwargs, "input_kwargs"), (case.outputs, "output"))
