@@ -53,10 +53,10 @@ class RanksSummary(RunSummary):
             f"{self.collectives} collective rows graded from every rank's inputs"
         ]
         if self.whole:
-            first, graded = next(iter(self.ranks)), self.whole - self.whole_skipped
+            graded = self.whole - self.whole_skipped
             lines.append(
-                f"  sharded: {self.whole} DTensor calls as a whole ({first}'s <call>{WHOLE} rows): {graded} graded, "
-                f"{self.whole_skipped} SKIP"
+                f"  sharded: {self.whole} DTensor calls as a whole (<call>{WHOLE} rows of each mesh's first rank): "
+                f"{graded} graded, {self.whole_skipped} SKIP"
             )
         for name, run in self.ranks.items():
             lines.append(f"  {name}: result:  {run.result_path}\n  {' ' * len(name)}  details: {run.details_path}")

@@ -201,7 +201,9 @@ def test_the_console_counts_the_whole_calls_graded_apart_from_those_skipped(tmp_
     if statistics:
         _statistics_only(step)
     summary = run_step(find_dumps(step / "step0"), tmp_path / "out", device="cpu", workers=1, backend="inprocess")
-    assert f"  sharded: 7 DTensor calls as a whole (rank0's <call>.whole rows): {line}" in summary.describe()
+    assert f"  sharded: 7 DTensor calls as a whole (<call>.whole rows of each mesh's first rank): {line}" in (
+        summary.describe()
+    )
     whole = [r for r in summary.results if r.name.endswith(".whole")]
     assert len(whole) == 7
     if statistics:
