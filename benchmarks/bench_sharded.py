@@ -1,9 +1,9 @@
-"""DTensor steps (issue 44): what run_ut grades of the sharded fixtures msprobe 26.2 recorded on 2 gloo ranks
+"""DTensor steps (issue 44): what run_ut grades of the sharded fixtures msprobe 26.2 recorded on gloo ranks
 (tests/data/sharded/), and what grading the calls as a whole costs.
 
     .venv/bin/python benchmarks/bench_sharded.py [STEP ...] [--repeats N]
 
-Per step folder (default: the three of tests/data/sharded/): each rank's rows by forward and backward status, the
+Per step folder (default: those of tests/data/sharded/): each rank's rows by forward and backward status, the
 whole calls (graded, SKIP, error), the step run's wall time (best of N, default 3) and that of the whole calls
 alone (precheck.execution.sharded).
 """
@@ -23,7 +23,7 @@ from precheck.execution.sharded import WHOLE, grade_sharded
 from precheck.ranks import run_step
 
 SHARDED = Path(__file__).resolve().parent.parent / "tests" / "data" / "sharded"
-STEPS = ("tp_tensor_msprobe", "tp_bad_matmul_tensor_msprobe", "fsdp2_clip_tensor_msprobe")
+STEPS = ("tp_tensor_msprobe", "tp_bad_matmul_tensor_msprobe", "fsdp2_clip_tensor_msprobe", "hsdp_norms_tensor_msprobe")
 
 
 def _best(repeats: int, run) -> tuple[float, object]:

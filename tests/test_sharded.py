@@ -25,6 +25,7 @@ TP, BAD, FSDP2 = (
     SHARDED / "tp_bad_matmul_tensor_msprobe",
     SHARDED / "fsdp2_clip_tensor_msprobe",
 )
+HSDP = SHARDED / "hsdp_norms_tensor_msprobe"  # 4 ranks, a 2 x 2 mesh; only the clipping's norms recorded
 LINEARS = [f"Functional.linear.{i}" for i in range(7)]
 CLIPPING = [
     "Torch._foreach_norm.0",
@@ -269,3 +270,15 @@ def test_a_whole_call_above_max_memory_is_a_skip_that_says_how_much(tmp_path):
     assert whole["Forward Test Success"] == "SKIP"
     assert "putting its shards together needs about" in whole["Message"] and "above --max-memory" in whole["Message"]
     assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"
+
+
+@pytest.mark.parametrize("target", ["device", "recorded"])
+def test_a_two_dimensional_meshs_norms_are_graded_per_rank_and_as_a_whole(tmp_path, target):
+    rows = _rows_of(HSDP, tmp_path, ["rank0", "rank1", "rank2", "rank3"], target)
+    for rank, found in rows.items():
+        assert {r[0] for r in found.values()} == {"pass"}, (rank, found)
+    calls = ["Torch._foreach_norm.0", "Torch.vector_norm.0", "Tensor.reciprocal.0"]
+    assert all(rows["rank0"][f"{name}.whole"][0] == "pass" for name in calls)
+    assert "whole call over ranks [0, 1, 2, 3]" in rows["rank0"]["Torch.vector_norm.0.whole"][2]
+    assert "input_args[0] (Replicate(), Partial(sum))" in rows["rank0"]["Torch.vector_norm.0.whole"][2]
+    assert not any(name.endswith(".whole") for rank in ("rank1", "rank2", "rank3") for name in rows[rank])

@@ -272,12 +272,19 @@ def _norm_order(case: Case) -> float | None:
 def _layouts(case: Case) -> str:
     """Where each DTensor argument and output lay: ``input_args[1] Shard(0)`` (the ranks are said before it)."""
     laid = [
-        f"{at} {', '.join(map(str, leaf.sharding.placements or ())) or 'unknown'}"
+        f"{at} {_placements(leaf.sharding.placements)}"
         for tree, root in ((case.args, "input_args"), (case.kwargs, "input_kwargs"), (case.outputs, "output"))
         for at, leaf in placed(tree, root)
         if _spec_sharding(leaf) is not None
     ]
     return clip(", ".join(laid), 300)
+
+
+def _placements(placements: tuple | None) -> str:
+    """``Shard(0)`` on a mesh of one dimension, ``(Replicate(), Shard(0))`` on one of two."""
+    if not placements:
+        return "unknown"
+    return str(placements[0]) if len(placements) == 1 else f"({', '.join(map(str, placements))})"
 
 
 def _said(result: ApiResult, what: str) -> ApiResult:

@@ -2,15 +2,17 @@
 
 Run it in the msprobe venv (torch 2.13 CPU + mindstudio-probe):
 ``python tests/data/sharded/make_dtensor_steps.py KIND OUT [bad]``, or with no arguments to record the committed
-fixtures beside it (tp_tensor_msprobe, tp_bad_matmul_tensor_msprobe, fsdp2_clip_tensor_msprobe; msprobe's
-stack.json left out, as it is no input of run_ut).
+fixtures beside it (tp_tensor_msprobe, tp_bad_matmul_tensor_msprobe, fsdp2_clip_tensor_msprobe,
+hsdp_norms_tensor_msprobe; msprobe's stack.json left out, as it is no input of run_ut).
 
 KIND tp: a LLaMA-style block (attention projections and a SwiGLU MLP) split by ``parallelize_module`` with
 ColwiseParallel / RowwiseParallel: every projection is a sharded ``Functional.linear`` on DTensors.
 KIND fsdp2: the same block under ``fully_shard``, its gradients clipped by ``clip_grad_norm_`` (whose norms are
-DTensor calls). ``bad`` patches ``F.linear`` before msprobe's debugger exists, so msprobe records the wrong
-result of every sharded matmul (1% too large); only the matmuls are recorded (msprobe's ``list``).
-OUT/step0/rank0 and OUT/step0/rank1 hold msprobe's dumps (tensor task, level L1).
+DTensor calls). KIND hsdp: the same on 4 ranks, ``fully_shard`` on a 2 x 2 mesh (replicated across its first
+dimension, sharded across its second); only the clipping's norms are recorded (msprobe's ``list``).
+``bad`` patches ``F.linear`` before msprobe's debugger exists, so msprobe records the wrong result of every sharded
+matmul (1% too large); only the matmuls are recorded (msprobe's ``list``).
+OUT/step0/rank0, rank1 ... hold msprobe's dumps (tensor task, level L1).
 """
 
 import json
@@ -23,7 +25,9 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
-WORLD = 2
+WORLDS = {"tp": 2, "fsdp2": 2, "hsdp": 4}
+PORTS = {"tp": "29631", "fsdp2": "29632", "hsdp": "29633"}
+LISTS = {"hsdp": ["norm", "reciprocal"]}  # msprobe's list: the APIs recorded (all when empty)
 DIM, HIDDEN, HEADS = 8, 16, 2
 
 
@@ -60,8 +64,12 @@ def step(rank: int, kind: str, out: str, port: str, bad: bool) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    mesh = init_device_mesh("cpu", (WORLD,))
+    world = WORLDS[kind]
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if kind == "hsdp":
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = init_device_mesh("cpu", (world,))
     torch.manual_seed(0)
     model = Block()
     if kind == "tp":
@@ -69,13 +77,13 @@ def step(rank: int, kind: str, out: str, port: str, bad: bool) -> None:
 
         col, row = ColwiseParallel(), RowwiseParallel()
         plan = {"q": col, "k": col, "v": col, "o": row, "gate": col, "up": col, "down": row}
-        model.heads = HEADS // WORLD
+        model.heads = HEADS // world
         parallelize_module(model, mesh, plan)
     else:
         from torch.distributed.fsdp import fully_shard
 
         fully_shard(model, mesh=mesh)
-    torch.manual_seed(1 + rank if kind == "fsdp2" else 1)  # TP ranks see the same batch, FSDP ranks their own
+    torch.manual_seed(1 if kind == "tp" else 1 + rank)  # TP ranks see the same batch, FSDP ranks their own
     x = torch.randn(2, 4, DIM)
     if bad:
         _bad_linear()
@@ -84,12 +92,13 @@ def step(rank: int, kind: str, out: str, port: str, bad: bool) -> None:
     config = os.path.join(out, f".config{rank}.json")
     with open(config, "w") as f:
         json.dump({"task": "tensor", "dump_path": out, "rank": [], "step": [0], "level": "L1",
-                   "tensor": {"scope": [], "list": ["linear"] if bad else [], "data_mode": ["all"]}}, f)  # fmt: skip
+                   "tensor": {"scope": [], "list": ["linear"] if bad else LISTS.get(kind, []),
+                              "data_mode": ["all"]}}, f)  # fmt: skip
     debugger = PrecisionDebugger(config_path=config)
     debugger.start(model)
     loss = model(x).pow(2).mean()
     loss.backward()
-    if kind == "fsdp2":
+    if kind != "tp":
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
     debugger.stop()
     debugger.step()
@@ -99,7 +108,7 @@ def step(rank: int, kind: str, out: str, port: str, bad: bool) -> None:
 
 def record(kind: str, out: str, bad: bool) -> None:
     os.makedirs(out, exist_ok=True)
-    mp.spawn(step, args=(kind, out, "29631" if kind == "tp" else "29632", bad), nprocs=WORLD)
+    mp.spawn(step, args=(kind, out, PORTS[kind], bad), nprocs=WORLDS[kind])
 
 
 if __name__ == "__main__":
@@ -111,7 +120,8 @@ if __name__ == "__main__":
 
         here = os.path.dirname(os.path.abspath(__file__))
         for kind, name, bad in (("tp", "tp_tensor_msprobe", False), ("tp", "tp_bad_matmul_tensor_msprobe", True),
-                                ("fsdp2", "fsdp2_clip_tensor_msprobe", False)):  # fmt: skip
+                                ("fsdp2", "fsdp2_clip_tensor_msprobe", False),
+                                ("hsdp", "hsdp_norms_tensor_msprobe", False)):  # fmt: skip
             shutil.rmtree(os.path.join(here, name), ignore_errors=True)
             record(kind, os.path.join(here, name), bad)
             for stack in glob.glob(os.path.join(here, name, "step0", "rank*", "stack.json")):
