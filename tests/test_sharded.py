@@ -18,6 +18,7 @@ from precheck.frames import reasons
 from precheck.ranks import run_step
 from precheck.report.csv_files import read_csv_rows
 from precheck.results import skipped
+from precheck.run_ut import run_ut
 
 SHARDED = Path(__file__).parent / "data" / "sharded"
 TP, BAD, FSDP2 = (
@@ -282,3 +283,16 @@ def test_a_two_dimensional_meshs_norms_are_graded_per_rank_and_as_a_whole(tmp_pa
     assert "whole call over ranks [0, 1, 2, 3]" in rows["rank0"]["Torch.vector_norm.0.whole"][2]
     assert "input_args[0] (Replicate(), Partial(sum))" in rows["rank0"]["Torch.vector_norm.0.whole"][2]
     assert not any(name.endswith(".whole") for rank in ("rank1", "rank2", "rank3") for name in rows[rank])
+
+
+@pytest.mark.parametrize("target", ["device", "recorded"])
+def test_one_ranks_dump_alone_skips_a_call_whose_partial_input_was_reduced_before_its_kernel(tmp_path, target):
+    """Its kernel ran on the ranks' values put together, which no one rank recorded (with --target recorded it was
+    a false error, with the device a rerun of a computation that never ran)."""
+    summary = run_ut(FSDP2 / "step0" / "rank0" / "dump.json", tmp_path, device="cpu", workers=1,
+                     backend="inprocess", options=CheckOptions(target=target))  # fmt: skip
+    rows = {r.name: r for r in summary.results}
+    norm = rows["Torch.vector_norm.0"]
+    assert norm.forward == "SKIP" and "run_ut the step folder of every rank to grade it" in norm.message
+    assert norm.details[0].comparison.reason == Reason.SKIP_MISSING_RANK
+    assert {r.forward for name, r in rows.items() if name != "Torch.vector_norm.0"} == {"pass"}

@@ -30,7 +30,7 @@ from precheck.dump.selection import ApiLists
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
-from precheck.execution.shards import Layout, put_together, replicas_apart
+from precheck.execution.shards import Layout, put_together, reduced_before_kernel, replicas_apart
 from precheck.execution.sizes import estimated_bytes
 from precheck.inputs.builder import InputError, load_tensor
 from precheck.results import ApiResult, skipped
@@ -96,7 +96,7 @@ def grade_sharded(
                 if _host(case, ranks) == r:
                     whole = _whole(case, ranks, options, Path(scratch) / "whole")
                     out[r][whole.name] = whole
-                if _reduced_first(case):
+                if reduced_before_kernel((case.args, case.kwargs), case.outputs):
                     out[r][case.name] = _reduced_row(case, r, ranks, options, Path(scratch) / "rank")
     return out
 
@@ -248,16 +248,6 @@ def _saved(tensor: torch.Tensor, path: Path, spec: TensorSpec) -> TensorSpec:
         else Stats(None, None, None, None)
     )
     return replace(spec, shape=tuple(tensor.shape), stats=stats, data_name=path.name, sharding=None)
-
-
-def _reduced_first(case: Case) -> bool:
-    """Whether DTensor reduced a Partial input before the kernel: an input is Partial, an output is not."""
-
-    def partial(tree: Any) -> list[bool]:
-        return [any(p.kind == "partial" for p in s.placements or ()) for s in map(_spec_sharding, flatten(tree)) if s]
-
-    inputs, outputs = partial((case.args, case.kwargs)), partial(case.outputs)
-    return any(inputs) and not all(outputs or [True])
 
 
 def _norm_order(case: Case) -> float | None:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from precheck.dump.sharding import Placement, Sharding
+from precheck.walk import flatten
 
-__all__ = ["Layout", "put_together", "replicas_apart"]
+__all__ = ["Layout", "put_together", "reduced_before_kernel", "replicas_apart"]
 
 _REDUCE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum": lambda x: x.sum(0),
@@ -84,6 +86,18 @@ def replicas_apart(sharding: Sharding, shards: dict[int, torch.Tensor]) -> tuple
         if worst is None or gap > worst[1]:
             worst = (r, gap)
     return worst
+
+
+def reduced_before_kernel(inputs: Any, outputs: Any) -> bool:
+    """Whether DTensor reduced a ``Partial`` input across the ranks before the kernel ran (an input is Partial, an
+    output is a DTensor that is not): the kernel's inputs are then in no one rank's record."""
+
+    def partial(tree: Any) -> list[bool]:
+        shardings = [leaf.sharding for leaf in flatten(tree) if getattr(leaf, "sharding", None) is not None]
+        return [any(p.kind == "partial" for p in s.placements or ()) for s in shardings]
+
+    found = partial(outputs)
+    return any(partial(inputs)) and bool(found) and not all(found)
 
 
 def _coordinates(mesh: tuple[int, ...], shape: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
