@@ -169,7 +169,8 @@ def run_ut(
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
     ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: for_framework).
     ``graded``: rows already graded elsewhere, by case name (a step's collectives, graded across its ranks by
-    precheck.ranks), written as they are instead of run; ``loaded``: ``api_info``'s dump as load_dump read it
+    precheck.ranks), written as they are instead of run, and rows of no record of the dump (a step's whole DTensor
+    calls, precheck.execution.sharded) written after their call's; ``loaded``: ``api_info``'s dump as load_dump read it
     (precheck.ranks reads each rank's once, for its collectives and its run). ``api_info`` may be a dump's top
     folder holding one dump (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of several.
     """
