@@ -170,7 +170,8 @@ def run_ut(
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
     ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: for_framework).
     ``graded``: rows already graded elsewhere, by case name (a step's collectives, graded across its ranks by
-    precheck.ranks), written as they are instead of run; ``loaded``: ``api_info``'s dump as load_dump read it
+    precheck.ranks), written as they are instead of run, and rows of no record of the dump (a step's whole DTensor
+    calls, precheck.execution.sharded) written after their call's; ``loaded``: ``api_info``'s dump as load_dump read it
     (precheck.ranks reads each rank's once, for its collectives and its run). ``api_info`` may be a dump's top
     folder holding one dump (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of several.
     """
@@ -209,6 +210,7 @@ def run_ut(
                 keep(result)
                 if bar is not None:
                     bar.update(1)
+            _added(graded or {}, orders, report, keep)
         except KeyboardInterrupt as e:
             raise Interrupted(report.result_path, len(report.completed) + keep.total) from e
         except OSError as e:  # a full disk: the rows written so far are whole, and a resume continues them
@@ -391,6 +393,17 @@ def _plan(
         else:
             (suspects if case.name in report.suspects else todo).append(order)
     return suspects, todo
+
+
+def _added(
+    graded: Mapping[str, ApiResult], orders: dict[str, int], report: CsvReport, keep: Callable[[ApiResult], None]
+) -> None:
+    """Rows graded elsewhere of no record of this dump (a step's DTensor calls graded as a whole,
+    precheck.execution.sharded), written after their call's row."""
+    for name, result in graded.items():
+        if text(name) not in orders and text(name) not in report.completed:
+            report.add(result)
+            keep(result)
 
 
 def _progress_bar(total: int):
