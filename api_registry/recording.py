@@ -11,11 +11,12 @@ as they are: CORE_API_SET's missing comma, which fuses "chain_matmul" and "linea
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-__all__ = ["LEVELS", "PATCHED", "RISK_LEVELS", "TASKS", "kept_by_risk", "wrapped_names"]
+__all__ = ["LEVELS", "PATCHED", "RISK_LEVELS", "TASKS", "Unwritten", "kept_by_risk", "unwritten", "wrapped_names"]
 
 TASKS = ("tensor", "statistics")  # msprobe's config "task" values a recording takes
 LEVELS = ("L1", "mix")  # mix: module (L0) records and construct.json beside the API records
@@ -49,6 +50,41 @@ _CORE = frozenset(
     batch_norm_backward_reduce embedding embedding_bag multi_head_attention_forward scaled_dot_product_attention
     """.split()
 )
+
+# msprobe's builtin_ignore_ops.yaml (its Distributed section): the arguments of a collective it writes as null, a
+# buffer the call fills (all_gather's list before the call is memory nobody has written yet), by position in the
+# call's input_args or its output (a collective's output is its arguments after the call) and by keyword
+_UNWRITTEN_INPUT: dict[str, tuple[int | str, ...]] = {
+    "recv": (0,), "irecv": (0, "tensor"), "all_gather": (0,), "gather": (1,), "scatter": (0,),
+    "reduce_scatter": (0,), "_reduce_scatter_base": (0,), "_all_gather_base": (0,), "all_to_all_single": (0,),
+    "all_to_all": (0,), "all_gather_into_tensor": (0,), "reduce_scatter_tensor": (0,),
+}  # fmt: skip
+_UNWRITTEN_OUTPUT: dict[str, tuple[int, ...]] = {"isend": (0,)}
+
+
+@dataclass(frozen=True)
+class Unwritten:
+    """What msprobe writes as null in a call's record: input_args positions, input_kwargs keys, output positions."""
+
+    args: frozenset[int] = frozenset()
+    kwargs: frozenset[str] = frozenset()
+    output: frozenset[int] = frozenset()
+
+
+_NOTHING = Unwritten()
+
+
+@functools.cache
+def unwritten(prefix: str, api: str) -> Unwritten:
+    """The arguments msprobe writes as null in a record of ``prefix.api`` (``Distributed``, ``all_gather``)."""
+    if prefix != "Distributed" or (api not in _UNWRITTEN_INPUT and api not in _UNWRITTEN_OUTPUT):
+        return _NOTHING
+    inputs = _UNWRITTEN_INPUT.get(api, ())
+    return Unwritten(
+        frozenset(i for i in inputs if isinstance(i, int)),
+        frozenset(k for k in inputs if isinstance(k, str)),
+        frozenset(_UNWRITTEN_OUTPUT.get(api, ())),
+    )
 
 
 @functools.cache

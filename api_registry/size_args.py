@@ -22,8 +22,22 @@ def numel_of(value: Any) -> float:
     return float(math.prod(shape)) if shape is not None else 1.0
 
 
+def number_in(value: Any) -> Any:
+    """A 0-dim integer tensor as the number it holds, as torch reads one in a size's place (``x.repeat(t)``,
+    ``x.new_zeros(t)``, ``torch.arange(t)``): a tensor's value, a recorded spec's Max (what the generated tensor
+    holds, the largest the record allows); any other value as it is."""
+    dtype = getattr(value, "dtype", None)
+    if shape_of(value) != () or dtype is None or dtype.is_floating_point or dtype.is_complex:
+        return value
+    item = getattr(value, "item", None)
+    found = item() if callable(item) else stat_of(value, "max")
+    return int(found) if found is not None and not isinstance(found, bool) else value
+
+
 def count_of(value: Any) -> float:
-    """A count as the API reads it; anything else (None, a tensor, text) counts as 1."""
+    """A count as the API reads it (a 0-dim integer tensor as its number); anything else (None, a tensor, text)
+    counts as 1."""
+    value = number_in(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 1.0
     return abs(float(value)) if math.isfinite(value) else math.inf

@@ -27,6 +27,7 @@ from api_registry.size_args import (
     arg_at,
     broadcast_shape,
     count_of,
+    number_in,
     numel_of,
     shape_of,
     size_product,
@@ -63,7 +64,7 @@ def _repeat(args: tuple, kwargs: dict) -> float:
 
 
 def _arange(args: tuple, kwargs: dict) -> float:
-    numbers = [a for a in args if not hasattr(a, "shape")]
+    numbers = [a for a in map(number_in, args) if not hasattr(a, "shape")]
     start, end, step = 0.0, 0.0, 1.0
     if len(numbers) == 1:
         end = count_of(numbers[0])
@@ -449,6 +450,7 @@ def _whole_numbers(values: Any) -> list[float]:
     """The positive whole numbers of an argument list, looking into lists and tuples (sizes given as lists)."""
     if isinstance(values, (list, tuple)):
         return [n for v in values for n in _whole_numbers(v)]
+    values = number_in(values)
     return [count_of(values)] if isinstance(values, int) and not isinstance(values, bool) and values > 0 else []
 
 

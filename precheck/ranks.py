@@ -16,15 +16,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from precheck.core.status import SKIP
 from precheck.dump.records import Dump, DumpError, load_dump
+from precheck.dump.selection import ApiLists
 from precheck.dump.steps import DUMP_JSON, Found, RankDump
 from precheck.errors import OptionError
+from precheck.escape import escape
 from precheck.execution.collectives import Rank, grade_collectives, is_collective
 from precheck.execution.options import CheckOptions
 from precheck.execution.p2p import grade_point_to_point, is_point_to_point
+from precheck.execution.sharded import WHOLE, grade_sharded
 from precheck.paths import output_folder
 from precheck.results import ApiResult
 from precheck.run_ut import RunSummary, run_ut
+from precheck.scheduling.costs import default_max_memory
 
 if TYPE_CHECKING:
     import pandas
@@ -40,15 +45,23 @@ class RanksSummary(RunSummary):
     ranks: dict[str, RunSummary] = field(default_factory=dict)
     step: Path = Path()
     collectives: int = 0  # collective calls graded across the ranks (rows of every rank)
+    whole: int = 0  # DTensor calls put together as a whole (``<call>.whole`` rows of each mesh's first rank) ...
+    whole_skipped: int = 0  # ... of which SKIP (a statistics dump, a missing rank): not graded
 
     def _files(self) -> str:
         lines = [
             f"  ranks:   {len(self.ranks)} dumps of {self.step} ({', '.join(self.ranks)}); "
             f"{self.collectives} collective rows graded from every rank's inputs"
         ]
+        if self.whole:
+            graded = self.whole - self.whole_skipped
+            lines.append(
+                f"  sharded: {self.whole} DTensor calls as a whole (<call>{WHOLE} rows of each mesh's first rank): "
+                f"{graded} graded, {self.whole_skipped} SKIP"
+            )
         for name, run in self.ranks.items():
-            lines.append(f"  {name}: result:  {run.result_path}\n  {' ' * len(name)}  details: {run.details_path}")
-        return "\n".join(lines)
+            lines += [f"  {name}: result:  {run.result_path}", f"  {' ' * len(name)}  details: {run.details_path}"]
+        return "\n".join(escape(line) for line in lines)  # names from the dump: one printable line each
 
     def frame(self) -> pandas.DataFrame:
         """Every rank's rows as data, with a ``rank`` column (the rank's folder name) first."""
@@ -69,7 +82,7 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
     start = time.perf_counter()
     options = kwargs.get("options") or CheckOptions()
     dumps = {d.name: load_dump(d.folder / DUMP_JSON, kwargs.get("framework")) for d in found.ranks}  # read once
-    graded = _collectives(found, dumps, options)
+    graded = _collectives(found, dumps, options, kwargs.get("api_lists"))
     runs = {}
     for dump in found.ranks:
         folder = output_folder(Path(out_path) / dump.name)
@@ -79,11 +92,15 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
     return _summary(found, Path(out_path), runs, time.perf_counter() - start, graded)
 
 
-def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) -> dict[str, dict[str, ApiResult]]:
-    """Each rank's rows of its collectives, sends and receives, by the rank's folder name; none in a step of
-    ``proc*`` folders (which rank each was is not recorded: their collectives go through run_ut, which skips them)."""
+def _collectives(
+    found: Found, dumps: dict[str, Dump], options: CheckOptions, api_lists: ApiLists | None
+) -> dict[str, dict[str, ApiResult]]:
+    """Each rank's rows of its collectives, sends and receives, and of its DTensor calls graded across the ranks
+    (precheck.execution.sharded; none of a call ``api_lists`` leave out), by the rank's folder name. A ``proc*``
+    folder's rank is not recorded (a launcher that called an API in its own process while it started the ranks): its
+    collectives go through run_ut, which skips them, and the ranks beside it are graded as if it were not there."""
     numbered: list[tuple[int, RankDump]] = [(d.rank, d) for d in found.ranks if d.rank is not None]
-    if len(numbered) < len(found.ranks):
+    if not numbered:
         return {}
     ranks = {}
     for number, dump in numbered:
@@ -93,9 +110,12 @@ def _collectives(found: Found, dumps: dict[str, Dump], options: CheckOptions) ->
         else:
             ranks[number] = Rank(number, None, {})  # no collective: no record of it is read
     world = max(ranks) + 1
+    if options.max_memory is None:  # a collective's golden is sized as one in-process case is (half the machine's)
+        options = replace(options, max_memory=default_max_memory(1))
     graded = grade_collectives(ranks, world, str(found.path), options)
     sent = grade_point_to_point(ranks, str(found.path), options)
-    return {dump.name: graded[number] | sent[number] for number, dump in numbered}
+    whole = grade_sharded({number: dumps[dump.name] for number, dump in numbered}, options, api_lists)
+    return {dump.name: graded[number] | sent[number] | whole[number] for number, dump in numbered}
 
 
 def _summary(
@@ -110,5 +130,10 @@ def _summary(
     results = sorted((r for run in runs.values() for r in run.results), key=lambda r: r.order)
     fields = {**vars(replace(first)), **total, "result_path": out, "details_path": out, "wall_seconds": seconds}
     fields["results"] = results
-    collectives = sum(len(rows) for rows in graded.values())
-    return RanksSummary(**fields, ranks=runs, step=found.path, collectives=collectives)
+    rows = [(name, r) for each in graded.values() for name, r in each.items()]
+    collectives = sum(is_collective(name) or is_point_to_point(name) for name, _ in rows)
+    whole = [r for name, r in rows if name.endswith(WHOLE)]
+    skipped = sum(r.forward == SKIP for r in whole)
+    return RanksSummary(
+        **fields, ranks=runs, step=found.path, collectives=collectives, whole=len(whole), whole_skipped=skipped
+    )

@@ -20,6 +20,7 @@ from precheck.dump.records import Case, Dump, DumpError, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.dump.steps import find_dumps
 from precheck.errors import OptionError, PrecheckError
+from precheck.escape import escape
 from precheck.execution.options import CheckOptions, check_scheduler
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import for_framework, target_for
@@ -105,7 +106,7 @@ class RunSummary:
         return self._counted() + self._files()
 
     def _files(self) -> str:
-        return f"  result:  {self.result_path}\n  details: {self.details_path}"
+        return f"  result:  {escape(str(self.result_path))}\n  details: {escape(str(self.details_path))}"
 
     def _counted(self) -> str:
         """The console's summary: the whole run's counts, a resumed run's rows included (its CSVs hold them all),
@@ -169,7 +170,8 @@ def run_ut(
     the counts of statuses in the summary, so a run's memory does not grow with the number of records.
     ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: for_framework).
     ``graded``: rows already graded elsewhere, by case name (a step's collectives, graded across its ranks by
-    precheck.ranks), written as they are instead of run; ``loaded``: ``api_info``'s dump as load_dump read it
+    precheck.ranks), written as they are instead of run, and rows of no record of the dump (a step's whole DTensor
+    calls, precheck.execution.sharded) written after their call's; ``loaded``: ``api_info``'s dump as load_dump read it
     (precheck.ranks reads each rank's once, for its collectives and its run). ``api_info`` may be a dump's top
     folder holding one dump (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of several.
     """
@@ -208,6 +210,7 @@ def run_ut(
                 keep(result)
                 if bar is not None:
                     bar.update(1)
+            _added(graded or {}, orders, report, keep)
         except KeyboardInterrupt as e:
             raise Interrupted(report.result_path, len(report.completed) + keep.total) from e
         except OSError as e:  # a full disk: the rows written so far are whole, and a resume continues them
@@ -337,8 +340,7 @@ def _partial(dump: Dump) -> dict[str, str]:
     why = dump.index.header.get("partial")
     if not isinstance(why, str):
         return {}
-    warnings.warn(f"{dump.path}: a partial recording ({clip(why, 200)}): the calls after its last record are missing",
-                  stacklevel=3)  # fmt: skip
+    warnings.warn(f"{dump.path}: a partial recording ({clip(why, 200)}): some of its calls are missing", stacklevel=3)
     return {"partial": f"the dump is partial: {clip(why, 200)}"}
 
 
@@ -391,6 +393,17 @@ def _plan(
         else:
             (suspects if case.name in report.suspects else todo).append(order)
     return suspects, todo
+
+
+def _added(
+    graded: Mapping[str, ApiResult], orders: dict[str, int], report: CsvReport, keep: Callable[[ApiResult], None]
+) -> None:
+    """Rows graded elsewhere of no record of this dump (a step's DTensor calls graded as a whole,
+    precheck.execution.sharded), written after their call's row."""
+    for name, result in graded.items():
+        if text(name) not in orders and text(name) not in report.completed:
+            report.add(result)
+            keep(result)
 
 
 def _progress_bar(total: int):

@@ -302,7 +302,7 @@ def test_a_5000_digit_integer_is_a_skip_row_or_one_line(tmp_path, capsys, where)
     assert code == 0, err
     result = next((tmp_path / "out").glob("accuracy_checking_result_*.csv")).read_text(encoding="utf-8-sig")
     first = next(line for line in result.splitlines()[1:])
-    assert first.startswith(f"{next(iter(doc['data'])).removesuffix('.forward')},SKIP, ,bad record: record holds an")
+    assert first.startswith(f"{next(iter(doc['data'])).removesuffix('.forward')},SKIP,SKIP,bad record: record holds an")
     assert "forward:  pass 5, warning 0, error 0, SKIP 1" in out
 
 

@@ -175,3 +175,43 @@ def test_every_target_the_command_line_offers_is_a_kind_of_target():
     assert kinds["recorded"].takes_generated_inputs is False and kinds["compile"].extra_timeout > 0
     with pytest.raises(ValueError, match="unknown target 'npu-graph'"):
         target_for(CheckOptions(target="npu-graph"))
+
+
+@pytest.mark.parametrize(
+    ("stats", "status"),
+    [
+        ({"Max": "NaN", "Min": "NaN", "Mean": "NaN", "Norm": "NaN"}, "error"),  # NaN everywhere
+        ({"Max": "inf", "Norm": "inf"}, "error"),  # inf where the golden is finite, within bf16's range
+        ({"Min": "-inf"}, "error"),
+    ],
+)
+def test_a_non_finite_recorded_statistic_where_the_golden_is_finite_is_an_error(tmp_path, stats, status):
+    """grade_statistics skipped every non-finite statistic: an add recorded as NaN everywhere passed."""
+    import json
+
+    dump = tmp_path / "dump"
+    shutil.copytree(GPT2_STATS.parent, dump)
+    path = dump / "dump.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["data"]["Tensor.__add__.1.forward"]["output"][0].update(stats)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    summary = run_ut(path, tmp_path / "out", options=RECORDED)
+    row = next(r for r in summary.results if r.name == "Tensor.__add__.1")
+    assert row.forward == status and "a non-finite value the golden does not hold" in row.message
+    assert sum(r.forward == "error" for r in summary.results) == 1  # the other records as before
+
+
+def test_a_recorded_statistics_overflow_where_the_golden_is_beyond_the_dtype_is_a_warning():
+    from precheck.dump.decode import Stats, TensorSpec
+    from precheck.execution.statistics import grade_statistics
+
+    inf = float("inf")
+    golden = torch.tensor([1e5, 1.0, -2.0], dtype=torch.float64)  # beyond float16's 65504
+    spec = TensorSpec(torch.float16, (3,), Stats(inf, -2.0, inf, inf))
+    verdict = grade_statistics(spec, golden)
+    assert verdict.status == "warning" and verdict.message.startswith("statistics: overflow, Max inf vs golden")
+    spec = TensorSpec(torch.float32, (3,), Stats(inf, -2.0, inf, inf))  # within float32's range: an error
+    assert grade_statistics(spec, golden).status == "error"
+    nan = float("nan")
+    held = torch.tensor([nan, 1.0, -2.0], dtype=torch.float64)  # the golden holds the NaN itself: no proof
+    assert grade_statistics(TensorSpec(torch.float16, (3,), Stats(nan, nan, nan, nan)), held).status != "error"

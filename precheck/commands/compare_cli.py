@@ -70,6 +70,14 @@ def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
         "run_ut's, 60 s plus 20 times its predicted cost)",
     )
     cmp.add_argument(
+        "--replay-budget",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds all the calls the honest-kernel rule replays may take together; once spent the replay stops "
+        "and the summary says where (default: 300)",
+    )
+    cmp.add_argument(
         "--report",
         action="store_true",
         help="also write compare_report_{ts}.html: the divergence curve, the suspects and the records (see report)",
@@ -112,7 +120,7 @@ def _compare(args: argparse.Namespace) -> int:
         out = Path(args.out_path) / pair.folder
         result = compare_dumps(
             pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix,
-            max_memory=args.max_memory, timeout=args.timeout,
+            max_memory=args.max_memory, timeout=args.timeout, **_budget(args),
         )  # fmt: skip
         if result.stack_problem:
             print(
@@ -124,6 +132,12 @@ def _compare(args: argparse.Namespace) -> int:
         if args.report:
             _report(result)
     return 0
+
+
+def _budget(args: argparse.Namespace) -> dict[str, float]:
+    """--replay-budget where given: compare_dumps' own default otherwise (the CLI imports no compare module to
+    learn it)."""
+    return {} if args.replay_budget is None else {"replay_budget": args.replay_budget}
 
 
 def _report(result: DumpComparison) -> None:

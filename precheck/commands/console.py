@@ -4,10 +4,12 @@ where the report is."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 from precheck.escape import escape
 from precheck.frames.run import worst_errors
@@ -31,5 +33,22 @@ def closing(runs: Mapping[str, tuple[Path, Path]], page: str | None) -> list[str
 
 
 def warning_line(message: Warning | str, *args: object, **kwargs: object) -> None:
-    """A warning as one line on stderr (``warnings.showwarning``'s signature): no file, no line number."""
-    print(f"precheck: warning: {message}", file=sys.stderr)
+    """A warning as one line on stderr (``warnings.showwarning``'s signature): no file, no line number, and the
+    names from a dump in it escaped (a folder named with a newline or a terminal escape)."""
+    print(f"precheck: warning: {escape(str(message))}", file=sys.stderr)
+
+
+def say(text: str, stream: TextIO) -> None:
+    """precheck's own lines where its exit code is another program's (``record -- CMD``): a console that cannot
+    be written (stdout on /dev/full or a full disk, a reader that left) costs the lines, never that exit code.
+    The stream's descriptor then goes to /dev/null, so what its buffer still holds is not a failure at exit."""
+    try:
+        print(text, file=stream, flush=True)
+    except OSError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        except (OSError, ValueError):  # no descriptor of its own (a captured stream): nothing is left to fail
+            pass
+        finally:
+            os.close(null)

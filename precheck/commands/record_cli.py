@@ -1,10 +1,10 @@
 """`precheck record`: its grammar and handler, a thin skin over precheck.recording.launch.
 
 Exit codes: the recorded command's own (a training run that fails is not precheck's to hide; 128 + N when signal
-N killed it, as a shell says), 2 when nothing could be recorded (no command, a command that cannot start, no
-Python process that imported torch, an -o holding a recording of a chosen step already) or when the command
-exited 0 and the recording failed (a check that failed at the program's end: one line each on stderr, and the CSVs
-and report it left say they are partial).
+N killed it, as a shell says; a console that cannot be written loses precheck's lines, not that code), 2 when
+nothing could be recorded (no command, a command that cannot start, no Python process that imported torch, an -o
+holding a recording of a chosen step already) or when the command exited 0 and the recording failed (a check that
+failed at the program's end: one line each on stderr, and the CSVs and report it left say they are partial).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS
 from precheck.commands.cluster_options import add_tls_options, tls_of
 from precheck.commands.command import Command, add_grading
-from precheck.commands.console import closing
+from precheck.commands.console import closing, say
 from precheck.commands.values import count_from_zero, positive_int, size
+from precheck.dump.steps import rank_number
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
 from precheck.report.csv_files import read_csv_rows
@@ -29,6 +30,7 @@ from precheck.schema import REPORT, RESULT_HEADER, RESULT_NAME, SIDECAR, STATUSE
 
 if TYPE_CHECKING:
     from precheck.recording.launch import Recorded
+    from precheck.recording.runlog import Written
 
 
 class NothingRecorded(PrecheckError):
@@ -106,11 +108,7 @@ def _record(args: argparse.Namespace) -> int:
     ended = _ended(done)
     written = done.written
     if not done.dumps and not written.unclosed and not written.failures:
-        raise NothingRecorded(
-            f"{shell_command(*command)} {ended} and recorded nothing: no Python process of it imported torch with "
-            "precheck installed (a python run with -E or -I ignores the PYTHONPATH precheck starts through), or "
-            "none of them called a recorded API in a recorded step"
-        )
+        raise NothingRecorded(f"{shell_command(*command)} {ended} {_why_nothing(done)}")
     lines = [f"precheck record: {len(done.dumps)} dump(s) written (command {ended})"]
     if args.check:
         lines += [f"  {escape(str(p))}" for p in done.dumps]
@@ -120,14 +118,11 @@ def _record(args: argparse.Namespace) -> int:
         ]
     lines += [f"  not closed, its process died mid-step: {escape(str(p))}" for p in written.unclosed]
     lines += [f"  partial, {escape(why)}: {escape(str(p))}" for p, why in written.cut.items()]
-    for result in done.results:  # each step as run_ut's console says a run, named by its step and process
-        details = result.with_name(details_of(result.name))
-        page = result.parent / REPORT.format(run_stem(details.name))
-        lines += [*_counts(result, written.partial.get(result)), f"  result:  {escape(str(result))}"]
-        lines += closing({"": (result, details)}, str(page) if page in written.reports else None)
-    print("\n".join(lines))
+    for results in _by_step(done.results):  # each step as run_ut's console says a run: one process, or its ranks
+        lines += _checked(results, written)
+    say("\n".join(lines), sys.stdout)
     for failure in written.failures:  # the program may have exited 0 all the same: precheck record does not
-        print(f"precheck: error: the recording failed in {escape(failure)}", file=sys.stderr)
+        say(f"precheck: error: the recording failed in {escape(failure)}", sys.stderr)
     return done.returncode or (USAGE_EXIT_CODE if written.failures else 0)
 
 
@@ -146,6 +141,23 @@ def _refuse_a_second_recording(out: Path, steps: list[int]) -> None:
             )
 
 
+def _why_nothing(done: Recorded) -> str:
+    """Why a command left no dump: it failed before its first recorded call (its own error is above), or called
+    none, or precheck never got into it."""
+    n = done.written.installed
+    if n and done.returncode:
+        return (
+            f"before its first recorded call, with precheck recording in {n} Python process(es) of it: the "
+            "program's own error is above"
+        )
+    if n:
+        return f"and recorded nothing: none of its {n} Python process(es) that precheck records called a recorded API"
+    return (
+        "and recorded nothing: no Python process of it imported torch with precheck installed (a python run "
+        "with -E or -I ignores the PYTHONPATH precheck starts through)"
+    )
+
+
 def _ended(done: Recorded) -> str:
     """How the command ended, as a shell would say it."""
     if done.signal is None:
@@ -153,14 +165,61 @@ def _ended(done: Recorded) -> str:
     return f"was killed by signal {done.signal} ({signal.Signals(done.signal).name}), exit {done.returncode}"
 
 
-def _counts(result: Path, partial: str | None) -> list[str]:
-    """A checked step's heading (its step and process) and its APIs per forward and backward status, as run_ut's
-    summary gives them; a partial CSV (``partial``: why) says it is one."""
-    _, rows = read_csv_rows(result)
+def _by_step(results: list[Path]) -> list[list[Path]]:
+    """The result CSVs by checked step: a process's alone, a distributed step's ranks together (each rank's CSVs
+    are in its dump's folder, ``step0/rank1/``, as run_ut of the step folder writes them into ``rank1/``)."""
+    steps: dict[Path, list[Path]] = {}
+    for result in results:
+        steps.setdefault(result.parent.parent if _ranked(result) else result, []).append(result)
+    return list(steps.values())
+
+
+def _ranked(result: Path) -> bool:
+    return rank_number(result.parent.name) is not None
+
+
+def _checked(results: list[Path], written: Written) -> list[str]:
+    """A checked step's block: its counts, its result CSVs (a rank's named by its folder), why APIs are SKIP, the
+    worst APIs and its report (a distributed step's one page over every rank, written here once all are done)."""
+    ranked = _ranked(results[0])
+    if ranked:
+        results = sorted(results, key=lambda r: rank_number(r.parent.name) or 0)
+    runs = {(r.parent.name if ranked else ""): (r, r.with_name(details_of(r.name))) for r in results}
+    partial = next((written.partial[r] for r in results if r in written.partial), None)
+    lines = _counts(results, partial)
+    lines += [f"  {name + ': ' if name else ''}result:  {escape(str(result))}" for name, (result, _) in runs.items()]
+    if ranked:
+        page = _step_page(results[0].parent.parent)
+    else:
+        own = results[0].parent / REPORT.format(run_stem(runs[""][1].name))
+        page = str(own) if own in written.reports else None
+    return lines + closing(runs, page)
+
+
+def _step_page(step: Path) -> str | None:
+    """The one report over a distributed step's ranks, as ``precheck report STEP`` writes it (None: not written,
+    said in one line; the CSVs are there)."""
+    from precheck.report.pages import write_page
+
+    try:
+        return str(write_page(step))
+    except (OSError, ValueError) as e:
+        print(f"precheck: warning: no report of {escape(str(step))}: {escape(str(e))}", file=sys.stderr)
+        return None
+
+
+def _counts(results: list[Path], partial: str | None) -> list[str]:
+    """A checked step's heading (its step and process, or ranks) and its APIs per forward and backward status,
+    over all its CSVs, as run_ut's summary gives them; a partial CSV (``partial``: why) says it is one."""
+    rows = [row for result in results for row in read_csv_rows(result)[1]]
     per = [Counter(row.get(RESULT_HEADER[i], "").strip() for row in rows) for i in (1, 2)]
     forward, backward = (", ".join(f"{k} {c.get(k, 0)}" for k in STATUSES) for c in per)
     checked = f"{len(rows)} APIs checked" if partial is None else f"PARTIAL: {len(rows)} APIs checked ({partial})"
-    return [f"{escape(_step_of(result))}: {checked}", f"  forward:  {forward}", f"  backward: {backward}"]
+    if len(results) > 1:
+        heading = f"{results[0].parent.parent.name} ({', '.join(r.parent.name for r in results)})"
+    else:
+        heading = _step_of(results[0])
+    return [f"{escape(heading)}: {checked}", f"  forward:  {forward}", f"  backward: {backward}"]
 
 
 def _step_of(result: Path) -> str:

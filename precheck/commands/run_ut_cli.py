@@ -162,7 +162,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         print(_closing(summary, args.report))
     except (OSError, ValueError) as e:  # the run's rows are on disk: a report it cannot write costs only the report
-        warning_line(f"no report: {escape(str(e))}")
+        warning_line(f"no report: {e}")
     why = summary.gate(args.fail_on) if args.fail_on else None
     if why:
         print(f"precheck: {why}", file=sys.stderr)
@@ -223,8 +223,8 @@ def _stopped(e: KeyboardInterrupt, argv: list[str]) -> int:
     how = "terminated (SIGTERM)" if terminated else "interrupted"
     if isinstance(e, Interrupted):
         again = resume_command(argv, e.result_path)
-        print(f"precheck: {how}; {e.finished} finished APIs are in {e.result_path}; continue with: {again}",
-              file=sys.stderr)  # fmt: skip
+        print(f"precheck: {how}; {e.finished} finished APIs are in {escape(str(e.result_path))}; continue with: "
+              f"{again}", file=sys.stderr)  # fmt: skip
     else:
         print(f"precheck: {how} before the run started", file=sys.stderr)
     return 143 if terminated else 130

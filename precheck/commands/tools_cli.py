@@ -143,7 +143,7 @@ def _report(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = warning_line
         page = write_page(args.path, args.out_path)
-    print(f"precheck report: {page}")
+    print(f"precheck report: {escape(str(page))}")
     return 0
 
 

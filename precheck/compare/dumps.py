@@ -21,7 +21,7 @@ from precheck.compare.align import align, rejoin
 from precheck.compare.divergence import UNDEFINED, UNDERFLOW, UNMATCHED, UNREADABLE, tolerance
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump
 from precheck.compare.fused import Elements
-from precheck.compare.localize import localize
+from precheck.compare.localize import REPLAY_BUDGET, localize
 from precheck.compare.mapping import NameMap, torch_dtype
 from precheck.compare.metrics import TensorMetrics, load_elements, tensor_metrics
 from precheck.compare.modes import CompareMode, compare_mode
@@ -49,11 +49,12 @@ def compare_dumps(
     suffix: str = "",
     max_memory: int | None = None,
     timeout: float | None = None,
+    replay_budget: float = REPLAY_BUDGET,
 ) -> DumpComparison:
     """Compare ``target`` with ``bench`` (dump.json files or their folders) and write the CSV and the summary.
     Raises CompareInputError (a dump or mapping that cannot be used) or OSError (the output cannot be written).
     ``max_memory`` (bytes) and ``timeout`` (seconds) bound each call the honest-kernel rule replays, as run_ut's
-    options do (None: run_ut's defaults)."""
+    options do (None: run_ut's defaults); ``replay_budget`` (seconds) bounds all of them together."""
     start = time.perf_counter()
     t, b = open_dump(target), open_dump(bench)
     mode = compare_mode(t, b)
@@ -81,7 +82,7 @@ def compare_dumps(
         for i, j in pairs:
             _compare_pair(result, out, sides, names, stacks, i, j)
     result.rows = out.table.rows
-    localize(result, t, b, pairs, CheckOptions(max_memory=max_memory, timeout=timeout))
+    localize(result, t, b, pairs, CheckOptions(max_memory=max_memory, timeout=timeout), replay_budget)
     result.unmatched = _unmatched_runs(pairs, t, b)
     result.wall_seconds = time.perf_counter() - start
     result.complete = True

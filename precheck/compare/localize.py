@@ -28,11 +28,15 @@ replays it, through its backends (precheck.scheduling.backends): a call that swi
 worker process, a call sized above ``--max-memory`` is refused before anything is built, and a call past its time
 limit (``--timeout``, run_ut's default) is cut. A call refused, crashed or cut is not graded, so never named: the
 summary lists it with its reason, and a call cut stops the replay (its helper may still be running; a hostile dump
-of such calls would otherwise hold the compare once per call).
+of such calls would otherwise hold the compare once per call). The replay as a whole has a time budget
+(``--replay-budget``, REPLAY_BUDGET by default): no call may run past what is left of it, and once it is spent the
+replay stops, the summary saying how far it reached and where it stopped (50 calls each under its own limit held a
+compare past 360 s before, with no summary written).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -53,11 +57,12 @@ if TYPE_CHECKING:
     from precheck.dump.records import Case
     from precheck.results import ApiResult
 
-__all__ = ["MAX_PICKS", "MAX_REPLAYED", "localize"]
+__all__ = ["MAX_PICKS", "MAX_REPLAYED", "REPLAY_BUDGET", "localize"]
 
 MAX_REPLAYED = 50  # calls graded on the target side by one compare
 MAX_PICKS = 10  # calls beyond them for the tolerance's picks: candidates before a pick must not spend its grading
 MAX_REASON = 300  # characters of run_ut's message kept in the summary
+REPLAY_BUDGET = 300.0  # seconds all the calls replayed by one compare may take together (--replay-budget)
 MAX_NOT_GRADED = 20  # calls refused, crashed or cut that the summary names (all are counted)
 # run_ut's rows of a call that was not graded: refused by --max-memory, cut at its time limit, or whose worker died
 # (with --target recorded nothing else fails a target: the only call run is the golden's, and the honest kernel's)
@@ -71,10 +76,12 @@ def localize(
     bench: DumpIndex,
     pairs: list[tuple[int | None, int | None]],
     limits: CheckOptions | None = None,
+    budget: float = REPLAY_BUDGET,
 ) -> None:
     """Apply the honest-kernel rule to ``result``'s candidates; ``result.divergence.localization`` says which rule
     named the first divergent record, what grading cost and which calls were not graded. ``limits``: run_ut's
-    ``max_memory`` and ``timeout`` for each replayed call (None: run_ut's defaults)."""
+    ``max_memory`` and ``timeout`` for each replayed call (None: run_ut's defaults); ``budget``: the seconds all
+    of them may take together."""
     d = result.divergence
     info: dict[str, Any] = {
         "rule": TOLERANCE_RULE,
@@ -89,10 +96,11 @@ def localize(
         info["why"] = "no record deviates: nothing for the honest-kernel rule to grade"
     else:
         start = time.perf_counter()
-        replay = _Replay(target, bench, pairs, limits or CheckOptions())
+        replay = _Replay(target, bench, pairs, limits or CheckOptions(), budget)
         replay.clearable = d.clearable
         found = replay.search(d.candidates)
         info.update(replayed_calls=replay.calls, replay_seconds=round(time.perf_counter() - start, 3))
+        info["replay_budget"] = budget
         info["graded_up_to"] = replay.reached
         if replay.cleared:
             info["cleared"] = [{"record": f.name, "why": why} for f, why in replay.cleared]
@@ -126,7 +134,12 @@ class _Replay:
     """Grades records of either side as run_ut's ``--target recorded`` does, each call once per side."""
 
     def __init__(
-        self, target: DumpIndex, bench: DumpIndex, pairs: list[tuple[int | None, int | None]], limits: CheckOptions
+        self,
+        target: DumpIndex,
+        bench: DumpIndex,
+        pairs: list[tuple[int | None, int | None]],
+        limits: CheckOptions,
+        budget: float,
     ) -> None:
         self.target, self.bench = target, bench
         self.options = replace(limits, target="recorded")
@@ -135,7 +148,9 @@ class _Replay:
         self.graded: dict[tuple[int, str], Any] = {}
         self.calls = 0
         self.stopped = False
-        self.cut: str | None = None  # the call past its time limit that stopped the replay
+        self.cut: str | None = None  # the call that stopped the replay: past its time limit, or the budget spent
+        self.cut_why = ""
+        self.budget, self.deadline = budget, time.monotonic() + budget
         self.not_graded: list[dict[str, str]] = []  # calls refused, crashed or cut: record, side, why
         self.not_graded_count = 0
         self.reached: str | None = None  # the last record graded
@@ -209,7 +224,7 @@ class _Replay:
             return f"the target is worse than an honest kernel at {found.name} and the bench is not{cleared}"
         limit = f" (stopped at {MAX_REPLAYED} calls: the rest were not graded)" if self.stopped else ""
         if self.cut:
-            limit = f" (stopped at {self.cut}, past its time limit: the rest were not graded)"
+            limit = f" (stopped at {self.cut}, {self.cut_why}: the rest were not graded)"
         if self.not_graded_count:
             first = self.not_graded[0]
             limit += (
@@ -233,6 +248,9 @@ class _Replay:
             if index is self.target and self.calls >= MAX_REPLAYED + (MAX_PICKS if pick else 0):
                 self.stopped = True
                 return None
+            if time.monotonic() >= self.deadline:
+                self.cut, self.cut_why = stem, f"the replay's time budget of {self.budget:g} s spent"
+                return None
             self.calls += index is self.target
             self.graded[(id(index), stem)] = self._graded(index, stem, api)
         return _direction(self.graded[(id(index), stem)], direction)
@@ -240,7 +258,8 @@ class _Replay:
     def _graded(self, index: DumpIndex, stem: str, api: str) -> ApiResult | None:
         """run_ut's result of the call, or None where it was not graded: refused, crashed or cut, which the
         summary then names (a cut also stops the replay)."""
-        result = _grade(index, self.at[id(index)], stem, api, self.options)
+        left = max(self.deadline - time.monotonic(), 0.0)
+        result = _grade(index, self.at[id(index)], stem, api, self.options, left)
         if result is None or not any(d.comparison.reason in NOT_GRADED for d in result.details):
             return result
         side = "target" if index is self.target else "bench"
@@ -248,7 +267,9 @@ class _Replay:
         if len(self.not_graded) < MAX_NOT_GRADED:
             self.not_graded.append({"record": stem, "side": side, "why": result.message[:MAX_REASON]})
         if any(d.comparison.reason == Reason.TIMED_OUT for d in result.details):
+            spent = time.monotonic() >= self.deadline
             self.cut = stem
+            self.cut_why = f"the replay's time budget of {self.budget:g} s spent" if spent else "past its time limit"
         return None
 
 
@@ -261,9 +282,12 @@ def _positions(index: DumpIndex) -> dict[str, int]:
     return {key: i for i, key in enumerate(index.keys)}
 
 
-def _grade(index: DumpIndex, at: dict[str, int], stem: str, api: str, options: CheckOptions) -> ApiResult | None:
+def _grade(
+    index: DumpIndex, at: dict[str, int], stem: str, api: str, options: CheckOptions, left: float
+) -> ApiResult | None:
     """run_ut's result of one call of ``index`` graded as recorded (its outputs against the float64 golden of its
-    own inputs, an honest kernel the yardstick), or None when its records cannot be read."""
+    own inputs, an honest kernel the yardstick), or None when its records cannot be read; ``left``: the seconds
+    left of the replay's budget."""
     from precheck.dump.decode import decode_case
     from precheck.dump.mindspore import MINDSPORE, translate
 
@@ -278,18 +302,20 @@ def _grade(index: DumpIndex, at: dict[str, int], stem: str, api: str, options: C
     case = decode_case(stem, api, 0, forward, backward)
     if index.framework == MINDSPORE:
         case = translate(case)
-    return _replayed(case, index.data_dir, options)
+    return _replayed(case, index.data_dir, options, left)
 
 
-def _replayed(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
+def _replayed(case: Case, data_dir: Path, options: CheckOptions, left: float) -> ApiResult:
     """The case run as a small dump's run_ut runs it, through the backends' one seam: on a helper thread of this
-    process, waited for at most its time limit, unless it may crash its process (then in a worker process, whose
-    death is its row); sized against ``--max-memory`` (default: half the machine's, one case at a time) first."""
+    process, waited for at most its time limit and never past the ``left`` seconds of the replay's budget, unless
+    it may crash its process (then in a worker process, whose death is its row); sized against ``--max-memory``
+    (default: half the machine's, one case at a time) first."""
     from precheck.scheduling.backends import backend_for
-    from precheck.scheduling.costs import default_max_memory
+    from precheck.scheduling.costs import case_timeout, default_max_memory
 
     if options.max_memory is None:
         options = replace(options, max_memory=default_max_memory(1))
+    options = replace(options, timeout=min(case_timeout(case, options), math.ceil(left)))  # whole seconds, said
     backend = backend_for("inprocess", [case], data_dir, options, workers=1)
     (result,) = backend.run([case], lambda _: None)  # run to its end: the helper closed, torch's threads restored
     return result

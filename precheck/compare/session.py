@@ -10,14 +10,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from precheck.compare.entries import CompareInputError
-
-_RANK = re.compile(r"rank(\d+)$")
-_PROCESS = re.compile(r"(rank|proc)(\d*)$")
+from precheck.dump.steps import RankDump, inside, rank_dumps, rank_number
 
 
 @dataclass(frozen=True)
@@ -43,18 +40,23 @@ def read_compare_json(path: str | os.PathLike) -> tuple[str, str, str | None]:
 
 
 def _dump_folders(root: Path) -> dict[tuple[str, str], Path]:
-    """(step, rank) -> the folder holding dump.json, for a folder of step*/rank* (or step*/proc*) folders."""
+    """(step, rank) -> the folder holding dump.json, for a folder of step*/rank* (or step*/proc*) folders: read
+    as run_ut reads them (exact rank names; a folder linked out of its parent refused)."""
     found = {}
     for step in sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step")):
-        for rank in sorted(p for p in step.iterdir() if p.is_dir() and (p / "dump.json").is_file()):
-            found[(step.name, rank.name)] = rank
+        inside(root, step)
+        for rank in sorted(rank_dumps(step), key=lambda d: d.name):
+            found[(step.name, rank.name)] = rank.folder
     return found
 
 
 def _ranks(step: Path) -> list[Path]:
     """The rank (or proc) folders holding a dump.json in a step folder, by rank number as msprobe sorts them."""
-    found = [p for p in step.iterdir() if p.is_dir() and _PROCESS.match(p.name) and (p / "dump.json").is_file()]
-    return sorted(found, key=lambda p: (p.name[:4], int(_PROCESS.match(p.name).group(2) or -1)))
+    return [d.folder for d in sorted(rank_dumps(step), key=_msprobe_order)]
+
+
+def _msprobe_order(dump: RankDump) -> tuple[str, int]:
+    return dump.name[:4], int(dump.name[4:] or -1)
 
 
 def _step_pairs(t: Path, b: Path) -> list[DumpPair]:
@@ -67,8 +69,8 @@ def _step_pairs(t: Path, b: Path) -> list[DumpPair]:
         raise CompareInputError(f"{b}: holds {len(br)} rank or proc folders with a dump.json, the target {len(tr)}")
     pairs = []
     for folder, other in zip(tr, br, strict=True):
-        m = _RANK.search(folder.name)
-        suffix = f"_rank{m.group(1)}" if m else f"_{folder.name}"
+        number = rank_number(folder.name)
+        suffix = f"_{folder.name}" if number is None else f"_rank{number}"
         pairs.append(DumpPair(folder / "dump.json", other / "dump.json", suffix, ""))
     return pairs
 
@@ -109,8 +111,8 @@ def resolve(target: str | os.PathLike, bench: str | os.PathLike) -> list[DumpPai
     steps = sorted({s for s, _ in ts})
     pairs = []
     for (step, rank), other in _matched(t, b, ts, bs).items():
-        m = _RANK.search(rank)
-        suffix = f"_rank{m.group(1)}" if m else f"_{rank}"
+        number = rank_number(rank)
+        suffix = f"_{rank}" if number is None else f"_rank{number}"
         pairs.append(
             DumpPair(ts[(step, rank)] / "dump.json", other / "dump.json", suffix, step if len(steps) > 1 else "")
         )

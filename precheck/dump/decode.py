@@ -17,6 +17,7 @@ import torch
 from precheck.core.dtypes import MINDSPORE
 from precheck.core.reasons import Reason
 from precheck.dump.index import RecordError
+from precheck.dump.sharding import DTENSOR_TYPES, UNSAVED_TYPES, Sharding, decode_sharding
 
 TENSOR_TYPES = frozenset(
     {
@@ -64,6 +65,7 @@ class TensorSpec:
     stats: Stats
     requires_grad: bool = False
     data_name: str | None = None
+    sharding: Sharding | None = None  # a DTensor's layout: the spec is its local shard (precheck.dump.sharding)
 
     @property
     def numel(self) -> int:
@@ -115,6 +117,17 @@ class Case:
         return (self.api, key(self.args), key(self.kwargs), self.has_backward)
 
 
+class Unsaved(RecordError):
+    """An argument msprobe recorded without data (null statistics, no file): its call cannot be rebuilt."""
+
+
+def unreadable(stem: str, api: str, order: int, problem: str, backward: bool, reason: Reason | None = None) -> Case:
+    """The SKIP case of a record that cannot be decoded; ``backward``: a backward was recorded, so its row's
+    backward is SKIP too (msprobe's SKIP/SKIP), not blank."""
+    return Case(name=stem, api=api, order=order, problem=problem, problem_reason=reason or Reason.SKIP_BAD_RECORD,
+                grad_outputs=() if backward else None)  # fmt: skip
+
+
 def clip(text: str, limit: int = MAX_PROBLEM) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
@@ -134,10 +147,12 @@ def decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
         if not isinstance(outputs, tuple):
             outputs = (outputs,)
         case = Case(name=stem, api=api, order=order, args=args, kwargs=kwargs, outputs=outputs)
+    except Unsaved as e:
+        return unreadable(stem, api, order, clip(str(e)), bwd is not None, Reason.SKIP_INPUTS)
     except RecordError as e:
-        return Case(name=stem, api=api, order=order, problem=f"bad record: {clip(str(e))}")
+        return unreadable(stem, api, order, f"bad record: {clip(str(e))}", bwd is not None)
     except RecursionError:
-        return Case(name=stem, api=api, order=order, problem="bad record: arguments nested too deeply")
+        return unreadable(stem, api, order, "bad record: arguments nested too deeply", bwd is not None)
     return case if bwd is None else _with_backward(case, bwd)
 
 
@@ -167,10 +182,12 @@ def _with_backward(case: Case, bwd: Any) -> Case:
             raise RecordError("backward record is not a map")
         grad_outputs = decode_value(bwd.get("input", []), "backward.input")
         grad_inputs = decode_value(bwd.get("output", []), "backward.output")
+    except Unsaved as e:
+        return unreadable(case.name, case.api, case.order, clip(str(e)), True, Reason.SKIP_INPUTS)
     except RecordError as e:
-        return Case(name=case.name, api=case.api, order=case.order, problem=f"bad record: {clip(str(e))}")
+        return unreadable(case.name, case.api, case.order, f"bad record: {clip(str(e))}", True)
     except RecursionError:
-        return Case(name=case.name, api=case.api, order=case.order, problem="bad record: arguments nested too deeply")
+        return unreadable(case.name, case.api, case.order, "bad record: arguments nested too deeply", True)
     return replace(case, grad_outputs=_as_tuple(grad_outputs), grad_inputs=_as_tuple(grad_inputs))
 
 
@@ -197,6 +214,10 @@ def decode_value(raw: Any, where: str) -> Any:
         raise RecordError(f"{where}: 'type' is not a string")
     if kind in TENSOR_TYPES:
         return _decode_tensor(raw, where)
+    if kind in DTENSOR_TYPES:  # its local shard, as the rank's kernel saw it, and how the shards make the whole
+        return replace(_decode_tensor(raw, where), sharding=decode_sharding(raw, where))
+    if kind in UNSAVED_TYPES:
+        return _unsaved(raw, kind, where)
     value = raw.get("value")
     if kind in ("int", "float", "bool", "str"):
         return _scalar(kind, value, where)
@@ -227,6 +248,17 @@ def decode_value(raw: Any, where: str) -> Any:
             raise RecordError(f"{where}: unknown memory format {clip(repr(fmt), 60)}")
         return _MEMORY_FORMATS[fmt]
     raise RecordError(f"{where}: unsupported argument type {kind!r}")
+
+
+def _unsaved(raw: dict, kind: str, where: str) -> TensorSpec:
+    """A tensor subclass msprobe saves without data unless it did save some (a file or statistics): Unsaved."""
+    spec = _decode_tensor(raw, where)
+    if spec.data_name is None and all(v is None for v in vars(spec.stats).values()):
+        raise Unsaved(
+            f"{where}: {kind.rsplit('.', 1)[-1]} saved by msprobe without data (null statistics, no file): "
+            "nothing to rebuild the call from"
+        )
+    return spec
 
 
 def _scalar(kind: str, value: Any, where: str) -> Any:

@@ -26,6 +26,7 @@ from precheck.dump.decode import (
     decode_case,
     decode_value,
     parse_dtype,
+    unreadable,
 )
 from precheck.dump.index import RecordError, RecordIndex
 from precheck.dump.mindspore import MINDSPORE, translate
@@ -196,7 +197,7 @@ class Cases(Sequence):
             fwd = self._records(p.forwards[i])
             bwd = self._records(p.backwards[i]) if p.backwards[i] >= 0 else None
         except RecordError as e:
-            return Case(name=stem, api=api, order=i, problem=f"bad record: {clip(str(e))}")
+            return unreadable(stem, api, i, f"bad record: {clip(str(e))}", p.backwards[i] >= 0)
         return decode_case(stem, api, i, fwd, bwd)
 
 

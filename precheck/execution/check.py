@@ -25,6 +25,7 @@ from precheck.execution.honest_run import HonestRun
 from precheck.execution.options import CheckOptions
 from precheck.execution.recorded import gradient_shapes, placed, same_place
 from precheck.execution.runner import Call, SideRun, one_line, run_side
+from precheck.execution.shards import reduced_before_kernel
 from precheck.execution.sides import GOLDEN, reference_side
 from precheck.execution.sizes import memory_problem
 from precheck.execution.statistics import recorded_output_notes
@@ -107,7 +108,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) ->
     builder = builder_for(
         entry, case, data_dir, seed=options.seed, force_random=options.force_random, max_bytes=options.max_memory
     )
-    built = _built(case, entry, builder)
+    built = _built(case, entry, builder, options.max_memory)
     if isinstance(built, ApiResult):
         return built
     call, backward_problem = built
@@ -127,11 +128,19 @@ def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) ->
     return _graded(case, call, builder, options, target, backward_problem, ran, reference)
 
 
+_ONE_RANK = (
+    "DTensor reduced its Partial input across the ranks before the kernel ran, and one rank's record holds only "
+    "its own part: run_ut the step folder of every rank to grade it (precheck.execution.sharded)"
+)
+
+
 def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | tuple[ApiEntry, str | None]:
     """The case's SKIP row when it cannot be checked here (a bad record, an unsupported API, another device's
     fused op, an uncheckable random call, too much memory); else its registry entry and why it is random."""
     if case.problem:
         return skipped(case, case.problem, case.problem_reason)
+    if reduced_before_kernel((case.args, case.kwargs), case.outputs):
+        return skipped(case, _ONE_RANK, Reason.SKIP_MISSING_RANK)
     entry = lookup(case.api)
     if entry is None and case.recorded_api:
         return skipped(
@@ -157,13 +166,19 @@ def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | 
     return entry, reason
 
 
-def _built(case: Case, entry: ApiEntry, builder: InputBuilder) -> ApiResult | tuple[Call, str | None]:
-    """The call with its inputs rebuilt, and why its backward cannot be fed (its gradient files), if so."""
+def _built(
+    case: Case, entry: ApiEntry, builder: InputBuilder, limit: int | None
+) -> ApiResult | tuple[Call, str | None]:
+    """The call with its inputs rebuilt, and why its backward cannot be fed (its gradient files), if so; sized
+    again with their values (a 0-dim size's file may hold more than its recorded statistics say)."""
     try:
         args = builder.build(case.args, "input_args")
         kwargs = builder.build(case.kwargs, "input_kwargs")
     except InputError as e:
         return skipped(case, str(e), e.reason)
+    too_big = memory_problem(case, limit, (args, kwargs))
+    if too_big:
+        return skipped(case, too_big, Reason.SKIP_MEMORY)
     grad_outputs, backward_problem = None, None
     if case.has_backward:
         try:

@@ -10,7 +10,7 @@ The ranks that take part are the recorded process group's (``group_ranks``), els
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ __all__ = ["Rank", "grade_collectives", "is_collective", "readable"]
 # what a record of another shape raises where a collective's fields are read (a dict for a list, a string rank)
 _MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError)
 
+_NOT_TENSORS = frozenset({"op", "group", "src", "dst", "output_split", "input_split"})  # arguments, by _GOLDENS' names
 _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "SUM": lambda x: x.sum(0),
     "AVG": lambda x: x.mean(0),
@@ -116,14 +117,17 @@ def grade_collectives(
         try:
             with readable(name):
                 calls = _Calls(name, {r: ranks[r] for r in present}, world, options)
-            absent = [m for m in calls.members if m not in ranks or name not in ranks[m].orders]
+            absent = _absent(calls.members, ranks, name)
             if absent:
-                where = "recorded no such call" if absent[0] in ranks else f"has no dump in {missing}"
+                first, count = absent
+                where = "recorded no such call" if first in ranks else f"has no dump in {missing}"
                 raise NotCheckable(
-                    f"rank {absent[0]} {where}: the golden of a collective needs every rank's inputs "
-                    f"({len(absent)} of {len(calls.members)} ranks missing)",
+                    f"rank {first} {where}: the golden of a collective needs every rank's inputs "
+                    f"({count} of {len(calls.members)} ranks missing)",
                     Reason.SKIP_MISSING_RANK,
                 )
+            with readable(name):
+                _sized(calls, options)
         except NotCheckable as e:
             found = {r: skipped(CallRecord(name, ranks[r].orders[name]), str(e), e.code) for r in present}
         else:
@@ -143,13 +147,13 @@ class _Calls:
         self.members = self._members(world)
         self._inputs: dict[tuple[int, str], Any] = {}  # each member's inputs loaded once, not once per rank graded
 
-    def _members(self, world: int) -> list[int]:
+    def _members(self, world: int) -> Sequence[int]:
         place = _GOLDENS[self.api][1].get("group")
         for raw in self.records.values():
             group = recorded_input(raw, *place) if place else None
             if isinstance(group, dict) and isinstance(group.get("group_ranks"), list):
-                return [int(r) for r in group["group_ranks"]]
-        return list(range(world))
+                return group_members(group["group_ranks"])
+        return range(world)  # never a list as long as the world: a forged folder rank999999999 makes it 10^9
 
     def raw(self, r: int, arg: str) -> Any:
         return recorded_input(self.records[r], *_GOLDENS[self.api][1][arg])
@@ -194,6 +198,57 @@ class _Calls:
             self.name, targets, goldens, None, lambda i, _: honest[i]
         )
         return graded(CallRecord(self.name, self.ranks[r].orders[self.name]), rows, [], "")
+
+
+def group_members(recorded: list) -> list[int]:
+    """The ranks of a recorded process group. torch makes no group that names a rank twice: a record that does is
+    malformed (a forged group holding rank 0 40,000 times had its golden stack 40,000 copies of one tensor)."""
+    members = [int(r) for r in recorded]
+    if len(set(members)) < len(members):
+        seen: set[int] = set()
+        twice = next(r for r in members if r in seen or seen.add(r))
+        raise NotCheckable(
+            f"its group_ranks name rank {twice} more than once ({len(members)} members, {len(set(members))} "
+            f"distinct): no process group does",
+            Reason.SKIP_BAD_RECORD,
+        )
+    return members
+
+
+def _absent(members: Sequence[int], ranks: dict[int, Rank], name: str) -> tuple[int, int] | None:
+    """The first member with no record of ``name`` and how many lack one; None where none does. Only the ranks
+    present are looked up, so a world of 10^9 ranks (a forged rank number) costs what the dumps hold."""
+    present = {r for r, rank in ranks.items() if name in rank.orders and r in members}
+    if len(present) == len(members):
+        return None
+    first = next(m for m in members if m not in present)  # at most len(present) + 1 steps
+    return first, len(members) - len(present)
+
+
+def _sized(calls: _Calls, options: CheckOptions) -> None:
+    """Refuse a collective whose golden needs more than --max-memory before any of its tensors is loaded: every
+    member's recorded tensors, each loaded, widened to 64 bits and stacked with the others'."""
+    limit = options.max_memory
+    if limit is None:
+        return
+    places = [p for arg, p in _GOLDENS[calls.api][1].items() if arg not in _NOT_TENSORS]
+    try:
+        values = [
+            get(calls.records[m], *p)
+            for m in calls.members
+            for p in places
+            for get in (recorded_input, recorded_output)
+        ]
+        specs = flatten(decode_value(values, calls.name))
+    except RecordError as e:
+        raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
+    need = sum(s.numel * (s.dtype.itemsize + 16) for s in specs if isinstance(s, TensorSpec))
+    if need > limit:
+        raise NotCheckable(
+            f"its golden needs about {need / 2**30:.3g} GiB ({len(calls.members)} ranks' tensors in float64), "
+            f"above --max-memory {limit / 2**30:.3g} GiB",
+            Reason.SKIP_MEMORY,
+        )
 
 
 def load(rank: Rank, raw: Any, where: str) -> Any:

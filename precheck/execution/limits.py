@@ -6,8 +6,11 @@ stops a call itself (MindSpore's worker) reads its case's limit here, below the 
 
 from __future__ import annotations
 
-from api_registry.classes import api_class
+import math
+
+from api_registry.classes import api_class, base_name
 from api_registry.reduced import reduced_length
+from api_registry.size_args import arg_at, count_of, shape_of
 from precheck.dump.records import Case, TensorSpec
 from precheck.execution.options import CheckOptions
 from precheck.inputs.builder import iter_specs
@@ -66,10 +69,23 @@ def flops(case: Case) -> float:
     return 2.0 * outputs[0].numel * reduced * (3 if case.has_backward else 1)
 
 
+def powers(case: Case) -> float:
+    """``matrix_power(A, n)``'s work: about 2 log2(n) products of A's size (n squarings and the multiplies of its
+    set bits), so an exponent of 2**62 is 124 matmuls, not one of A's elements; 0 for any other call."""
+    if not base_name(case.api)[1].endswith("matrix_power"):
+        return 0.0
+    shape = shape_of(arg_at(case.args, case.kwargs, 0, "input")) or ()
+    exponent = count_of(arg_at(case.args, case.kwargs, 1, "n", 1))
+    if len(shape) < 2 or exponent < 2:
+        return 0.0
+    products = 2 * math.log2(exponent)  # inf for an infinite exponent: the longest limit, never a crash
+    return 2.0 * math.prod(shape) * shape[-1] * products * (3 if case.has_backward else 1)
+
+
 def work(case: Case) -> float:
-    """A case's work in matmul FLOPs: its products' for a matmul or a convolution whose sums are known, its
-    elements' for the rest."""
-    products = flops(case)
+    """A case's work in matmul FLOPs: its products' for a matmul or a convolution whose sums are known, or a
+    matrix power's, its elements' for the rest."""
+    products = flops(case) or powers(case)
     if products:
         return products
     specs = iter_specs((case.args, case.kwargs, case.outputs, case.grad_outputs))

@@ -20,30 +20,32 @@ def _bytes(numel: float, itemsize: int) -> float:
     return numel * (2 * itemsize + 16)
 
 
-def _outputs(case: Case) -> tuple[float, float | None, int]:
+def _outputs(case: Case, built: tuple[tuple, dict] | None) -> tuple[float, float | None, int]:
     """The recorded outputs' elements, the elements the call's arguments make (None: its tensors bound them), and
-    the outputs' widest item size."""
+    the outputs' widest item size. ``built``: the arguments as rebuilt, whose tensors hold their values (a 0-dim
+    size read from its file, not from the record's statistics, which a dump may forge)."""
     outputs = list(iter_specs(case.outputs))
-    made = output_elements(case.api, case.args, case.kwargs)
+    made = output_elements(case.api, *(built or (case.args, case.kwargs)))
     return float(sum(s.numel for s in outputs)), made, max((s.dtype.itemsize for s in outputs), default=4)
 
 
-def estimated_bytes(case: Case) -> float:
+def estimated_bytes(case: Case, built: tuple[tuple, dict] | None = None) -> float:
     """Memory a case needs, roughly: each input and incoming gradient as recorded, and its outputs, the larger of
     the recorded ones and the ones its arguments make (inf when they overflow any count)."""
     inputs = sum(_bytes(s.numel, s.dtype.itemsize) for s in iter_specs((case.args, case.kwargs, case.grad_outputs)))
     recorded = sum(_bytes(s.numel, s.dtype.itemsize) for s in iter_specs(case.outputs))
-    _, made, itemsize = _outputs(case)
+    _, made, itemsize = _outputs(case, built)
     return inputs + max(recorded, _bytes(made, itemsize) if made is not None else 0)
 
 
-def memory_problem(case: Case, limit: int | None) -> str | None:
+def memory_problem(case: Case, limit: int | None, built: tuple[tuple, dict] | None = None) -> str | None:
     """The SKIP reason of a case needing more than ``limit`` bytes: how much, and the output its arguments ask
-    for where that is more than the recorded one (a record's small output shape never hides it)."""
-    need = estimated_bytes(case)
+    for where that is more than the recorded one (a record's small output shape never hides it). Asked before the
+    inputs are built, then with them (``built``), before the call."""
+    need = estimated_bytes(case, built)
     if limit is None or need <= limit:
         return None
-    recorded, made, _ = _outputs(case)
+    recorded, made, _ = _outputs(case, built)
     why = f"needs about {need / 2**30:.3g} GiB, above --max-memory {limit / 2**30:.3g} GiB"
     if made is not None and made > recorded:
         why += f": its arguments ask for an output of {made:.3g} elements (the record says {recorded:.3g})"

@@ -1,6 +1,9 @@
 """A statistics-only record graded on what it saved: its Max/Min/Mean/Norm against the golden's.
 
-Four numbers can raise a suspicion but not prove an error, so no row here is worse than warning.
+Four numbers can raise a suspicion but not prove an error, so no row here is worse than warning, but for one
+that is proof: a NaN or inf statistic says the output held one, and where the golden's statistic is finite that
+is an error, as run_ut grades a tensor (an inf where the golden's, rounded to the dtype, is that inf too is the
+dtype's overflow: a warning).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import torch
 
 from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
-from precheck.core.status import PASS, WARNING, Status
+from precheck.core.status import ERROR, PASS, WARNING, Status
 from precheck.dump.records import TensorSpec
 from precheck.grader.limits import limits_for
 from precheck.inputs.synth import max_below_min, odd_moments
@@ -34,15 +37,20 @@ __all__ = [
 class StatisticsVerdict:
     status: Status
     message: str
+    reason: Reason = Reason.STATISTICS
 
 
 def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdict:
     """A statistics-only record: its recorded Max/Min/Mean/Norm against the golden's. Four numbers can raise a
-    suspicion but not prove an error, so the status is capped at warning. A complex output is graded on its
+    suspicion but not prove an error, so the status is capped at warning (but for a NaN or inf statistic the
+    golden does not explain: :func:`_nonfinite`). A complex output is graded on its
     modulus: msprobe records a complex tensor's Max/Min/Mean of ``abs`` (pytorch_processor), and casting it to a
     real dtype would silently drop the imaginary part."""
     g = golden.detach()
     g = (g.abs() if g.is_complex() else g).to(torch.float64)
+    nonfinite = _nonfinite(spec, g)
+    if nonfinite is not None:
+        return nonfinite
     finite = g[torch.isfinite(g)]
     if finite.numel() == 0:
         return StatisticsVerdict(WARNING, "statistics only: the golden has no finite value to compare")
@@ -52,7 +60,7 @@ def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdic
         "Mean": float(finite.mean()),
         "Norm": float(torch.linalg.vector_norm(finite)),
     }
-    theirs = {"Max": spec.stats.max, "Min": spec.stats.min, "Mean": spec.stats.mean, "Norm": spec.stats.norm}
+    theirs = _statistics(spec)
     scale = max(ours["Norm"] / math.sqrt(finite.numel()), 1e-30)
     tolerance = max(4 * limits_for(spec.dtype).rtol, 1e-3) if spec.dtype.is_floating_point else 0.0
     off = []
@@ -66,6 +74,51 @@ def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdic
     if off:
         return StatisticsVerdict(WARNING, f"{prefix}: " + "; ".join(off))
     return StatisticsVerdict(PASS, prefix)
+
+
+def _statistics(spec: TensorSpec) -> dict[str, float | None]:
+    return {"Max": spec.stats.max, "Min": spec.stats.min, "Mean": spec.stats.mean, "Norm": spec.stats.norm}
+
+
+def _nonfinite(spec: TensorSpec, g: torch.Tensor) -> StatisticsVerdict | None:
+    """The verdict on a recorded NaN or inf statistic where the golden's (over its whole tensor) is finite: an
+    error, or a warning where the golden explains each as an overflow of the recorded dtype (its statistic, or
+    the statistic of the golden rounded to that dtype, is that inf or NaN); None when there is none (the finite
+    statistics are graded as before)."""
+    if g.numel() == 0:
+        return None
+    rounding = spec.dtype.to_real() if spec.dtype.is_complex else spec.dtype
+    rounded = g.to(rounding).to(torch.float64) if rounding.is_floating_point else g
+    errors, overflows = [], []
+    for name, value in _statistics(spec).items():
+        ours = _STATISTIC[name](g)
+        if not isinstance(value, (int, float)) or math.isfinite(value) or not math.isfinite(ours):
+            continue
+        said = f"{name} {value} vs golden {ours:.6g}"
+        explained = (
+            (_STATISTIC[name](rounded), float(torch.tensor(ours).to(rounding))) if rounding.is_floating_point else ()
+        )
+        (overflows if any(_same(value, e) for e in explained) else errors).append(said)
+    if errors:
+        message = "statistics: a non-finite value the golden does not hold: " + "; ".join(errors + overflows)
+        return StatisticsVerdict(ERROR, message, Reason.NONFINITE_MISMATCH)
+    if overflows:
+        top = torch.finfo(rounding).max
+        message = f"statistics: overflow, {'; '.join(overflows)}, the golden beyond {rounding}'s range ({top:.6g})"
+        return StatisticsVerdict(WARNING, message, Reason.OVERFLOW)
+    return None
+
+
+_STATISTIC = {
+    "Max": lambda t: float(t.max()),
+    "Min": lambda t: float(t.min()),
+    "Mean": lambda t: float(t.mean()),
+    "Norm": lambda t: float(torch.linalg.vector_norm(t)),
+}
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def _kind(dtype: torch.dtype) -> str:
@@ -120,7 +173,7 @@ def statistics_rows(api: str, direction: Direction, triples: list[tuple[int, Any
                 target_dtype=str(spec.dtype),
                 shape=spec.shape,
                 standard="statistics",
-                reason=Reason.STATISTICS,
+                reason=verdict.reason,
             )
             rows.append(DetailRow(api, direction, i, comparison))
     return rows

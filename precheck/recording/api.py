@@ -65,4 +65,5 @@ def record(
         online.attach(recorder)
         recorder.on_close = online.close
     recorder.install()
+    recorder.close_at_exit()
     return recorder

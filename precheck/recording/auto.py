@@ -3,8 +3,9 @@ when the program imports torch, and steps are told by the optimizer.
 
 A step is what runs from one ``optimizer.step()`` to the next: step 0 from the model's first forward (where
 msprobe's users call start(): precheck.recording.first_forward; in a program without a model, its first recorded
-call) to the first optimizer step, which is not itself recorded (msprobe's make_dump stops before it too). A
-program without an optimizer is one step, ended at exit. Once the chosen steps are behind, the wrappers come off
+call) to the first optimizer step, which is not itself recorded (msprobe's make_dump stops before it too), or to
+a GradScaler's ``step`` that skipped it (precheck.recording.skipped). A program without an optimizer is one step,
+ended at exit. Once the chosen steps are behind, the wrappers come off
 and the rest of the program runs as it would without precheck.
 
 PRECHECK_RECORD stays in the environment, so every Python process of the command can record: each rank a launcher
@@ -34,7 +35,7 @@ from typing import Any
 
 from precheck.recording.runlog import note
 
-__all__ = ["ENV", "options_env", "when_torch_loads"]
+__all__ = ["ENV", "options_env", "uncaught", "when_torch_loads"]
 
 ENV = "PRECHECK_RECORD"
 
@@ -89,6 +90,7 @@ def _start() -> None:
 
     from precheck.recording.first_forward import FirstForward
     from precheck.recording.session import Recorder, RecordOptions
+    from precheck.recording.skipped import SkippedSteps
 
     config = json.loads(os.environ[ENV])
     options = RecordOptions(
@@ -106,17 +108,22 @@ def _start() -> None:
 
         online = attach(recorder, config["check"])
     first = FirstForward(recorder)  # before the wrappers' module hooks: the mix level's see the forward it starts
+    skipped: list[SkippedSteps] = []  # the GradScaler wrapper, once on
 
     def before_step(*_: object) -> None:
         recorder.stop()
 
     def after_step(*_: object) -> None:
+        for wrapper in skipped:
+            wrapper.stepped()
         first.drop()  # a step ended before any forward: the next one starts here
         with _told(log, raising=True):
             recorder.step()
         if recorder.done:
             recorder.close()
             unhook()  # nothing more is recorded: SIGTERM is the program's own again
+            for wrapper in skipped:
+                wrapper.remove()
         else:
             recorder.start()
 
@@ -126,17 +133,19 @@ def _start() -> None:
         through the log (raised in an exit handler, Python would print it and exit 0 all the same)."""
         try:
             with _told(log, raising=not log):
-                recorder.close(partial or _uncaught())
+                recorder.close(partial or uncaught())
         finally:
             if online is not None:
                 online.close()
 
     register_optimizer_step_pre_hook(before_step)
     register_optimizer_step_post_hook(after_step)
+    skipped.append(SkippedSteps(lambda: (before_step(), after_step())))  # a GradScaler's skipped step ends one too
     atexit.register(_still_interrupted)  # registered first, runs right after finish
     atexit.register(finish)
     unhook = _finish_on_sigterm(finish)
     recorder.install()
+    note(log, "installed")
 
 
 @contextlib.contextmanager
@@ -153,7 +162,7 @@ def _told(log: str | None, raising: bool) -> Iterator[None]:
             raise
 
 
-def _uncaught() -> str | None:
+def uncaught() -> str | None:
     """Why the program ends before its step did: the exception that ends it, which Python has printed and kept in
     sys.last_value before the exit handlers run (None at an ordinary exit, sys.exit included)."""
     ended = getattr(sys, "last_value", None)
@@ -166,7 +175,7 @@ def _still_interrupted() -> None:
     SIGINT; but any code it runs from a string (``exec``, ``eval``: the methods of a dataclass or a namedtuple
     made or imported then) clears that flag, and the online check's close at exit runs such code: the program
     exited 1. A KeyboardInterrupt raised from a string sets the flag again, with no ctypes. sys.last_value
-    tells, as in _uncaught, how the program ended (a handler of the program's own that ran before precheck's
+    tells, as in uncaught, how the program ended (a handler of the program's own that ran before precheck's
     and cleared the flag is undone too)."""
     if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
         with contextlib.suppress(KeyboardInterrupt):

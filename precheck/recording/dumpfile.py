@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +86,13 @@ class DumpFile:
     def records(self) -> int:
         return self._records
 
-    def close(self, construct: dict[str, Any] | None = None, partial: str | None = None) -> None:
+    def close(
+        self, construct: dict[str, Any] | None = None, partial: str | None = None, unsaved: Collection[str] = ()
+    ) -> None:
         """Finish dump.json and write stack.json and construct.json (``construct``: the mix level's call tree;
         empty at L1, as msprobe's). ``partial``: why the step's records stop short (its program was interrupted),
-        said in a top-level ``partial`` field after ``data``, which msprobe's readers ignore and run_ut warns of."""
+        said in a top-level ``partial`` field after ``data``, which msprobe's readers ignore and run_ut warns of.
+        ``unsaved``: tensor files that could not be saved, whose names dump.json then drops."""
         if self._f.closed:
             return
         for name, record in self._held.items():
@@ -98,22 +101,23 @@ class DumpFile:
         self._f.write("\n }" if self._records else "}")
         self._f.write(f',\n "partial": {json.dumps(partial)}\n}}' if partial else "\n}")
         self._f.close()
-        if self._files == "kept":
-            self._prune()
+        if self._files == "kept" or unsaved:
+            self._prune(frozenset(unsaved))
         stacks = {str(i): [names, list(frames)] for i, (frames, names) in enumerate(self._stacks.items())}
         for name, doc in (("stack.json", stacks), ("construct.json", construct or {})):
             tmp = self.folder / f"{name}.tmp"
             tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
             os.replace(tmp, self.folder / name)
 
-    def _prune(self) -> None:
-        """dump.json names only the tensor files that are in the folder; the statistics task's when none is."""
+    def _prune(self, unsaved: frozenset[str]) -> None:
+        """dump.json names only the tensor files that are in the folder (``kept``), or none of ``unsaved``; the
+        statistics task's when none is kept. (The one read of dump.json whole: only for these.)"""
         if self.data_dir is None:
             return
-        kept = {p.name for p in self.data_dir.iterdir()}
+        kept = {p.name for p in self.data_dir.iterdir()} - unsaved
         doc = json.loads(self.path.read_text(encoding="utf-8"))
-        doc["data"] = _without(doc["data"], kept.__contains__)
-        if not kept:
+        doc["data"] = _without(doc["data"], kept.__contains__ if self._files == "kept" else lambda n: n not in unsaved)
+        if not kept and self._files == "kept":
             doc["task"], doc["dump_data_dir"] = "statistics", None
             self.data_dir.rmdir()
         tmp = self.folder / "dump.json.tmp"

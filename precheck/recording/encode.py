@@ -7,12 +7,19 @@ Max, Min, Mean, Norm, requires_grad`` and its ``data_name``; the statistics are 
 its value, an empty tensor's are null and it has no file); a number is ``{"type": "int", "value": 3}``; a dtype
 or device only under the keyword that names one; anything else is null. The walk is msprobe's own (a namedtuple
 is a dict by field, a structseq a list), which no other walk in precheck follows: it is the format's.
+
+A DTensor (tensor parallelism, FSDP2) is written as msprobe writes one: ``"type": "torch.distributed.tensor.DTensor"``,
+the statistics, shape and file of its local shard (a plain tensor: run_ut loads it without torch.distributed), and
+its ``device_mesh`` (the ranks) and ``placements`` (``{"Shard": {"dim": 0}}``, ``{"Replicate": {}}``,
+``{"Partial": {"reduce_op": "sum"}}``). An AsyncCollectiveTensor, a collective's result not yet waited for, is
+written with its type and shape only: reading it would wait for the collective, which the program had not done.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Encoder", "data_names", "save_copy", "stats_of"]
+__all__ = ["Encoder", "copy_of", "data_names", "save_copy", "stats_of"]
 
 MAX_DEPTH = 400  # msprobe's DUMP_MAX_DEPTH: deeper arguments are not recorded
 _OBJECT_KEYS = ("dtype", "output_dtype", "device")  # keywords whose torch.dtype / torch.device is written
@@ -29,13 +36,16 @@ _MEMORY_FORMATS = {
 }
 _SPECIAL = (bool, int, float, str, slice, type(Ellipsis), torch.Size, torch.Tensor, torch.memory_format)
 _SPECIAL += (torch.dtype, torch.device, np.integer, np.floating, np.bool_, np.ndarray)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # the tensor types no subclass check is needed for
+DTENSOR = "torch.distributed.tensor.DTensor"  # msprobe's type names of these subclasses
+ASYNC_COLLECTIVE = "torch.distributed._functional_collectives.AsyncCollectiveTensor"
 
 
 def stats_of(t: torch.Tensor) -> tuple[Any, Any, Any, Any]:
     """Max, Min, Mean, Norm of ``t`` as msprobe computes them, as Python values (None where msprobe writes null)."""
     data = t.detach()
-    if data.numel() == 0 or data.device.type == "meta":
-        return None, None, None, None
+    if data.numel() == 0 or data.device.type == "meta" or _functorch("is_batchedtensor", data):
+        return None, None, None, None  # a vmap's batched tensor: no value to take outside it (msprobe's nulls)
     if data.is_complex():
         magnitude = np.abs(data.cpu().numpy())
         return np.max(magnitude).item(), np.min(magnitude).item(), np.mean(magnitude).item(), None
@@ -115,29 +125,90 @@ class Encoder:
         return {}  # a dtype or device passed by position: msprobe writes an empty object
 
     def _tensor(self, t: torch.Tensor, name: str) -> dict:
-        strided = t.layout == torch.strided and not t.is_nested
+        kind, local, placed = ("torch.Tensor", t, {}) if type(t) in _PLAIN else _subclass(t)
+        strided = local.layout == torch.strided and not local.is_nested
         # a sparse or nested tensor has no max() to take, nor always a shape: it is written without them, and the
-        # user's step goes on (the recorder must never make a call fail)
-        high, low, mean, norm = stats_of(t) if strided else (None, None, None, None)
+        # user's step goes on (the recorder must never make a call fail); a pending collective's are not read
+        readable = strided and not _is_async(local)
+        high, low, mean, norm = stats_of(_plain(local)) if readable else (None, None, None, None)
         out = {
-            "type": "torch.Tensor",
+            "type": kind,
             "dtype": str(t.dtype),
-            "shape": list(t.shape) if strided or t.layout != torch.strided else None,
+            "shape": list(local.shape) if strided or local.layout != torch.strided else None,
             "Max": high,
             "Min": low,
             "Mean": mean,
             "Norm": norm,
             "requires_grad": t.requires_grad,
+            **placed,
         }
-        if self.data_dir is not None and strided and t.numel() and t.device.type != "meta":
+        if self.data_dir is not None and readable and local.numel() and local.device.type != "meta":
             out["data_name"] = f"{name}.pt"
-            self._save(t, self.data_dir / out["data_name"])
+            self._save(_plain(local), self.data_dir / out["data_name"])
         return out
 
 
 def save_copy(t: torch.Tensor, path: Path) -> None:
     """``t`` saved as msprobe saves it: a fresh contiguous copy, so a view saves only its own elements."""
-    torch.save(t.detach().clone().contiguous(), path)
+    torch.save(copy_of(t), path)
+
+
+def copy_of(t: torch.Tensor) -> torch.Tensor:
+    """A fresh contiguous copy of ``t``'s value, as msprobe saves it: inside torch.func.grad (vjp, jacrev) a copy
+    is wrapped again, and torch.save cannot write a wrapper, so it is unwrapped before and after."""
+    return _plain(_plain(t).detach().clone().contiguous())
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without functorch's grad-tracking wrappers, as msprobe unwraps them; a vmap's batched tensor stays
+    (its value is not the call's: the call is not recorded, and the recorder says so)."""
+    while _functorch("is_gradtrackingtensor", t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
+def _functorch(test: str, t: torch.Tensor) -> bool:
+    """``torch._C._functorch``'s ``test`` of ``t``; False on a torch without it."""
+    found = getattr(getattr(torch._C, "_functorch", None), test, None)
+    return found is not None and bool(found(t))
+
+
+def _subclass(t: torch.Tensor) -> tuple[str, torch.Tensor, dict]:
+    """A tensor subclass as msprobe writes it: its type name, the tensor its values are read from, and its
+    placement fields (a DTensor's)."""
+    dtensor = _class("torch.distributed.tensor", "DTensor") or _class("torch.distributed._tensor", "DTensor")
+    if dtensor is not None and isinstance(t, dtensor):
+        with torch.no_grad():
+            local = t.to_local()
+        return DTENSOR, local, {"device_mesh": t.device_mesh.mesh.tolist(), "placements": _placements(t.placements)}
+    if _is_async(t):
+        return ASYNC_COLLECTIVE, t, {}
+    return "torch.Tensor", t, {}
+
+
+def _placements(placements: Any) -> list[dict]:
+    """msprobe's record of a DTensor's placements (a Partial whose reduce op is not a name is left out, as there)."""
+    out: list[dict] = []
+    for p in placements:
+        if p.is_shard() and isinstance(getattr(p, "dim", None), int):
+            out.append({"Shard": {"dim": p.dim}})
+        elif p.is_replicate():
+            out.append({"Replicate": {}})
+        elif p.is_partial() and isinstance(getattr(p, "reduce_op", None), str):
+            out.append({"Partial": {"reduce_op": p.reduce_op}})
+    return out
+
+
+def _is_async(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a functional collective's result not yet waited for (msprobe saves no data of one)."""
+    cls = _class("torch.distributed._functional_collectives", "AsyncCollectiveTensor")
+    return cls is not None and isinstance(t, cls)
+
+
+def _class(module: str, name: str) -> type | None:
+    """A class of a module the program has imported (none of its instances can exist otherwise), not imported
+    here: torch.distributed.tensor costs a second to import."""
+    return getattr(sys.modules.get(module), name, None)
 
 
 def _distributed(value: Any) -> dict | None:
@@ -153,8 +224,12 @@ def _distributed(value: Any) -> dict | None:
             ranks = dist.get_process_group_ranks(value)
         except (RuntimeError, ValueError):  # a group this process is not in
             return {"type": "torch.ProcessGroup"}
-        return {"type": "torch.ProcessGroup", "group_ranks": ranks,
-                "group_id": hashlib.md5(str(ranks).encode()).hexdigest()}  # fmt: skip
+        # msprobe's group_id: the CRC-32 of the ranks' list as 8 hex digits
+        return {
+            "type": "torch.ProcessGroup",
+            "group_ranks": ranks,
+            "group_id": f"{zlib.crc32(str(ranks).encode()):08x}",
+        }
     return None
 
 

@@ -5,15 +5,24 @@ torch.save was half of precheck record's overhead on a ResNet-18 tensor step (be
 files, the zip writer and the pickling), and the step does not need the file, only the copy. At most
 ``MAX_PENDING`` bytes of copies wait for the writer: past that the step waits, so memory stays bounded. A step's
 files are all on disk before its dump.json is closed (:meth:`TensorFiles.flush`).
+
+A file that cannot be saved (a tensor torch.save refuses, a full disk) is that file's loss alone: it is named in
+:attr:`TensorFiles.failed` with why, for the step's dump.json to drop its name and say so, and the writer goes on
+with the next (one failure used to stop every later file of the step, which dump.json still named). Each file is
+written beside its name and renamed into place, so none is ever torn.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from pathlib import Path
 
 import torch
+
+from precheck.execution.runner import one_line
+from precheck.recording.encode import copy_of
 
 __all__ = ["TensorFiles"]
 
@@ -28,11 +37,11 @@ class TensorFiles:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._pending = 0
         self._done = threading.Condition()
-        self._error: BaseException | None = None
+        self.failed: dict[str, str] = {}  # file name -> why it is not on disk
         self._thread: threading.Thread | None = None
 
     def save(self, tensor: torch.Tensor, path: Path) -> None:
-        copy = tensor.detach().clone().contiguous()
+        copy = copy_of(tensor)
         size = copy.numel() * copy.element_size()
         with self._done:
             self._done.wait_for(lambda: self._pending == 0 or self._pending + size <= self.max_pending)
@@ -50,12 +59,9 @@ class TensorFiles:
             self._queue.put((None, path, 0))
 
     def flush(self) -> None:
-        """Wait until every file asked for is on disk; an OSError of the writer (a full disk) is raised here."""
+        """Wait until every file asked for is on disk, or named in :attr:`failed`."""
         with self._done:
             self._done.wait_for(lambda: self._pending == 0)
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
 
     def close(self) -> None:
         """Flush, and end the writer."""
@@ -73,12 +79,24 @@ class TensorFiles:
             try:
                 if copy is None:
                     path.unlink(missing_ok=True)
-                elif self._error is None:
-                    torch.save(copy, path)
-            except BaseException as e:  # the step learns of it at the next flush, not by a dead thread
-                self._error = e
+                    self.failed.pop(path.name, None)  # the name is the next call's (it takes the raised call's number)
+                else:
+                    _save(copy, path)
+            except BaseException as e:  # this file's loss alone: the step's dump.json drops its name and says why
+                self.failed[path.name] = one_line(e)
             finally:
                 del copy, job
                 with self._done:
                     self._pending -= size
                     self._done.notify_all()
+
+
+def _save(copy: torch.Tensor, path: Path) -> None:
+    """``torch.save`` to a file beside ``path``, renamed to it once whole: a failed or interrupted save leaves no
+    torn file under the name dump.json reads."""
+    part = path.with_name(f"{path.name}.part")
+    try:
+        torch.save(copy, part)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)

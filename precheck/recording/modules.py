@@ -27,6 +27,7 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -54,6 +55,7 @@ class Recorder(Protocol):
     def dump(self) -> DumpFile: ...
     def stack(self) -> tuple[str, ...] | None: ...
     def encoder(self, dump: DumpFile, files: bool = True) -> Encoder: ...
+    def guard(self, where: str, hook: Callable[..., Any]) -> Callable[..., Any]: ...
 
 
 class ModuleHooks:
@@ -68,9 +70,10 @@ class ModuleHooks:
         self._handles: list[RemovableHandle] = []
         self._param_handles: dict[str, RemovableHandle] = {}
         self.reset()
+        guard = recorder.guard  # every hook: the recorder's failure is never the user's call's
         self._handles += [
-            torch.nn.modules.module.register_module_forward_pre_hook(self._enter),
-            torch.nn.modules.module.register_module_forward_hook(self._leave, always_call=True),
+            torch.nn.modules.module.register_module_forward_pre_hook(guard("module hooks", self._enter)),
+            torch.nn.modules.module.register_module_forward_hook(guard("module hooks", self._leave), always_call=True),
         ]
 
     def reset(self) -> None:
@@ -125,9 +128,11 @@ class ModuleHooks:
             self._hooked.add(module)
             prefix = f"Module.{path}.{type(module).__name__}."
             legacy = bool(module._backward_hooks) and module._is_full_backward_hook is False
+            guard = self.recorder.guard
+            pre, post = functools.partial(self._pre, prefix, legacy), functools.partial(self._post, prefix)
             self._handles += [
-                module.register_forward_pre_hook(functools.partial(self._pre, prefix, legacy), with_kwargs=True),
-                module.register_forward_hook(functools.partial(self._post, prefix), with_kwargs=True, prepend=True),
+                module.register_forward_pre_hook(guard(f"{prefix}forward", pre), with_kwargs=True),
+                module.register_forward_hook(guard(f"{prefix}forward", post), with_kwargs=True, prepend=True),
             ]
 
     def _pre(self, prefix: str, legacy: bool, module: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
@@ -151,10 +156,11 @@ class ModuleHooks:
             hook = None
             if not legacy:  # msprobe leaves the backward of a module with a deprecated backward hook out
                 back = f"{prefix}backward.{index}"
+                guard = self.recorder.guard
                 hook = BackwardHook(
                     module,
-                    [functools.partial(self._backward, back)],
-                    [lambda _module, _grads: self._push_backward(back)],
+                    [guard(back, functools.partial(self._backward, back))],
+                    [guard(back, lambda _module, _grads: self._push_backward(back))],
                 )
                 args = _hooked(hook.setup_input_hook, args)
         self._calls.setdefault((threading.get_ident(), prefix), []).append((name, record, hook))
@@ -217,7 +223,7 @@ class ModuleHooks:
             if expanded.grad_fn is not None:
                 accumulator = expanded.grad_fn.next_functions[0][0]
                 hook = functools.partial(self._param_grad, owner, param_name, weakref.ref(param), frozenset(params))
-                self._param_handles[key] = accumulator.register_hook(hook)
+                self._param_handles[key] = accumulator.register_hook(self.recorder.guard(f"{owner}.{param_name}", hook))
 
     def _param_grad(self, owner: str, param_name: str, param: weakref.ref, names: frozenset, *_: Any) -> None:
         if not self.recorder.recording() or param() is None:

@@ -10,7 +10,10 @@ once its case is checked. The queue does not bound the shared memory (every call
 forward's tensors there): the store has a byte budget (precheck.recording.store), and a call whose tensors do
 not fit it is a SKIP row that says so, never an error in the user's call. With ``keep_failing`` the tensors of a
 call graded error are kept in the dump's dump_tensor_data/, so ``precheck repro`` runs on it. The CSVs, the
-reasons file and the report come out when the step ends.
+reasons file and the report come out when the step ends. A rank of a distributed run writes its CSVs into its
+dump's folder (``step0/rank1/``), as run_ut of the step folder writes each rank's into ``rank1/``, and no page
+of its own: the step's one page over every rank is written once all of them are done (``precheck record`` writes
+it when the command ends; ``precheck report DUMP/step0`` writes it for a program recording itself).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from api_registry import lookup
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR
 from precheck.dump.decode import Case, decode_case
+from precheck.dump.steps import rank_number
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
@@ -42,7 +46,7 @@ from precheck.report.csv_files import CsvReport
 from precheck.report.runfiles import mark_partial
 from precheck.results import ApiResult
 from precheck.run_ut import resolved, run_identity
-from precheck.scheduling.backends import Backend, InProcess, backend_for
+from precheck.scheduling.backends import Backend, InProcess, backend_for, check_backend
 from precheck.scheduling.costs import default_max_memory
 from precheck.scheduling.dask_cluster import Shipped
 from precheck.scheduling.tls import Tls
@@ -81,7 +85,9 @@ class OnlineCheck:
     _pid: int = field(default_factory=os.getpid)
 
     def attach(self, recorder: Recorder) -> None:
-        """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump."""
+        """Check what ``recorder`` records; its tensor files go to shared memory instead of the dump. An unknown
+        backend is refused here, before the step (the first case, in a backward hook, is no place for it)."""
+        check_backend("dask" if self.scheduler else self.backend, self.scheduler)
         self._store = Store(self.store_size, f"{STORE_PREFIX}{os.getpid()}-")
         recorder.store, recorder.store_save = self._store.path, self._store.save
         recorder.store_release = self._store.release
@@ -131,7 +137,7 @@ class OnlineCheck:
             mark_partial(csv.sidecar_path, why)
             self._note("partial", csv.result_path, why)
         self._note("csv", csv.result_path)
-        if self.report:
+        if self.report and not self._ranked():
             from precheck.report.html import write_report
 
             self._note("report", write_report(csv.details_path))
@@ -172,12 +178,17 @@ class OnlineCheck:
         # made here, in the step's thread: an unknown backend is the user's error at once, not a dead checker
         runner = backend_for(name, [], where, options, self.workers, self.scheduler, tls=self.tls)  # type: ignore[arg-type]
         self._here = isinstance(runner, InProcess)
-        self._csv = CsvReport(self.out_dir, identity=run_identity(self._dump_path(), options, False, None))
+        out = self._dump.path.parent if self._ranked() else self.out_dir  # type: ignore[union-attr]
+        self._csv = CsvReport(out, identity=run_identity(self._dump_path(), options, False, None))
         self._note("csv-open", self._csv.result_path)
         self._queue = queue.Queue(maxsize=2 * max(1, self.workers))
         ship = self._shipped if name == "dask" else None
         self._thread = threading.Thread(target=self._check, args=(runner, ship), name="precheck-online", daemon=True)
         self._thread.start()
+
+    def _ranked(self) -> bool:
+        """Whether this step's dump is a rank's of a distributed run (``step0/rank1/dump.json``)."""
+        return self._dump is not None and rank_number(self._dump.path.parent.name) is not None
 
     def _dump_path(self) -> Path:
         return self.out_dir / "dump.json" if self._dump is None else self._dump.path

@@ -4,8 +4,9 @@ The launcher names a file in PRECHECK_RECORD (``log``); each recorded process ap
 dump opened and closed, a check's result CSV started and finished, its report, a CSV left partial, a failure, its
 shared-memory store. The launcher reports from the log alone: the dumps of its own processes, never those of a
 concurrent run into the same folder (an mtime cannot tell them apart), and what a process that died mid-step
-left open (a SIGKILL, the OOM killer: nothing of it runs at its end). A line is one O_APPEND write, so processes
-writing at once never interleave. Torch-free: the launcher reads it.
+left open (a SIGKILL, the OOM killer: nothing of it runs at its end), and in how many processes the recorder was
+installed (a program that failed before its first recorded call is told from one precheck never got into). A
+line is one O_APPEND write, so processes writing at once never interleave. Torch-free: the launcher reads it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Written:
     reports: set[Path] = field(default_factory=set)  # the report pages written
     failures: list[str] = field(default_factory=list)  # one line each
     stores: list[Path] = field(default_factory=list)
+    installed: int = 0  # processes that imported torch and had the recorder's wrappers put on
 
 
 def read_log(log: Path) -> Written:
@@ -82,6 +84,8 @@ def read_log(log: Path) -> Written:
             written.failures.append(f"process {pid}: {why}")
         elif kind == "store":
             written.stores.append(path)
+        elif kind == "installed":
+            written.installed += 1
     written.unclosed = list(opened)
     for path, pid in started.items():
         written.partial[path] = f"process {pid} ended before its check did"

@@ -21,6 +21,7 @@ and its atexit hook do nothing there.
 
 from __future__ import annotations
 
+import atexit
 import heapq
 import linecache
 import os
@@ -34,9 +35,10 @@ from typing import Any
 
 import torch
 
-from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk
+from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk, unwritten
 from precheck.errors import OptionError
 from precheck.execution.runner import one_line
+from precheck.recording.auto import uncaught
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import Encoder, data_names
 from precheck.recording.files import TensorFiles
@@ -111,6 +113,7 @@ class Recorder:
     _wrappers: installed | None = None
     _modules: ModuleHooks | None = None  # the mix level's module hooks
     _pid: int = field(default_factory=os.getpid)
+    _exit_hook: Callable[[], None] | None = None  # registered with atexit (close_at_exit), until close()
     # held for the recorder's own work, never while the user's function runs (re-entrant: a record's listeners)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -157,6 +160,9 @@ class Recorder:
         or waited for ever for a writer thread the child has not)."""
         if not self.in_own_process():
             return
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
         try:
             with self.lock:
                 self._running = False
@@ -170,6 +176,21 @@ class Recorder:
                 self._modules = None
             if self.on_close is not None:
                 self.on_close()
+
+    def close_at_exit(self) -> None:
+        """Close at the process's exit if the program has not (a library's recorder, as ``record -- CMD`` closes
+        its own): left open, its dump.json was torn or empty, its tensor files' writer was killed mid-file, and an
+        online check's thread aborted the exit (134) and left its store in /dev/shm."""
+        if self._exit_hook is None:
+            self._exit_hook = self._closed_at_exit
+            atexit.register(self._exit_hook)
+
+    def _closed_at_exit(self) -> None:
+        self._exit_hook = None  # running: nothing to unregister
+        try:
+            self.close(uncaught())
+        except Exception as e:  # the program's exit code is its own: one line, not a traceback
+            print(f"precheck: warning: closing the recording at exit: {one_line(e)}", file=sys.stderr)
 
     def __enter__(self) -> Recorder:
         self.start()
@@ -209,7 +230,7 @@ class Recorder:
             with self.lock:
                 dump, count = self.dump(), self._number(key)
                 name = f"{key}{count}.forward"
-                record = self._inputs(dump, name, args, kwargs) if kept else {}
+                record = self._inputs(dump, name, *_shown(prefix, api, args, kwargs)) if kept else {}
             stack = self.stack() if kept else None
         except Exception as e:  # the recorder's own work (an odd tensor, a full disk) never fails the user's call
             self._lose(key, e)
@@ -253,17 +274,35 @@ class Recorder:
                 self._modules.api(name)
             if record is None:
                 if hooked and self._modules is not None:
-                    _hook_backward(out, lambda gi, go: self._backward(dump, back, None, None))
+                    _hook_backward(out, self.guard(back, lambda gi, go: self._backward(dump, back, None, None)))
                 return
-            done = [*args, *kwargs.values()] if prefix == "Distributed" else _as_list(out)
+            done = (
+                _shown(prefix, key[len(prefix) + 1 : -1], [*args, *kwargs.values()])[0]
+                if prefix == "Distributed"
+                else _as_list(out)
+            )
             record["output"] = self.encoder(dump).values(done, f"{name}.output")
-            hooked = hooked and _hook_backward(out, lambda gi, go: self._backward(dump, back, gi, go))
+            hooked = hooked and _hook_backward(out, self.guard(back, lambda gi, go: self._backward(dump, back, gi, go)))
             self._write(dump, name, record, stack, hooked)
 
     def _lose(self, key: str, error: Exception) -> None:
         """A call the recorder failed to record: its step's dump.json says it is partial, and why."""
         with self.lock:
             self._lost.append(f"{key.rstrip('.')}: {one_line(error)}")
+
+    def guard(self, where: str, hook: Callable[..., Any]) -> Callable[..., Any]:
+        """``hook`` as torch calls it (an autograd node's, a module's), its failures kept out of the user's call as
+        the forward wrapper's are: raised in a backward under torch.func.jacrev (a vmap's tensor has no value to
+        take), they ended the training. The step's dump.json names ``where`` and why instead."""
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return hook(*args, **kwargs)
+            except Exception as e:
+                self._lose(where, e)
+                return None
+
+        return guarded
 
     def _discard(self, dump: DumpFile, names: list[str]) -> None:
         """A call that raised has no record, so none of its files stays: its inputs' files are removed (its
@@ -340,10 +379,7 @@ class Recorder:
         return Path(self.dump_path) / f"step{self.current_step}" / where
 
     def _finish(self, partial: str | None = None) -> None:
-        if self._lost:
-            lost = f"{len(self._lost)} call(s) the recorder failed to record, the first {self._lost[0]}"
-            partial = "; ".join(p for p in (partial, lost) if p)
-            self._lost.clear()
+        lost, self._lost = self._lost, []
         if self._chosen and self._dump is None and (self.empty_dumps or self.written):
             self.dump()  # msprobe writes a step's dump.json at start(): one that recorded nothing has data {}
         self._chosen = False
@@ -356,9 +392,24 @@ class Recorder:
                 self.on_step_end(dump)  # an online check's failure is raised here
         finally:  # whatever failed, the step's dump.json is closed and readable
             if dump is not None:
-                dump.close(None if self._modules is None else self._modules.construct, partial)
+                unsaved = {} if files is None else files.failed
+                partial = _partial(partial, lost, unsaved)
+                dump.close(None if self._modules is None else self._modules.construct, partial, set(unsaved))
                 self.written.append(dump.path)
                 self.note("dump", dump.path, partial)
+
+
+def _partial(partial: str | None, lost: list[str], unsaved: dict[str, str]) -> str | None:
+    """Why a step's dump.json stops short: the program's end (``partial``), the calls the recorder failed to
+    record, the tensor files it could not save (their records name no file, as msprobe writes a tensor it
+    cannot save)."""
+    parts = [partial]
+    if lost:
+        parts.append(f"{len(lost)} call(s) the recorder failed to record, the first {lost[0]}")
+    if unsaved:
+        name, why = next(iter(unsaved.items()))
+        parts.append(f"{len(unsaved)} tensor file(s) not saved (their records name none), the first {name}: {why}")
+    return "; ".join(p for p in parts if p) or None
 
 
 def _distributed() -> bool:
@@ -372,6 +423,19 @@ def _as_list(out: Any) -> Any:
     if isinstance(out, list) or (isinstance(out, tuple) and not hasattr(out, "_fields")):
         return list(out)
     return out if isinstance(out, tuple) else [out]
+
+
+def _shown(prefix: str, api: str, args: Any, kwargs: dict | None = None) -> tuple[Any, dict | None]:
+    """A call's arguments as its record shows them: msprobe writes a collective's buffer that the call fills as
+    null (api_registry.recording.unwritten), in its inputs (``kwargs`` given) or in its output (``kwargs`` None:
+    ``args`` is the arguments after the call)."""
+    hidden = unwritten(prefix, api)
+    positions = hidden.output if kwargs is None else hidden.args
+    if positions:
+        args = type(args)(None if i in positions else v for i, v in enumerate(args))
+    if kwargs and hidden.kwargs:
+        kwargs = {k: None if k in hidden.kwargs else v for k, v in kwargs.items()}
+    return args, kwargs
 
 
 def _first_tensor(value: Any) -> Any:

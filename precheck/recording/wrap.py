@@ -15,14 +15,24 @@ there, and once off it only calls what it wrapped. Under ``torch.compile`` a wra
 dynamo traces through it into the original, so the compiled graph is the one the program compiles without
 precheck (the recorder's own work would break it at every call and change its numbers), and a call that runs
 inside a compiled graph is not recorded.
+
+TorchScript, too, compiles what the program would compile without precheck: a function scripted while the wrappers
+are on (``@torch.jit.script`` at import: torch.distributed.optim's functional optimizers, which
+ZeroRedundancyOptimizer imports) sees torch's own operators. A wrapper of one of them is in TorchScript's table of
+builtins as the operator it wraps (for as long as the wrapper lives), one of a dispatched function (F.max_pool2d)
+is that function's dispatch, and one of a Python function (F.relu) is a ``script_if_tracing`` wrapper, which
+TorchScript compiles as the function it holds. (Before, TorchScript compiled the wrapper itself: a TypeError at
+the program's import.)
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -74,9 +84,11 @@ class installed:  # noqa: N801
         self._saved: list[tuple[Any, str, Any, Callable]] = []
 
     def __enter__(self) -> installed:
+        builtins = _script_builtins()  # read before any wrapper is on: it holds torch's own functions
         for owner, attr, original, prefix, api in _targets():
             own = vars(owner).get(attr, _INHERITED) if isinstance(owner, type) else original
             wrapper = _wrapper(original, prefix, api, self)
+            _script_as_original(wrapper, original, builtins)
             setattr(owner, attr, wrapper)
             self._saved.append((owner, attr, own, wrapper))
         _ON.append(self)
@@ -106,6 +118,33 @@ class installed:  # noqa: N801
                 if o is owner and a == attr and found is wrapper:
                     later._saved[i] = (o, a, own, w)
                     return
+
+
+def _script_builtins() -> dict[int, str]:
+    """TorchScript's table of builtin operators (id of a function -> its operator), built now if it is not yet."""
+    from torch.jit import _builtins
+
+    return _builtins._get_builtin_table()
+
+
+def _script_as_original(wrapper: Callable, original: Callable, builtins: dict[int, str]) -> None:
+    """TorchScript compiles a call of ``wrapper`` as one of ``original``: TorchScript knows a function by its
+    identity (its table of builtins, its dispatched functions) or compiles its source, and the wrapper's would be
+    precheck's. Each entry lasts as long as the wrapper: a wrapper the program kept after the recording, inert,
+    still compiles."""
+    operator = builtins.get(id(original))
+    if operator is not None:
+        builtins[id(wrapper)] = operator
+        weakref.finalize(wrapper, builtins.pop, id(wrapper), None)
+        return
+    dispatched = torch._jit_internal.boolean_dispatched
+    if original in dispatched:
+        dispatched[wrapper] = dispatched[original]
+    elif inspect.isfunction(original):
+        # torch.jit.script of such a wrapper compiles the function it holds, under that function's own name
+        setattr(wrapper, "__script_if_tracing_wrapper", True)  # noqa: B010 - TorchScript's own attribute names
+        setattr(wrapper, "__original_fn", original)  # noqa: B010
+        wrapper.__module__ = original.__module__
 
 
 def _targets() -> Iterator[tuple[Any, str, Any, str, str]]:

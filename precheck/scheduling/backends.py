@@ -113,6 +113,14 @@ for _kind in (InProcess, Processes, Dask):
     register_backend(_kind)
 
 
+def check_backend(name: str, scheduler: str | None = None) -> None:
+    """OptionError for a backend no one registered, or a scheduler it does not go with: an online check makes it
+    when the recorder is made, so the user's error is theirs at once, not a hook's in the middle of a step."""
+    if name != "auto" and name not in _KINDS:
+        raise OptionError(f"unknown backend {name!r} (choose from {', '.join(['auto', *_KINDS])})")
+    check_scheduler(name, scheduler)
+
+
 def backend_for(
     name: str,
     cases: Sequence[Case],
@@ -126,8 +134,7 @@ def backend_for(
     """The backend ``name`` asks for; ``auto``: a Dask cluster when a scheduler is given, else worker processes
     when they pay off; ``isolate`` (cases suspected of killing a run) asks for worker processes whatever their
     number, unless the run is on a cluster. ``tls``: the TLS files of a ``tls://`` scheduler."""
-    if name != "auto" and name not in _KINDS:
-        raise OptionError(f"unknown backend {name!r} (choose from {', '.join(['auto', *_KINDS])})")
+    check_backend(name, scheduler)
     if name == "auto":
         name = "dask" if scheduler else "process" if isolate or use_pool(cases, workers, options) else "inprocess"
     check_scheduler(name, scheduler)

@@ -1,0 +1,104 @@
+"""How a DTensor argument was laid out across ranks, as msprobe records it (``device_mesh``, ``placements``).
+
+msprobe writes a DTensor argument as ``"type": "torch.distributed.tensor.DTensor"`` with the statistics and file of
+its local shard, the ranks of its device mesh (``mesh.tolist()``: nested lists, one level per mesh dimension) and
+one placement per mesh dimension: ``{"Shard": {"dim": d}}``, ``{"Replicate": {}}``, ``{"Partial": {"reduce_op":
+"sum"}}``. The local shard is what a rank's kernel ran on; the placements say how the shards make the whole tensor
+(precheck.execution.sharded puts them together). A placement msprobe could not write (it leaves it out) makes the
+layout unknown: the local shard is still graded, the whole call is not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DTENSOR_TYPES", "UNSAVED_TYPES", "Placement", "Sharding", "decode_sharding"]
+
+DTENSOR_TYPES = frozenset({"torch.distributed.tensor.DTensor", "torch.distributed._tensor.api.DTensor"})
+# tensors msprobe records without data (null statistics, no file): nothing to rebuild them from
+UNSAVED_TYPES = frozenset({"torch.distributed._functional_collectives.AsyncCollectiveTensor"})
+_REDUCE_OPS = frozenset({"sum", "avg", "max", "min"})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One mesh dimension's placement: ``shard`` along ``dim``, ``replicate``, or ``partial`` values still to
+    reduce by ``reduce_op``."""
+
+    kind: str  # "shard", "replicate", "partial"
+    dim: int = 0  # shard: the tensor dimension split
+    reduce_op: str = "sum"  # partial: how the ranks' values make the whole
+
+    def __str__(self) -> str:
+        return {"shard": f"Shard({self.dim})", "replicate": "Replicate()"}.get(self.kind, f"Partial({self.reduce_op})")
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """A DTensor's layout: the mesh's ranks (row-major, ``shape`` its dimensions) and a placement per dimension;
+    ``placements`` None when the layout is unknown (msprobe left a placement out, wrote one precheck does not know,
+    or a mesh that is no grid of ranks), ``problem`` saying why: the shard is still graded, the whole call is not."""
+
+    mesh: tuple[int, ...]
+    shape: tuple[int, ...]
+    placements: tuple[Placement, ...] | None
+    problem: str = ""
+
+    def __str__(self) -> str:
+        laid = "unknown placements" if self.placements is None else ", ".join(map(str, self.placements))
+        return f"[{laid}] on ranks {list(self.mesh)}"
+
+
+def decode_sharding(raw: dict, where: str) -> Sharding:
+    """The layout of the recorded DTensor ``raw``; one that cannot be read says why in its ``problem``."""
+    try:
+        mesh, shape = _mesh(raw.get("device_mesh"))
+    except ValueError as e:
+        return Sharding((), (), None, f"{where}: {e}")
+    placements = raw.get("placements")
+    decoded = tuple(_placement(p) for p in placements) if isinstance(placements, list) else ()
+    if len(decoded) != len(shape) or None in decoded:
+        shown = str(placements) if len(str(placements)) <= 120 else f"{str(placements)[:120]}..."
+        why = f"{where}: placements {shown} are not one per mesh dimension of Shard, Replicate or Partial"
+        return Sharding(mesh, shape, None, why)
+    return Sharding(mesh, shape, decoded)  # type: ignore[arg-type]
+
+
+def _mesh(raw: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The mesh's ranks, flattened row-major, and its shape; ValueError for a mesh that is no grid of ranks."""
+    shape: list[int] = []
+    level = raw
+    while isinstance(level, list) and level:
+        shape.append(len(level))
+        level = level[0]
+    flat: list[Any] = raw if isinstance(raw, list) else [raw]
+    for _ in range(len(shape) - 1):
+        flat = [x for row in flat for x in (row if isinstance(row, list) else [row])]
+    if not shape or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in flat):
+        raise ValueError("a DTensor's device_mesh is not a list of ranks")
+    if len(flat) != _product(shape) or len(set(flat)) != len(flat):
+        raise ValueError("a DTensor's device_mesh is not a grid of distinct ranks")
+    return tuple(flat), tuple(shape)
+
+
+def _product(shape: list[int]) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out
+
+
+def _placement(raw: Any) -> Placement | None:
+    """A placement; None for one of another shape (its DTensor's layout is unknown, its shard still graded)."""
+    if not isinstance(raw, dict) or len(raw) != 1:
+        return None
+    ((kind, fields),) = raw.items()
+    fields = fields if isinstance(fields, dict) else {}
+    if kind == "Shard" and isinstance(fields.get("dim"), int) and not isinstance(fields.get("dim"), bool):
+        return Placement("shard", dim=fields["dim"])
+    if kind == "Replicate":
+        return Placement("replicate")
+    if kind == "Partial" and fields.get("reduce_op") in _REDUCE_OPS:
+        return Placement("partial", reduce_op=fields["reduce_op"])
+    return None
