@@ -21,7 +21,7 @@ from helpers import DATA
 
 from precheck.commands.cli import main
 from precheck.core.reasons import Reason
-from precheck.core.status import ERROR
+from precheck.core.status import ERROR, PASS, SKIP, WARNING
 from precheck.dump.steps import find_dumps
 from precheck.ranks import RanksSummary, run_step
 
@@ -63,6 +63,19 @@ def test_no_row_where_a_side_raised_and_no_error(name: str) -> None:
     ]
     assert not raised
     assert not [r.name for r in results if ERROR in (r.forward, r.backward)]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_fsdp2s_dtensor_calls_graded_per_rank_and_as_a_whole(precision: str) -> None:
+    """FSDP2's clipping tail and optimizer step take DTensors: in the tensor task no row is SKIP, each rank's
+    local call is graded, and rank 0 holds each call as a whole (shards put together by their placements)."""
+    summary = _graded(f"fsdp2_{precision}_tensor_msprobe")
+    results = {rank: {r.name: r for r in run.results} for rank, run in summary.ranks.items()}
+    assert not [(rank, n) for rank, rs in results.items() for n, r in rs.items() if SKIP in (r.forward, r.backward)]
+    for call in ("Torch._foreach_norm.0", "Torch.vector_norm.0", "Tensor.reciprocal.0"):
+        assert all(rs[call].forward in (PASS, WARNING) for rs in results.values()), call
+        assert results["rank0"][f"{call}.whole"].forward in (PASS, WARNING), call
+    assert sum(name.startswith("Tensor.add_.") and name.endswith(".whole") for name in results["rank0"]) >= 10
 
 
 def test_each_rank_writes_its_own_csvs(capsys, tmp_path) -> None:
