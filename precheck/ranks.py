@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from precheck.core.status import SKIP
 from precheck.dump.records import Dump, DumpError, load_dump
 from precheck.dump.steps import DUMP_JSON, Found, RankDump
 from precheck.errors import OptionError
@@ -39,7 +40,7 @@ class RanksSummary(RunSummary):
 
     ranks: dict[str, RunSummary] = field(default_factory=dict)
     step: Path = Path()
-    collectives: int = 0  # collective calls graded across the ranks (rows of every rank)
+    collectives: int = 0  # collective calls graded across the ranks (rows of every rank; not a SKIP)
 
     def _files(self) -> str:
         lines = [
@@ -110,5 +111,5 @@ def _summary(
     results = sorted((r for run in runs.values() for r in run.results), key=lambda r: r.order)
     fields = {**vars(replace(first)), **total, "result_path": out, "details_path": out, "wall_seconds": seconds}
     fields["results"] = results
-    collectives = sum(len(rows) for rows in graded.values())
+    collectives = sum(r.forward != SKIP for rows in graded.values() for r in rows.values())
     return RanksSummary(**fields, ranks=runs, step=found.path, collectives=collectives)

@@ -10,6 +10,7 @@ The ranks that take part are the recorded process group's (``group_ranks``), els
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from precheck.core.reasons import Reason
+from precheck.core.status import ERROR
 from precheck.dump.decode import TensorSpec, clip, decode_value
 from precheck.dump.index import RecordError, RecordIndex
 from precheck.dump.record_names import COLLECTIVES, is_collective
@@ -108,48 +110,110 @@ def grade_collectives(
     ranks: dict[int, Rank], world: int, missing: str, options: CheckOptions
 ) -> dict[int, dict[str, ApiResult]]:
     """Each rank's results of its collectives, by case name. ``world``: how many ranks the step ran (those of
-    ``ranks`` and any missing); ``missing`` says where a missing rank's dump was looked for."""
+    ``ranks`` and any missing; a record that shows more, an all_gather's list of 4 in a step of 2 dumps, widens
+    it); ``missing`` says where a missing rank's dump was looked for."""
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
     names = sorted({n for rank in ranks.values() for n in rank.orders if is_collective(n)})
+    world = max(world, world_shown(ranks, names))
     for name in names:
         present = [r for r, rank in ranks.items() if name in rank.orders]
-        try:
-            with readable(name):
-                calls = _Calls(name, {r: ranks[r] for r in present}, world, options)
-            absent = [m for m in calls.members if m not in ranks or name not in ranks[m].orders]
-            if absent:
-                where = "recorded no such call" if absent[0] in ranks else f"has no dump in {missing}"
-                raise NotCheckable(
-                    f"rank {absent[0]} {where}: the golden of a collective needs every rank's inputs "
-                    f"({len(absent)} of {len(calls.members)} ranks missing)",
-                    Reason.SKIP_MISSING_RANK,
-                )
-        except NotCheckable as e:
-            found = {r: skipped(CallRecord(name, ranks[r].orders[name]), str(e), e.code) for r in present}
-        else:
-            found = {r: calls.graded(r) for r in present}
-        for r, result in found.items():
+        for r, result in _grade_call(name, ranks, present, world, missing, options).items():
             out[r][name] = result
     return out
 
 
-class _Calls:
-    """One collective's records on every rank, their tensors loaded as they are asked for."""
+def _grade_call(
+    name: str, ranks: dict[int, Rank], present: list[int], world: int, missing: str, options: CheckOptions
+) -> dict[int, ApiResult]:
+    """The rows of the collective ``name`` on the ranks ``present``: each graded among the members of the group
+    its own record names (a Megatron step all_reduces in {0,1} and in {2,3} under one name)."""
+    try:
+        with readable(name):
+            records = {r: ranks[r].record(name) for r in present}
+            groups = {r: _members(name, records[r], world) for r in present}
+    except NotCheckable as e:
+        return {r: _skipped(ranks[r], name, e) for r in present}
+    found: dict[int, ApiResult] = {}
+    for members in dict.fromkeys(groups.values()):
+        graded_here = [r for r in present if groups[r] == members]
+        try:
+            with readable(name):
+                _agreed(name, members, groups, missing, ranks)
+                calls = _Calls(name, {m: ranks[m] for m in members}, {m: records[m] for m in members}, options)
+        except NotCheckable as e:
+            found.update({r: _skipped(ranks[r], name, e) for r in graded_here})
+        else:
+            found.update({r: calls.graded(r) for r in graded_here})
+    return found
 
-    def __init__(self, name: str, ranks: dict[int, Rank], world: int, options: CheckOptions) -> None:
+
+def _skipped(rank: Rank, name: str, e: NotCheckable) -> ApiResult:
+    return skipped(CallRecord(name, rank.orders[name]), str(e), e.code)
+
+
+def _members(name: str, record: dict, world: int) -> tuple[int, ...]:
+    """The ranks of the group a rank's record of the call names (``group_ranks``), else every rank of the world."""
+    place = _GOLDENS[name.split(".")[1]][1].get("group")
+    group = recorded_input(record, *place) if place else None
+    if isinstance(group, dict) and isinstance(group.get("group_ranks"), list):
+        return tuple(int(r) for r in group["group_ranks"])
+    return tuple(range(world))
+
+
+def _agreed(name: str, members: tuple[int, ...], groups: dict[int, tuple[int, ...]], missing: str,
+            ranks: dict[int, Rank]) -> None:  # fmt: skip
+    """NotCheckable unless every member of the group recorded the call in that same group: a member without the
+    call's record (its rank not dumped: ``"rank": [0, 1]`` in a job of 4) leaves no golden, never one from the
+    ranks found."""
+    for r, group in groups.items():
+        if group == members and r not in members:
+            raise NotCheckable(f"rank {r} recorded {name} in the group {list(members)}, which does not hold it",
+                               Reason.SKIP_BAD_RECORD)  # fmt: skip
+    for m in members:
+        if m in groups and groups[m] != members:
+            raise NotCheckable(
+                f"rank {m} recorded {name} in the group {list(groups[m])}, its peers in {list(members)}",
+                Reason.SKIP_BAD_RECORD,
+            )
+    absent = [m for m in members if m not in groups]
+    if absent:
+        where = "recorded no such call" if absent[0] in ranks else f"has no dump in {missing}"
+        raise NotCheckable(
+            f"rank {absent[0]} {where}: the golden of a collective needs every rank's inputs "
+            f"({len(absent)} of {len(members)} ranks of its group missing)",
+            Reason.SKIP_MISSING_RANK,
+        )
+
+
+def world_shown(ranks: dict[int, Rank], names: list[str]) -> int:
+    """The fewest ranks the step's collective records show: the ranks their groups name, and the size of the
+    default group a call's own tensors show (an all_gather's list of 4, an all_gather_into_tensor's output 4 times
+    its input). A step where only some ranks dumped says its world only so."""
+    shown = 0
+    for name in names:
+        api = name.split(".")[1]
+        for rank in ranks.values():
+            if name not in rank.orders:
+                continue
+            try:
+                record = rank.record(name)
+                with readable(name):
+                    group = _members(name, record, 0)
+                    shown = max(shown, max(group) + 1 if group else _SIZES.get(api, _no_size)(record))
+            except NotCheckable:
+                continue  # its row says what is wrong with it
+    return shown
+
+
+class _Calls:
+    """One collective's records on every member of one group, their tensors loaded as they are asked for."""
+
+    def __init__(self, name: str, ranks: dict[int, Rank], records: dict[int, dict], options: CheckOptions) -> None:
         self.name, self.ranks, self.options = name, ranks, options
         self.api = name.split(".")[1]
-        self.records = {r: rank.record(name) for r, rank in ranks.items()}
-        self.members = self._members(world)
+        self.records = records
+        self.members = list(ranks)
         self._inputs: dict[tuple[int, str], Any] = {}  # each member's inputs loaded once, not once per rank graded
-
-    def _members(self, world: int) -> list[int]:
-        place = _GOLDENS[self.api][1].get("group")
-        for raw in self.records.values():
-            group = recorded_input(raw, *place) if place else None
-            if isinstance(group, dict) and isinstance(group.get("group_ranks"), list):
-                return [int(r) for r in group["group_ranks"]]
-        return list(range(world))
 
     def raw(self, r: int, arg: str) -> Any:
         return recorded_input(self.records[r], *_GOLDENS[self.api][1][arg])
@@ -193,7 +257,43 @@ class _Calls:
         rows = RowGrader(o.standard, o.cosine, o.max_abs, "").outputs(
             self.name, targets, goldens, None, lambda i, _: honest[i]
         )
-        return graded(CallRecord(self.name, self.ranks[r].orders[self.name]), rows, [], "")
+        result = graded(CallRecord(self.name, self.ranks[r].orders[self.name]), rows, [], "")
+        if result.forward == ERROR and self.started_async(r):
+            return skipped(
+                CallRecord(self.name, result.order), self._unfinished(r, targets), Reason.SKIP_RECORDED_OUTPUT
+            )
+        return result
+
+    def started_async(self, r: int) -> bool:
+        """Whether rank ``r`` started the call with ``async_op=True`` (the argument after its group)."""
+        place = _GOLDENS[self.api][1]["group"][0] + 1
+        flag = recorded_input(self.records[r], place, "async_op")
+        return (flag.get("value") if isinstance(flag, dict) else flag) is True
+
+    def _unfinished(self, r: int, targets: list) -> str:
+        """Why an async call's output that is not the collective of the inputs is no error: it may be the buffer
+        before the collective completed, which is what msprobe records where the program never calls wait()."""
+        try:
+            mine = flatten(self.input(r, _IN_PLACE[self.api])) if self.api in _IN_PLACE else []
+        except NotCheckable:
+            mine = []
+        same = len(mine) == len(targets) and all(
+            isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+            for a, b in zip(mine, targets, strict=True)
+        )
+        state = "it is still this rank's input: the collective had not run" if same else (
+            "it is not the collective of the ranks' inputs")  # fmt: skip
+        return (
+            f"async_op=True and the recorded output is unfinished or wrong ({state}). msprobe records an async "
+            "collective's output at Work.wait(), but where the program waits otherwise (the Work's future, a "
+            "barrier, a stream) at the call's return, before the collective completed; such a record cannot tell "
+            "an unfinished buffer from a wrong result, so it is not graded: record the step with precheck record, "
+            "which reads the output once the collective completes, or wait() on the Work"
+        )
+
+
+# API -> its argument that the collective overwrites in place: its value before is the rank's own input
+_IN_PLACE = {"all_reduce": "tensor", "broadcast": "tensor", "reduce": "tensor"}
 
 
 def load(rank: Rank, raw: Any, where: str) -> Any:
@@ -295,9 +395,12 @@ def _all_to_all_single(c: _Calls, r: int) -> tuple[list, list]:
 
 
 def _all_gather(c: _Calls, r: int) -> tuple[list, list]:
-    gathered = [_wide(c.input(m, "tensor")) for m in c.members]
     targets = list(c.output(r, "tensor_list"))
-    return targets, [g if t.is_floating_point() else g.to(t.dtype) for t, g in zip(targets, gathered, strict=False)]
+    if len(targets) != len(c.members):
+        raise NotCheckable(f"rank {r}: its all_gather list holds {len(targets)} tensors, its group {len(c.members)} "
+                           "ranks", Reason.SKIP_BAD_RECORD)  # fmt: skip
+    gathered = [_wide(c.input(m, "tensor")) for m in c.members]
+    return targets, [g if t.is_floating_point() else g.to(t.dtype) for t, g in zip(targets, gathered, strict=True)]
 
 
 def _all_gather_into(c: _Calls, r: int) -> tuple[list, list]:
@@ -346,7 +449,7 @@ _GOLDENS: dict[str, tuple[Callable[[_Calls, int], tuple[list, list]], dict[str, 
     "all_gather": (_all_gather, {"tensor_list": (0, "tensor_list"), "tensor": (1, "tensor"), "group": (2, "group")}),
     **{
         api: (_all_gather_into, {"output": (0, "output_tensor"), "input": (1, "input_tensor"), "group": (2, "group")})
-        for api in ("all_gather_into_tensor", "_all_gather_base")
+        for api in ("all_gather_into_tensor", "_all_gather_base", "all_gather_single")
     },
     "reduce_scatter": (
         _reduce_scatter,
@@ -357,7 +460,58 @@ _GOLDENS: dict[str, tuple[Callable[[_Calls, int], tuple[list, list]], dict[str, 
             _reduce_scatter_into,
             {"output": (0, "output"), "input": (1, "input"), "op": (2, "op"), "group": (3, "group")},
         )
-        for api in ("reduce_scatter_tensor", "_reduce_scatter_base")
+        for api in ("reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_single")
     },
 }
+
+
+def _no_size(record: dict) -> int:
+    return 0
+
+
+def _value(api: str, arg: str, record: dict) -> Any:
+    """Argument ``arg`` of a record of ``api`` once the call had run, else as given (msprobe writes null for an
+    all_gather's list as given)."""
+    place = _GOLDENS[api][1][arg]
+    done = recorded_output(record, *place)
+    return recorded_input(record, *place) if done is None else done
+
+
+def _listed(api: str, arg: str) -> Callable[[dict], int]:
+    """The size of a call's default group its list argument ``arg`` shows: the tensors it holds."""
+
+    def size(record: dict) -> int:
+        value = _value(api, arg, record)
+        return len(value) if isinstance(value, list) else 0
+
+    return size
+
+
+def _numel(value: Any) -> int:
+    shape = value.get("shape") if isinstance(value, dict) else None
+    return math.prod(int(n) for n in shape) if isinstance(shape, list) else 0
+
+
+def _ratio(api: str, whole: str, part: str) -> Callable[[dict], int]:
+    """The size of a single-tensor collective's default group: its ``whole`` tensor's elements over its ``part``'s."""
+
+    def size(record: dict) -> int:
+        one = _numel(_value(api, part, record))
+        return _numel(_value(api, whole, record)) // one if one else 0
+
+    return size
+
+
+# API -> the size of the default group its own record shows (0: none): its rows need every rank of that many
+_SIZES: dict[str, Callable[[dict], int]] = {
+    "all_gather": _listed("all_gather", "tensor_list"),
+    "all_to_all": _listed("all_to_all", "output"),
+    "reduce_scatter": _listed("reduce_scatter", "input"),
+    "gather": _listed("gather", "gather_list"),
+    "scatter": _listed("scatter", "scatter_list"),
+    **{api: _ratio(api, "output", "input") for api in ("all_gather_into_tensor", "_all_gather_base",
+                                                      "all_gather_single")},
+    **{api: _ratio(api, "input", "output") for api in ("reduce_scatter_tensor", "_reduce_scatter_base",
+                                                      "reduce_scatter_single")},
+}  # fmt: skip
 assert set(_GOLDENS) == COLLECTIVES, "record_names.COLLECTIVES names the collectives graded here"

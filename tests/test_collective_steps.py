@@ -1,0 +1,106 @@
+"""Collectives of sharded-training steps graded across their ranks (issue 44): Megatron-style subgroups, a job
+where only some ranks dumped, async collectives, FSDP2's all_gather_single/reduce_scatter_single, and a
+statistics dump's collectives checked on their linear statistics. The steps are tests/data/sharded/*, recorded by
+tests/data/sharded/make_collective_steps.py (msprobe 26.2, or precheck.record where said)."""
+
+import shutil
+from pathlib import Path
+
+from precheck.core.reasons import Reason
+from precheck.dump.steps import find_dumps
+from precheck.frames import reasons
+from precheck.ranks import run_step
+from precheck.report.csv_files import read_csv_rows
+
+DATA = Path(__file__).parent / "data" / "sharded"
+
+
+def _run(step: Path, out: Path):
+    return run_step(find_dumps(step), out, device="cpu", workers=1, backend="inprocess")
+
+
+def _collectives(summary) -> dict[tuple[str, str], dict[str, str]]:
+    """(rank folder, API name) -> its result row, for every Distributed.* row."""
+    return {
+        (rank, row["API name"]): row
+        for rank, run in summary.ranks.items()
+        for row in read_csv_rows(run.result_path)[1]
+        if row["API name"].startswith("Distributed.")
+    }
+
+
+def test_each_subgroup_collective_is_graded_among_its_own_group(tmp_path):
+    """Ranks {0,1} and {2,3} all_reduce in their tensor-parallel group, {0,2} and {1,3} in their data-parallel
+    one, under the same names: each rank's row is graded against its own record's group (ranks 2-3 were graded
+    against {0,1}'s record: 8 errors and 2 SKIPs of 24 correct rows)."""
+    rows = _collectives(_run(DATA / "megatron_subgroups_tensor" / "step0", tmp_path))
+    assert len(rows) == 24
+    assert {key: row["Forward Test Success"] for key, row in rows.items()} == dict.fromkeys(rows, "pass")
+
+
+def test_a_wrong_output_in_one_subgroup_is_an_error_there_only(tmp_path):
+    step = tmp_path / "step0"
+    shutil.copytree(DATA / "megatron_subgroups_tensor" / "step0", step)
+    data = step / "rank3" / "dump_tensor_data"  # the tensor-parallel all_reduce of {2,3}: rank 3's own partial sum
+    shutil.copy(
+        data / "Distributed.all_reduce.0.forward.input.0.pt", data / "Distributed.all_reduce.0.forward.output.0.pt"
+    )
+    rows = _collectives(_run(step, tmp_path / "out"))
+    verdicts = {rank: rows[(rank, "Distributed.all_reduce.0")]["Forward Test Success"] for rank in
+                ("rank0", "rank1", "rank2", "rank3")}  # fmt: skip
+    assert verdicts == {"rank0": "pass", "rank1": "pass", "rank2": "pass", "rank3": "error"}
+
+
+def test_a_group_its_members_recorded_apart_is_skip_bad_record(tmp_path):
+    """Rank 1's record says the call ran in {1,3} while rank 0's says {0,1}: no golden, the reason says so."""
+    import json
+
+    step = tmp_path / "step0"
+    shutil.copytree(DATA / "megatron_subgroups_tensor" / "step0", step)
+    dump = step / "rank1" / "dump.json"
+    doc = json.loads(dump.read_text())
+    doc["data"]["Distributed.all_reduce.0.forward"]["input_kwargs"]["group"]["group_ranks"] = [1, 3]
+    dump.write_text(json.dumps(doc))
+    summary = _run(step, tmp_path / "out")
+    rows = _collectives(summary)
+    row = rows[("rank0", "Distributed.all_reduce.0")]
+    assert (
+        row["Forward Test Success"] == "SKIP"
+        and "rank 1 recorded Distributed.all_reduce.0 in the group [1, 3]" in (row["Message"])
+    )
+    found = reasons.read(summary.ranks["rank0"].details_path)
+    assert found["Distributed.all_reduce.0.forward.output.0"].reason == Reason.SKIP_BAD_RECORD
+
+
+def test_ranks_that_did_not_dump_are_missing_never_a_golden_from_those_found(tmp_path):
+    """msprobe's "rank": [0, 1] in a job of 4: the all_gather's list of 4 shows the world, so the all_reduce over
+    it (graded error from 2 ranks before) and the all_gather (SKIP with a zip() ValueError before) are
+    skip_missing_rank; the console counts no collective row as graded."""
+    summary = _run(DATA / "partial_ranks_tensor" / "step0", tmp_path)
+    rows = _collectives(summary)
+    assert set(rows) == {(r, n) for r in ("rank0", "rank1") for n in ("Distributed.all_reduce.0",
+                                                                      "Distributed.all_gather.0")}  # fmt: skip
+    for (rank, name), row in rows.items():
+        assert row["Forward Test Success"] == "SKIP"
+        assert "rank 2 has no dump in" in row["Message"] and "2 of 4 ranks of its group missing" in row["Message"]
+        found = reasons.read(summary.ranks[rank].details_path)
+        assert found[f"{name}.forward.output.0"].reason == Reason.SKIP_MISSING_RANK
+    assert summary.collectives == 0 and "0 collective rows graded" in summary.describe()
+
+
+def test_an_all_gather_list_longer_than_its_group_is_skip_saying_so(tmp_path):
+    """An all_gather's list of 4 where its record names a group of 2: a SKIP saying so, not a zip() error."""
+    import json
+
+    step = tmp_path / "step0"
+    shutil.copytree(DATA / "megatron_subgroups_tensor" / "step0", step)
+    for rank in ("rank0", "rank1"):
+        dump = step / rank / "dump.json"
+        doc = json.loads(dump.read_text())
+        record = doc["data"]["Distributed.all_gather.0.forward"]
+        record["output"][0] = record["output"][0] * 2
+        dump.write_text(json.dumps(doc))
+    rows = _collectives(_run(step, tmp_path / "out"))
+    row = rows[("rank0", "Distributed.all_gather.0")]
+    assert row["Forward Test Success"] == "SKIP" and "list holds 4 tensors, its group 2 ranks" in row["Message"]
+    assert rows[("rank2", "Distributed.all_gather.0")]["Forward Test Success"] == "pass"
