@@ -10,9 +10,7 @@ The ranks that take part are the recorded process group's (``group_ranks``), els
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,17 @@ from precheck.core.status import ERROR
 from precheck.dump.decode import TensorSpec, clip, decode_value
 from precheck.dump.index import RecordError, RecordIndex
 from precheck.dump.record_names import COLLECTIVES, is_collective
+from precheck.execution.collective_records import (
+    PLACES,
+    NotCheckable,
+    agreed,
+    members,
+    readable,
+    recorded_input,
+    recorded_output,
+    started_async,
+    world_shown,
+)
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputError, load_tree
@@ -32,9 +41,6 @@ from precheck.walk import flatten
 
 __all__ = ["Rank", "grade_collectives", "is_collective", "readable"]
 
-# what a record of another shape raises where a collective's fields are read (a dict for a list, a string rank)
-_MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError)
-
 _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "SUM": lambda x: x.sum(0),
     "AVG": lambda x: x.mean(0),
@@ -42,27 +48,6 @@ _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "MIN": lambda x: x.amin(0),
     "MAX": lambda x: x.amax(0),
 }
-
-
-class NotCheckable(Exception):
-    """A collective's records hold no golden: its rows are SKIP with this reason and code."""
-
-    def __init__(self, why: str, code: Reason = Reason.SKIP_INPUTS) -> None:
-        super().__init__(why)
-        self.code = code
-
-
-@contextmanager
-def readable(name: str) -> Iterator[None]:
-    """A record of ``name`` that is not shaped as a collective's (fields of other types, ranks' tensors that do
-    not stack) is NotCheckable, its row SKIP with the reason, never the step's end."""
-    try:
-        yield
-    except _MALFORMED as e:
-        raise NotCheckable(
-            f"{name}: its records are not a collective precheck reads ({type(e).__name__}: {clip(str(e))})",
-            Reason.SKIP_BAD_RECORD,
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -130,16 +115,16 @@ def _grade_call(
     try:
         with readable(name):
             records = {r: ranks[r].record(name) for r in present}
-            groups = {r: _members(name, records[r], world) for r in present}
+            groups = {r: members(name, records[r], world) for r in present}
     except NotCheckable as e:
         return {r: _skipped(ranks[r], name, e) for r in present}
     found: dict[int, ApiResult] = {}
-    for members in dict.fromkeys(groups.values()):
-        graded_here = [r for r in present if groups[r] == members]
+    for group in dict.fromkeys(groups.values()):
+        graded_here = [r for r in present if groups[r] == group]
         try:
             with readable(name):
-                _agreed(name, members, groups, missing, ranks)
-                calls = _Calls(name, {m: ranks[m] for m in members}, {m: records[m] for m in members}, options)
+                agreed(name, group, groups, missing, ranks)
+                calls = _Calls(name, {m: ranks[m] for m in group}, {m: records[m] for m in group}, options)
         except NotCheckable as e:
             found.update({r: _skipped(ranks[r], name, e) for r in graded_here})
         else:
@@ -149,60 +134,6 @@ def _grade_call(
 
 def _skipped(rank: Rank, name: str, e: NotCheckable) -> ApiResult:
     return skipped(CallRecord(name, rank.orders[name]), str(e), e.code)
-
-
-def _members(name: str, record: dict, world: int) -> tuple[int, ...]:
-    """The ranks of the group a rank's record of the call names (``group_ranks``), else every rank of the world."""
-    place = _GOLDENS[name.split(".")[1]][1].get("group")
-    group = recorded_input(record, *place) if place else None
-    if isinstance(group, dict) and isinstance(group.get("group_ranks"), list):
-        return tuple(int(r) for r in group["group_ranks"])
-    return tuple(range(world))
-
-
-def _agreed(name: str, members: tuple[int, ...], groups: dict[int, tuple[int, ...]], missing: str,
-            ranks: dict[int, Rank]) -> None:  # fmt: skip
-    """NotCheckable unless every member of the group recorded the call in that same group: a member without the
-    call's record (its rank not dumped: ``"rank": [0, 1]`` in a job of 4) leaves no golden, never one from the
-    ranks found."""
-    for r, group in groups.items():
-        if group == members and r not in members:
-            raise NotCheckable(f"rank {r} recorded {name} in the group {list(members)}, which does not hold it",
-                               Reason.SKIP_BAD_RECORD)  # fmt: skip
-    for m in members:
-        if m in groups and groups[m] != members:
-            raise NotCheckable(
-                f"rank {m} recorded {name} in the group {list(groups[m])}, its peers in {list(members)}",
-                Reason.SKIP_BAD_RECORD,
-            )
-    absent = [m for m in members if m not in groups]
-    if absent:
-        where = "recorded no such call" if absent[0] in ranks else f"has no dump in {missing}"
-        raise NotCheckable(
-            f"rank {absent[0]} {where}: the golden of a collective needs every rank's inputs "
-            f"({len(absent)} of {len(members)} ranks of its group missing)",
-            Reason.SKIP_MISSING_RANK,
-        )
-
-
-def world_shown(ranks: dict[int, Rank], names: list[str]) -> int:
-    """The fewest ranks the step's collective records show: the ranks their groups name, and the size of the
-    default group a call's own tensors show (an all_gather's list of 4, an all_gather_into_tensor's output 4 times
-    its input). A step where only some ranks dumped says its world only so."""
-    shown = 0
-    for name in names:
-        api = name.split(".")[1]
-        for rank in ranks.values():
-            if name not in rank.orders:
-                continue
-            try:
-                record = rank.record(name)
-                with readable(name):
-                    group = _members(name, record, 0)
-                    shown = max(shown, max(group) + 1 if group else _SIZES.get(api, _no_size)(record))
-            except NotCheckable:
-                continue  # its row says what is wrong with it
-    return shown
 
 
 class _Calls:
@@ -216,7 +147,7 @@ class _Calls:
         self._inputs: dict[tuple[int, str], Any] = {}  # each member's inputs loaded once, not once per rank graded
 
     def raw(self, r: int, arg: str) -> Any:
-        return recorded_input(self.records[r], *_GOLDENS[self.api][1][arg])
+        return recorded_input(self.records[r], *PLACES[self.api][arg])
 
     def input(self, r: int, arg: str) -> Any:
         """The loaded tensors of argument ``arg`` as rank ``r`` passed it (read from its files once)."""
@@ -226,7 +157,7 @@ class _Calls:
 
     def output(self, r: int, arg: str) -> Any:
         """The loaded tensors of argument ``arg`` of rank ``r`` once the collective had run (its target)."""
-        done = recorded_output(self.records[r], *_GOLDENS[self.api][1][arg])
+        done = recorded_output(self.records[r], *PLACES[self.api][arg])
         if done is None:
             raise NotCheckable(f"rank {r}: the record holds no output of {arg} (recorded by an older recorder?)")
         return self._load(r, done, f"rank {r}: output {arg}")
@@ -248,7 +179,7 @@ class _Calls:
         this rank's record holds nothing to grade (a reduce's rank other than its dst)."""
         try:
             with readable(self.name):
-                targets, goldens = _GOLDENS[self.api][0](self, r)
+                targets, goldens = _GOLDENS[self.api](self, r)
                 honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
                           for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
         except NotCheckable as e:
@@ -258,17 +189,11 @@ class _Calls:
             self.name, targets, goldens, None, lambda i, _: honest[i]
         )
         result = graded(CallRecord(self.name, self.ranks[r].orders[self.name]), rows, [], "")
-        if result.forward == ERROR and self.started_async(r):
+        if result.forward == ERROR and started_async(self.api, self.records[r]):
             return skipped(
                 CallRecord(self.name, result.order), self._unfinished(r, targets), Reason.SKIP_RECORDED_OUTPUT
             )
         return result
-
-    def started_async(self, r: int) -> bool:
-        """Whether rank ``r`` started the call with ``async_op=True`` (the argument after its group)."""
-        place = _GOLDENS[self.api][1]["group"][0] + 1
-        flag = recorded_input(self.records[r], place, "async_op")
-        return (flag.get("value") if isinstance(flag, dict) else flag) is True
 
     def _unfinished(self, r: int, targets: list) -> str:
         """Why an async call's output that is not the collective of the inputs is no error: it may be the buffer
@@ -307,20 +232,6 @@ def load(rank: Rank, raw: Any, where: str) -> Any:
         raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
     except InputError as e:
         raise NotCheckable(f"{where}: {e}", e.reason) from None
-
-
-def recorded_output(record: dict, i: int, key: str) -> Any:
-    """The recorded value of argument ``i`` (keyword ``key``) once the call had run; None where none was recorded.
-    The output of a record of torch.distributed is its arguments after the call, positional then keyword."""
-    args, kwargs, done = record.get("input_args") or [], record.get("input_kwargs") or {}, record.get("output") or []
-    at = i if i < len(args) else len(args) + list(kwargs).index(key) if key in kwargs else len(done)
-    return done[at] if at < len(done) else None
-
-
-def recorded_input(record: dict, i: int, key: str) -> Any:
-    """The recorded value of argument ``i`` (keyword ``key``) as the call was given it; None where not given."""
-    args, kwargs = record.get("input_args") or [], record.get("input_kwargs") or {}
-    return args[i] if i < len(args) else kwargs.get(key) if isinstance(kwargs, dict) else None
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
@@ -419,99 +330,18 @@ def _reduce_scatter_into(c: _Calls, r: int) -> tuple[list, list]:
     return [target], [_reduced(c, [c.input(m, "input").reshape(n, -1)[i] for m in c.members], target)]
 
 
-# API -> (its golden: rank -> (targets, goldens)), the place of each argument it reads (position, keyword).
-_GOLDENS: dict[str, tuple[Callable[[_Calls, int], tuple[list, list]], dict[str, tuple[int, str]]]] = {
-    "all_reduce": (_all_reduce, {"tensor": (0, "tensor"), "op": (1, "op"), "group": (2, "group")}),
-    "broadcast": (_broadcast, {"tensor": (0, "tensor"), "src": (1, "src"), "group": (2, "group")}),
-    "reduce": (_reduce, {"tensor": (0, "tensor"), "dst": (1, "dst"), "op": (2, "op"), "group": (3, "group")}),
-    "gather": (
-        _gather,
-        {"tensor": (0, "tensor"), "gather_list": (1, "gather_list"), "dst": (2, "dst"), "group": (3, "group")},
-    ),  # fmt: skip
-    "scatter": (
-        _scatter,
-        {"tensor": (0, "tensor"), "scatter_list": (1, "scatter_list"), "src": (2, "src"), "group": (3, "group")},
-    ),  # fmt: skip
-    "all_to_all": (
-        _all_to_all,
-        {"output": (0, "output_tensor_list"), "input": (1, "input_tensor_list"), "group": (2, "group")},
-    ),
-    "all_to_all_single": (
-        _all_to_all_single,
-        {
-            "output": (0, "output"),
-            "input": (1, "input"),
-            "output_split": (2, "output_split_sizes"),
-            "input_split": (3, "input_split_sizes"),
-            "group": (4, "group"),
-        },
-    ),  # fmt: skip
-    "all_gather": (_all_gather, {"tensor_list": (0, "tensor_list"), "tensor": (1, "tensor"), "group": (2, "group")}),
-    **{
-        api: (_all_gather_into, {"output": (0, "output_tensor"), "input": (1, "input_tensor"), "group": (2, "group")})
-        for api in ("all_gather_into_tensor", "_all_gather_base", "all_gather_single")
-    },
-    "reduce_scatter": (
-        _reduce_scatter,
-        {"output": (0, "output"), "input": (1, "input_list"), "op": (2, "op"), "group": (3, "group")},
-    ),
-    **{
-        api: (
-            _reduce_scatter_into,
-            {"output": (0, "output"), "input": (1, "input"), "op": (2, "op"), "group": (3, "group")},
-        )
-        for api in ("reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_single")
-    },
+# API -> its golden: rank -> (targets, goldens)
+_GOLDENS: dict[str, Callable[[_Calls, int], tuple[list, list]]] = {
+    "all_reduce": _all_reduce,
+    "broadcast": _broadcast,
+    "reduce": _reduce,
+    "gather": _gather,
+    "scatter": _scatter,
+    "all_to_all": _all_to_all,
+    "all_to_all_single": _all_to_all_single,
+    "all_gather": _all_gather,
+    "reduce_scatter": _reduce_scatter,
+    **dict.fromkeys(("all_gather_into_tensor", "_all_gather_base", "all_gather_single"), _all_gather_into),
+    **dict.fromkeys(("reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_single"), _reduce_scatter_into),
 }
-
-
-def _no_size(record: dict) -> int:
-    return 0
-
-
-def _value(api: str, arg: str, record: dict) -> Any:
-    """Argument ``arg`` of a record of ``api`` once the call had run, else as given (msprobe writes null for an
-    all_gather's list as given)."""
-    place = _GOLDENS[api][1][arg]
-    done = recorded_output(record, *place)
-    return recorded_input(record, *place) if done is None else done
-
-
-def _listed(api: str, arg: str) -> Callable[[dict], int]:
-    """The size of a call's default group its list argument ``arg`` shows: the tensors it holds."""
-
-    def size(record: dict) -> int:
-        value = _value(api, arg, record)
-        return len(value) if isinstance(value, list) else 0
-
-    return size
-
-
-def _numel(value: Any) -> int:
-    shape = value.get("shape") if isinstance(value, dict) else None
-    return math.prod(int(n) for n in shape) if isinstance(shape, list) else 0
-
-
-def _ratio(api: str, whole: str, part: str) -> Callable[[dict], int]:
-    """The size of a single-tensor collective's default group: its ``whole`` tensor's elements over its ``part``'s."""
-
-    def size(record: dict) -> int:
-        one = _numel(_value(api, part, record))
-        return _numel(_value(api, whole, record)) // one if one else 0
-
-    return size
-
-
-# API -> the size of the default group its own record shows (0: none): its rows need every rank of that many
-_SIZES: dict[str, Callable[[dict], int]] = {
-    "all_gather": _listed("all_gather", "tensor_list"),
-    "all_to_all": _listed("all_to_all", "output"),
-    "reduce_scatter": _listed("reduce_scatter", "input"),
-    "gather": _listed("gather", "gather_list"),
-    "scatter": _listed("scatter", "scatter_list"),
-    **{api: _ratio(api, "output", "input") for api in ("all_gather_into_tensor", "_all_gather_base",
-                                                      "all_gather_single")},
-    **{api: _ratio(api, "input", "output") for api in ("reduce_scatter_tensor", "_reduce_scatter_base",
-                                                      "reduce_scatter_single")},
-}  # fmt: skip
-assert set(_GOLDENS) == COLLECTIVES, "record_names.COLLECTIVES names the collectives graded here"
+assert set(_GOLDENS) == set(PLACES) == COLLECTIVES, "record_names.COLLECTIVES names the collectives graded here"
