@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["LEVELS", "PATCHED", "RISK_LEVELS", "TASKS", "kept_by_risk", "wrapped_names"]
+__all__ = ["BEYOND_MSPROBE", "LEVELS", "PATCHED", "RISK_LEVELS", "TASKS", "kept_by_risk", "wrapped_names"]
 
 TASKS = ("tensor", "statistics")  # msprobe's config "task" values a recording takes
 LEVELS = ("L1", "mix")  # mix: module (L0) records and construct.json beside the API records
@@ -51,13 +51,25 @@ _CORE = frozenset(
 )
 
 
+# The collectives precheck records past msprobe 26.2's list, named in its style (``Distributed.all_gather_single.0``):
+# torch 2.13's FSDP2 gathers parameters and reduce-scatters gradients through them (FSDP1 reduce-scatters so too),
+# and its all_gather_into_tensor/reduce_scatter_tensor became their deprecated aliases, so msprobe's dump of an
+# FSDP2 step holds no Distributed record. A torch without them (before 2.13: FSDP calls the aliases, which both
+# lists hold) has nothing more wrapped.
+BEYOND_MSPROBE = {"distributed": ("all_gather_single", "reduce_scatter_single")}
+
+
 @functools.cache
 def wrapped_names() -> dict[str, tuple[str, ...]]:
-    """yaml section -> the API names msprobe wraps there (``linalg.vector_norm``: an attribute of an attribute)."""
+    """yaml section -> the API names precheck record wraps there (``linalg.vector_norm``: an attribute of an
+    attribute): msprobe's, and BEYOND_MSPROBE's."""
     text = (Path(__file__).parent / "msprobe_wrap_ops.yaml").read_text(encoding="utf-8")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: 0.14 s less per recording than Python's
     doc = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-    return {section: tuple(names or ()) for section, names in doc.items() if section in PATCHED}
+    names = {section: tuple(names or ()) for section, names in doc.items() if section in PATCHED}
+    for section, more in BEYOND_MSPROBE.items():
+        names[section] = names.get(section, ()) + tuple(n for n in more if n not in names.get(section, ()))
+    return names
 
 
 def kept_by_risk(api: str, risk_level: str) -> bool:

@@ -6,6 +6,8 @@ tests/data/sharded/make_collective_steps.py (msprobe 26.2, or precheck.record wh
 import shutil
 from pathlib import Path
 
+import torch
+
 from precheck.core.reasons import Reason
 from precheck.dump.steps import find_dumps
 from precheck.frames import reasons
@@ -104,3 +106,48 @@ def test_an_all_gather_list_longer_than_its_group_is_skip_saying_so(tmp_path):
     row = rows[("rank0", "Distributed.all_gather.0")]
     assert row["Forward Test Success"] == "SKIP" and "list holds 4 tensors, its group 2 ranks" in row["Message"]
     assert rows[("rank2", "Distributed.all_gather.0")]["Forward Test Success"] == "pass"
+
+
+def test_an_async_output_msprobe_read_before_completion_is_skip_not_error(tmp_path):
+    """The program waited through the works' futures, so msprobe's wait() hook never ran and its records hold the
+    tensors as they were when the calls returned: rank 0's all_reduce and broadcast, and rank 1's all_reduce, not
+    yet done (graded error before). Unfinished and wrong cannot be told apart there: SKIP, saying why."""
+    summary = _run(DATA / "async_msprobe_tensor" / "step0", tmp_path)
+    rows = _collectives(summary)
+    assert {key: row["Forward Test Success"] for key, row in rows.items()} == {
+        ("rank0", "Distributed.all_reduce.0"): "SKIP",
+        ("rank0", "Distributed.broadcast.0"): "SKIP",
+        ("rank1", "Distributed.all_reduce.0"): "SKIP",
+        ("rank1", "Distributed.broadcast.0"): "pass",  # the src's own tensor: done when the call returned
+    }
+    message = rows[("rank0", "Distributed.all_reduce.0")]["Message"]
+    assert message.startswith("async_op=True and the recorded output is unfinished or wrong")
+    assert "msprobe records an async collective's output at Work.wait()" in message
+    found = reasons.read(summary.ranks["rank0"].details_path)
+    assert found["Distributed.all_reduce.0.forward.output.0"].reason == Reason.SKIP_RECORDED_OUTPUT
+
+
+def test_async_collectives_precheck_recorded_pass(tmp_path):
+    rows = _collectives(_run(DATA / "async_precheck_tensor" / "step0", tmp_path))
+    assert len(rows) == 4 and {row["Forward Test Success"] for row in rows.values()} == {"pass"}
+
+
+def test_fsdp2s_gathers_and_reduce_scatters_are_graded_across_ranks(tmp_path):
+    """FSDP2 with a bf16 MixedPrecisionPolicy, recorded by precheck record: its all_gather_single (parameters) and
+    reduce_scatter_single (bf16 gradients, AVG) are graded against the float64 collective of both ranks' inputs
+    (an FSDP2 dump had no Distributed record before); a gradient shard that is not the reduction is an error."""
+    step = tmp_path / "step0"
+    shutil.copytree(DATA / "fsdp2_bf16_tensor" / "step0", step)
+    rows = _collectives(_run(step, tmp_path / "out"))
+    names = {name for _, name in rows}
+    assert names == {f"Distributed.all_gather_single.{i}" for i in range(4)} | {
+        f"Distributed.reduce_scatter_single.{i}" for i in range(2)
+    }
+    assert {row["Forward Test Success"] for row in rows.values()} <= {"pass", "warning"}
+    data = step / "rank1" / "dump_tensor_data"
+    call = "Distributed.reduce_scatter_single.0.forward"
+    wrong = torch.load(data / f"{call}.kwargs.input.pt")[:34] * 2  # a half of its own input, doubled
+    torch.save(wrong, data / f"{call}.output.0.pt")
+    rows = _collectives(_run(step, tmp_path / "again"))
+    assert rows[("rank1", "Distributed.reduce_scatter_single.0")]["Forward Test Success"] == "error"
+    assert rows[("rank0", "Distributed.reduce_scatter_single.0")]["Forward Test Success"] in ("pass", "warning")

@@ -35,6 +35,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 HERE = Path(__file__).resolve().parent
+ASYNC_SIZE = 4000
 
 
 class _Msprobe:
@@ -111,12 +112,14 @@ def partial_ranks(rank: int, out: str, task: str) -> None:
     dist.destroy_process_group()
 
 
-def async_step(rank: int, out: str, who: str) -> None:
-    _init(rank, 2, 29643)
+def async_step(rank: int, out: str, who: str, size: int = ASYNC_SIZE, port: int = 29643) -> None:
+    """An all_reduce and a broadcast started with async_op=True (``size`` elements: large enough that gloo is
+    still at work when the call returns)."""
+    _init(rank, 2, port)
+    grads = torch.linspace(-1, 1, size) * (rank + 1)
+    weights = torch.full((size // 4,), float(rank) + 0.5)
     with _recorder(who, out, "tensor", rank):
-        grads = torch.linspace(-1, 1, 20000) * (rank + 1)
         work = dist.all_reduce(grads, async_op=True)
-        weights = torch.full((5000,), float(rank) + 0.5)
         other = dist.broadcast(weights, src=1, async_op=True)
         if who == "msprobe":  # waited through the future and a barrier: msprobe's wait() hook never runs
             work.get_future().wait()
@@ -125,7 +128,7 @@ def async_step(rank: int, out: str, who: str) -> None:
         else:
             work.wait()
             other.wait()
-        grads.sum().mul(weights.sum())
+        grads.mul_(0.5)  # the program's next use of the result, in place (recorded: Tensor.mul_)
     dist.destroy_process_group()
 
 
@@ -154,7 +157,7 @@ STEPS = {
     "megatron_subgroups_statistics": (megatron, 4, ("statistics",)),
     "partial_ranks_tensor": (partial_ranks, 4, ("tensor",)),
     "async_msprobe_tensor": (async_step, 2, ("msprobe",)),
-    "async_precheck_tensor": (async_step, 2, ("precheck",)),
+    "async_precheck_tensor": (async_step, 2, ("precheck", 2000)),
     "fsdp2_bf16_tensor": (fsdp2, 2, ("tensor",)),
 }
 
@@ -163,7 +166,7 @@ def _unfinished(step: Path) -> bool:
     """Whether rank 0's recorded all_reduce output is not yet the sum of both ranks' inputs."""
     data = step / "rank0" / "dump_tensor_data"
     done = torch.load(data / "Distributed.all_reduce.0.forward.output.0.pt")
-    return not torch.equal(done, torch.linspace(-1, 1, 20000) * 3)
+    return not torch.equal(done, torch.linspace(-1, 1, ASYNC_SIZE) * 3)
 
 
 def record(name: str) -> None:
