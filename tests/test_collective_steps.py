@@ -151,3 +151,69 @@ def test_fsdp2s_gathers_and_reduce_scatters_are_graded_across_ranks(tmp_path):
     rows = _collectives(_run(step, tmp_path / "again"))
     assert rows[("rank1", "Distributed.reduce_scatter_single.0")]["Forward Test Success"] == "error"
     assert rows[("rank0", "Distributed.reduce_scatter_single.0")]["Forward Test Success"] in ("pass", "warning")
+
+
+def _edited(tmp_path: Path, source: str, rank: str, call: str, edit) -> Path:
+    """A copy of the step ``source`` with ``edit`` applied to rank's record of ``call``."""
+    import json
+
+    step = tmp_path / "step0"
+    shutil.copytree(DATA / source / "step0", step)
+    dump = step / rank / "dump.json"
+    doc = json.loads(dump.read_text())
+    edit(doc["data"][f"{call}.forward"])
+    dump.write_text(json.dumps(doc))
+    return step
+
+
+def test_a_statistics_dumps_collectives_are_checked_on_their_linear_statistics(tmp_path):
+    """msprobe's statistics dump of the Megatron step: every collective was SKIP ("a collective needs its
+    values"); an all_reduce(SUM)'s output Mean is the sum of its group's input Means, MAX's Max the largest Max,
+    a broadcast's statistics its src's, an all_gather's tensors their ranks': checked, and the Message says so."""
+    summary = _run(DATA / "megatron_subgroups_statistics" / "step0", tmp_path)
+    rows = _collectives(summary)
+    assert len(rows) == 24 and {row["Forward Test Success"] for row in rows.values()} == {"pass"}
+    assert "Mean = sum of the inputs' Means" in rows[("rank2", "Distributed.all_reduce.0")]["Message"]
+    assert "Max = largest of the inputs' Maxes" in rows[("rank0", "Distributed.all_reduce.3")]["Message"]
+    assert "Mean = src rank 2's input's" in rows[("rank3", "Distributed.broadcast.0")]["Message"]
+    assert summary.collectives == 24
+
+
+def test_a_broken_statistic_of_a_collective_is_an_error(tmp_path):
+    """Rank 3's all_reduce output Mean 0.5 off the sum of its group's input Means: proven wrong by the
+    statistics alone, on rank 3 only (its peer's output is its own record)."""
+
+    def shift(record):
+        record["output"][0]["Mean"] += 0.5
+
+    step = _edited(tmp_path, "megatron_subgroups_statistics", "rank3", "Distributed.all_reduce.0", shift)
+    rows = _collectives(_run(step, tmp_path / "out"))
+    verdicts = {r: rows[(r, "Distributed.all_reduce.0")]["Forward Test Success"] for r in ("rank2", "rank3")}
+    assert verdicts == {"rank2": "pass", "rank3": "error"}
+    assert "broken: Mean = sum of the inputs' Means" in rows[("rank3", "Distributed.all_reduce.0")]["Message"]
+
+
+def test_a_broadcast_whose_statistics_are_not_its_srcs_is_an_error(tmp_path):
+    def other(record):
+        record["output"][0]["Max"] = record["output"][0]["Max"] + 1.0
+
+    step = _edited(tmp_path, "megatron_subgroups_statistics", "rank1", "Distributed.broadcast.0", other)
+    rows = _collectives(_run(step, tmp_path / "out"))
+    assert rows[("rank1", "Distributed.broadcast.0")]["Forward Test Success"] == "error"
+    assert rows[("rank0", "Distributed.broadcast.0")]["Forward Test Success"] == "pass"
+
+
+def test_fsdp2s_bf16_reduce_scatter_is_checked_on_its_statistics(tmp_path):
+    """FSDP2's statistics dump (precheck record): its bf16 gradient reduce-scatter's outputs' Means over the
+    group are the mean of its inputs' Means within bf16's rounding; rank 1's output Mean moved by 0.05 breaks it
+    (on both ranks' rows: the identity is the group's)."""
+    rows = _collectives(_run(DATA / "fsdp2_bf16_statistics" / "step0", tmp_path / "clean"))
+    assert len(rows) == 12 and {row["Forward Test Success"] for row in rows.values()} == {"pass"}
+
+    def shift(record):
+        record["output"][0]["Mean"] += 0.05
+
+    step = _edited(tmp_path, "fsdp2_bf16_statistics", "rank1", "Distributed.reduce_scatter_single.0", shift)
+    rows = _collectives(_run(step, tmp_path / "out"))
+    row = rows[("rank1", "Distributed.reduce_scatter_single.0")]
+    assert row["Forward Test Success"] == "error" and "the group's outputs' mean Mean" in row["Message"]

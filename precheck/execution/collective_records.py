@@ -22,12 +22,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PLACES",
+    "NoValues",
     "NotCheckable",
     "agreed",
     "members",
     "readable",
     "recorded_input",
     "recorded_output",
+    "reduce_op",
     "started_async",
     "world_shown",
 ]
@@ -62,6 +64,19 @@ class NotCheckable(Exception):
     def __init__(self, why: str, code: Reason = Reason.SKIP_INPUTS) -> None:
         super().__init__(why)
         self.code = code
+
+
+class NoValues(NotCheckable):
+    """A collective's records hold statistics, not tensors (a statistics dump): no golden, but what the
+    statistics still say can be checked (precheck.execution.collective_stats)."""
+
+
+def reduce_op(raw: Any) -> str:
+    """The name of a recorded reduce op (``{"value": "RedOpType.SUM"}``: SUM; none given: SUM, torch's default);
+    empty where the record holds something else."""
+    if raw is None:
+        return "SUM"
+    return str(raw.get("value", "")).rsplit(".", 1)[-1] if isinstance(raw, dict) else ""
 
 
 @contextmanager

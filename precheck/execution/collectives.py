@@ -25,14 +25,17 @@ from precheck.dump.record_names import COLLECTIVES, is_collective
 from precheck.execution.collective_records import (
     PLACES,
     NotCheckable,
+    NoValues,
     agreed,
     members,
     readable,
     recorded_input,
     recorded_output,
+    reduce_op,
     started_async,
     world_shown,
 )
+from precheck.execution.collective_stats import statistics_rows
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputError, load_tree
@@ -163,8 +166,7 @@ class _Calls:
         return self._load(r, done, f"rank {r}: output {arg}")
 
     def op(self, r: int) -> Callable[[torch.Tensor], torch.Tensor]:
-        raw = self.raw(r, "op")
-        name = "SUM" if raw is None else str(raw.get("value", "")).rsplit(".", 1)[-1] if isinstance(raw, dict) else ""
+        name = reduce_op(self.raw(r, "op"))
         if name not in _OPS:
             raise NotCheckable(
                 f"reduce op {clip(repr(name), 40)} is not one precheck computes", Reason.SKIP_UNSUPPORTED
@@ -182,6 +184,8 @@ class _Calls:
                 targets, goldens = _GOLDENS[self.api](self, r)
                 honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
                           for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
+        except NoValues as e:
+            return self._statistics(r, e)
         except NotCheckable as e:
             return skipped(CallRecord(self.name, self.ranks[r].orders[self.name]), str(e), e.code)
         o = self.options
@@ -194,6 +198,16 @@ class _Calls:
                 CallRecord(self.name, result.order), self._unfinished(r, targets), Reason.SKIP_RECORDED_OUTPUT
             )
         return result
+
+    def _statistics(self, r: int, no_values: NoValues) -> ApiResult:
+        """Rank ``r``'s rows from a statistics dump: what the group's statistics still say of its output."""
+        call = CallRecord(self.name, self.ranks[r].orders[self.name])
+        try:
+            with readable(self.name):
+                rows = statistics_rows(self.name, r, self.members, self.records)
+        except NotCheckable as e:
+            return skipped(call, f"{no_values}; {e}", e.code if e.code != Reason.SKIP_INPUTS else no_values.code)
+        return graded(call, rows, [], "; ".join(f"{row.short_name}: {row.comparison.message}" for row in rows))
 
     def _unfinished(self, r: int, targets: list) -> str:
         """Why an async call's output that is not the collective of the inputs is no error: it may be the buffer
@@ -226,7 +240,7 @@ def load(rank: Rank, raw: Any, where: str) -> Any:
     try:
         tree = decode_value(raw, where)
         if any(isinstance(s, TensorSpec) and s.data_name is None for s in flatten(tree)):
-            raise NotCheckable(f"{where}: no tensor file (a statistics dump): a collective needs its values")
+            raise NoValues(f"{where}: no tensor file (a statistics dump): a collective needs its values")
         return load_tree(tree, rank.data_dir)
     except RecordError as e:
         raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None

@@ -18,7 +18,8 @@ Each step runs its ranks with mp.spawn on gloo (CPU) and records them by msprobe
 - async_precheck_tensor: the same step waited by ``Work.wait()``, recorded by precheck.record.
 - fsdp2_bf16_tensor: 2 ranks of FSDP2 (``fully_shard`` with a bf16 MixedPrecisionPolicy) on a 2-layer MLP,
   recorded by precheck.record: torch 2.13's FSDP2 gathers parameters with ``dist.all_gather_single`` and
-  reduce-scatters gradients with ``dist.reduce_scatter_single``, which msprobe's wrap list does not hold.
+  reduce-scatters gradients with ``dist.reduce_scatter_single``, which msprobe's wrap list does not hold; and
+  fsdp2_bf16_statistics, the same step in the statistics task.
 
 stack.json and construct.json are left out (run_ut reads neither).
 """
@@ -159,6 +160,7 @@ STEPS = {
     "async_msprobe_tensor": (async_step, 2, ("msprobe",)),
     "async_precheck_tensor": (async_step, 2, ("precheck", 2000)),
     "fsdp2_bf16_tensor": (fsdp2, 2, ("tensor",)),
+    "fsdp2_bf16_statistics": (fsdp2, 2, ("statistics",)),
 }
 
 
