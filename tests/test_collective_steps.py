@@ -217,3 +217,14 @@ def test_fsdp2s_bf16_reduce_scatter_is_checked_on_its_statistics(tmp_path):
     rows = _collectives(_run(step, tmp_path / "out"))
     row = rows[("rank1", "Distributed.reduce_scatter_single.0")]
     assert row["Forward Test Success"] == "error" and "the group's outputs' mean Mean" in row["Message"]
+
+
+def test_fsdp1s_gradient_reduce_scatter_is_recorded_and_graded(tmp_path):
+    """FSDP1 on CPU (precheck record): its parameters all_gather'd, its gradients reduce_scatter_single'd (no
+    Distributed record of them in msprobe's dump), both graded across the ranks."""
+    rows = _collectives(_run(DATA / "fsdp1_fp32_tensor" / "step0", tmp_path))
+    assert {key: row["Forward Test Success"] for key, row in rows.items()} == {
+        (rank, name): "pass"
+        for rank in ("rank0", "rank1")
+        for name in ("Distributed.all_gather.0", "Distributed.reduce_scatter_single.0")
+    }

@@ -20,6 +20,8 @@ Each step runs its ranks with mp.spawn on gloo (CPU) and records them by msprobe
   recorded by precheck.record: torch 2.13's FSDP2 gathers parameters with ``dist.all_gather_single`` and
   reduce-scatters gradients with ``dist.reduce_scatter_single``, which msprobe's wrap list does not hold; and
   fsdp2_bf16_statistics, the same step in the statistics task.
+- fsdp1_fp32_tensor: 2 ranks of FSDP1 (FullyShardedDataParallel) on the same MLP, recorded by precheck.record:
+  its gradients are reduce-scattered by ``dist.reduce_scatter_single`` too.
 
 stack.json and construct.json are left out (run_ut reads neither).
 """
@@ -153,6 +155,26 @@ def fsdp2(rank: int, out: str, task: str) -> None:
     dist.destroy_process_group()
 
 
+def fsdp1(rank: int, out: str, task: str) -> None:
+    """FSDP1 (FullyShardedDataParallel) on CPU: its gradients reduce-scattered by dist.reduce_scatter_single."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    _init(rank, 2, 29645)
+    torch.manual_seed(0)
+    model = FullyShardedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)),
+        device_id=torch.device("cpu"),
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.manual_seed(1 + rank)
+    x = torch.randn(4, 8)
+    with _recorder("precheck", out, task, rank):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+
+
 STEPS = {
     "megatron_subgroups_tensor": (megatron, 4, ("tensor",)),
     "megatron_subgroups_statistics": (megatron, 4, ("statistics",)),
@@ -161,6 +183,7 @@ STEPS = {
     "async_precheck_tensor": (async_step, 2, ("precheck", 2000)),
     "fsdp2_bf16_tensor": (fsdp2, 2, ("tensor",)),
     "fsdp2_bf16_statistics": (fsdp2, 2, ("statistics",)),
+    "fsdp1_fp32_tensor": (fsdp1, 2, ("tensor",)),
 }
 
 
