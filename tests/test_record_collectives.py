@@ -7,6 +7,7 @@ before the step's end; each then changes the tensor in place, so a record read l
 too."""
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ SIZE = 20000  # elements: gloo is still at work when the call returns
 def _ranks(rank: int, out: str, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
-    wait = dist.Work.wait
+    wait, get_future = dist.Work.wait, dist.Work.get_future
     summed, sent, late = (torch.linspace(-1, 1, SIZE) * (rank + i + 1) for i in range(3))
     with precheck.record(out):
         work = dist.all_reduce(summed, async_op=True)
@@ -37,14 +38,17 @@ def _ranks(rank: int, out: str, port: int) -> None:
         by_future.get_future().wait()
         sent.add_(1.0)
     never.wait()
-    assert dist.Work.wait is wait, "Work.wait is torch's again after the recording"
+    assert (dist.Work.wait, dist.Work.get_future) == (wait, get_future), "torch's Work as before the recording"
     assert torch.equal(summed, torch.linspace(-1, 1, SIZE) * 3 * 0.5), "the program's result is its own"
     dist.destroy_process_group()
 
 
 @pytest.mark.skipif(sys.platform == "win32" or not dist.is_available(), reason="gloo ranks")
 def test_async_collectives_are_recorded_once_complete(tmp_path):
-    mp.spawn(_ranks, args=(str(tmp_path / "dump"), 29651), nprocs=2)
+    with socket.socket() as probe:  # a port free now: no fixed one another run on the machine may hold
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mp.spawn(_ranks, args=(str(tmp_path / "dump"), port), nprocs=2)
     summary = run_step(find_dumps(tmp_path / "dump" / "step0"), tmp_path / "out", device="cpu", workers=1,
                        backend="inprocess")  # fmt: skip
     rows = {

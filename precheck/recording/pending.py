@@ -4,10 +4,11 @@ completed once their work is done.
 Such a call returns before the collective has run: its tensors, read then, hold the input, a partly reduced
 buffer or the result, as the backend's thread has got on (a correct all_reduce recorded so was graded error in 3
 to 9 of 10 runs). Its output is read when its work completes: in the program's ``Work.wait()``, before that
-returns (msprobe reads it there too), or, for a program that waits otherwise (the work's future, as DDP's comm
-hooks do; a barrier), in the future's callback as the work completes, which msprobe never does (its record keeps
-the tensors as they were when the call returned). A work still running at the step's end is waited for there.
-``Work.wait`` is replaced only while a recording is installed, and put back after where it is still precheck's.
+returns (msprobe reads it there too); in the future ``Work.get_future()`` gives the program (DDP's comm hooks
+wait on it), which completes once the record is filled; or, for a program that waits otherwise (a barrier), in a
+callback as the work completes. msprobe does neither: its record keeps the tensors as they were when the call
+returned. A work still running at the step's end is waited for there. ``Work.wait`` and ``Work.get_future`` are
+replaced only while a recording is installed, and put back after where they are still precheck's.
 """
 
 from __future__ import annotations
@@ -54,30 +55,42 @@ class Pending:
         self._by_work: dict[int, _Entry] = {}
         self._cls: type | None = None
         self._original: Callable | None = None
-        self._wait: Callable | None = None
+        self._saved: dict[str, tuple[Callable, Callable]] = {}  # Work's method -> (torch's, precheck's)
 
     def install(self) -> None:
-        """``Work.wait`` completes the records of the works it waits for before it returns."""
+        """``Work.wait`` completes the records of the works it waits for before it returns, and the future of
+        ``Work.get_future`` completes after them."""
         cls = _work_class()
         if cls is None or self._cls is not None:
             return
-        original, pending = cls.wait, self
+        wait, get_future, pending = cls.wait, cls.get_future, self
 
-        def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(work, *args, **kwargs)
+        def waited(work: Any, *args: Any, **kwargs: Any) -> Any:
+            result = wait(work, *args, **kwargs)
             if pending._by_work:
                 pending._done(work, waiting=True)
             return result
 
-        wait.__name__, wait.__doc__, wait.__wrapped__ = "wait", original.__doc__, original  # type: ignore[attr-defined]
-        cls.wait = wait  # type: ignore[method-assign]
-        self._cls, self._original, self._wait = cls, original, wait
+        def future(work: Any) -> Any:
+            found = get_future(work)
+            if id(work) not in pending._by_work:
+                return found
+            return found.then(lambda done: (pending._done(work, waiting=True), done.value())[1])
+
+        for name, original, patch in (("wait", wait, waited), ("get_future", get_future, future)):
+            patch.__name__, patch.__doc__ = name, original.__doc__
+            patch.__wrapped__ = original  # type: ignore[attr-defined]
+            setattr(cls, name, patch)
+            self._saved[name] = (original, patch)
+        self._cls, self._original = cls, wait
 
     def uninstall(self) -> None:
-        """``Work.wait`` as it was, where it is still this one's (a later patch of the program's stays)."""
-        if self._cls is not None and vars(self._cls).get("wait") is self._wait:
-            self._cls.wait = self._original  # type: ignore[method-assign]
-        self._cls = self._original = self._wait = None
+        """``Work``'s methods as they were, where they are still this one's (a later patch of the program's stays)."""
+        for name, (original, patch) in self._saved.items():
+            if self._cls is not None and vars(self._cls).get(name) is patch:
+                setattr(self._cls, name, original)
+        self._saved.clear()
+        self._cls = self._original = None
 
     def add(self, works: list, fill: Callable[[], None]) -> None:
         """``fill`` once every one of ``works`` has completed."""
@@ -85,9 +98,10 @@ class Pending:
         with self._lock:
             for work in works:
                 self._by_work[id(work)] = entry
+        get_future = self._saved["get_future"][0] if "get_future" in self._saved else type(works[0]).get_future
         for work in works:
             try:
-                work.get_future().then(lambda _, w=work: self._done(w, waiting=False))
+                get_future(work).then(lambda _, w=work: self._done(w, waiting=False))
             except Exception:  # noqa: S112 - a backend without futures: its wait() or the step's end completes it
                 continue
 
