@@ -15,7 +15,16 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["BEYOND_MSPROBE", "LEVELS", "PATCHED", "RISK_LEVELS", "TASKS", "kept_by_risk", "wrapped_names"]
+__all__ = [
+    "ALSO_PATCHED",
+    "BEYOND_MSPROBE",
+    "LEVELS",
+    "PATCHED",
+    "RISK_LEVELS",
+    "TASKS",
+    "kept_by_risk",
+    "wrapped_names",
+]
 
 TASKS = ("tensor", "statistics")  # msprobe's config "task" values a recording takes
 LEVELS = ("L1", "mix")  # mix: module (L0) records and construct.json beside the API records
@@ -27,6 +36,9 @@ PATCHED = {
     "torch": ("torch", "Torch"),
     "distributed": ("torch.distributed", "Distributed"),
 }
+# yaml section -> the other modules msprobe patches its names in, with the same function as the first: torch's own
+# code calls distributed_c10d's globals, and P2POp(dist.isend, ...) checks its op is distributed_c10d's isend
+ALSO_PATCHED = {"distributed": ("torch.distributed.distributed_c10d",)}
 
 _LOW_RISK = frozenset(
     """

@@ -88,3 +88,21 @@ def test_fsdps_collectives_are_recorded_under_msprobes_style_names(tmp_path):
     record = index.read(index.keys.index("Distributed.all_gather_single.0.forward"))
     assert record["output"][0]["data_name"] == "Distributed.all_gather_single.0.forward.output.0.pt"
     assert record["output"][0]["Max"] == 1.0  # the gathered tensor once the call had run
+
+
+def test_a_p2p_op_of_dist_isend_is_built_under_record(tmp_path):
+    """``dist.P2POp(dist.isend, ...)`` (Megatron's pipeline sends, batch_isend_irecv) checks that its op is
+    distributed_c10d's isend: the recorder wrapped torch.distributed's name only, so the op was refused
+    (ValueError) in every program it recorded, where msprobe, which patches both modules with one wrapper, runs
+    it. Both names hold one wrapper while recording, and torch's function again after."""
+    c10d = dist.distributed_c10d
+    before = dist.isend, c10d.isend, dist.all_reduce, c10d.all_reduce
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        with precheck.record(tmp_path, task="tensor"):
+            op = dist.P2POp(dist.isend, torch.ones(2), 0)
+            assert dist.isend is c10d.isend is not before[0]
+    finally:
+        dist.destroy_process_group()
+    assert op.op is not None
+    assert (dist.isend, c10d.isend, dist.all_reduce, c10d.all_reduce) == before
