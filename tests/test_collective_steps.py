@@ -228,3 +228,16 @@ def test_fsdp1s_gradient_reduce_scatter_is_recorded_and_graded(tmp_path):
         for rank in ("rank0", "rank1")
         for name in ("Distributed.all_gather.0", "Distributed.reduce_scatter_single.0")
     }
+
+
+def test_precheck_records_the_megatron_step_as_msprobe_and_its_collectives_pass(tmp_path):
+    """The same 4-rank Megatron step recorded by precheck record: each rank's records are msprobe's, by name
+    and order, and its 24 collective rows pass on their statistics, each in its own subgroup."""
+    import json
+
+    for rank in range(4):
+        names = [list(json.loads((DATA / step / "step0" / f"rank{rank}" / "dump.json").read_text())["data"])
+                 for step in ("megatron_subgroups_statistics", "megatron_subgroups_precheck_statistics")]  # fmt: skip
+        assert names[0] == names[1]
+    rows = _collectives(_run(DATA / "megatron_subgroups_precheck_statistics" / "step0", tmp_path))
+    assert len(rows) == 24 and {row["Forward Test Success"] for row in rows.values()} == {"pass"}

@@ -8,7 +8,8 @@ Each step runs its ranks with mp.spawn on gloo (CPU) and records them by msprobe
 - megatron_subgroups_{tensor,statistics}: 4 ranks as Megatron-style tensor parallelism runs them (MindSpeed on
   Ascend): plain tensors, a column-parallel then row-parallel matmul whose partial sums are all_reduce'd in the
   tensor-parallel group ({0,1}, {2,3}), a broadcast and an all_gather in it, and the gradients all_reduce'd (AVG
-  by hand: SUM then divide) in the data-parallel group ({0,2}, {1,3}); recorded by msprobe.
+  by hand: SUM then divide) in the data-parallel group ({0,2}, {1,3}); recorded by msprobe, and
+  (megatron_subgroups_precheck_statistics) by precheck.record.
 - partial_ranks_tensor: 4 ranks, msprobe's ``"rank": [0, 1]`` (only ranks 0 and 1 dump, a common way to keep
   dumps small): an all_reduce and an all_gather over the world of 4.
 - async_msprobe_tensor: 2 ranks, all_reduce and broadcast with ``async_op=True`` whose program waits through the
@@ -74,7 +75,7 @@ def _init(rank: int, world: int, port: int) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
 
 
-def megatron(rank: int, out: str, task: str) -> None:
+def megatron(rank: int, out: str, task: str, who: str = "msprobe") -> None:
     _init(rank, 4, 29641)
     tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
     dp_groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
@@ -85,7 +86,7 @@ def megatron(rank: int, out: str, task: str) -> None:
     row = w2[(rank % 2) * 4 : (rank % 2) * 4 + 4].clone().requires_grad_()  # row shard
     torch.manual_seed(10 + rank // 2)  # a data-parallel replica's batch: the same in its tensor-parallel group
     x = torch.randn(3, 6)
-    with _recorder("msprobe", out, task, rank):
+    with _recorder(who, out, task, rank):
         scale = torch.tensor([1.0 + rank])
         dist.broadcast(scale, src=2 * (rank // 2), group=tp)  # the group's first rank's, a global rank number
         hidden = torch.relu(torch.matmul(x, col))
@@ -178,6 +179,7 @@ def fsdp1(rank: int, out: str, task: str) -> None:
 STEPS = {
     "megatron_subgroups_tensor": (megatron, 4, ("tensor",)),
     "megatron_subgroups_statistics": (megatron, 4, ("statistics",)),
+    "megatron_subgroups_precheck_statistics": (megatron, 4, ("statistics", "precheck")),
     "partial_ranks_tensor": (partial_ranks, 4, ("tensor",)),
     "async_msprobe_tensor": (async_step, 2, ("msprobe",)),
     "async_precheck_tensor": (async_step, 2, ("precheck", 2000)),
