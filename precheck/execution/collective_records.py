@@ -145,22 +145,21 @@ def agreed(name: str, group: tuple[int, ...], groups: dict[int, tuple[int, ...]]
         )
 
 
-def world_shown(ranks: dict[int, Rank], names: list[str]) -> int:
-    """The fewest ranks the step's collective records show: the ranks their groups name, and the size of the
-    default group a call's own tensors show."""
+def world_shown(read: dict[str, dict[int, Any]]) -> int:
+    """The fewest ranks the step's collective records show (``read``: each call's record on each rank, or why it
+    cannot be read): the ranks their groups name, and the size of the default group a call's own tensors show."""
     shown = 0
-    for name in names:
+    for name, records in read.items():
         api = name.split(".")[1]
-        for rank in ranks.values():
-            if name not in rank.orders:
-                continue
+        for record in records.values():
+            if not isinstance(record, dict):
+                continue  # its row says what is wrong with it
             try:
-                record = rank.record(name)
                 with readable(name):
                     group = members(name, record, 0)
                     shown = max(shown, max(group) + 1 if group else _SIZES.get(api, _no_size)(record))
             except NotCheckable:
-                continue  # its row says what is wrong with it
+                continue
     return shown
 
 

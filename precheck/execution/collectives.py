@@ -102,22 +102,38 @@ def grade_collectives(
     it); ``missing`` says where a missing rank's dump was looked for."""
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
     names = sorted({n for rank in ranks.values() for n in rank.orders if is_collective(n)})
-    world = max(world, world_shown(ranks, names))
+    read = {name: _read(name, ranks) for name in names}  # each record read once
+    world = max(world, world_shown(read))
     for name in names:
-        present = [r for r, rank in ranks.items() if name in rank.orders]
-        for r, result in _grade_call(name, ranks, present, world, missing, options).items():
+        for r, result in _grade_call(name, ranks, read[name], world, missing, options).items():
             out[r][name] = result
     return out
 
 
+def _read(name: str, ranks: dict[int, Rank]) -> dict[int, dict | NotCheckable]:
+    """Each rank's record of the collective ``name``, or why it cannot be read."""
+    found: dict[int, dict | NotCheckable] = {}
+    for r, rank in ranks.items():
+        if name in rank.orders:
+            try:
+                with readable(name):
+                    found[r] = rank.record(name)
+            except NotCheckable as e:
+                found[r] = e
+    return found
+
+
 def _grade_call(
-    name: str, ranks: dict[int, Rank], present: list[int], world: int, missing: str, options: CheckOptions
-) -> dict[int, ApiResult]:
-    """The rows of the collective ``name`` on the ranks ``present``: each graded among the members of the group
-    its own record names (a Megatron step all_reduces in {0,1} and in {2,3} under one name)."""
+    name: str, ranks: dict[int, Rank], read: dict[int, dict | NotCheckable], world: int, missing: str,
+    options: CheckOptions,
+) -> dict[int, ApiResult]:  # fmt: skip
+    """The rows of the collective ``name`` on the ranks that recorded it (``read``: their records): each graded
+    among the members of the group its own record names (a Megatron step all_reduces in {0,1} and in {2,3} under
+    one name)."""
+    present = list(read)
     try:
+        records = {r: _record(record) for r, record in read.items()}
         with readable(name):
-            records = {r: ranks[r].record(name) for r in present}
             groups = {r: members(name, records[r], world) for r in present}
     except NotCheckable as e:
         return {r: _skipped(ranks[r], name, e) for r in present}
@@ -133,6 +149,12 @@ def _grade_call(
         else:
             found.update({r: calls.graded(r) for r in graded_here})
     return found
+
+
+def _record(read: dict | NotCheckable) -> dict:
+    if isinstance(read, NotCheckable):
+        raise read
+    return read
 
 
 def _skipped(rank: Rank, name: str, e: NotCheckable) -> ApiResult:
@@ -206,7 +228,7 @@ class _Calls:
             with readable(self.name):
                 rows = statistics_rows(self.name, r, self.members, self.records)
         except NotCheckable as e:
-            return skipped(call, f"{no_values}; {e}", e.code if e.code != Reason.SKIP_INPUTS else no_values.code)
+            return skipped(call, f"{no_values}; {e}", e.code)
         return graded(call, rows, [], "; ".join(f"{row.short_name}: {row.comparison.message}" for row in rows))
 
     def _unfinished(self, r: int, targets: list) -> str:
