@@ -241,3 +241,16 @@ def test_precheck_records_the_megatron_step_as_msprobe_and_its_collectives_pass(
         assert names[0] == names[1]
     rows = _collectives(_run(DATA / "megatron_subgroups_precheck_statistics" / "step0", tmp_path))
     assert len(rows) == 24 and {row["Forward Test Success"] for row in rows.values()} == {"pass"}
+
+
+def test_a_record_showing_a_huge_world_widens_no_default_group(tmp_path):
+    """A subgroup record naming rank 10**9 shows no world of 10**9 ranks for the calls on the default group (their
+    members would be listed one by one); the partial-rank step's calls stay skip_missing_rank for ranks 2 and 3."""
+
+    def huge(record):
+        record["input_kwargs"] = {"group": {"type": "torch.ProcessGroup", "group_ranks": [0, 10**9]}}
+
+    step = _edited(tmp_path, "partial_ranks_tensor", "rank1", "Distributed.all_reduce.0", huge)
+    rows = _collectives(_run(step, tmp_path / "out"))
+    row = rows[("rank0", "Distributed.all_gather.0")]
+    assert row["Forward Test Success"] == "SKIP" and "2 of 4 ranks of its group missing" in row["Message"]

@@ -34,6 +34,9 @@ __all__ = [
     "world_shown",
 ]
 
+# the most ranks a record may show the step's world to have: a record showing more (a group_ranks of 10**9) widens
+# no default group to that many members, each a row's missing rank (its own row says what is wrong with it)
+_LARGEST_WORLD = 1 << 16
 # what a record of another shape raises where a collective's fields are read (a dict for a list, a string rank)
 _MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError)
 
@@ -157,9 +160,10 @@ def world_shown(read: dict[str, dict[int, Any]]) -> int:
             try:
                 with readable(name):
                     group = members(name, record, 0)
-                    shown = max(shown, max(group) + 1 if group else _SIZES.get(api, _no_size)(record))
+                    size = max(group) + 1 if group else _SIZES.get(api, _no_size)(record)
             except NotCheckable:
                 continue
+            shown = max(shown, size if size <= _LARGEST_WORLD else 0)
     return shown
 
 
