@@ -44,7 +44,7 @@ class RanksSummary(RunSummary):
 
     ranks: dict[str, RunSummary] = field(default_factory=dict)
     step: Path = Path()
-    collectives: int = 0  # collective calls graded across the ranks (rows of every rank)
+    collectives: int = 0  # collective calls graded across the ranks (rows of every rank; not a SKIP)
     whole: int = 0  # DTensor calls put together as a whole (``<call>.whole`` rows of each mesh's first rank) ...
     whole_skipped: int = 0  # ... of which SKIP (a statistics dump, a missing rank): not graded
 
