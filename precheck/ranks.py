@@ -131,7 +131,7 @@ def _summary(
     fields = {**vars(replace(first)), **total, "result_path": out, "details_path": out, "wall_seconds": seconds}
     fields["results"] = results
     rows = [(name, r) for each in graded.values() for name, r in each.items()]
-    collectives = sum(is_collective(name) or is_point_to_point(name) for name, _ in rows)
+    collectives = sum(r.forward != SKIP for name, r in rows if is_collective(name) or is_point_to_point(name))
     whole = [r for name, r in rows if name.endswith(WHOLE)]
     skipped = sum(r.forward == SKIP for r in whole)
     return RanksSummary(
