@@ -405,6 +405,24 @@ def test_a_misspelt_option_is_named_with_the_nearest_one_in_one_line(capsys, arg
             "run_ut ",
         ),
         (["runut", "-api_info", "x"], "precheck: error: unknown command 'runut'; did you mean run_ut?", ""),
+        (
+            ["run_ut", "-api_info", "x", "--forward_only"],
+            "unknown option --forward_only: a call's backward is graded only where the dump recorded one",
+            "run_ut ",
+        ),
+        # argparse read -forward_only as -f -o rward_only: the output folder, silently
+        (
+            ["acc_check", "-api_info", "x", "-forward_only"],
+            "unknown option -forward_only: a call's backward",
+            "run_ut ",
+        ),
+        (["run_ut", "-api_info", "x", "-fa"], "run_ut: error: unknown option -fa", "run_ut "),
+        (
+            ["compare", "-target", "a", "-bench", "b", "-s", "True"],
+            "compare: error: argument -s/--stack_path: 'True' is msprobe's stack-mode switch; here -s is a "
+            "stack.json path",
+            "compare ",
+        ),
     ],
 )
 def test_msprobes_habits_are_answered_with_what_precheck_uses_instead(capsys, argv, expected, help_of):
@@ -413,6 +431,16 @@ def test_msprobes_habits_are_answered_with_what_precheck_uses_instead(capsys, ar
     first, hint, *rest = capsys.readouterr().err.split("\n")
     assert e.value.code == 2 and expected in first and rest == [""]
     assert hint == f"  (see: precheck {help_of}--help)"
+
+
+@pytest.mark.parametrize("command", ["run_ut", "acc_check", "multi_acc_check"])
+def test_msprobes_names_and_single_dash_options_of_run_ut_are_taken(command):
+    from precheck.commands.parser import build_parser
+    from precheck.commands.run_ut_cli import COMMAND
+
+    args = build_parser().parse_args([command, "-api_info", "d.json", "-filter_api", "-qf", "-n4"])
+    assert args.func is COMMAND.handler and args.filter_api and args.quiet and args.workers == 4
+    assert args.out_path == "."
 
 
 def test_resuming_a_csv_that_is_not_there_says_no_such_file_on_a_line_of_its_own(tmp_path, capsys):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.commands.command import Command
-from precheck.commands.values import positive_float, positive_int, size, tolerance
+from precheck.commands.values import positive_float, positive_int, size, stack_json, tolerance
 from precheck.escape import escape
 
 if TYPE_CHECKING:
@@ -46,7 +46,13 @@ def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
     cmp.add_argument("-i", "--input_path", metavar="COMPARE_JSON", help="msprobe's compare.json (npu_path, ...)")
     cmp.add_argument("-o", "--out_path", default=".", help="folder for the CSV and the summary")
     cmp.add_argument("-lm", "--layer_mapping", metavar="YAML", help="msprobe's layer mapping of module names")
-    cmp.add_argument("-s", "--stack_path", metavar="STACK_JSON", help="the target's stack.json (default: beside)")
+    cmp.add_argument(
+        "-s",
+        "--stack_path",
+        type=stack_json,
+        metavar="STACK_JSON",
+        help="the target's stack.json (default: beside); not msprobe's -s switch, the stacks are always read",
+    )
     cmp.add_argument(
         "--precheck",
         action="store_true",

@@ -100,6 +100,7 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "-f",
         "--filter_api",
+        "-filter_api",
         action="store_true",
         help="check one call per signature (API, shapes, dtypes, non-tensor arguments); the others "
         "are left out and counted in the summary",
@@ -280,4 +281,5 @@ COMMAND = Command(
     "it against a CPU float64 golden; writes msprobe-compatible CSVs.",
     add_arguments=_arguments,
     handler=_run,
+    aliases=("acc_check", "multi_acc_check"),  # msprobe 26's names of run_ut and multi_run_ut
 )
