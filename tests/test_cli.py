@@ -352,6 +352,28 @@ def test_regress_end_to_end_loads_no_torch(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+def test_a_path_typed_wrong_is_answered_before_torch_is_loaded(tmp_path):
+    # A missing -api_info took 4-15 s to say so: run_ut and generate imported torch first.
+    cases = [
+        (["run_ut", "-api_info", str(tmp_path / "dump.json")], f"{tmp_path / 'dump.json'}: no such file"),
+        (["run_ut", "-api_info", str(tmp_path)], f"{tmp_path / 'dump.json'}: no such file"),
+        (["acc_check", "-api_info", str(MLP), "-config", str(tmp_path / "c.json")], f"{tmp_path / 'c.json'}: no such"),
+        (["run_ut", "-api_info", str(MLP), "-csv_path", str(tmp_path / "r.csv")], f"{tmp_path / 'r.csv'}: no such"),
+        (["generate", "-api_info", str(tmp_path / "d"), "-o", str(tmp_path / "s")], f"{tmp_path / 'd'}: no such file"),
+    ]
+    code = (
+        "import sys\nfrom precheck.commands.cli import main\n"
+        f"for argv, _ in {cases!r}:\n    assert main(argv + ['-q'] * (argv[0] != 'generate')) == 2, argv\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert all(
+        line.startswith(f"precheck: error: {expected}") for (_, expected), line in zip(cases, lines, strict=True)
+    )
+
+
 def test_report_end_to_end_loads_no_torch(tmp_path):
     details = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
     code = (

@@ -25,6 +25,9 @@ def _generate_arguments(gen: argparse.ArgumentParser) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from precheck.dump.steps import find_dumps
+
+    find_dumps(args.api_info).require()  # before torch is loaded: a path typed wrong is answered at once
     from precheck.testgen import generate
 
     options = CheckOptions(device=args.device, **grading_of(args))
