@@ -50,6 +50,7 @@ class RunSummary:
     standard: str = "default"
     timed_out: int = 0  # APIs of this call past their time limit: SKIP rows, counted apart (results.timed_out)
     module_records: int = 0  # Module.* / Cell.* records of the dump (level L0 or mix), which no run replays
+    task: str = ""  # the dump's: tensor (its outputs saved: training's kernels graded too) or statistics
 
     @property
     def checked(self) -> int:
@@ -134,8 +135,27 @@ class RunSummary:
             else ""
         )
         return (
-            f"precheck run_ut: {self.checked + self.resumed} APIs {where}{again}\n"
+            f"precheck run_ut: {self.checked + self.resumed} APIs {where}{again}\n{self._kernels()}"
             f"  forward:  {counts}\n  backward: {bw}\n{late}{modules}{legend}"
+        )
+
+    def _kernels(self) -> str:
+        """Whose kernels the verdicts are about: a dump from an NPU replayed on a CPU machine checks the CPU's,
+        and only the outputs training recorded are the NPU's."""
+        if not self.task:
+            return ""
+        if self.target == "recorded":
+            return "  kernels: the training device's (the outputs the dump recorded); nothing is replayed here\n"
+        kinds = {"compile": f"{self.device}'s through torch.compile", "mindspore": f"MindSpore's on {self.device}"}
+        here = kinds.get(self.target, f"{self.device}'s")
+        if self.task == "tensor":
+            return (
+                f"  kernels: {here} (each call replayed), and the training device's (the outputs the dump "
+                "recorded, graded beside the replay)\n"
+            )
+        return (
+            f"  kernels: {here} (each call replayed) only: a statistics dump saved no outputs of the training "
+            "device's kernels (record a tensor dump, or compare it with a reference run)\n"
         )
 
 
@@ -230,6 +250,7 @@ def run_ut(
         options.standard,
         keep.timed_out,
         dump.cases.module_records,
+        dump.task,
     )
 
 
