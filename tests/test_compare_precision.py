@@ -52,6 +52,8 @@ def test_a_6bit_silu_in_the_bf16_step_is_named_against_the_fp32_twin(capsys, tmp
     assert "worse than an honest bf16 kernel" in first["honest_kernel"] and "the bench's is not (pass)" in first[
         "honest_kernel"]  # fmt: skip
     assert "first divergent: Functional.silu.0.forward: each side graded" in out
+    # its rows all pass msprobe's rules, each tensor on its own: the headline said "rows: pass 108" beside it
+    assert out.startswith("precheck compare (tensor): 34 records; msprobe's Result of their 108 rows, each tensor")
 
 
 def test_the_search_looks_past_a_tolerance_pick_that_the_replay_clears(tmp_path, monkeypatch):

@@ -163,8 +163,8 @@ def describe(result: DumpComparison) -> str:
     d = result.divergence
     counts = ", ".join(f"{k} {result.results.get(k, 0)}" for k in CompareConst.RESULTS)
     lines = [
-        f"precheck compare ({result.mode}): {sum(d.verdicts.values())} records, {result.rows} rows: {counts} "
-        f"in {result.wall_seconds:.2f} s"
+        f"precheck compare ({result.mode}): {sum(d.verdicts.values())} records; msprobe's Result of their "
+        f"{result.rows} rows, each tensor on its own: {counts} in {result.wall_seconds:.2f} s"
     ]
     first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
     lines.append(first or f"  {agreement(d.rounding(), d.localization)}")
