@@ -16,7 +16,18 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["LEVELS", "PATCHED", "RISK_LEVELS", "TASKS", "Unwritten", "kept_by_risk", "unwritten", "wrapped_names"]
+__all__ = [
+    "ALSO_PATCHED",
+    "BEYOND_MSPROBE",
+    "LEVELS",
+    "PATCHED",
+    "RISK_LEVELS",
+    "TASKS",
+    "Unwritten",
+    "kept_by_risk",
+    "unwritten",
+    "wrapped_names",
+]
 
 TASKS = ("tensor", "statistics")  # msprobe's config "task" values a recording takes
 LEVELS = ("L1", "mix")  # mix: module (L0) records and construct.json beside the API records
@@ -28,6 +39,9 @@ PATCHED = {
     "torch": ("torch", "Torch"),
     "distributed": ("torch.distributed", "Distributed"),
 }
+# yaml section -> the other modules msprobe patches its names in, with the same function as the first: torch's own
+# code calls distributed_c10d's globals, and P2POp(dist.isend, ...) checks its op is distributed_c10d's isend
+ALSO_PATCHED = {"distributed": ("torch.distributed.distributed_c10d",)}
 
 _LOW_RISK = frozenset(
     """
@@ -58,6 +72,7 @@ _UNWRITTEN_INPUT: dict[str, tuple[int | str, ...]] = {
     "recv": (0,), "irecv": (0, "tensor"), "all_gather": (0,), "gather": (1,), "scatter": (0,),
     "reduce_scatter": (0,), "_reduce_scatter_base": (0,), "_all_gather_base": (0,), "all_to_all_single": (0,),
     "all_to_all": (0,), "all_gather_into_tensor": (0,), "reduce_scatter_tensor": (0,),
+    "all_gather_single": (0,), "reduce_scatter_single": (0,),  # BEYOND_MSPROBE's: their output buffer first too
 }  # fmt: skip
 _UNWRITTEN_OUTPUT: dict[str, tuple[int, ...]] = {"isend": (0,)}
 
@@ -87,13 +102,25 @@ def unwritten(prefix: str, api: str) -> Unwritten:
     )
 
 
+# The collectives precheck records past msprobe 26.2's list, named in its style (``Distributed.all_gather_single.0``):
+# torch 2.13's FSDP2 gathers parameters and reduce-scatters gradients through them (FSDP1 reduce-scatters so too),
+# and its all_gather_into_tensor/reduce_scatter_tensor became their deprecated aliases, so msprobe's dump of an
+# FSDP2 step holds no Distributed record. A torch without them (before 2.13: FSDP calls the aliases, which both
+# lists hold) has nothing more wrapped.
+BEYOND_MSPROBE = {"distributed": ("all_gather_single", "reduce_scatter_single")}
+
+
 @functools.cache
 def wrapped_names() -> dict[str, tuple[str, ...]]:
-    """yaml section -> the API names msprobe wraps there (``linalg.vector_norm``: an attribute of an attribute)."""
+    """yaml section -> the API names precheck record wraps there (``linalg.vector_norm``: an attribute of an
+    attribute): msprobe's, and BEYOND_MSPROBE's."""
     text = (Path(__file__).parent / "msprobe_wrap_ops.yaml").read_text(encoding="utf-8")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: 0.14 s less per recording than Python's
     doc = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-    return {section: tuple(names or ()) for section, names in doc.items() if section in PATCHED}
+    names = {section: tuple(names or ()) for section, names in doc.items() if section in PATCHED}
+    for section, more in BEYOND_MSPROBE.items():
+        names[section] = names.get(section, ()) + tuple(n for n in more if n not in names.get(section, ()))
+    return names
 
 
 def kept_by_risk(api: str, risk_level: str) -> bool:

@@ -9,7 +9,8 @@ The public face, each name loaded on first use so that ``import precheck`` is fa
 - :func:`precheck.load`: a run's or a compare's CSVs as a pandas DataFrame;
 - :func:`precheck.record`: a training step recorded as msprobe records it, without msprobe;
 - :func:`precheck.grade` and :func:`precheck.assert_precise`: the grader's verdict on one output, and the
-  assertion for your own tests (:mod:`precheck.grader`);
+  assertion for your own tests (:mod:`precheck.grader`); :func:`precheck.honest_run` gives them run_ut's honest
+  kernel of a call;
 - :class:`precheck.PrecheckError`: the root of the errors precheck raises for bad input.
 
 run_ut and the dump compare are named ``check_dump`` and ``compare_dumps`` here because ``precheck.run_ut`` and
@@ -28,6 +29,7 @@ _FACE = {  # each public name: the module it lives in, and its name there
     "record": ("precheck.recording.api", "record"),
     "grade": ("precheck.grader.verdict", "compare"),
     "assert_precise": ("precheck.grader.assertion", "assert_precise"),
+    "honest_run": ("precheck.grader.honest", "honest_run"),
     "PrecheckError": ("precheck.errors", "PrecheckError"),
 }
 __all__ = ["__version__", *_FACE]

@@ -44,7 +44,7 @@ class RanksSummary(RunSummary):
 
     ranks: dict[str, RunSummary] = field(default_factory=dict)
     step: Path = Path()
-    collectives: int = 0  # collective calls graded across the ranks (rows of every rank)
+    collectives: int = 0  # collective calls graded across the ranks (rows of every rank; not a SKIP)
     whole: int = 0  # DTensor calls put together as a whole (``<call>.whole`` rows of each mesh's first rank) ...
     whole_skipped: int = 0  # ... of which SKIP (a statistics dump, a missing rank): not graded
 
@@ -131,7 +131,7 @@ def _summary(
     fields = {**vars(replace(first)), **total, "result_path": out, "details_path": out, "wall_seconds": seconds}
     fields["results"] = results
     rows = [(name, r) for each in graded.values() for name, r in each.items()]
-    collectives = sum(is_collective(name) or is_point_to_point(name) for name, _ in rows)
+    collectives = sum(r.forward != SKIP for name, r in rows if is_collective(name) or is_point_to_point(name))
     whole = [r for name, r in rows if name.endswith(WHOLE)]
     skipped = sum(r.forward == SKIP for r in whole)
     return RanksSummary(

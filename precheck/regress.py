@@ -37,9 +37,14 @@ most significant of its two directions' outcomes, by this precedence:
 A worsening anywhere wins; an improvement outranks an unchanged error because it means the baseline is stale
 (``--strict`` then asks for it to be refreshed) while the tables still show the remaining error.
 
-Exit code (:meth:`RegressReport.exit_code`): 1 when any API is FAIL or MISSING, or, with ``strict``, IMPROVED;
-0 otherwise. NEW APIs never change it (they have no baseline to regress from). Unusable input raises
-:class:`RegressError` (the CLI's exit 2).
+Settings: a run's record beside its result CSV (``accuracy_checking_result_<ts>.run.json``) says what graded it.
+Where both files have one and they differ in what decides a verdict (target, device, standard, its thresholds, the
+benchmark device, torch's version), the outcomes compare two different checks, not two states of one model: the
+report names each difference (:attr:`RegressReport.settings`) and the gate fails unless ``settings_may_differ``.
+
+Exit code (:meth:`RegressReport.exit_code`): 1 when any API is FAIL or MISSING, or the settings differ (unless
+``settings_may_differ``), or, with ``strict``, IMPROVED; 0 otherwise. NEW APIs never change it (they have no
+baseline to regress from). Unusable input raises :class:`RegressError` (the CLI's exit 2).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from precheck.errors import PrecheckError
 from precheck.escape import markdown, markdown_code, unescape, unformula
 from precheck.frames.run import LoadError, csv_pair
 from precheck.report.csv_files import read_csv_rows
+from precheck.report.runfiles import RunFileError, read_sidecar
 from precheck.schema import RESULT, SEVERITY, read_status
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
@@ -75,6 +81,8 @@ _FORWARD_COLUMN = "forward test success"
 _BACKWARD_COLUMN = "backward test success"
 REPORT_MD = "regress_report.md"
 REPORT_JSON = "regress_report.json"
+# What in a run's record decides its verdicts (a dump's path, a seed or a saved-data folder does not).
+SETTINGS = ("target", "device", "standard", "cosine", "max_abs", "bench_device")
 
 Status = str | None  # pass / warning / error / SKIP, None for a blank cell
 
@@ -123,6 +131,7 @@ class RegressReport:
     baseline_path: str
     current_path: str
     apis: list[ApiOutcome]
+    settings: tuple[str, ...] = ()  # "target: device in the baseline, recorded in the current run", each that differ
 
     @property
     def counts(self) -> dict[str, int]:
@@ -130,12 +139,13 @@ class RegressReport:
         found = Counter(a.outcome for a in self.apis)
         return {outcome: found.get(outcome, 0) for outcome in OUTCOMES}
 
-    def exit_code(self, strict: bool = False) -> int:
-        """1 when something got worse or went missing (or, strict, improved: the baseline is stale), else 0."""
+    def exit_code(self, strict: bool = False, settings_may_differ: bool = False) -> int:
+        """1 when something got worse or went missing, or the two runs were made with different settings (unless
+        ``settings_may_differ``), or (strict) improved: the baseline is stale; else 0."""
         counts = self.counts
         if counts[FAIL] or counts[MISSING] or (strict and counts[IMPROVED]):
             return 1
-        return 0
+        return int(bool(self.settings) and not settings_may_differ)
 
     def summary(self) -> str:
         """One line of counts per outcome, for the terminal."""
@@ -149,6 +159,7 @@ class RegressReport:
             "baseline": self.baseline_path,
             "current": self.current_path,
             "counts": self.counts,
+            "settings_differ": list(self.settings),
             "apis": [a.to_dict() for a in self.apis],
         }
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -168,6 +179,9 @@ class RegressReport:
         ]
         lines += [f"| {o} | {counts[o]} |" for o in OUTCOMES]
         lines.append(f"| total | {len(self.apis)} |")
+        if self.settings:
+            lines += ["", "## The two runs were made with different settings", ""]
+            lines += [f"- {markdown(difference)}" for difference in self.settings]
         for outcome in OUTCOMES:
             rows = [a for a in self.apis if a.outcome == outcome]
             if outcome == PASS_OUTCOME or not rows:
@@ -293,7 +307,31 @@ def regress(baseline: str | os.PathLike, current: str | os.PathLike) -> RegressR
     new = read_result_csv(current)
     apis = [ApiOutcome(api, api_outcome(s, new.get(api)), s, new.get(api)) for api, s in old.items()]
     apis += [ApiOutcome(api, NEW, None, s) for api, s in new.items() if api not in old]
-    return RegressReport(os.fspath(baseline), os.fspath(current), apis)
+    settings = settings_differ(_settings(Path(baseline)), _settings(Path(current)))
+    return RegressReport(os.fspath(baseline), os.fspath(current), apis, settings)
+
+
+def _settings(result: Path) -> dict[str, object] | None:
+    """What graded the run of ``result``, from its record beside it; None for a CSV without one (msprobe's, a
+    stage-2 CSV, one copied alone), whose settings nothing says."""
+    try:
+        record = read_sidecar(result.with_name(result.name.removesuffix(".csv") + ".run.json"))
+    except (FileNotFoundError, RunFileError):
+        return None
+    versions = record.get("versions")
+    torch = versions.get("torch") if isinstance(versions, dict) else None
+    return {**{key: record.get(key) for key in SETTINGS}, "torch": torch}
+
+
+def settings_differ(baseline: dict[str, object] | None, current: dict[str, object] | None) -> tuple[str, ...]:
+    """Each setting the two runs' records give different values, in one phrase; none where either has no record."""
+    if baseline is None or current is None:
+        return ()
+    return tuple(
+        f"{key}: {baseline[key]} in the baseline, {current[key]} in the current run"
+        for key in (*SETTINGS, "torch")
+        if baseline[key] != current[key]
+    )
 
 
 def _result_csv(path: str | os.PathLike) -> str | os.PathLike:

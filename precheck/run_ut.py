@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from precheck.core.reasons import Reason
 from precheck.core.status import SKIP, at_or_below
@@ -21,7 +21,7 @@ from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.dump.steps import find_dumps
 from precheck.errors import OptionError, PrecheckError
 from precheck.escape import escape
-from precheck.execution.options import CheckOptions, check_scheduler
+from precheck.execution.options import CheckOptions, RunOptions, check_scheduler
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import for_framework, target_for
 from precheck.report.csv_files import CsvReport, text
@@ -29,7 +29,6 @@ from precheck.report.runfiles import dump_identity, unfinished, versions
 from precheck.results import ApiResult, is_timed_out, skipped
 from precheck.scheduling.backends import Backend, backend_for
 from precheck.scheduling.costs import default_max_memory, worker_count
-from precheck.scheduling.tls import Tls
 from precheck.schema import STATUSES
 
 if TYPE_CHECKING:
@@ -51,6 +50,7 @@ class RunSummary:
     standard: str = "default"
     timed_out: int = 0  # APIs of this call past their time limit: SKIP rows, counted apart (results.timed_out)
     module_records: int = 0  # Module.* / Cell.* records of the dump (level L0 or mix), which no run replays
+    task: str = ""  # the dump's: tensor (its outputs saved: training's kernels graded too) or statistics
 
     @property
     def checked(self) -> int:
@@ -135,105 +135,133 @@ class RunSummary:
             else ""
         )
         return (
-            f"precheck run_ut: {self.checked + self.resumed} APIs {where}{again}\n"
+            f"precheck run_ut: {self.checked + self.resumed} APIs {where}{again}\n{self._kernels()}"
             f"  forward:  {counts}\n  backward: {bw}\n{late}{modules}{legend}"
+        )
+
+    def _kernels(self) -> str:
+        """Whose kernels the verdicts are about: a dump from an NPU replayed on a CPU machine checks the CPU's,
+        and only the outputs training recorded are the NPU's."""
+        if not self.task:
+            return ""
+        if self.target == "recorded":
+            return "  kernels: the training device's (the outputs the dump recorded); nothing is replayed here\n"
+        kinds = {"compile": f"{self.device}'s through torch.compile", "mindspore": f"MindSpore's on {self.device}"}
+        here = kinds.get(self.target, f"{self.device}'s")
+        if self.task == "tensor":
+            return (
+                f"  kernels: {here} (each call replayed), and the training device's (the outputs the dump "
+                "recorded, graded beside the replay)\n"
+            )
+        return (
+            f"  kernels: {here} (each call replayed) only: a statistics dump saved no outputs of the training "
+            "device's kernels (record a tensor dump, or compare it with a reference run)\n"
         )
 
 
 def run_ut(
     api_info: str | os.PathLike,
     out_path: str | os.PathLike = ".",
+    options: RunOptions | CheckOptions | None = None,
     *,
-    device: str = "auto",
-    workers: int | None = None,
-    options: CheckOptions | None = None,
-    progress: bool = False,
-    csv_path: str | os.PathLike | None = None,
-    api_lists: ApiLists | None = None,
-    filter_api: bool = False,
-    backend: str = "auto",
-    scheduler: str | None = None,
-    tls: Tls | None = None,
-    keep_results: bool = True,
-    framework: str | None = None,
     graded: Mapping[str, ApiResult] | None = None,
     loaded: Dump | None = None,
+    **keywords: Any,
 ) -> RunSummary:
-    """Check every forward API of a dump; raise DumpError / DeviceError for a dump or device that cannot be used.
+    """Check every forward API of a dump as ``options`` say (a RunOptions; its CheckOptions alone; or any of its
+    fields by name, ``device="cpu", workers=1``, as run_ut took them one by one); raise DumpError / DeviceError for
+    a dump or device that cannot be used.
 
     Rows are written as APIs complete, so an interrupted run keeps every finished row; ``csv_path`` (the result
     CSV of an interrupted run) continues it in the same files, checking only the APIs it lacks. ``results`` of
-    the summary hold the APIs checked by this call. ``api_lists`` (msprobe's white / black lists) turn the APIs
-    they leave out into SKIP rows; ``filter_api`` checks one call per signature and leaves the others out;
-    ``backend`` says where cases run (auto, inprocess, process, dask: scheduling/backends.py), ``scheduler`` is
-    the Dask scheduler's address, ``tls`` the TLS files of a ``tls://`` one; ``keep_results`` False keeps only
-    the counts of statuses in the summary, so a run's memory does not grow with the number of records.
-    ``framework`` (pytorch, mindspore) overrides the dump's (a MindSpore dump's default target: for_framework).
-    ``graded``: rows already graded elsewhere, by case name (a step's collectives, graded across its ranks by
-    precheck.ranks), written as they are instead of run, and rows of no record of the dump (a step's whole DTensor
-    calls, precheck.execution.sharded) written after their call's; ``loaded``: ``api_info``'s dump as load_dump read it
-    (precheck.ranks reads each rank's once, for its collectives and its run). ``api_info`` may be a dump's top
-    folder holding one dump (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of several.
+    the summary hold the APIs checked by this call (``keep_results`` False keeps only the counts of statuses, so
+    a run's memory does not grow with the number of records). ``graded``: rows already graded elsewhere, by case
+    name (a step's collectives, graded across its ranks by precheck.ranks), written as they are instead of run,
+    and rows of no record of the dump (a step's whole DTensor calls, precheck.execution.sharded) written after
+    their call's;
+    ``loaded``: ``api_info``'s dump as load_dump read it (precheck.ranks reads each rank's once). ``api_info`` may
+    be a dump's top folder holding one dump (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of
+    several.
     """
     start = time.perf_counter()
-    check_scheduler(backend, scheduler)  # before the run's files are opened
+    run = RunOptions.of(options, **keywords)
+    check_scheduler(run.backend, run.scheduler)  # before the run's files are opened
     found = find_dumps(api_info)
     if found.ranks:
         raise DumpError(f"{found.path}: a step of {len(found.ranks)} dumps; precheck.ranks.run_step runs them as one")
     if found.note:
         warnings.warn(found.note, stacklevel=2)
-    dump = loaded if loaded is not None else load_dump(found.path, framework)
-    options = resolved(for_framework(options or CheckOptions(), dump), device)
-    workers = worker_count(workers)
-    identity = run_identity(dump.path, options, filter_api, api_lists) | _partial(dump)
-    options = _usable_error_folder(options)
-    keep = _Tally(keep_results)
+    dump = loaded if loaded is not None else load_dump(found.path, run.framework)
+    check = resolved(for_framework(run.check, dump), run.device)
+    identity = run_identity(dump.path, check, run.filter_api, run.api_lists) | _partial(dump)
+    check = _usable_error_folder(check)
+    keep = _Tally(run.keep_results)
     orders = {text(name): i for i, name in enumerate(dump.cases.names)}  # names as the CSVs hold them
-    signatures = SignatureFilter() if filter_api else None
-    if csv_path is None and (left := unfinished(out_path, identity)) is not None:
+    signatures = SignatureFilter() if run.filter_api else None
+    if run.csv_path is None and (left := unfinished(out_path, identity)) is not None:
         warnings.warn(UnfinishedRun(left), stacklevel=2)
-    with CsvReport(out_path, resume=csv_path, orders=orders, identity=identity) as report:
-        bar = _progress_bar(len(dump.cases)) if progress else None  # once the files are open: an error has its line
-        try:
-            suspects, todo = _plan(dump, report, signatures, api_lists, keep, graded or {})
-            if bar is not None:
-                bar.update(len(dump.cases) - len(todo) - len(suspects))
-            cases = [dump.cases.select(suspects), dump.cases.select(todo)]
-
-            def choose(selected: Sequence[Case], isolate: bool) -> Backend:
-                return backend_for(backend, selected, dump.data_dir, options, workers, scheduler, isolate, tls)
-
-            if options.max_memory is None:
-                started = max(choose(c, i == 0).processes(c) for i, c in enumerate(cases))
-                options = replace(options, max_memory=default_max_memory(started))
-            for result in _checked(cases, choose, report):
-                keep(result)
-                if bar is not None:
-                    bar.update(1)
-            _added(graded or {}, orders, report, keep)
-        except KeyboardInterrupt as e:
-            raise Interrupted(report.result_path, len(report.completed) + keep.total) from e
-        except OSError as e:  # a full disk: the rows written so far are whole, and a resume continues them
-            raise WriteFailed(e, report.result_path, len(report.completed) + keep.total) from e
-        finally:
-            if bar is not None:
-                bar.close()  # before any message: a line of its own
+    with CsvReport(out_path, resume=run.csv_path, orders=orders, identity=identity) as report:
+        _write(dump, report, replace(run, check=check), _Rows(keep, signatures, graded or {}, orders))
     keep.results.sort(key=lambda r: r.order)
     return RunSummary(
         report.result_path,
         report.details_path,
-        options.device,
-        options.target,
+        check.device,
+        check.target,
         time.perf_counter() - start,
         keep.results,
         len(report.completed),
         signatures.left_out if signatures else 0,
         keep.statuses,
         report.previous,
-        options.standard,
+        check.standard,
         keep.timed_out,
         dump.cases.module_records,
+        dump.task,
     )
+
+
+@dataclass
+class _Rows:
+    """What a run keeps of its results, the calls --filter_api leaves out, the rows graded elsewhere, and each
+    record's place in the CSVs (by name as they hold it)."""
+
+    keep: _Tally
+    signatures: SignatureFilter | None
+    graded: Mapping[str, ApiResult]
+    orders: dict[str, int]
+
+
+def _write(dump: Dump, report: CsvReport, run: RunOptions, plan: _Rows) -> None:
+    """Check the dump's cases into ``report``, each row on disk as it completes; Ctrl-C and a full disk leave the
+    rows written whole, and say how many (Interrupted, WriteFailed)."""
+    options, keep = run.check, plan.keep
+    workers = worker_count(run.workers)
+    bar = _progress_bar(len(dump.cases)) if run.progress else None  # once the files are open: an error has its line
+    try:
+        suspects, todo = _plan(dump, report, plan.signatures, run.api_lists, keep, plan.graded)
+        if bar is not None:
+            bar.update(len(dump.cases) - len(todo) - len(suspects))
+        cases = [dump.cases.select(suspects), dump.cases.select(todo)]
+
+        def choose(selected: Sequence[Case], isolate: bool) -> Backend:
+            return backend_for(run.backend, selected, dump.data_dir, options, workers, run.scheduler, isolate, run.tls)
+
+        if options.max_memory is None:
+            started = max(choose(c, i == 0).processes(c) for i, c in enumerate(cases))
+            options = replace(options, max_memory=default_max_memory(started))
+        for result in _checked(cases, choose, report):
+            keep(result)
+            if bar is not None:
+                bar.update(1)
+        _added(plan.graded, plan.orders, report, keep)
+    except KeyboardInterrupt as e:
+        raise Interrupted(report.result_path, len(report.completed) + keep.total) from e
+    except OSError as e:  # a full disk: the rows written so far are whole, and a resume continues them
+        raise WriteFailed(e, report.result_path, len(report.completed) + keep.total) from e
+    finally:
+        if bar is not None:
+            bar.close()  # before any message: a line of its own
 
 
 @dataclass

@@ -99,7 +99,7 @@ def test_an_error_that_does_not_grow_with_n_is_not_accumulation(pool):
     rounding: beyond an honest kernel, not the sqrt(n) growth of adding in fp16."""
     frame, findings = pool
     conv = "Functional.conv2d.1.backward.output.0"
-    assert conv in findings["beyond_rounding"].rows and conv not in findings["low_precision_accumulation"].rows
+    assert conv in findings["recorded_beyond_rounding"].rows and conv not in findings["low_precision_accumulation"].rows
 
 
 def _shaped(*shape: int) -> SimpleNamespace:

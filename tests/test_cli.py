@@ -352,6 +352,28 @@ def test_regress_end_to_end_loads_no_torch(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+def test_a_path_typed_wrong_is_answered_before_torch_is_loaded(tmp_path):
+    # A missing -api_info took 4-15 s to say so: run_ut and generate imported torch first.
+    cases = [
+        (["run_ut", "-api_info", str(tmp_path / "dump.json")], f"{tmp_path / 'dump.json'}: no such file"),
+        (["run_ut", "-api_info", str(tmp_path)], f"{tmp_path / 'dump.json'}: no such file"),
+        (["acc_check", "-api_info", str(MLP), "-config", str(tmp_path / "c.json")], f"{tmp_path / 'c.json'}: no such"),
+        (["run_ut", "-api_info", str(MLP), "-csv_path", str(tmp_path / "r.csv")], f"{tmp_path / 'r.csv'}: no such"),
+        (["generate", "-api_info", str(tmp_path / "d"), "-o", str(tmp_path / "s")], f"{tmp_path / 'd'}: no such file"),
+    ]
+    code = (
+        "import sys\nfrom precheck.commands.cli import main\n"
+        f"for argv, _ in {cases!r}:\n    assert main(argv + ['-q'] * (argv[0] != 'generate')) == 2, argv\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert all(
+        line.startswith(f"precheck: error: {expected}") for (_, expected), line in zip(cases, lines, strict=True)
+    )
+
+
 def test_report_end_to_end_loads_no_torch(tmp_path):
     details = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
     code = (
@@ -405,6 +427,24 @@ def test_a_misspelt_option_is_named_with_the_nearest_one_in_one_line(capsys, arg
             "run_ut ",
         ),
         (["runut", "-api_info", "x"], "precheck: error: unknown command 'runut'; did you mean run_ut?", ""),
+        (
+            ["run_ut", "-api_info", "x", "--forward_only"],
+            "unknown option --forward_only: a call's backward is graded only where the dump recorded one",
+            "run_ut ",
+        ),
+        # argparse read -forward_only as -f -o rward_only: the output folder, silently
+        (
+            ["acc_check", "-api_info", "x", "-forward_only"],
+            "unknown option -forward_only: a call's backward",
+            "run_ut ",
+        ),
+        (["run_ut", "-api_info", "x", "-fa"], "run_ut: error: unknown option -fa", "run_ut "),
+        (
+            ["compare", "-target", "a", "-bench", "b", "-s", "True"],
+            "compare: error: argument -s/--stack_path: 'True' is msprobe's stack-mode switch; here -s is a "
+            "stack.json path",
+            "compare ",
+        ),
     ],
 )
 def test_msprobes_habits_are_answered_with_what_precheck_uses_instead(capsys, argv, expected, help_of):
@@ -413,6 +453,16 @@ def test_msprobes_habits_are_answered_with_what_precheck_uses_instead(capsys, ar
     first, hint, *rest = capsys.readouterr().err.split("\n")
     assert e.value.code == 2 and expected in first and rest == [""]
     assert hint == f"  (see: precheck {help_of}--help)"
+
+
+@pytest.mark.parametrize("command", ["run_ut", "acc_check", "multi_acc_check"])
+def test_msprobes_names_and_single_dash_options_of_run_ut_are_taken(command):
+    from precheck.commands.parser import build_parser
+    from precheck.commands.run_ut_cli import COMMAND
+
+    args = build_parser().parse_args([command, "-api_info", "d.json", "-filter_api", "-qf", "-n4"])
+    assert args.func is COMMAND.handler and args.filter_api and args.quiet and args.workers == 4
+    assert args.out_path == "."
 
 
 def test_resuming_a_csv_that_is_not_there_says_no_such_file_on_a_line_of_its_own(tmp_path, capsys):

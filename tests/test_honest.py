@@ -4,6 +4,8 @@ honest kernel only when a verdict needs it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -261,3 +263,30 @@ def test_an_inf_leaves_the_measure_to_the_verdict():
     assert _from_metrics(grader_metrics.float_metrics(target, golden, torch.float32), torch.float32) is None
     golden[3] = float("inf")
     assert _from_metrics(grader_metrics.float_metrics(target, golden, torch.float32), torch.float32) is None
+
+
+def _recorded_silu() -> tuple[torch.Tensor, torch.Tensor]:
+    """The bf16 SiLU input and the 6-bit output a training step recorded (tests/data/record/gpt_model.py)."""
+    data = next(Path(__file__).parent.glob("data/record/gpt_bf16_silu6_tensor/step0/*/dump_tensor_data"))
+    load = lambda where: torch.load(data / f"Functional.silu.0.forward.{where}.0.pt", weights_only=True)  # noqa: E731
+    return load("input"), load("output")
+
+
+def test_the_importable_grader_gives_a_bad_kernel_run_uts_verdict_with_or_without_its_honest_run():
+    # precheck.grade(silu_6bit_bf16, F.silu(x.double())) said "warning: 1.7x a modeled honest bf16 kernel's", so
+    # assert_precise passed what run_ut grades error at 4.55x a run honest kernel.
+    import precheck
+    from precheck.grader.honest import honest_run
+
+    x, out = _recorded_silu()
+    golden = F.silu(x.double())
+    modeled = precheck.grade(out, golden)
+    run = precheck.grade(out, golden, honest=honest_run(F.silu, x))
+    assert modeled.status == run.status == ERROR
+    assert 4.0 < modeled.ratio < 5.0 and abs(modeled.ratio - run.ratio) < 0.05 * run.ratio, (modeled.ratio, run.ratio)
+    assert "4.5" in modeled.message and "an honest kernel's (modeled, not run)" in modeled.message
+    with pytest.raises(AssertionError, match="worse than an honest bf16 kernel"):
+        precheck.assert_precise(out, golden)
+    honest_silu = F.silu(x)  # the CPU's own bf16 SiLU, computed in fp32 and rounded once
+    assert precheck.grade(honest_silu, golden).status != ERROR
+    assert precheck.grade(honest_silu, golden, honest=honest_run(F.silu, x)).status != ERROR

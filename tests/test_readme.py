@@ -118,6 +118,17 @@ def test_the_frame_columns_documented_are_those_load_gives(readme_run):
     assert documented == list(load(readme_run[1] / "out").columns)
 
 
+def test_the_frame_columns_examples_are_values_load_gives(readme_run):
+    """frame.md said the api column of Functional.linear.0 is `linear`; load gives `Functional.linear`."""
+    from precheck import load
+
+    table = TEXT[ROOT / "docs/reference/frame.md"].split("## The columns of a run's frame", 1)[1]
+    example = {m[1]: m[2] for m in re.finditer(r"^\| `(call|api|prefix)` \| str \| [^`]*`([^`]+)`", table, re.M)}
+    frame = load(readme_run[1] / "out")
+    row = frame[frame["call"] == example["call"]].iloc[0]
+    assert (row["api"], row["prefix"]) == (example["api"], example["prefix"])
+
+
 def _precheck_commands(line: str) -> list[str]:
     """The precheck command lines (arguments after `precheck`) of one shell line: `setup && .venv/bin/precheck ...`
     holds one, a comment none; a bare name is a mention, not a command."""
@@ -148,7 +159,9 @@ def test_every_documented_command_parses(page, command):
 
 
 def _subcommands() -> dict:
-    return build_parser()._subparsers._group_actions[0].choices
+    """Each command under its own name (msprobe's names of run_ut, acc_check, are its parser again)."""
+    choices = build_parser()._subparsers._group_actions[0].choices
+    return {name: p for name, p in choices.items() if p.prog.endswith(f" {name}")}
 
 
 def test_the_run_ut_table_lists_exactly_its_options():

@@ -454,8 +454,40 @@ def test_json(pair: tuple[Path, Path], tmp_path: Path) -> None:
     }
     assert by_api["Torch.warn_stays.0"]["current"] == {"forward": "warning", "backward": None}
     assert by_api["Torch.gone.0"]["current"] is None and by_api["Torch.fresh.0"]["baseline"] is None
-    assert set(doc) == {"baseline", "current", "counts", "apis"}
+    assert set(doc) == {"baseline", "current", "counts", "settings_differ", "apis"}
+    assert doc["settings_differ"] == []  # CSVs without run records: nothing says how they were graded
     assert md_path.read_bytes() == regress(base, cur).to_markdown().encode("utf-8")
+
+
+def _record(result: Path, **settings: object) -> None:
+    """The run record precheck writes beside a result CSV, with ``settings`` over a plain run's."""
+    record = {"target": "device", "device": "cpu", "standard": "default", "cosine": 0.99, "max_abs": 1e-4,
+              "bench_device": None, "seed": 0, "dump": str(result), "versions": {"torch": "2.13.0+cpu"}}  # fmt: skip
+    for key, value in settings.items():
+        record["versions" if key == "torch" else key] = {"torch": value} if key == "torch" else value
+    result.with_name(result.name.removesuffix(".csv") + ".run.json").write_text(json.dumps(record))
+
+
+def test_runs_graded_with_different_settings_are_named_and_fail_the_gate(tmp_path, capsys) -> None:
+    # A --target device baseline against a --target recorded run said "FAIL 2, IMPROVED 5", no word of the targets.
+    rows = [("A.a.0", "pass", "pass"), ("A.b.0", "error", "")]
+    base = write_result(tmp_path / "accuracy_checking_result_20260101000000.csv", rows)
+    cur = write_result(tmp_path / "accuracy_checking_result_20260102000000.csv", rows)
+    _record(base, seed=0)
+    _record(cur, target="recorded", seed=3, torch="2.5.1", dump="elsewhere")  # seed and dump decide no verdict
+    code, out, err = cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path / "r"))
+    differ = "target: device in the baseline, recorded in the current run; torch: 2.13.0+cpu in the baseline, "
+    assert code == 1 and "PASS 1" in out
+    assert err.startswith(f"precheck: warning: the two runs were made with different settings: {differ}2.5.1 in the")
+    assert "precheck: regress: their settings differ (--settings-may-differ to compare them all the same)" in err
+    md = (tmp_path / "r" / "regress_report.md").read_text()
+    assert "## The two runs were made with different settings\n\n- target: device in the baseline, recorded" in md
+    doc = json.loads((tmp_path / "r" / "regress_report.json").read_text())
+    assert [d.split(":")[0] for d in doc["settings_differ"]] == ["target", "torch"]
+    code, _, err = cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path), "--settings-may-d")
+    assert code == 0 and "different settings" in err
+    _record(cur, seed=3)
+    assert cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path))[:3:2] == (0, "")
 
 
 def test_reports_are_byte_identical_for_the_same_inputs(pair, tmp_path, capsys) -> None:

@@ -95,7 +95,10 @@ def _rules(dump_json: Path, tmp_path: Path, target: str = "recorded") -> set[str
     "dump, rules",
     [
         (DETECTION / "cross_entropy_fp16_overflow_fp16", {"fp16_overflow", "nan_born_here"}),
-        (DETECTION / "adaptive_pool_half_accumulation_fp16", {"low_precision_accumulation", "beyond_rounding"}),
+        (
+            DETECTION / "adaptive_pool_half_accumulation_fp16",
+            {"low_precision_accumulation", "recorded_beyond_rounding"},
+        ),
         (DATA / "advice" / "gpt_fp16_loss_scale_1", {"underflow"}),
     ],
     ids=lambda v: v.name if isinstance(v, Path) else "",

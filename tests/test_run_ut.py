@@ -313,3 +313,23 @@ def test_backend_auto_follows_the_cost_model_and_suspects_are_always_isolated(tm
     assert backend_for("process", cases, where, options, 2).processes(cases) == 2
     assert main(["run_ut", "-api_info", str(MLP), "-o", str(tmp_path), "--backend", "process", "--scheduler", "x"]) == 2
     assert "--scheduler goes with --backend dask, not process" in capsys.readouterr().err
+
+
+def test_run_ut_takes_one_options_value_and_its_keywords_of_before(tmp_path):
+    """run_ut had 13 parameters and 92 lines; a library caller now gives one RunOptions, and the keywords users
+    pass today give the same run."""
+    import inspect
+
+    from precheck.execution.options import CheckOptions, RunOptions
+
+    grading = CheckOptions(seed=3, max_abs=1e-3)
+    one = run_ut(MLP, tmp_path / "one", RunOptions(check=grading, device="cpu", workers=1, keep_results=True))
+    kw = run_ut(MLP, tmp_path / "kw", device="cpu", workers=1, options=grading)
+    assert [(r.name, r.forward, r.backward, r.message) for r in one.results] == [
+        (r.name, r.forward, r.backward, r.message) for r in kw.results
+    ]
+    assert run_ut(MLP, tmp_path / "mix", RunOptions(device="cpu"), workers=1, keep_results=False).results == []
+    with pytest.raises(TypeError, match="unexpected keyword argument.*: worker"):
+        run_ut(MLP, tmp_path / "bad", device="cpu", worker=1)
+    lines, _ = inspect.getsourcelines(run_ut)
+    assert len(inspect.signature(run_ut).parameters) <= 6 and len(lines) <= 80

@@ -746,3 +746,14 @@ def test_statistics_no_tensor_holds_and_outputs_the_call_cannot_make_are_said(wr
     for name, (_, outputs, said) in odd_records.items():
         assert said in rows[name].message, (name, rows[name].message)
         assert (rows[name].forward == "SKIP") == (target == "recorded" and "Max" in outputs), (name, rows[name])
+
+
+def test_a_mask_whose_sum_overflows_its_dtype_carries_no_note(write_dump, tmp_path):
+    """A float16 mask of finfo.min summed by the recorder in float16 has Mean -inf and Norm inf beside Max 0 and
+    Min -65504: what its dtype's range gives, not statistics no tensor holds. Its pass rows carried "Mean -inf
+    beside a finite Max and Min" as their Message."""
+    mask = tensor_rec("torch.float16", [64, 64], Max=0.0, Min=-65504.0, Mean=-math.inf, Norm=math.inf)
+    out = tensor_rec("torch.float16", [64, 64], Max=0.0, Min=-65504.0, Mean=-math.inf, Norm=math.inf)
+    path = write_dump({"Tensor.clone.0.forward": forward_rec(mask, output=[out])}, task="statistics")
+    (row,) = run_ut(path, tmp_path / "out", device="cpu", workers=1).results
+    assert "beside a finite Max and Min" not in row.message and "no tensor holds" not in row.message, row.message

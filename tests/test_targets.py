@@ -145,6 +145,24 @@ def test_compile_target_grades_a_compiled_kernel(tmp_path):
     assert all(d.comparison.message.startswith("target: torch.compile") for d in summary.results[0].details)
 
 
+def test_a_compile_run_ends_without_leaked_semaphores_and_leaves_inductors_config(tmp_path):
+    """A --target compile run ended with "resource_tracker: There appear to be 2 leaked semaphore objects": the
+    semaphores of inductor's pool of compile workers. Its calls compile in their thread now, inductor's setting
+    restored after each (a check in a training's process must not change it)."""
+    import subprocess
+    import sys
+
+    from torch._inductor import config
+
+    argv = ["run_ut", "-api_info", str(MLP), "-o", str(tmp_path / "out"), "-q", "-d", "cpu", "--target", "compile"]
+    done = subprocess.run([sys.executable, "-m", "precheck", *argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "leaked" not in done.stderr, done.stderr
+    threads = config.compile_threads
+    dump = one_api_dump(MLP, "Functional.gelu.0", tmp_path / "dump")
+    summary = run_ut(dump, tmp_path / "again", options=CheckOptions(target="compile"), workers=1)
+    assert summary.counts["pass"] == 1 and config.compile_threads == threads
+
+
 def test_compile_failure_is_a_skip_with_the_compilers_reason(tmp_path, monkeypatch):
     import torch._dynamo.exc as dynamo_exc
 

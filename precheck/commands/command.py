@@ -29,6 +29,7 @@ class Command:
     description: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     handler: Handler
+    aliases: tuple[str, ...] = ()  # msprobe's names of the same command (acc_check for run_ut)
 
 
 def add_grading(parser: argparse.ArgumentParser) -> None:

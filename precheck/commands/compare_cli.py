@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from precheck.commands.command import Command
-from precheck.commands.values import positive_float, positive_int, size, tolerance
+from precheck.commands.values import positive_float, positive_int, size, stack_json, tolerance
 from precheck.escape import escape
 
 if TYPE_CHECKING:
@@ -46,7 +46,13 @@ def _compare_arguments(cmp: argparse.ArgumentParser) -> None:
     cmp.add_argument("-i", "--input_path", metavar="COMPARE_JSON", help="msprobe's compare.json (npu_path, ...)")
     cmp.add_argument("-o", "--out_path", default=".", help="folder for the CSV and the summary")
     cmp.add_argument("-lm", "--layer_mapping", metavar="YAML", help="msprobe's layer mapping of module names")
-    cmp.add_argument("-s", "--stack_path", metavar="STACK_JSON", help="the target's stack.json (default: beside)")
+    cmp.add_argument(
+        "-s",
+        "--stack_path",
+        type=stack_json,
+        metavar="STACK_JSON",
+        help="the target's stack.json (default: beside); not msprobe's -s switch, the stacks are always read",
+    )
     cmp.add_argument(
         "--precheck",
         action="store_true",
@@ -171,8 +177,8 @@ def describe(result: DumpComparison) -> str:
     d = result.divergence
     counts = ", ".join(f"{k} {result.results.get(k, 0)}" for k in CompareConst.RESULTS)
     lines = [
-        f"precheck compare ({result.mode}): {sum(d.verdicts.values())} records, {result.rows} rows: {counts} "
-        f"in {result.wall_seconds:.2f} s"
+        f"precheck compare ({result.mode}): {sum(d.verdicts.values())} records; msprobe's Result of their "
+        f"{result.rows} rows, each tensor on its own: {counts} in {result.wall_seconds:.2f} s"
     ]
     first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
     lines.append(first or f"  {agreement(d.rounding(), d.localization)}")

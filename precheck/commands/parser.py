@@ -18,6 +18,7 @@ class _Parser(argparse.ArgumentParser):
     unknown option was named only among "unrecognized arguments", never with the option it was meant to be."""
 
     _given: list[str] = []
+    _whole_words = False  # a subcommand's parser: a word such as -filter_api is one option, never -f ilter_api
 
     def error(self, message: str) -> NoReturn:
         given = self._given[: self._given.index("--")] if "--" in self._given else self._given  # then a program's
@@ -40,7 +41,24 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Sequence[str] | None = None, namespace: object = None) -> tuple:  # type: ignore[override]
         self._given = list(args or [])  # a subcommand's parser is given the words after its name
+        if self._whole_words:
+            self._refuse_bundles()
         return super().parse_known_args(args, namespace)  # type: ignore[arg-type]
+
+    def _refuse_bundles(self) -> None:
+        """argparse reads an unknown ``-filter_api`` as ``-f`` and then ``-i lter_api`` or ``-o rward_only``
+        (-forward_only set the output folder): a one-dash word that is not an option is refused whole where it
+        would start with a flag taking no value (and is no bundle of such flags), or is a long name (msprobe's
+        -api_info style)."""
+        given = self._given[: self._given.index("--")] if "--" in self._given else self._given
+        flags = {o for a in self._actions if a.nargs == 0 for o in a.option_strings}
+        for word in given:
+            name = word.split("=", 1)[0]
+            if word[:1] != "-" or word[:2] == "--" or len(name) < 3 or name in self._option_string_actions:
+                continue
+            bundle = all(f"-{letter}" in flags for letter in name[1:])  # -qf: -q -f
+            if (word[:2] in flags and not bundle) or "_" in name:
+                self.error(_unknown([word], self))
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: object = None) -> argparse.Namespace:  # type: ignore[override]
         parsed, extras = self.parse_known_args(args, namespace)
@@ -62,6 +80,8 @@ MSPROBE_OPTIONS = {
     "-j": "worker processes are -n N here (msprobe's -j is its --jit_compile, which precheck does not take)",
     "--jit_compile": "precheck leaves torch_npu's jit compilation as the process starts with it (no switch needed); "
     "--target compile grades each API through torch.compile",
+    "--forward_only": "a call's backward is graded only where the dump recorded one (otherwise its Backward Test "
+    "Success is N/A); the forward verdicts alone are the result CSV's Forward Test Success column",
 }
 
 
@@ -71,7 +91,8 @@ def _unknown(extras: list[str], *parsers: argparse.ArgumentParser | None) -> str
     option = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
     if option is None:
         return f"unexpected argument {extras[0]!r}"
-    msprobe = MSPROBE_OPTIONS.get(option) or MSPROBE_OPTIONS.get(option[:2] if option[1] != "-" else "")
+    spelt = "-" + option if option[1] != "-" else option  # -forward_only as --forward_only
+    msprobe = MSPROBE_OPTIONS.get(spelt) or MSPROBE_OPTIONS.get(option[:2] if option[1] != "-" else "")
     if msprobe:
         return f"unknown option {option}: {msprobe}"
     known = [name for p in parsers if p is not None for name in p._option_string_actions]
@@ -105,7 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS.values():
-        sub = commands.add_parser(command.name, help=command.help, description=command.description)
+        sub = commands.add_parser(
+            command.name, aliases=list(command.aliases), help=command.help, description=command.description
+        )
+        sub._whole_words = True
         command.add_arguments(sub)
         sub.set_defaults(func=command.handler)
     return parser

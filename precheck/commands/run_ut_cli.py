@@ -23,6 +23,8 @@ from precheck.execution.options import BACKENDS, CheckOptions
 from precheck.paths import output_folder
 
 if TYPE_CHECKING:
+    from precheck.dump.selection import ApiLists
+    from precheck.dump.steps import Found
     from precheck.run_ut import RunSummary
 
 
@@ -100,6 +102,7 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "-f",
         "--filter_api",
+        "-filter_api",
         action="store_true",
         help="check one call per signature (API, shapes, dtypes, non-tensor arguments); the others "
         "are left out and counted in the summary",
@@ -141,9 +144,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     argv = args.argv
-    _framework(args)  # before the dump is read: a run that cannot write its rows must not start
-    if args.csv_path is None:
-        output_folder(args.out_path)
+    found, api_lists = _checked(args)
     if args.backend in ("auto", "process") and args.workers != 1 and not args.scheduler:
         from precheck.scheduling.forkserver import likely_pool, start_early
 
@@ -152,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
     stop_on_term = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if stop_on_term else None
     try:
-        summary = _run_ut(args, argv)
+        summary = _run_ut(args, argv, found, api_lists)
     except KeyboardInterrupt as e:
         return _stopped(e, argv)
     finally:
@@ -170,10 +171,25 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
+def _checked(args: argparse.Namespace) -> tuple[Found, ApiLists | None]:
+    """The dump, the config, the run continued and the output folder, checked before torch is loaded (4-15 s):
+    a path typed wrong is answered at once, and a run that cannot write its rows does not start."""
+    from precheck.dump.selection import load_api_lists
+    from precheck.dump.steps import find_dumps
+    from precheck.report.csv_files import resumable
+
+    _framework(args)
+    found = find_dumps(args.api_info).require()
+    if args.csv_path is None:
+        output_folder(args.out_path)
+    else:
+        resumable(Path(args.csv_path))
+    return found, load_api_lists(args.config) if args.config else None
+
+
+def _run_ut(args: argparse.Namespace, argv: list[str], found: Found, api_lists: ApiLists | None) -> RunSummary:
     """The run the command line asks for; its warnings are one line each, and a run of the same dump that did
     not finish is named with the command that continues it."""
-    from precheck.dump.selection import load_api_lists
     from precheck.execution.runner import quiet_replayed
     from precheck.run_ut import UnfinishedRun, run_ut
 
@@ -182,10 +198,8 @@ def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
             message = f"{message.what}; continue it with: {resume_command(argv, message.result_path)}"
         warning_line(message)
 
-    from precheck.dump.steps import find_dumps
     from precheck.ranks import run_step
 
-    found = find_dumps(args.api_info)
     with warnings.catch_warnings():
         warnings.showwarning = quiet_replayed(show)
         if found.note:
@@ -202,7 +216,7 @@ def _run_ut(args: argparse.Namespace, argv: list[str]) -> RunSummary:
             backend=args.backend,
             scheduler=args.scheduler,
             tls=tls_of(args),
-            api_lists=load_api_lists(args.config) if args.config else None,
+            api_lists=api_lists,
             progress=not args.quiet,
             framework=_framework(args),
         )
@@ -280,4 +294,5 @@ COMMAND = Command(
     "it against a CPU float64 golden; writes msprobe-compatible CSVs.",
     add_arguments=_arguments,
     handler=_run,
+    aliases=("acc_check", "multi_acc_check"),  # msprobe 26's names of run_ut and multi_run_ut
 )

@@ -25,6 +25,9 @@ def _generate_arguments(gen: argparse.ArgumentParser) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from precheck.dump.steps import find_dumps
+
+    find_dumps(args.api_info).require()  # before torch is loaded: a path typed wrong is answered at once
     from precheck.testgen import generate
 
     options = CheckOptions(device=args.device, **grading_of(args))
@@ -110,6 +113,12 @@ def _regress_arguments(reg: argparse.ArgumentParser) -> None:
     reg.add_argument(
         "--strict", action="store_true", help="also exit 1 when an API IMPROVED, so the baseline gets refreshed"
     )
+    reg.add_argument(
+        "--settings-may-differ",
+        action="store_true",
+        help="do not fail when the two runs' records say they were graded differently (target, device, standard, "
+        "thresholds, torch version): the differences are still named",
+    )
 
 
 def _regress(args: argparse.Namespace) -> int:
@@ -118,13 +127,18 @@ def _regress(args: argparse.Namespace) -> int:
     report = regress(args.baseline, args.current)
     md_path, json_path = write_report(report, args.out_path)
     print(f"precheck regress: {report.summary()}\n  markdown: {md_path}\n  json:     {json_path}")
-    code = report.exit_code(args.strict)
+    if report.settings:
+        warning_line("the two runs were made with different settings: " + escape("; ".join(report.settings)))
+    code = report.exit_code(args.strict, args.settings_may_differ)
     if code:
         counts = report.counts
         why = [
             f"{counts[FAIL]} got worse (FAIL)" if counts[FAIL] else "",
             f"{counts[MISSING]} went MISSING" if counts[MISSING] else "",
             f"{counts[IMPROVED]} IMPROVED (--strict: refresh the baseline)" if args.strict and counts[IMPROVED] else "",
+            "their settings differ (--settings-may-differ to compare them all the same)"
+            if report.settings and not args.settings_may_differ
+            else "",
         ]
         print("precheck: regress: " + "; ".join(w for w in why if w), file=sys.stderr)
     return code

@@ -66,3 +66,17 @@ def size(text: str) -> int:
     if not math.isfinite(value) or value < MIN_MEMORY:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size from 1M up (examples: 512M, 8G)")
     return int(value)
+
+
+SWITCH_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0"}
+
+
+def stack_json(text: str) -> str:
+    """compare's -s, a stack.json path; msprobe's ``-s True`` (its stack-mode switch) would be read as a file
+    named True, and the call stacks would go missing without a word."""
+    if text.strip().lower() in SWITCH_WORDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is msprobe's stack-mode switch; here -s is a stack.json path, and the call stacks "
+            "(NPU_Stack_Info) are read from the stack.json beside the dump without it: leave -s out"
+        )
+    return text

@@ -47,7 +47,7 @@ from precheck.dump.record_names import call_of
 AGREE, SUSPECT, AMPLIFIED, INHERITED, UNMATCHED, UNREADABLE = (
     "agree", "suspect", "amplified", "inherited", "unmatched", "unreadable",
 )  # fmt: skip
-UNDEFINED = "undefined"  # a record whose tensors neither run defined (NaN or no statistics on both sides)
+UNDEFINED = "undefined"  # a record whose tensors neither run defined (precheck.compare.overflow.incomparable)
 AMPLIFY = 10.0
 # How much more than the deviation its inputs carried a record's outputs may deviate and agree: a well-conditioned op
 # passes its inputs' relative deviation on (once) and adds its own rounding
@@ -182,6 +182,12 @@ class Divergence:
     clearable: set[str] = field(default_factory=set)  # picks held to CARRIED: localize's replay may clear them
     worst: tuple[float, str] | None = None  # the largest output deviation of a record that agrees, and its record
     coarsest: float = 0.0  # the largest tolerance of a matched item: the coarsest dtype the runs compared
+    # A tensor dump's picks held to CARRIED are replayed (precheck.compare.localize) and cleared where rounding
+    # explains them; a statistics dump's cannot be: its finer outputs are held to the rounding the runs went
+    # through, as every coarser output is, and an output that sums terms of its largest input (a weight or bias
+    # gradient sums the batch) to that times the input's norm over its own: the deviation its terms carry, over
+    # what is left of them once they cancel.
+    replayable: bool = True
     _forward_inputs: dict[str, tuple[float, float]] = field(default_factory=dict)  # call -> (excess, deviation)
     _producers: OrderedDict = field(default_factory=OrderedDict)
 
@@ -211,8 +217,9 @@ class Divergence:
                 if i.name in deviations and overflows.get(i.name) != UNDERFLOW]  # fmt: skip
         self.coarsest = max([self.coarsest, *(tol for _, _, tol in outs)])
         finer = in_ok and record.direction != "parameters_grad" and any(tol < came for _, _, tol in outs)
-        if finer:  # a finer output carries what came in, CARRIED-fold
-            outs = [(name, dev, max(tol, CARRIED * carried) if tol < came else tol) for name, dev, tol in outs]
+        if finer:  # a finer output carries what came in, CARRIED-fold (in a statistics dump, at least that rounding)
+            held = {i.name: 0.0 if self.replayable else came * _cancelled(record, i) for i in record.outputs}
+            outs = [(n, dev, max(tol, CARRIED * carried, held[n]) if tol < came else tol) for n, dev, tol in outs]
         out_dev, worst_out, out_ok = _worst(outs)
         verdict = _verdict(record.direction, out_ok, in_ok, in_dev, out_dev)
         if record.direction == "parameters_grad":
@@ -274,6 +281,27 @@ class Divergence:
         item = next((i for i in record.inputs if i.name == worst), None)
         mark = _fingerprint(item) if item else None
         return self._producers.get(mark) if mark else None
+
+
+def _cancelled(record: Record, item: Item) -> float:
+    """How much a sum's cancellation magnifies the relative deviation its terms carry, from the statistics: the
+    Norm of its record's largest input over its own, where ``item`` has fewer elements than that input (a bias
+    gradient of 8 summing an incoming gradient of 2x5x8); 1 for any other output, or statistics that say nothing."""
+    sized = [(math.prod(d), i) for i in record.inputs if (d := i.dims) is not None]
+    own = item.dims
+    if not sized or own is None or max(sized, key=lambda s: s[0])[0] <= math.prod(own):
+        return 1.0
+    largest = max(sized, key=lambda s: s[0])[1]
+    theirs, mine = _norm(largest), _norm(item)
+    return max(1.0, theirs / mine) if theirs is not None and mine else 1.0
+
+
+def _norm(item: Item) -> float | None:
+    try:
+        value = float(item.stats[3])
+    except (TypeError, ValueError, IndexError):
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _verdict(direction: str, out_ok: bool, in_ok: bool, in_dev: float, out_dev: float) -> str:

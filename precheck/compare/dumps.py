@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from precheck.compare.align import align, rejoin
-from precheck.compare.divergence import UNDEFINED, UNDERFLOW, UNMATCHED, UNREADABLE, tolerance
+from precheck.compare.divergence import UNDEFINED, UNDERFLOW, UNMATCHED, UNREADABLE, Divergence, tolerance
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump
 from precheck.compare.fused import Elements
 from precheck.compare.localize import REPLAY_BUDGET, localize
@@ -67,6 +67,7 @@ def compare_dumps(
         str(t.path), str(b.path), mode,
         folder / COMPARE_RESULT.format(tail), folder / COMPARE_SUMMARY.format(tail),
         folder / COMPARE_RECORDS.format(tail), stack_problem=stacks.problem,
+        divergence=Divergence(replayable=mode.reads_tensors),
     )  # fmt: skip
     with (
         open(t.path, "rb") as t_file,

@@ -222,7 +222,12 @@ class _Replay:
             )
         if found is not None and found.rule == HONEST_RULE:
             return f"the target is worse than an honest kernel at {found.name} and the bench is not{cleared}"
-        limit = f" (stopped at {MAX_REPLAYED} calls: the rest were not graded)" if self.stopped else ""
+        limit = (
+            f" (a compare grades at most {MAX_REPLAYED} calls, so the candidates after those were left to the "
+            "tolerance rule; run_ut --target recorded on the target dump grades every call)"
+            if self.stopped
+            else ""
+        )
         if self.cut:
             limit = f" (stopped at {self.cut}, {self.cut_why}: the rest were not graded)"
         if self.not_graded_count:

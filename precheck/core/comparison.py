@@ -74,6 +74,7 @@ class Comparison:
     ratio: float | None = None
     clause: str = ""  # "worse than an honest bf16 kernel: error 3x ..."; "" where the message is all of it
     place: str = ""  # " (worst at index (0, 1): target 1.0, golden 1.01)", as the message ends
+    recorded: bool = False  # graded on the value the dump recorded (training's kernel), not on a replay of the call
 
     @classmethod
     def failed(cls, why: str, reason: Reason, status: Status = Status.ERROR) -> Comparison:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from precheck.dump.jsonstream import read_json
-from precheck.dump.records import Case
 from precheck.errors import PrecheckError
+
+if TYPE_CHECKING:
+    from precheck.dump.records import Case  # torch: the command line reads a config before it loads torch
 
 MAX_CONFIG = 16 << 20  # bytes: a config lists API names, a few kilobytes
 

@@ -26,7 +26,8 @@ SHOWN = 4  # dumps named in a line that lists them
 
 
 class StepError(PrecheckError):
-    """A folder that holds several dumps that are not one step (one line, exit code 2)."""
+    """A folder that holds several dumps that are not one step, or a path that holds none (one line, exit code
+    2)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,14 @@ class Found:
     path: Path
     ranks: list[RankDump] | None = None
     note: str | None = None
+
+    def require(self) -> Found:
+        """Itself, once a dump that is not there is refused: run_ut says so before it loads torch (4-15 s), not
+        after; the reader says what else is wrong with a file that is there."""
+        dump = self.path / DUMP_JSON if not self.ranks and self.path.is_dir() else self.path
+        if not dump.exists():
+            raise StepError(f"{dump}: no such file")
+        return self
 
 
 def rank_number(name: str) -> int | None:

@@ -30,6 +30,7 @@ from precheck.execution.sides import GOLDEN, reference_side
 from precheck.execution.sizes import memory_problem
 from precheck.execution.statistics import recorded_output_notes
 from precheck.execution.targets import Ran, Target, target_for, target_raised
+from precheck.execution.training_outputs import recorded_rows, worse_in_training
 from precheck.grader import stochastic
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputBuilder, InputError, builder_for
@@ -73,17 +74,23 @@ def _check_case(case: Case, data_dir: Path, options: CheckOptions) -> ApiResult:
         result = replace(result, inputs=None, details=[replace(d, target=None, golden=None) for d in result.details])
     else:
         result = _guarded(case, data_dir, options, target)
-    return _labelled(result, target.label)
+    return _labelled(result, target.label, recorded=not target.replays)
 
 
-def _labelled(result: ApiResult, label: str) -> ApiResult:
+def _labelled(result: ApiResult, label: str, recorded: bool) -> ApiResult:
     """A target other than the device is named in every details row's Message (DEVICE Dtype keeps msprobe's
-    meaning); the compared tensors stay (-save_error_data keeps them)."""
+    meaning), and a row graded on the recorded outputs says so in its reason (the report's advice reproduces what
+    was graded); the compared tensors stay (-save_error_data keeps them)."""
     if not label:
         return result
     details = [
         replace(
-            d, comparison=replace(d.comparison, message="; ".join(filter(str.strip, [label, d.comparison.message])))
+            d,
+            comparison=replace(
+                d.comparison,
+                message="; ".join(filter(str.strip, [label, d.comparison.message])),
+                recorded=recorded or d.comparison.recorded,
+            ),
         )
         for d in result.details
     ]
@@ -242,7 +249,10 @@ def _graded(
     odd = recorded_output_notes(case.outputs, ran.target.outputs, dtypes=call.entry.canonical is None)
     try:
         refs = reference.outputs if reference_ok else None
+        sides = (ran.golden.outputs, refs)
+        training = recorded_rows(case, call, builder, sides, grade, honest.output) if target.replays else []
         forward = grade.outputs(case.name, ran.target.outputs, ran.golden.outputs, refs, honest.output)
+        forward = worse_in_training(forward, training, target.device)
         ref_grads = (reference.grads if reference_ok else None) or {}
         rows = grade.grads(case.name, ran.target.grads, ran.golden.grads, ref_grads, honest.grad)
         backward = placed(rows, ran.at)

@@ -10,8 +10,7 @@ The ranks that take part are the recorded process group's (``group_ranks``), els
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,24 @@ from typing import Any
 import torch
 
 from precheck.core.reasons import Reason
+from precheck.core.status import ERROR
 from precheck.dump.decode import TensorSpec, clip, decode_value
 from precheck.dump.index import RecordError, RecordIndex
 from precheck.dump.record_names import COLLECTIVES, is_collective
+from precheck.execution.collective_records import (
+    PLACES,
+    NotCheckable,
+    NoValues,
+    agreed,
+    members,
+    readable,
+    recorded_input,
+    recorded_output,
+    reduce_op,
+    started_async,
+    world_shown,
+)
+from precheck.execution.collective_stats import statistics_rows
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputError, load_tree
@@ -30,10 +44,8 @@ from precheck.walk import flatten
 
 __all__ = ["Rank", "grade_collectives", "is_collective", "readable"]
 
-# what a record of another shape raises where a collective's fields are read (a dict for a list, a string rank)
-_MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError)
+_NOT_TENSORS = frozenset({"op", "group", "src", "dst", "output_split", "input_split"})  # arguments, by PLACES' names
 
-_NOT_TENSORS = frozenset({"op", "group", "src", "dst", "output_split", "input_split"})  # arguments, by _GOLDENS' names
 _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "SUM": lambda x: x.sum(0),
     "AVG": lambda x: x.mean(0),
@@ -41,27 +53,6 @@ _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "MIN": lambda x: x.amin(0),
     "MAX": lambda x: x.amax(0),
 }
-
-
-class NotCheckable(Exception):
-    """A collective's records hold no golden: its rows are SKIP with this reason and code."""
-
-    def __init__(self, why: str, code: Reason = Reason.SKIP_INPUTS) -> None:
-        super().__init__(why)
-        self.code = code
-
-
-@contextmanager
-def readable(name: str) -> Iterator[None]:
-    """A record of ``name`` that is not shaped as a collective's (fields of other types, ranks' tensors that do
-    not stack) is NotCheckable, its row SKIP with the reason, never the step's end."""
-    try:
-        yield
-    except _MALFORMED as e:
-        raise NotCheckable(
-            f"{name}: its records are not a collective precheck reads ({type(e).__name__}: {clip(str(e))})",
-            Reason.SKIP_BAD_RECORD,
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -109,120 +100,58 @@ def grade_collectives(
     ranks: dict[int, Rank], world: int, missing: str, options: CheckOptions
 ) -> dict[int, dict[str, ApiResult]]:
     """Each rank's results of its collectives, by case name. ``world``: how many ranks the step ran (those of
-    ``ranks`` and any missing); ``missing`` says where a missing rank's dump was looked for."""
+    ``ranks`` and any missing; a record that shows more, an all_gather's list of 4 in a step of 2 dumps, widens
+    it); ``missing`` says where a missing rank's dump was looked for."""
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
     names = sorted({n for rank in ranks.values() for n in rank.orders if is_collective(n)})
+    read = {name: _read(name, ranks) for name in names}  # each record read once
+    world = max(world, world_shown(read))
     for name in names:
-        present = [r for r, rank in ranks.items() if name in rank.orders]
-        try:
-            with readable(name):
-                calls = _Calls(name, {r: ranks[r] for r in present}, world, options)
-            absent = _absent(calls.members, ranks, name)
-            if absent:
-                first, count = absent
-                where = "recorded no such call" if first in ranks else f"has no dump in {missing}"
-                raise NotCheckable(
-                    f"rank {first} {where}: the golden of a collective needs every rank's inputs "
-                    f"({count} of {len(calls.members)} ranks missing)",
-                    Reason.SKIP_MISSING_RANK,
-                )
-            with readable(name):
-                _sized(calls, options)
-        except NotCheckable as e:
-            found = {r: skipped(CallRecord(name, ranks[r].orders[name]), str(e), e.code) for r in present}
-        else:
-            found = {r: calls.graded(r) for r in present}
-        for r, result in found.items():
+        for r, result in _grade_call(name, ranks, read[name], world, missing, options).items():
             out[r][name] = result
     return out
 
 
-class _Calls:
-    """One collective's records on every rank, their tensors loaded as they are asked for."""
+def _read(name: str, ranks: dict[int, Rank]) -> dict[int, dict | NotCheckable]:
+    """Each rank's record of the collective ``name``, or why it cannot be read."""
+    found: dict[int, dict | NotCheckable] = {}
+    for r, rank in ranks.items():
+        if name in rank.orders:
+            try:
+                with readable(name):
+                    found[r] = rank.record(name)
+            except NotCheckable as e:
+                found[r] = e
+    return found
 
-    def __init__(self, name: str, ranks: dict[int, Rank], world: int, options: CheckOptions) -> None:
-        self.name, self.ranks, self.options = name, ranks, options
-        self.api = name.split(".")[1]
-        self.records = {r: rank.record(name) for r, rank in ranks.items()}
-        self.members = self._members(world)
-        self._inputs: dict[tuple[int, str], Any] = {}  # each member's inputs loaded once, not once per rank graded
 
-    def _members(self, world: int) -> Sequence[int]:
-        place = _GOLDENS[self.api][1].get("group")
-        for raw in self.records.values():
-            group = recorded_input(raw, *place) if place else None
-            if isinstance(group, dict) and isinstance(group.get("group_ranks"), list):
-                return group_members(group["group_ranks"])
-        return range(world)  # never a list as long as the world: a forged folder rank999999999 makes it 10^9
-
-    def raw(self, r: int, arg: str) -> Any:
-        return recorded_input(self.records[r], *_GOLDENS[self.api][1][arg])
-
-    def input(self, r: int, arg: str) -> Any:
-        """The loaded tensors of argument ``arg`` as rank ``r`` passed it (read from its files once)."""
-        if (r, arg) not in self._inputs:
-            self._inputs[(r, arg)] = self._load(r, self.raw(r, arg), f"rank {r}: input {arg}")
-        return self._inputs[(r, arg)]
-
-    def output(self, r: int, arg: str) -> Any:
-        """The loaded tensors of argument ``arg`` of rank ``r`` once the collective had run (its target)."""
-        done = recorded_output(self.records[r], *_GOLDENS[self.api][1][arg])
-        if done is None:
-            raise NotCheckable(f"rank {r}: the record holds no output of {arg} (recorded by an older recorder?)")
-        return self._load(r, done, f"rank {r}: output {arg}")
-
-    def op(self, r: int) -> Callable[[torch.Tensor], torch.Tensor]:
-        raw = self.raw(r, "op")
-        name = "SUM" if raw is None else str(raw.get("value", "")).rsplit(".", 1)[-1] if isinstance(raw, dict) else ""
-        if name not in _OPS:
-            raise NotCheckable(
-                f"reduce op {clip(repr(name), 40)} is not one precheck computes", Reason.SKIP_UNSUPPORTED
-            )
-        return _OPS[name]
-
-    def _load(self, r: int, raw: Any, where: str) -> Any:
-        return load(self.ranks[r], raw, where)
-
-    def graded(self, r: int) -> ApiResult:
-        """Rank ``r``'s row: its outputs against the collective of every member's inputs, in float64; SKIP where
-        this rank's record holds nothing to grade (a reduce's rank other than its dst)."""
+def _grade_call(
+    name: str, ranks: dict[int, Rank], read: dict[int, dict | NotCheckable], world: int, missing: str,
+    options: CheckOptions,
+) -> dict[int, ApiResult]:  # fmt: skip
+    """The rows of the collective ``name`` on the ranks that recorded it (``read``: their records): each graded
+    among the members of the group its own record names (a Megatron step all_reduces in {0,1} and in {2,3} under
+    one name)."""
+    present = list(read)
+    try:
+        records = {r: _record(record) for r, record in read.items()}
+        with readable(name):
+            groups = {r: members(name, records[r], world) for r in present}
+    except NotCheckable as e:
+        return {r: _skipped(ranks[r], name, e) for r in present}
+    found: dict[int, ApiResult] = {}
+    for group in dict.fromkeys(groups.values()):
+        graded_here = [r for r in present if groups[r] == group]
         try:
-            with readable(self.name):
-                targets, goldens = _GOLDENS[self.api][0](self, r)
-                honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
-                          for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
+            with readable(name):
+                agreed(name, group, groups, missing, ranks)
+                calls = _Calls(name, {m: ranks[m] for m in group}, {m: records[m] for m in group}, options)
+                _sized(calls, options)
         except NotCheckable as e:
-            return skipped(CallRecord(self.name, self.ranks[r].orders[self.name]), str(e), e.code)
-        o = self.options
-        rows = RowGrader(o.standard, o.cosine, o.max_abs, "").outputs(
-            self.name, targets, goldens, None, lambda i, _: honest[i]
-        )
-        return graded(CallRecord(self.name, self.ranks[r].orders[self.name]), rows, [], "")
-
-
-def group_members(recorded: list) -> list[int]:
-    """The ranks of a recorded process group. torch makes no group that names a rank twice: a record that does is
-    malformed (a forged group holding rank 0 40,000 times had its golden stack 40,000 copies of one tensor)."""
-    members = [int(r) for r in recorded]
-    if len(set(members)) < len(members):
-        seen: set[int] = set()
-        twice = next(r for r in members if r in seen or seen.add(r))
-        raise NotCheckable(
-            f"its group_ranks name rank {twice} more than once ({len(members)} members, {len(set(members))} "
-            f"distinct): no process group does",
-            Reason.SKIP_BAD_RECORD,
-        )
-    return members
-
-
-def _absent(members: Sequence[int], ranks: dict[int, Rank], name: str) -> tuple[int, int] | None:
-    """The first member with no record of ``name`` and how many lack one; None where none does. Only the ranks
-    present are looked up, so a world of 10^9 ranks (a forged rank number) costs what the dumps hold."""
-    present = {r for r, rank in ranks.items() if name in rank.orders and r in members}
-    if len(present) == len(members):
-        return None
-    first = next(m for m in members if m not in present)  # at most len(present) + 1 steps
-    return first, len(members) - len(present)
+            found.update({r: _skipped(ranks[r], name, e) for r in graded_here})
+        else:
+            found.update({r: calls.graded(r) for r in graded_here})
+    return found
 
 
 def _sized(calls: _Calls, options: CheckOptions) -> None:
@@ -231,7 +160,7 @@ def _sized(calls: _Calls, options: CheckOptions) -> None:
     limit = options.max_memory
     if limit is None:
         return
-    places = [p for arg, p in _GOLDENS[calls.api][1].items() if arg not in _NOT_TENSORS]
+    places = [p for arg, p in PLACES[calls.api].items() if arg not in _NOT_TENSORS]
     try:
         values = [
             get(calls.records[m], *p)
@@ -251,31 +180,123 @@ def _sized(calls: _Calls, options: CheckOptions) -> None:
         )
 
 
+def _record(read: dict | NotCheckable) -> dict:
+    if isinstance(read, NotCheckable):
+        raise read
+    return read
+
+
+def _skipped(rank: Rank, name: str, e: NotCheckable) -> ApiResult:
+    return skipped(CallRecord(name, rank.orders[name]), str(e), e.code)
+
+
+class _Calls:
+    """One collective's records on every member of one group, their tensors loaded as they are asked for."""
+
+    def __init__(self, name: str, ranks: dict[int, Rank], records: dict[int, dict], options: CheckOptions) -> None:
+        self.name, self.ranks, self.options = name, ranks, options
+        self.api = name.split(".")[1]
+        self.records = records
+        self.members = list(ranks)
+        self._inputs: dict[tuple[int, str], Any] = {}  # each member's inputs loaded once, not once per rank graded
+
+    def raw(self, r: int, arg: str) -> Any:
+        return recorded_input(self.records[r], *PLACES[self.api][arg])
+
+    def input(self, r: int, arg: str) -> Any:
+        """The loaded tensors of argument ``arg`` as rank ``r`` passed it (read from its files once)."""
+        if (r, arg) not in self._inputs:
+            self._inputs[(r, arg)] = self._load(r, self.raw(r, arg), f"rank {r}: input {arg}")
+        return self._inputs[(r, arg)]
+
+    def output(self, r: int, arg: str) -> Any:
+        """The loaded tensors of argument ``arg`` of rank ``r`` once the collective had run (its target)."""
+        done = recorded_output(self.records[r], *PLACES[self.api][arg])
+        if done is None:
+            raise NotCheckable(f"rank {r}: the record holds no output of {arg} (recorded by an older recorder?)")
+        return self._load(r, done, f"rank {r}: output {arg}")
+
+    def op(self, r: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        name = reduce_op(self.raw(r, "op"))
+        if name not in _OPS:
+            raise NotCheckable(
+                f"reduce op {clip(repr(name), 40)} is not one precheck computes", Reason.SKIP_UNSUPPORTED
+            )
+        return _OPS[name]
+
+    def _load(self, r: int, raw: Any, where: str) -> Any:
+        return load(self.ranks[r], raw, where)
+
+    def graded(self, r: int) -> ApiResult:
+        """Rank ``r``'s row: its outputs against the collective of every member's inputs, in float64; SKIP where
+        this rank's record holds nothing to grade (a reduce's rank other than its dst)."""
+        try:
+            with readable(self.name):
+                targets, goldens = _GOLDENS[self.api](self, r)
+                honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
+                          for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
+        except NoValues as e:
+            return self._statistics(r, e)
+        except NotCheckable as e:
+            return skipped(CallRecord(self.name, self.ranks[r].orders[self.name]), str(e), e.code)
+        o = self.options
+        rows = RowGrader(o.standard, o.cosine, o.max_abs, "").outputs(
+            self.name, targets, goldens, None, lambda i, _: honest[i]
+        )
+        result = graded(CallRecord(self.name, self.ranks[r].orders[self.name]), rows, [], "")
+        if result.forward == ERROR and started_async(self.api, self.records[r]):
+            return skipped(
+                CallRecord(self.name, result.order), self._unfinished(r, targets), Reason.SKIP_RECORDED_OUTPUT
+            )
+        return result
+
+    def _statistics(self, r: int, no_values: NoValues) -> ApiResult:
+        """Rank ``r``'s rows from a statistics dump: what the group's statistics still say of its output."""
+        call = CallRecord(self.name, self.ranks[r].orders[self.name])
+        try:
+            with readable(self.name):
+                rows = statistics_rows(self.name, r, self.members, self.records)
+        except NotCheckable as e:
+            return skipped(call, f"{no_values}; {e}", e.code)
+        return graded(call, rows, [], "; ".join(f"{row.short_name}: {row.comparison.message}" for row in rows))
+
+    def _unfinished(self, r: int, targets: list) -> str:
+        """Why an async call's output that is not the collective of the inputs is no error: it may be the buffer
+        before the collective completed, which is what msprobe records where the program never calls wait()."""
+        try:
+            mine = flatten(self.input(r, _IN_PLACE[self.api])) if self.api in _IN_PLACE else []
+        except NotCheckable:
+            mine = []
+        same = len(mine) == len(targets) and all(
+            isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+            for a, b in zip(mine, targets, strict=True)
+        )
+        state = "it is still this rank's input: the collective had not run" if same else (
+            "it is not the collective of the ranks' inputs")  # fmt: skip
+        return (
+            f"async_op=True and the recorded output is unfinished or wrong ({state}). msprobe records an async "
+            "collective's output at Work.wait(), but where the program waits otherwise (the Work's future, a "
+            "barrier, a stream) at the call's return, before the collective completed; such a record cannot tell "
+            "an unfinished buffer from a wrong result, so it is not graded: record the step with precheck record, "
+            "which reads the output once the collective completes, or wait() on the Work"
+        )
+
+
+# API -> its argument that the collective overwrites in place: its value before is the rank's own input
+_IN_PLACE = {"all_reduce": "tensor", "broadcast": "tensor", "reduce": "tensor"}
+
+
 def load(rank: Rank, raw: Any, where: str) -> Any:
     """The tensors of the recorded value ``raw`` of ``rank``, loaded from its files; NotCheckable saying why not."""
     try:
         tree = decode_value(raw, where)
         if any(isinstance(s, TensorSpec) and s.data_name is None for s in flatten(tree)):
-            raise NotCheckable(f"{where}: no tensor file (a statistics dump): a collective needs its values")
+            raise NoValues(f"{where}: no tensor file (a statistics dump): a collective needs its values")
         return load_tree(tree, rank.data_dir)
     except RecordError as e:
         raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
     except InputError as e:
         raise NotCheckable(f"{where}: {e}", e.reason) from None
-
-
-def recorded_output(record: dict, i: int, key: str) -> Any:
-    """The recorded value of argument ``i`` (keyword ``key``) once the call had run; None where none was recorded.
-    The output of a record of torch.distributed is its arguments after the call, positional then keyword."""
-    args, kwargs, done = record.get("input_args") or [], record.get("input_kwargs") or {}, record.get("output") or []
-    at = i if i < len(args) else len(args) + list(kwargs).index(key) if key in kwargs else len(done)
-    return done[at] if at < len(done) else None
-
-
-def recorded_input(record: dict, i: int, key: str) -> Any:
-    """The recorded value of argument ``i`` (keyword ``key``) as the call was given it; None where not given."""
-    args, kwargs = record.get("input_args") or [], record.get("input_kwargs") or {}
-    return args[i] if i < len(args) else kwargs.get(key) if isinstance(kwargs, dict) else None
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
@@ -350,9 +371,12 @@ def _all_to_all_single(c: _Calls, r: int) -> tuple[list, list]:
 
 
 def _all_gather(c: _Calls, r: int) -> tuple[list, list]:
-    gathered = [_wide(c.input(m, "tensor")) for m in c.members]
     targets = list(c.output(r, "tensor_list"))
-    return targets, [g if t.is_floating_point() else g.to(t.dtype) for t, g in zip(targets, gathered, strict=False)]
+    if len(targets) != len(c.members):
+        raise NotCheckable(f"rank {r}: its all_gather list holds {len(targets)} tensors, its group {len(c.members)} "
+                           "ranks", Reason.SKIP_BAD_RECORD)  # fmt: skip
+    gathered = [_wide(c.input(m, "tensor")) for m in c.members]
+    return targets, [g if t.is_floating_point() else g.to(t.dtype) for t, g in zip(targets, gathered, strict=True)]
 
 
 def _all_gather_into(c: _Calls, r: int) -> tuple[list, list]:
@@ -371,48 +395,18 @@ def _reduce_scatter_into(c: _Calls, r: int) -> tuple[list, list]:
     return [target], [_reduced(c, [c.input(m, "input").reshape(n, -1)[i] for m in c.members], target)]
 
 
-# API -> (its golden: rank -> (targets, goldens)), the place of each argument it reads (position, keyword).
-_GOLDENS: dict[str, tuple[Callable[[_Calls, int], tuple[list, list]], dict[str, tuple[int, str]]]] = {
-    "all_reduce": (_all_reduce, {"tensor": (0, "tensor"), "op": (1, "op"), "group": (2, "group")}),
-    "broadcast": (_broadcast, {"tensor": (0, "tensor"), "src": (1, "src"), "group": (2, "group")}),
-    "reduce": (_reduce, {"tensor": (0, "tensor"), "dst": (1, "dst"), "op": (2, "op"), "group": (3, "group")}),
-    "gather": (
-        _gather,
-        {"tensor": (0, "tensor"), "gather_list": (1, "gather_list"), "dst": (2, "dst"), "group": (3, "group")},
-    ),  # fmt: skip
-    "scatter": (
-        _scatter,
-        {"tensor": (0, "tensor"), "scatter_list": (1, "scatter_list"), "src": (2, "src"), "group": (3, "group")},
-    ),  # fmt: skip
-    "all_to_all": (
-        _all_to_all,
-        {"output": (0, "output_tensor_list"), "input": (1, "input_tensor_list"), "group": (2, "group")},
-    ),
-    "all_to_all_single": (
-        _all_to_all_single,
-        {
-            "output": (0, "output"),
-            "input": (1, "input"),
-            "output_split": (2, "output_split_sizes"),
-            "input_split": (3, "input_split_sizes"),
-            "group": (4, "group"),
-        },
-    ),  # fmt: skip
-    "all_gather": (_all_gather, {"tensor_list": (0, "tensor_list"), "tensor": (1, "tensor"), "group": (2, "group")}),
-    **{
-        api: (_all_gather_into, {"output": (0, "output_tensor"), "input": (1, "input_tensor"), "group": (2, "group")})
-        for api in ("all_gather_into_tensor", "_all_gather_base")
-    },
-    "reduce_scatter": (
-        _reduce_scatter,
-        {"output": (0, "output"), "input": (1, "input_list"), "op": (2, "op"), "group": (3, "group")},
-    ),
-    **{
-        api: (
-            _reduce_scatter_into,
-            {"output": (0, "output"), "input": (1, "input"), "op": (2, "op"), "group": (3, "group")},
-        )
-        for api in ("reduce_scatter_tensor", "_reduce_scatter_base")
-    },
+# API -> its golden: rank -> (targets, goldens)
+_GOLDENS: dict[str, Callable[[_Calls, int], tuple[list, list]]] = {
+    "all_reduce": _all_reduce,
+    "broadcast": _broadcast,
+    "reduce": _reduce,
+    "gather": _gather,
+    "scatter": _scatter,
+    "all_to_all": _all_to_all,
+    "all_to_all_single": _all_to_all_single,
+    "all_gather": _all_gather,
+    "reduce_scatter": _reduce_scatter,
+    **dict.fromkeys(("all_gather_into_tensor", "_all_gather_base", "all_gather_single"), _all_gather_into),
+    **dict.fromkeys(("reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_single"), _reduce_scatter_into),
 }
-assert set(_GOLDENS) == COLLECTIVES, "record_names.COLLECTIVES names the collectives graded here"
+assert set(_GOLDENS) == set(PLACES) == COLLECTIVES, "record_names.COLLECTIVES names the collectives graded here"

@@ -15,15 +15,8 @@ from typing import Any
 from precheck.core.reasons import Reason
 from precheck.dump.decode import clip
 from precheck.dump.record_names import POINT_TO_POINT, is_point_to_point
-from precheck.execution.collectives import (
-    CallRecord,
-    NotCheckable,
-    Rank,
-    load,
-    readable,
-    recorded_input,
-    recorded_output,
-)
+from precheck.execution.collective_records import NotCheckable, readable, recorded_input, recorded_output
+from precheck.execution.collectives import CallRecord, Rank, load
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
 from precheck.results import ApiResult, graded, skipped

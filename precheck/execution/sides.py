@@ -168,7 +168,12 @@ def compiled(func: Callable[..., Any], signature: tuple) -> Callable[..., Any]:
 
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            return compiled_call(*args, **kwargs)
+            # Compiled in this thread: inductor's pool of compile workers left two semaphores to the resource
+            # tracker at exit ("leaked semaphore objects"), and a call's kernels are too small for it to pay.
+            from torch._inductor import config as inductor
+
+            with inductor.patch(compile_threads=1):
+                return compiled_call(*args, **kwargs)
         except Exception as e:
             if type(e).__module__.startswith(("torch._dynamo", "torch._inductor")):
                 text = str(e).strip().splitlines()

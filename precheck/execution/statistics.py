@@ -153,7 +153,7 @@ def recorded_output_notes(outputs: Any, made: list, dtypes: bool = False) -> lis
     for i, (spec, value) in enumerate(zip(flatten(outputs), made, strict=False)):
         if not isinstance(spec, TensorSpec):
             continue
-        found = "; ".join(filter(None, [contradiction(spec, value, dtypes), *odd_moments(spec.stats)]))
+        found = "; ".join(filter(None, [contradiction(spec, value, dtypes), *odd_moments(spec)]))
         if found:
             notes.append(f"recorded output {i}: {found}")
     return notes

@@ -66,6 +66,7 @@ class Target(ABC):
     on_device: ClassVar[bool] = True  # runs the call on the device (a fused op needs that device)
     hook_node: ClassVar[bool] = False  # gradients are graded where msprobe's backward hook recorded them
     takes_generated_inputs: ClassVar[bool] = True  # may run on inputs generated from statistics (--random)
+    replays: ClassVar[bool] = True  # re-runs the call: the outputs training recorded are graded beside its run
 
     def __init__(self, options: CheckOptions) -> None:
         self.device, self.options = options.device, options
@@ -134,6 +135,7 @@ class RecordedTarget(Target):
     on_device = False
     hook_node = True
     takes_generated_inputs = False
+    replays = False
 
     def describe(self) -> str:
         return "against their recorded outputs"

@@ -35,6 +35,7 @@ class RowReason:
     nonfinite: int = 0  # positions holding inf/nan the golden does not hold
     generated: bool = False  # the API's inputs were generated from the dump's statistics
     clause: str = ""  # the words of what decided a tensor's verdict, apart from its Message (Comparison.clause)
+    recorded: bool = False  # graded on the dump's recorded value (Comparison.recorded), not on a replay
 
 
 def path_for(details: Path) -> Path:
@@ -49,7 +50,8 @@ def lines(result: ApiResult, names: list[str]) -> str:
         c = d.comparison
         nonfinite = c.metrics.nonfinite_mismatches if c.metrics is not None else 0
         record = {"row": name, "reason": c.reason, "standard": c.standard, "ratio": c.ratio, "nonfinite": nonfinite}
-        out.append(json.dumps({**record, "generated": result.generated_inputs, "clause": c.clause}) + "\n")
+        graded = {"generated": result.generated_inputs, "clause": c.clause, "recorded": c.recorded}
+        out.append(json.dumps({**record, **graded}) + "\n")
     return "".join(out)
 
 
@@ -85,6 +87,7 @@ def parse(raw: bytes) -> tuple[str, RowReason] | None:
             int(item["nonfinite"]),
             bool(item["generated"]),
             str(item.get("clause", "")),  # absent from the first version of this file
+            bool(item.get("recorded", False)),  # absent before recorded outputs were graded beside a replay
         )
     except (ValueError, KeyError, TypeError):  # JSON, a code this version does not know, a missing field
         return None

@@ -125,7 +125,7 @@ def _with_reasons(
     frame: pandas.DataFrame, names: pandas.Series, found: dict[str, reasons.RowReason] | None
 ) -> pandas.DataFrame:
     """The reasons file's columns (precheck/frames/reasons.py): ``reason``, ``standard``, ``honest_multiple``,
-    ``nonfinite`` and ``generated``; None, NaN, 0 and False where the run wrote no reasons file."""
+    ``nonfinite``, ``generated`` and ``recorded``; None, NaN, 0 and False where the run wrote no reasons file."""
     import pandas as pd
 
     known = found or {}
@@ -135,6 +135,7 @@ def _with_reasons(
     frame["honest_multiple"] = pd.Series([r.ratio if r and r.ratio is not None else math.nan for r in rows])
     frame["nonfinite"] = pd.Series([r.nonfinite if r else 0 for r in rows], dtype="int64")
     frame["generated"] = pd.Series([bool(r and r.generated) for r in rows], dtype=bool)
+    frame["recorded"] = pd.Series([bool(r and r.recorded) for r in rows], dtype=bool)
     return frame
 
 
@@ -184,7 +185,7 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
             call, where = (parts[0], f"{parts[1]}.output.{parts[2]}") if parts else (row.get("API Name", ""), "")
             cosine, max_abs = _number(row.get(CHINESE["cosine"])), _number(row.get(CHINESE["max_abs_err"]))
             known = found.get(row.get("API Name", ""))
-            reason = _clipped(known.clause if known is not None and known.clause else row.get("Message", "").strip())
+            reason = known.clause if known is not None and known.clause else row.get("Message", "").strip()
             ratio = known.ratio if known is not None else None
             key = (
                 -ratio if ratio is not None else 0.0,
@@ -198,10 +199,6 @@ def worst_errors(details: Path, limit: int = 10) -> list[str]:
                 worst[call] = (key, where, reason or ", ".join(figures))
     ranked = sorted(worst.items(), key=lambda item: item[1][0])[:limit]
     return [f"    {call} {where}: {reason}" for call, (_, where, reason) in ranked]
-
-
-def _clipped(text: str, width: int = 160) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _number(text: str | None) -> float:

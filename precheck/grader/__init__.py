@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from precheck.core.status import ERROR, PASS, SKIP, WARNING, Status, worst
     from precheck.grader.assertion import assert_precise
     from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
+    from precheck.grader.honest import honest_run
     from precheck.grader.metrics import exact_metrics, float_metrics
     from precheck.grader.verdict import compare, compare_tree, judge
 
@@ -25,6 +26,7 @@ __all__ = [
     "compare_tree",
     "judge",
     "assert_precise",
+    "honest_run",
     "Comparison",
     "Metrics",
     "float_metrics",
@@ -44,6 +46,7 @@ _HOME = {  # where each public name lives: a module of the grader, or of core by
     "compare_tree": "verdict",
     "judge": "verdict",
     "assert_precise": "assertion",
+    "honest_run": "honest",
     "Comparison": "precheck.core.comparison",
     "Metrics": "precheck.core.comparison",
     "float_metrics": "metrics",

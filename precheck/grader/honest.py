@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import torch
@@ -36,7 +36,7 @@ from precheck.grader.choices import NORMWISE_FACTOR
 from precheck.grader.limits import limits_for
 from precheck.grader.metrics import Metrics
 
-__all__ = ["Error", "HonestSource", "Verdict", "measure", "verdict", "modeled", "unit", "short_name"]
+__all__ = ["Error", "HonestSource", "Verdict", "honest_run", "measure", "verdict", "modeled", "unit", "short_name"]
 
 # NORMWISE_FACTOR (grader/choices.py) error: normwise error above this multiple of the honest kernel's, which
 # counts as at least ...
@@ -106,6 +106,47 @@ def modeled(dtype: torch.dtype) -> Error:
     one rounding), a few roundings off in fp32/fp64 (their kernels accumulate in their own dtype)."""
     normwise, worst = _floors(dtype).model
     return Error(normwise, worst, measured=False)
+
+
+def rounded_once(golden: torch.Tensor, dtype: torch.dtype) -> Error:
+    """The honest kernel of a half-precision output modeled as tightly as a run of it: the golden rounded once to
+    ``dtype``, which is what a kernel that computes in fp32 and rounds its result once gives (an elementwise
+    output exactly; a sum or product in fp32 to within fp32's rounding, 2^-16 of bf16's). Used where the caller
+    gave no honest kernel at all (the importable grader); a run that could not make one keeps the bound."""
+    flat = _flat64(golden)
+    keep = torch.isfinite(flat)
+    return replace(_measure(_flat64(flat.to(dtype)), flat, dtype, keep), lean=0.0, measured=False)
+
+
+def _model(golden: torch.Tensor, target: torch.Tensor, dtype: torch.dtype, given: bool) -> Error:
+    """The honest kernel where none ran: with none given (the importable grader), the golden rounded once where its
+    rounding is what the floors assume (a golden of values the dtype holds exactly rounds to itself, and a model
+    cannot tell a kernel's faithful rounding, one ULP, from a bug there); else the bound."""
+    if not given and _half(dtype) and golden.shape == target.shape:
+        tight = rounded_once(golden, dtype)
+        if tight.normwise >= _floors(dtype).normwise:
+            return tight
+    return modeled(dtype)
+
+
+def honest_run(func: Callable[..., object], *args: object, **kwargs: object) -> Callable[[], object]:
+    """The honest kernel of ``func`` on these inputs, for :func:`precheck.grade`'s ``honest``: run when a verdict
+    needs it, with every bf16/fp16 tensor raised to float32 (the grader rounds its result once to the target's
+    dtype), as run_ut's honest run is. Give it where the golden rounded once is no model of an honest kernel (a
+    sum whose fp32 accumulation cancels), or to be graded exactly as run_ut grades the same call."""
+
+    def raised(value: object) -> object:
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and _half(value.dtype):
+            return value.detach().float()
+        if isinstance(value, (tuple, list)):
+            return type(value)(raised(v) for v in value)
+        return value
+
+    def run() -> object:
+        with torch.no_grad():
+            return func(*(raised(a) for a in args), **{k: raised(v) for k, v in kwargs.items()})
+
+    return run
 
 
 def _flat64(t: torch.Tensor) -> torch.Tensor:
@@ -210,6 +251,8 @@ def verdict(
         explained = f"what {name} explains: within its rounding ({e.normwise:.2g} of one rounding, normwise)"
         return Verdict(WARNING, "; ".join([*rule, explained]), Reason.WITHIN_ROUNDING)
     h = h if h is not None else _get(honest)
+    if isinstance(h, torch.Tensor) and h.is_floating_point() and h.dtype != dtype and h.shape == target.shape:
+        h = h.to(dtype)  # an honest run in float32 (honest_run): its result rounded once, as the target's
     if h is not None and _same_values(h, target):
         ref = e  # the target's own run is the honest one (fp32 on the CPU): measuring it again would cost passes
     elif h is not None and h.shape == target.shape:
@@ -219,7 +262,7 @@ def verdict(
             e = _measure(flat.t, flat.g, dtype, keep)
         ref = _measure(h64, flat.g, dtype, keep)
     else:
-        ref = modeled(dtype)
+        ref = _model(golden, target, dtype, given=honest is not None)
     ratio = e.normwise / _floored(ref.normwise, e.count, dtype)
     worse = _worse(e, ref, dtype)
     if worse:

@@ -48,14 +48,24 @@ def max_below_min(stats: Stats) -> str:
     return ""
 
 
-def odd_moments(stats: Stats) -> list[str]:
-    """A record's Mean or Norm that no tensor within its bounds has: infinite beside a finite Max and Min (a
-    recorder's overflowed sum, or a forged record). Said in the row's Message, so a verdict never rests on such a
-    record without a note. (A Norm below 0 is msprobe's for a 0-d tensor: its value, not an oddity.)"""
+def odd_moments(spec: TensorSpec) -> list[str]:
+    """A record's Mean or Norm that no tensor within its bounds has: infinite beside a finite Max and Min (a forged
+    record, or a recorder's sum overflowed where the tensor's dtype cannot explain it). Said in the row's Message,
+    so a verdict never rests on such a record without a note. A sum the dtype's range explains is no oddity: a
+    mask of finfo(float16).min has Mean -inf when the recorder sums it in float16, beside Max 0 and Min -65504, and
+    a pass row carried that note. (A Norm below 0 is msprobe's for a 0-d tensor: its value, not an oddity.)"""
+    stats = spec.stats
     if not (_finite(stats.max) and _finite(stats.min)):
         return []
+    top = max(abs(stats.max), abs(stats.min)) if spec.dtype.is_floating_point else 0.0
+    biggest = torch.finfo(spec.dtype).max if spec.dtype.is_floating_point else math.inf
+    overflows = {"Mean": top * spec.numel > biggest, "Norm": top * top * spec.numel > biggest}
     moments = (("Mean", stats.mean), ("Norm", stats.norm))
-    return [f"{name} {value:g} beside a finite Max and Min" for name, value in moments if _infinite(value)]
+    return [
+        f"{name} {value:g} beside a finite Max and Min"
+        for name, value in moments
+        if _infinite(value) and not overflows[name]
+    ]
 
 
 def _infinite(x: float | None) -> bool:
@@ -77,7 +87,7 @@ def synthesize(
     if n == 0:
         return torch.empty(spec.shape, dtype=spec.dtype), ""
     said = ""
-    odd = list(filter(None, [max_below_min(spec.stats), *odd_moments(spec.stats)]))
+    odd = list(filter(None, [max_below_min(spec.stats), *odd_moments(spec)]))
     if odd:
         honoured = _honoured(spec.stats)
         fixes = ["Max and Min read swapped"] if max_below_min(spec.stats) else []

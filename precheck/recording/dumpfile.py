@@ -71,6 +71,21 @@ class DumpFile:
             self._open.discard(name)
         else:
             self._open.add(name)
+        self._flush()
+
+    def hold(self, name: str, record: dict[str, Any], stack: tuple[str, ...] | None = None) -> None:
+        """Append a record whose fields are not all known yet (an async collective's output, read once its work
+        completes): it, and the records after it, are written in their place at :meth:`release`."""
+        self.note_stack(name, stack)
+        self._held[name] = record
+        self._open.add(name)
+
+    def release(self, name: str) -> None:
+        """The record ``name`` of :meth:`hold` is whole (filled in place): written, with those held behind it."""
+        self._open.discard(name)
+        self._flush()
+
+    def _flush(self) -> None:
         while self._held and next(iter(self._held)) not in self._open:
             first = next(iter(self._held))
             self._write(first, self._held.pop(first))

@@ -43,6 +43,7 @@ from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import Encoder, data_names
 from precheck.recording.files import TensorFiles
 from precheck.recording.modules import ModuleHooks
+from precheck.recording.pending import Pending, works_of
 from precheck.recording.wrap import installed, quiet
 
 __all__ = ["Recorder", "RecordOptions"]
@@ -112,6 +113,7 @@ class Recorder:
     _lost: list[str] = field(default_factory=list)  # this step's calls the recorder failed to record, and why
     _wrappers: installed | None = None
     _modules: ModuleHooks | None = None  # the mix level's module hooks
+    _pending: Pending = field(default_factory=Pending)  # async collectives' records, completed with their work
     _pid: int = field(default_factory=os.getpid)
     _exit_hook: Callable[[], None] | None = None  # registered with atexit (close_at_exit), until close()
     # held for the recorder's own work, never while the user's function runs (re-entrant: a record's listeners)
@@ -124,6 +126,7 @@ class Recorder:
         if self._wrappers is None:
             self._wrappers = installed(self)
             self._wrappers.__enter__()
+            self._pending.install()
         if self.options.level == "mix" and self._modules is None:
             self._modules = ModuleHooks(self)
 
@@ -142,6 +145,7 @@ class Recorder:
         the dump is the parent's)."""
         if not self.in_own_process():
             return
+        self._pending.finish(lambda e: self._lose("Distributed.wait", e))
         with self.lock:
             self._running = False
             self._finish()
@@ -164,10 +168,12 @@ class Recorder:
             atexit.unregister(self._exit_hook)
             self._exit_hook = None
         try:
+            self._pending.finish(lambda e: self._lose("Distributed.wait", e))
             with self.lock:
                 self._running = False
                 self._finish(partial)
         finally:  # a step's end that raised (an online check's failure) still takes the wrappers off
+            self._pending.uninstall()
             if self._wrappers is not None:
                 self._wrappers.__exit__(None, None, None)
                 self._wrappers = None
@@ -276,6 +282,11 @@ class Recorder:
                 if hooked and self._modules is not None:
                     _hook_backward(out, self.guard(back, lambda gi, go: self._backward(dump, back, None, None)))
                 return
+            works = works_of(out) if prefix == "Distributed" else []
+            if works:  # its tensors are read once its work completes, the record held in its place till then
+                dump.hold(name, record, stack)
+                self._pending.add(works, lambda: self._completed(dump, name, record, [*args, *kwargs.values()]))
+                return
             done = (
                 _shown(prefix, key[len(prefix) + 1 : -1], [*args, *kwargs.values()])[0]
                 if prefix == "Distributed"
@@ -284,6 +295,20 @@ class Recorder:
             record["output"] = self.encoder(dump).values(done, f"{name}.output")
             hooked = hooked and _hook_backward(out, self.guard(back, lambda gi, go: self._backward(dump, back, gi, go)))
             self._write(dump, name, record, stack, hooked)
+
+    def _completed(self, dump: DumpFile, name: str, record: dict, done: list) -> None:
+        """An async torch.distributed call's work has completed: its record gets its output (its arguments now, as
+        msprobe's) and is written in its place (on whichever thread saw the work complete)."""
+        with self.lock, quiet():
+            if dump is not self._dump:
+                return  # the step ended without it: its dump is closed, the record written without an output
+            try:
+                record["output"] = self.encoder(dump).values(done, f"{name}.output")
+            except Exception as e:  # the recorder's own failure: the record stays, without its output
+                self._lose(name.rsplit(".", 2)[0] + ".", e)
+            dump.release(name)
+            if self.on_record is not None:
+                self.on_record(name, record, False, dump)
 
     def _lose(self, key: str, error: Exception) -> None:
         """A call the recorder failed to record: its step's dump.json says it is partial, and why."""

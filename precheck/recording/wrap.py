@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 import torch
 
-from api_registry.recording import PATCHED, wrapped_names
+from api_registry.recording import ALSO_PATCHED, PATCHED, wrapped_names
 
 __all__ = ["Listener", "depth", "installed", "quiet"]
 
@@ -85,10 +85,13 @@ class installed:  # noqa: N801
 
     def __enter__(self) -> installed:
         builtins = _script_builtins()  # read before any wrapper is on: it holds torch's own functions
+        made: dict[tuple[int, str, str], Callable] = {}  # one wrapper of a function msprobe patches in two modules
         for owner, attr, original, prefix, api in _targets():
             own = vars(owner).get(attr, _INHERITED) if isinstance(owner, type) else original
-            wrapper = _wrapper(original, prefix, api, self)
-            _script_as_original(wrapper, original, builtins)
+            wrapper = made.get((id(original), prefix, api))
+            if wrapper is None:
+                wrapper = made[(id(original), prefix, api)] = _wrapper(original, prefix, api, self)
+                _script_as_original(wrapper, original, builtins)
             setattr(owner, attr, wrapper)
             self._saved.append((owner, attr, own, wrapper))
         _ON.append(self)
@@ -167,6 +170,9 @@ def _places() -> tuple[tuple[Any, str, str], ...]:
         root = _resolve(module_path)
         if root is None:
             continue
+        for also in map(_resolve, ALSO_PATCHED.get(section, ())):  # the same function under the same name there
+            found += [(also, n, prefix) for n in names if also is not None and getattr(also, n, None) is not None
+                      and getattr(also, n) is getattr(root, n, None)]  # fmt: skip
         has: dict[int, set[str]] = {}
         for name in names:
             *parents, attr = name.split(".")

@@ -174,7 +174,7 @@ def random_law(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
 
 
 def beyond_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
-    rows = frame[(frame["status"] == "error") & frame["reason"].isin(BEYOND_ROUNDING)]
+    rows = frame[(frame["status"] == "error") & frame["reason"].isin(BEYOND_ROUNDING) & ~_recorded(frame)]
     return _finding(
         "beyond_rounding",
         "errors beyond what the dtype explains",
@@ -183,6 +183,31 @@ def beyond_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | Non
             "rounding): real kernel precision bugs, unlike the warnings, which their dtype's rounding explains.",
             "Reproduce each with its precheck repro command (the API table) and report it to the kernel's owner; "
             "until it is fixed, run the op in fp32 or with a kernel that accumulates in fp32.",
+        ),
+        rows,
+        _message,
+    )
+
+
+def _recorded(frame: pandas.DataFrame) -> pandas.Series:
+    """Rows graded on the outputs the dump recorded (a frame from before that column: none)."""
+    return frame["recorded"] if "recorded" in frame else frame["status"] != frame["status"]
+
+
+def recorded_beyond_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | None:
+    """The same, on the outputs the dump recorded (``--target recorded``, or a replay's recorded values): the
+    repro command re-runs the call on this machine's kernel, which is not the one that computed them."""
+    rows = frame[(frame["status"] == "error") & frame["reason"].isin(BEYOND_ROUNDING) & _recorded(frame)]
+    return _finding(
+        "recorded_beyond_rounding",
+        "recorded outputs beyond what the dtype explains",
+        (
+            "the outputs the training run recorded are materially worse than an honest kernel of their dtype: the "
+            "kernel that ran in training (or the program around it) computed them; a replay of the call on this "
+            "machine runs another kernel and may show an ordinary result.",
+            "Reproduce what was graded: precheck run_ut --target recorded on the dump grades the same recorded "
+            "outputs; report the call's record (its inputs and outputs in the dump) to the owner of the training "
+            "device's kernel, and until it is fixed run the op in fp32 there.",
         ),
         rows,
         _message,
@@ -210,8 +235,8 @@ def within_rounding(frame: pandas.DataFrame, dump: dict | None) -> Finding | Non
     )
 
 
-RULES = (fp16_overflow, underflow, low_precision_accumulation, nan_origin, beyond_rounding, within_rounding,
-         generated_inputs, random_law)  # fmt: skip
+RULES = (fp16_overflow, underflow, low_precision_accumulation, nan_origin, beyond_rounding, recorded_beyond_rounding,
+         within_rounding, generated_inputs, random_law)  # fmt: skip
 
 
 def advise(frame: pandas.DataFrame, dump_json: str | Path | None = None) -> list[Finding]:

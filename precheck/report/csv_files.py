@@ -93,6 +93,16 @@ def _line(row: list[str]) -> str:
 ResumeError = RunFileError  # the name callers catch: a run's files cannot be created or continued
 
 
+def resumable(path: Path) -> str:
+    """The stamp of the result CSV a run continues, once it is one (run_ut checks it before it loads torch)."""
+    m = RESULT_NAME.match(path.name)
+    if not path.is_file():
+        raise ResumeError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+    if m is None:
+        raise ResumeError(f"{path}: not an {RESULT.format('<YYYYmmddHHMMSS>')} file")
+    return m.group(1)
+
+
 class CsvReport:
     """The pair of CSV files of one run. Every finished API is on disk (flushed) before the next starts: its
     details rows first, then its result row, so a result row always has all its details.
@@ -122,12 +132,7 @@ class CsvReport:
         self.suspects: set[str] = set()
         if resume is not None:
             path = Path(resume)
-            m = RESULT_NAME.match(path.name)
-            if not path.is_file():
-                raise ResumeError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
-            if m is None:
-                raise ResumeError(f"{path}: not an {RESULT.format('<YYYYmmddHHMMSS>')} file")
-            self.out_dir, stem = path.parent, m.group(1)
+            self.out_dir, stem = path.parent, resumable(path)
         else:
             self.out_dir = Path(out_dir)
             self.out_dir.mkdir(parents=True, exist_ok=True)

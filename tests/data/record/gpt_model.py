@@ -67,10 +67,10 @@ def coarse_silu(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     return _CoarseSilu.apply(x)
 
 
-def build(precision: str) -> tuple[nn.Module, object]:
+def build(precision: str, seed: int = 0) -> tuple[nn.Module, object]:
     """The model and its step: ``fp32``, ``bf16`` (autocast on the CPU) or ``bf16_silu6`` (autocast, the SiLU
-    replaced by coarse_silu while the step runs, as a bad kernel would be)."""
-    torch.manual_seed(0)
+    replaced by coarse_silu while the step runs, as a bad kernel would be); ``seed`` draws its weights and data."""
+    torch.manual_seed(seed)
     model = Gpt()
     ids = torch.randint(0, VOCAB, (2, SEQ))
     labels = torch.randint(0, VOCAB, (2, SEQ))

@@ -45,6 +45,8 @@ project's venv (no msprobe needed), each in its own interpreter too:
 - tests/data/record/gpt_{fp32,bf16,bf16_silu6}_{tensor,statistics}/: gpt_model.py's step in fp32, under autocast
   bf16, and under autocast bf16 with a 6-bit SiLU in F.silu's place, without stack.json (each side's folder is
   ``step0/proc<pid>``, the pid its own: compare pairs them all the same).
+- tests/data/record/gpt_seed7_{fp32,bf16}_statistics/: the clean twins drawn with seed 7, whose layer_norm bias
+  gradient cancels to 1/16 of its incoming gradient's norm (compare named it before issue 47).
 """
 
 import json
@@ -133,7 +135,8 @@ def copy_in(out: Path, target: Path) -> None:
 
 
 # dump -> (gpt_model.build's precision, task): recorded by precheck.record
-RECORDED = {f"gpt_{p}_{t}": (p, t) for p in ("fp32", "bf16", "bf16_silu6") for t in ("tensor", "statistics")}
+RECORDED = {f"gpt_{p}_{t}": (p, t, 0) for p in ("fp32", "bf16", "bf16_silu6") for t in ("tensor", "statistics")}
+RECORDED |= {f"gpt_seed7_{p}_statistics": (p, "statistics", 7) for p in ("fp32", "bf16")}
 
 
 def record_gpt(name: str) -> None:
@@ -145,8 +148,8 @@ def record_gpt(name: str) -> None:
     sys.path.insert(0, str(HERE))
     import gpt_model
 
-    precision, task = RECORDED[name]
-    model, run = gpt_model.build(precision)
+    precision, task, seed = RECORDED[name]
+    model, run = gpt_model.build(precision, seed)
     if precision == "bf16_silu6":
         F.silu = gpt_model.coarse_silu  # before the recorder wraps F.silu: recorded as Functional.silu
     target = HERE / name
