@@ -78,6 +78,16 @@ def test_fsdp2s_dtensor_calls_graded_per_rank_and_as_a_whole(precision: str) -> 
     assert sum(name.startswith("Tensor.add_.") and name.endswith(".whole") for name in results["rank0"]) >= 10
 
 
+@pytest.mark.parametrize("name", ["zero1_nosync_statistics_msprobe", "fsdp1_statistics_msprobe"])
+def test_collectives_of_a_statistics_dump_are_checked_not_skip(name: str) -> None:
+    """ZeRO-1's broadcasts and FSDP1's all_gathers in a statistics dump: what their statistics hold is checked, so
+    no row is SKIP (DDP's all-reduce runs in its C++ reducer: msprobe records none)."""
+    summary = _graded(name)
+    results = [r for run in summary.ranks.values() for r in run.results]
+    assert any(r.name.startswith("Distributed.") for r in results)
+    assert not [r.name for r in results if SKIP in (r.forward, r.backward)]
+
+
 def test_each_rank_writes_its_own_csvs(capsys, tmp_path) -> None:
     step = SHARDED / "ddp4_statistics_msprobe" / "step0"
     assert main(["run_ut", "-api_info", str(step), "-o", str(tmp_path), "-d", "cpu", "-n", "1", "-q"]) == 0
