@@ -89,7 +89,8 @@ def _nonfinite(spec: TensorSpec, g: torch.Tensor) -> StatisticsVerdict | None:
         return None
     rounding = spec.dtype.to_real() if spec.dtype.is_complex else spec.dtype
     rounded = g.to(rounding).to(torch.float64) if rounding.is_floating_point else g
-    errors, overflows = [], []
+    errors: list[str] = []
+    overflows: list[str] = []
     for name, value in _statistics(spec).items():
         ours = _STATISTIC[name](g)
         if not isinstance(value, (int, float)) or math.isfinite(value) or not math.isfinite(ours):
