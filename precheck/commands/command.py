@@ -29,6 +29,7 @@ class Command:
     description: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     handler: Handler
+    torch: bool = False  # runs torch: refused on a torch below precheck's floor (precheck.torch_range)
 
 
 def add_grading(parser: argparse.ArgumentParser) -> None:

@@ -107,5 +107,5 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS.values():
         sub = commands.add_parser(command.name, help=command.help, description=command.description)
         command.add_arguments(sub)
-        sub.set_defaults(func=command.handler)
+        sub.set_defaults(func=command.handler, needs_torch=command.torch)
     return parser

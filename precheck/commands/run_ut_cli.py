@@ -280,4 +280,5 @@ COMMAND = Command(
     "it against a CPU float64 golden; writes msprobe-compatible CSVs.",
     add_arguments=_arguments,
     handler=_run,
+    torch=True,
 )

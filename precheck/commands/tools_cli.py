@@ -155,6 +155,7 @@ COMMANDS = (
         "the dump (forward and backward) with the given grading options.",
         add_arguments=_generate_arguments,
         handler=_generate,
+        torch=True,
     ),
     Command(
         "apis",
@@ -164,6 +165,7 @@ COMMANDS = (
         "grouped by reason, without running anything.",
         add_arguments=_apis_arguments,
         handler=_apis,
+        torch=True,
     ),
     Command(
         "repro",
@@ -172,6 +174,7 @@ COMMANDS = (
         "recorded dtypes against a CPU float64 golden, needing only torch.",
         add_arguments=_repro_arguments,
         handler=_repro,
+        torch=True,
     ),
     Command(
         "api_precision_compare",

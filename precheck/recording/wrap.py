@@ -26,9 +26,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-import torch
-
 from api_registry.recording import PATCHED, wrapped_names
+from precheck.compat import is_compiling
 
 __all__ = ["Listener", "depth", "installed", "quiet"]
 
@@ -155,7 +154,7 @@ def _resolve(path: str) -> Any:
 
 def _wrapper(original: Callable, prefix: str, api: str, on: installed) -> Callable:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():  # first: dynamo traces the original only
+        if is_compiling():  # first: dynamo traces the original only
             return original(*args, **kwargs)
         listener = on.listener
         if listener is None or getattr(_local, "depth", 0):

@@ -1,0 +1,117 @@
+"""What the installed torch has, found by feature (never by its version string), for torch 2.1 to the newest:
+the few places where an older torch lacks what precheck uses get the older spelling here, in one module.
+
+The version range itself (the floor, the newest tested) is precheck.torch_range's, which needs no torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["RECORDING_NEEDS", "is_compiling", "lacking", "nextafter", "replayable_keywords", "torch_feature"]
+
+# torch.compiler.is_compiling came in torch 2.3; torch._utils.is_compiling is what dynamo folds to True before it
+_IS_COMPILING = ("torch.compiler:is_compiling", "torch._utils:is_compiling")
+
+# What the recorder hooks into, by where torch defines it: a torch without one cannot record a training step.
+RECORDING_NEEDS = (
+    "torch.nn.modules.module:register_module_forward_pre_hook",
+    "torch.nn.modules.module:register_module_forward_hook",
+    "torch.nn.modules.module:register_module_parameter_registration_hook",
+    "torch.nn.modules.module:register_module_buffer_registration_hook",
+    "torch.nn.modules.module:register_module_module_registration_hook",
+    "torch.optim.optimizer:register_optimizer_step_pre_hook",
+    "torch.optim.optimizer:register_optimizer_step_post_hook",
+    "torch.utils._pytree:tree_flatten",
+    "torch.utils._pytree:tree_unflatten",
+)
+
+
+def torch_feature(where: str) -> Any:
+    """The object at ``module:attribute`` (``torch.optim.optimizer:register_optimizer_step_pre_hook``), None
+    where this torch has no such module or attribute."""
+    module, _, name = where.partition(":")
+    try:
+        found: Any = importlib.import_module(module)
+    except ImportError:
+        return None
+    for part in filter(None, name.split(".")):
+        found = getattr(found, part, None)
+    return found
+
+
+def lacking(needs: tuple[str, ...]) -> list[str]:
+    """The dotted names among ``needs`` this torch lacks (``torch.optim.optimizer.register_...``)."""
+    missing = [where.replace(":", ".") for where in needs if torch_feature(where) is None]
+    return missing + ([] if _found is not None else [_IS_COMPILING[0].replace(":", ".")])
+
+
+def _first(*where: str) -> Any:
+    return next((found for found in map(torch_feature, where) if found is not None), None)
+
+
+_found = _first(*_IS_COMPILING)
+# Whether dynamo is tracing the call (torch.compile), torch's own function: dynamo folds it to True as it traces.
+is_compiling: Callable[[], bool] = _found if _found is not None else lambda: False  # a torch without is refused
+
+
+def _takes_enable_gqa() -> bool:
+    q = torch.zeros(1, 1, 1)
+    try:
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, enable_gqa=False)
+    except TypeError:  # torch before 2.5: "got an unexpected keyword argument"
+        return False
+    return True
+
+
+# Keywords a newer torch added to an API: (keyword, the value that does what an older torch does without it, whether
+# this torch takes it). A call recorded under a newer torch (transformers passes enable_gqa=False) replays on an
+# older one without the keyword where it has that value.
+_NEWER_KEYWORDS: dict[str, tuple[str, Any, Callable[[], bool]]] = {
+    "Functional.scaled_dot_product_attention": ("enable_gqa", False, functools.cache(_takes_enable_gqa)),
+}
+
+
+def replayable_keywords(api: str, kwargs: dict) -> tuple[dict, str | None]:
+    """``kwargs`` as this torch takes them: a newer torch's keyword left out where its value is what this torch
+    does anyway; else why the call cannot be replayed here (its SKIP reason), with ``kwargs`` as they were."""
+    newer = _NEWER_KEYWORDS.get(api)
+    if newer is None or newer[0] not in kwargs or newer[2]():
+        return kwargs, None
+    keyword, older, _ = newer
+    if kwargs[keyword] is older or kwargs[keyword] == older:
+        return {k: v for k, v in kwargs.items() if k != keyword}, None
+    return kwargs, (
+        f"{api} was called with {keyword}={kwargs[keyword]!r}, which torch {torch.__version__} does not take "
+        "(recorded under a newer torch): replay it on that torch"
+    )
+
+
+@functools.cache
+def _has_nextafter(dtype: torch.dtype) -> bool:
+    try:
+        torch.nextafter(torch.zeros(1, dtype=dtype), torch.ones(1, dtype=dtype))
+    except RuntimeError:  # torch 2.1 has no float16 or bfloat16 kernel for it on the CPU
+        return False
+    return True
+
+
+def nextafter(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """torch.nextafter on a torch whose CPU lacks it for a 16-bit float: the neighbour of each element towards
+    ``other``, found on its bits (a 16-bit float's bits, read as an unsigned number, count its magnitude up)."""
+    if _has_nextafter(x.dtype) or x.element_size() != 2:
+        return torch.nextafter(x, other)
+    other = other.to(x.dtype).expand_as(x)
+    bits = x.view(torch.int16).to(torch.int32) & 0xFFFF
+    wider = torch.where(x == 0, 1, bits + 1)  # away from zero (0 -> the smallest subnormal of other's sign)
+    narrower = bits - 1
+    up = torch.where(x > 0, wider, torch.where(x < 0, narrower, 1))
+    down = torch.where(x > 0, narrower, torch.where(x < 0, wider, 0x8001))
+    moved = torch.where(other > x, up, down)
+    moved = torch.where(moved >= 0x8000, moved - 0x10000, moved).to(torch.int16).view(x.dtype)
+    return torch.where(x.isnan() | other.isnan(), x + other, torch.where(other == x, other, moved))
