@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["RECORDING_NEEDS", "is_compiling", "lacking", "nextafter", "replayable_keywords", "torch_feature"]
+__all__ = ["RECORDING_NEEDS", "is_compiling", "lacking", "nextafter", "replay_function", "torch_feature"]
 
 # torch.compiler.is_compiling came in torch 2.3; torch._utils.is_compiling is what dynamo folds to True before it
 _IS_COMPILING = ("torch.compiler:is_compiling", "torch._utils:is_compiling")
@@ -60,6 +60,7 @@ _found = _first(*_IS_COMPILING)
 is_compiling: Callable[[], bool] = _found if _found is not None else lambda: False  # a torch without is refused
 
 
+@functools.cache
 def _takes_enable_gqa() -> bool:
     q = torch.zeros(1, 1, 1)
     try:
@@ -69,27 +70,27 @@ def _takes_enable_gqa() -> bool:
     return True
 
 
-# Keywords a newer torch added to an API: (keyword, the value that does what an older torch does without it, whether
-# this torch takes it). A call recorded under a newer torch (transformers passes enable_gqa=False) replays on an
-# older one without the keyword where it has that value.
-_NEWER_KEYWORDS: dict[str, tuple[str, Any, Callable[[], bool]]] = {
-    "Functional.scaled_dot_product_attention": ("enable_gqa", False, functools.cache(_takes_enable_gqa)),
+def _attention_with_gqa(query: Any, key: Any, value: Any, *args: Any, enable_gqa: bool = False, **kwargs: Any) -> Any:
+    """scaled_dot_product_attention's enable_gqa on a torch without it: each of the key's and value's heads
+    repeated for its group of query heads, which is what the keyword does (its gradients sum back per head)."""
+    if enable_gqa and key.size(-3) != query.size(-3):
+        group = query.size(-3) // key.size(-3)
+        key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
+    return torch.nn.functional.scaled_dot_product_attention(query, key, value, *args, **kwargs)
+
+
+# An API a newer torch gave a keyword this one lacks: (whether this torch takes it, the call spelled without it). A
+# call recorded under the newer torch (transformers passes enable_gqa) replays here with the same arithmetic.
+_OLDER_SPELLINGS: dict[str, tuple[Callable[[], bool], Callable[..., Any]]] = {
+    "Functional.scaled_dot_product_attention": (_takes_enable_gqa, _attention_with_gqa),
 }
 
 
-def replayable_keywords(api: str, kwargs: dict) -> tuple[dict, str | None]:
-    """``kwargs`` as this torch takes them: a newer torch's keyword left out where its value is what this torch
-    does anyway; else why the call cannot be replayed here (its SKIP reason), with ``kwargs`` as they were."""
-    newer = _NEWER_KEYWORDS.get(api)
-    if newer is None or newer[0] not in kwargs or newer[2]():
-        return kwargs, None
-    keyword, older, _ = newer
-    if kwargs[keyword] is older or kwargs[keyword] == older:
-        return {k: v for k, v in kwargs.items() if k != keyword}, None
-    return kwargs, (
-        f"{api} was called with {keyword}={kwargs[keyword]!r}, which torch {torch.__version__} does not take "
-        "(recorded under a newer torch): replay it on that torch"
-    )
+def replay_function(api: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    """The function that replays ``api``'s recorded call on this torch: ``func`` itself, or where this torch lacks
+    a keyword a newer one recorded, the same call spelled without it."""
+    older = _OLDER_SPELLINGS.get(api)
+    return func if older is None or older[0]() else older[1]
 
 
 @functools.cache

@@ -148,3 +148,22 @@ def test_nextafter_of_a_16_bit_float_is_torchs_where_torch_has_none(dtype, monke
             assert torch.equal(want.view(torch.int16), have.view(torch.int16)) or bool(
                 ((want.view(torch.int16) == have.view(torch.int16)) | (want.isnan() & have.isnan())).all()
             )
+
+
+def test_a_gqa_attention_recorded_under_a_newer_torch_replays_with_its_arithmetic():
+    """enable_gqa came in torch 2.5 (transformers passes it): on a torch without it the call is replayed with each
+    key and value head repeated for its group of query heads, its gradients summed back."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 4, 3, 8, dtype=torch.float64, generator=gen)
+    k, v = (torch.randn(1, 2, 3, 8, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(2))
+    weights = torch.softmax((q @ k.repeat_interleave(2, -3).transpose(-2, -1) / math.sqrt(8)).tril().masked_fill(
+        ~torch.ones(3, 3, dtype=torch.bool).tril(), -math.inf), -1)  # fmt: skip
+    want = weights @ v.repeat_interleave(2, -3)
+    by_keyword = compat._attention_with_gqa(q, k, v, is_causal=True, enable_gqa=True)
+    assert torch.allclose(by_keyword, want)
+    by_keyword.sum().backward()
+    assert k.grad.shape == k.shape and v.grad.shape == v.shape
+    if compat._takes_enable_gqa():
+        assert torch.allclose(
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), want
+        )

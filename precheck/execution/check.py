@@ -17,7 +17,7 @@ import torch
 
 from api_registry import ApiEntry, lookup, why_unsupported
 from api_registry.mindspore import is_mint
-from precheck.compat import replayable_keywords
+from precheck.compat import replay_function
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS, SKIP, WARNING, worst
 from precheck.dump.autocast import autocast_dtype, held_to
@@ -160,12 +160,9 @@ def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | 
 
 def _built(case: Case, entry: ApiEntry, builder: InputBuilder) -> ApiResult | tuple[Call, str | None]:
     """The call with its inputs rebuilt, and why its backward cannot be fed (its gradient files), if so."""
-    recorded_kwargs, newer = replayable_keywords(case.api, case.kwargs)
-    if newer:
-        return skipped(case, newer, Reason.SKIP_UNSUPPORTED)
     try:
         args = builder.build(case.args, "input_args")
-        kwargs = builder.build(recorded_kwargs, "input_kwargs")
+        kwargs = builder.build(case.kwargs, "input_kwargs")
     except InputError as e:
         return skipped(case, str(e), e.reason)
     grad_outputs, backward_problem = None, None
@@ -174,7 +171,8 @@ def _built(case: Case, entry: ApiEntry, builder: InputBuilder) -> ApiResult | tu
             grad_outputs = builder.build(case.grad_outputs, "backward.input")
         except InputError as e:
             backward_problem = f"backward: {e}"
-    call = Call(entry, case.args, recorded_kwargs, args, kwargs, grad_outputs, autocast=autocast_dtype(case))
+    entry = replace(entry, func=replay_function(case.api, entry.func))  # as this torch spells the call
+    call = Call(entry, case.args, case.kwargs, args, kwargs, grad_outputs, autocast=autocast_dtype(case))
     return call, backward_problem
 
 
