@@ -131,7 +131,7 @@ def test_a_pytree_without_key_paths_walks_to_the_same_leaves_and_places(monkeypa
         assert repr(newer) == repr((leaves, places, remade))
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
 def test_nextafter_of_a_16_bit_float_is_torchs_where_torch_has_none(dtype, monkeypatch):
     """torch 2.1's CPU has no nextafter for float16 or bfloat16, which generating inputs from statistics uses: the
     one on the bits gives torch's own neighbour for every value of the dtype, towards each kind of target."""
