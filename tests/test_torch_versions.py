@@ -167,3 +167,18 @@ def test_a_gqa_attention_recorded_under_a_newer_torch_replays_with_its_arithmeti
         assert torch.allclose(
             torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), want
         )
+
+
+def test_a_dtype_only_a_newer_torch_has_is_named_as_one(monkeypatch):
+    """A dump recorded under torch 2.13 may hold uint16-64 or float8 tensors, which torch 2.1 has not: the record's
+    SKIP reason says so, not that the dtype is unknown."""
+    from precheck.dump import decode
+
+    monkeypatch.delitem(decode._TORCH_DTYPES, "torch.uint16", raising=False)
+    with pytest.raises(decode.RecordError) as e:
+        decode.parse_dtype("torch.uint16", "input_args[0].dtype")
+    assert str(e.value) == (
+        f"input_args[0].dtype: dtype torch.uint16 is not in torch {torch.__version__} (a newer torch recorded it)"
+    )
+    with pytest.raises(decode.RecordError, match=r"unknown dtype 'torch.float99'"):
+        decode.parse_dtype("torch.float99", "input_args[0].dtype")
