@@ -6,14 +6,24 @@ The version range itself (the floor, the newest tested) is precheck.torch_range'
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import multiprocessing
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-__all__ = ["RECORDING_NEEDS", "is_compiling", "lacking", "nextafter", "replay_function", "torch_feature"]
+__all__ = [
+    "RECORDING_NEEDS",
+    "compiling_in_a_pool",
+    "is_compiling",
+    "lacking",
+    "nextafter",
+    "replay_function",
+    "torch_feature",
+]
 
 # torch.compiler.is_compiling came in torch 2.3; torch._utils.is_compiling is what dynamo folds to True before it
 _IS_COMPILING = ("torch.compiler:is_compiling", "torch._utils:is_compiling")
@@ -116,3 +126,13 @@ def nextafter(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     moved = torch.where(other > x, up, down)
     moved = torch.where(moved >= 0x8000, moved - 0x10000, moved).to(torch.int16).view(x.dtype)
     return torch.where(x.isnan() | other.isnan(), x + other, torch.where(other == x, other, moved))
+
+
+def compiling_in_a_pool() -> contextlib.AbstractContextManager:
+    """Where torch.compile runs: inductor's compile workers are multiprocessing children on a torch without
+    ``worker_start_method`` (before 2.4), which a daemonic process (precheck's pool worker) may not have: there
+    inductor compiles in the process itself. Elsewhere (the training's own process too) nothing changes."""
+    config = torch_feature("torch._inductor.config:")
+    if config is None or hasattr(config, "worker_start_method") or not multiprocessing.current_process().daemon:
+        return contextlib.nullcontext()
+    return config.patch(compile_threads=1)

@@ -182,3 +182,30 @@ def test_a_dtype_only_a_newer_torch_has_is_named_as_one(monkeypatch):
     )
     with pytest.raises(decode.RecordError, match=r"unknown dtype 'torch.float99'"):
         decode.parse_dtype("torch.float99", "input_args[0].dtype")
+
+
+_COMPILE_IN_A_WORKER = """
+import multiprocessing, sys
+def work(queue):
+    import torch
+    from precheck.execution.sides import compiled
+    compiled(torch.nn.functional.relu, ("relu",))  # its compile is a minute of C++: made, it is not run
+    queue.put(True)
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    worker = context.Process(target=work, args=(queue,), daemon=True)
+    worker.start()
+    print(queue.get(timeout=120))
+    worker.join()
+"""
+
+
+def test_target_compile_can_compile_in_a_daemonic_pool_worker(tmp_path):
+    """torch 2.1's inductor starts its compile workers as multiprocessing children when it is first imported, which
+    precheck's pool workers (daemonic) may not have: run_ut --target compile was a SKIP row for every API there
+    ("daemonic processes are not allowed to have children")."""
+    script = tmp_path / "compile_in_a_worker.py"
+    script.write_text(_COMPILE_IN_A_WORKER)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
