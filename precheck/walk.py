@@ -33,7 +33,7 @@ def _part(key: Any) -> str:
     return f".{key.key if hasattr(key, 'key') else key.name}"
 
 
-def _node_parts(tree: Any, node_type: Any, context: Any, count: int) -> list[str]:
+def _node_parts(tree: Any, context: Any, count: int) -> list[str]:
     """The places of a node's children on a pytree without key paths: keys for a dict, fields for a named tuple."""
     if isinstance(tree, dict):
         return [f".{key}" for key in context]
@@ -51,7 +51,7 @@ def _walk_nodes(tree: Any, place: str) -> tuple[list[tuple[str, Any]], Any]:
     children, context = pytree.SUPPORTED_NODES[node_type].flatten_fn(tree)
     pairs: list[tuple[str, Any]] = []
     specs = []
-    for part, child in zip(_node_parts(tree, node_type, context, len(children)), children, strict=True):
+    for part, child in zip(_node_parts(tree, context, len(children)), children, strict=True):
         child_pairs, spec = _walk_nodes(child, place + part)
         pairs += child_pairs
         specs.append(spec)
