@@ -80,6 +80,15 @@ def wordy_error(x: torch.Tensor) -> torch.Tensor:
     raise ValueError("CUDA error: out of memory, says this API of its own arguments")
 
 
+def with_progress_bar(x: torch.Tensor) -> torch.Tensor:
+    """Shows a progress bar, as inductor does while torch.compile waits for its kernels."""
+    from tqdm import tqdm
+
+    for _ in tqdm(range(1), disable=True):
+        pass
+    return x * 1
+
+
 def needs_clean_process(x: torch.Tensor) -> torch.Tensor:
     if _POISONED:
         raise RuntimeError("CUDA error: the context of this process is broken")
@@ -100,4 +109,5 @@ ENTRIES = {
     "Torch.precheck_sticky": sticky_device_error,
     "Torch.precheck_wordy": wordy_error,
     "Torch.precheck_clean": needs_clean_process,
+    "Torch.precheck_progress": with_progress_bar,
 }

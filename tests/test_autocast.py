@@ -86,7 +86,8 @@ def _entries(lists: Any, names: tuple[str, ...]) -> list[tuple[str, str, tuple, 
     """(list name, op, args, kwargs) of every op of torch's test lists named ``names``."""
     out = []
     for name in names:
-        for entry in getattr(lists, name):
+        # torch before 2.4 names the CPU's lower-precision lists for bf16 (torch_bf16), its only dtype there
+        for entry in getattr(lists, name, None) or getattr(lists, name.replace("_16", "_bf16")):
             op, args, *rest = entry
             if isinstance(args, str):  # einsum: its equation, then its operands
                 args, rest = (args, *rest[0]), rest[1:]

@@ -115,11 +115,14 @@ def test_a_wrongly_computed_sharded_matmul_is_an_error_per_rank_and_as_a_whole(t
             assert rows[rank][name][0] == "error", (rank, name)
 
 
-def test_the_device_rerun_of_a_bad_recording_passes_per_rank_but_its_whole_call_is_an_error(tmp_path):
-    """A rank's row reruns the kernel on the device (sound here); the whole call is what the ranks recorded."""
+def test_a_bad_recording_is_an_error_per_rank_by_its_recorded_outputs_and_as_a_whole(tmp_path):
+    """A rank's row reruns the kernel on the device (sound here) and grades the recorded outputs too, which name the
+    kernel that ran in training; the whole call is what the ranks recorded."""
     rows = _rows(BAD, tmp_path / "device")
     for name in LINEARS:
-        assert rows["rank0"][name][0] == "pass"
+        forward, _, message = rows["rank0"][name]
+        assert forward == "error" and "its recorded value is worse than an honest fp32 kernel" in message
+        assert "this machine's replay on cpu is not (pass)" in message
         assert rows["rank0"][f"{name}.whole"][0] == "error"
 
 

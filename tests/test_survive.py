@@ -178,6 +178,18 @@ def test_an_api_raising_system_exit_is_its_row_and_the_run_goes_on(tmp_path, bac
     assert not list(out.glob("*.journal"))
 
 
+def test_a_pool_whose_calls_show_progress_bars_leaks_no_semaphore(tmp_path):
+    """inductor shows a tqdm bar while torch.compile waits for its kernels, and tqdm's first bar in a process
+    makes a multiprocessing lock: each worker of a --target compile pool made one, left without unlinking it,
+    and the run ended with "resource_tracker: There appear to be 2 leaked semaphore objects"."""
+    names = [f"Torch.precheck_progress.{i}" for i in range(4)]
+    run = cli("--backend", "process", "-n", "2", "-api_info", str(make_dump(tmp_path / "dump.json", names)))
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    assert "forward:  pass 4, warning 0, error 0, SKIP 0" in stdout
+    assert "leaked" not in stderr, stderr
+
+
 def test_a_sticky_device_error_retires_its_worker(tmp_path, misbehaving, monkeypatch):
     names = ["Torch.precheck_sticky.0"] + [f"Torch.precheck_clean.{i}" for i in range(6)]
     summary = run_ut(

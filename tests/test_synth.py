@@ -707,6 +707,20 @@ def test_one_api_alone_gets_the_inputs_it_gets_in_the_full_run(serial_seed0, tmp
     assert full_rows and alone_rows == full_rows
 
 
+@pytest.mark.parametrize(
+    ("dtype", "lowest"), [("torch.float32", -3.4028234663852886e38), ("torch.bfloat16", -3.3895313892515355e38)]
+)
+def test_a_masks_output_whose_mean_msprobe_summed_to_inf_is_graded_on_the_rest(write_dump, tmp_path, dtype, lowest):
+    """msprobe sums in the tensor's dtype: a causal mask of the dtype's lowest value is recorded with Mean -inf and
+    Norm inf beside Max 0 and a finite Min. --target recorded graded such an output an error ("a non-finite value
+    the golden does not hold"); the golden's own values, summed as msprobe sums them, give the same infinities."""
+    mask = tensor_rec(dtype, [1, 1, 8, 8], Max=0.0, Min=lowest, Mean=-math.inf, Norm=math.inf)
+    path = write_dump({"Torch.clone.0.forward": forward_rec(mask, output=[mask])}, task="statistics")
+    (row,) = run_ut(path, tmp_path / "out", device="cpu", workers=1, options=CheckOptions(target="recorded")).results
+    assert row.forward == "pass", row.message
+    assert "non-finite" not in row.message
+
+
 # Statistics no tensor holds, and recorded outputs the call cannot make: (input, output) of Torch.tanh on 4 values.
 _TANH = {"Max": 0.9, "Min": -0.5, "Mean": 0.2, "Norm": 1.1}
 ODD_RECORDS = {

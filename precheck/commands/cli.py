@@ -18,6 +18,7 @@ from precheck.commands.run_ut_cli import resume_command
 from precheck.errors import BUG_EXIT_CODE, USAGE_EXIT_CODE, PrecheckError
 from precheck.escape import escape
 from precheck.paths import write_problem
+from precheck.torch_range import check_torch
 
 __all__ = ["build_parser", "main"]
 
@@ -85,6 +86,8 @@ def _leave_if_a_case_runs(code: int) -> None:
 def _main(argv: list[str]) -> int:
     """The command named in ``argv``, run by its handler (registry.py); ``args.argv`` is the line as typed."""
     args = build_parser().parse_args(argv, argparse.Namespace(argv=argv))
+    if args.needs_torch:
+        check_torch(args.command)
     return args.func(args)
 
 

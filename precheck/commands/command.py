@@ -30,6 +30,7 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     handler: Handler
     aliases: tuple[str, ...] = ()  # msprobe's names of the same command (acc_check for run_ut)
+    torch: bool = False  # runs torch: refused on a torch below precheck's floor (precheck.torch_range)
 
 
 def add_grading(parser: argparse.ArgumentParser) -> None:

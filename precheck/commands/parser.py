@@ -131,5 +131,5 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub._whole_words = True
         command.add_arguments(sub)
-        sub.set_defaults(func=command.handler)
+        sub.set_defaults(func=command.handler, needs_torch=command.torch)
     return parser

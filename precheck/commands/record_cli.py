@@ -263,4 +263,5 @@ COMMAND = Command(
     "to the next (step 0 starts at the model's first forward); a program without an optimizer is one step.",
     add_arguments=_arguments,
     handler=_record,
+    torch=True,
 )

@@ -295,4 +295,5 @@ COMMAND = Command(
     add_arguments=_arguments,
     handler=_run,
     aliases=("acc_check", "multi_acc_check"),  # msprobe 26's names of run_ut and multi_run_ut
+    torch=True,
 )

@@ -169,6 +169,7 @@ COMMANDS = (
         "the dump (forward and backward) with the given grading options.",
         add_arguments=_generate_arguments,
         handler=_generate,
+        torch=True,
     ),
     Command(
         "apis",
@@ -178,6 +179,7 @@ COMMANDS = (
         "grouped by reason, without running anything.",
         add_arguments=_apis_arguments,
         handler=_apis,
+        torch=True,
     ),
     Command(
         "repro",
@@ -186,6 +188,7 @@ COMMANDS = (
         "recorded dtypes against a CPU float64 golden, needing only torch.",
         add_arguments=_repro_arguments,
         handler=_repro,
+        torch=True,
     ),
     Command(
         "api_precision_compare",

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from precheck.core.dtypes import MINDSPORE
+from precheck.core.dtypes import MINDSPORE, NAMES
 from precheck.core.reasons import Reason
 from precheck.dump.index import RecordError
 from precheck.dump.sharding import DTENSOR_TYPES, UNSAVED_TYPES, Sharding, decode_sharding
@@ -302,6 +302,8 @@ def parse_dtype(name: Any, where: str) -> torch.dtype:
             return _TORCH_DTYPES[name]
         if name in _MINDSPORE_DTYPES:
             return _MINDSPORE_DTYPES[name]
+        if name in NAMES:  # a dtype of a newer torch (uint16-64 came in 2.3, float8_e8m0fnu in 2.7)
+            raise RecordError(f"{where}: dtype {name} is not in torch {torch.__version__} (a newer torch recorded it)")
     raise RecordError(f"{where}: unknown dtype {name!r}")
 
 

@@ -17,6 +17,7 @@ import torch
 
 from api_registry import ApiEntry, lookup, why_unsupported
 from api_registry.mindspore import is_mint
+from precheck.compat import replay_function
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS, SKIP, WARNING, worst
 from precheck.dump.autocast import autocast_dtype, held_to
@@ -192,6 +193,7 @@ def _built(
             grad_outputs = builder.build(case.grad_outputs, "backward.input")
         except InputError as e:
             backward_problem = f"backward: {e}"
+    entry = replace(entry, func=replay_function(case.api, entry.func))  # as this torch spells the call
     call = Call(entry, case.args, case.kwargs, args, kwargs, grad_outputs, autocast=autocast_dtype(case))
     return call, backward_problem
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from precheck.compat import one_compile_thread
 from precheck.dump.records import DeviceArg
 from precheck.errors import PrecheckError
 
@@ -163,16 +164,13 @@ def compiled(func: Callable[..., Any], signature: tuple) -> Callable[..., Any]:
         # dynamo caches compiled graphs per code object and falls back to eager, silently, after 8 of them:
         # each signature gets a code object of its own so every one is really compiled.
         call.__code__ = call.__code__.replace(co_name=f"precheck_compiled_{len(_COMPILED)}")
-        _COMPILED[signature] = torch.compile(call, dynamic=False)
+        with one_compile_thread():  # torch 2.1's inductor starts its compile workers as it is first imported
+            _COMPILED[signature] = torch.compile(call, dynamic=False)
     compiled_call = _COMPILED[signature]
 
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            # Compiled in this thread: inductor's pool of compile workers left two semaphores to the resource
-            # tracker at exit ("leaked semaphore objects"), and a call's kernels are too small for it to pay.
-            from torch._inductor import config as inductor
-
-            with inductor.patch(compile_threads=1):
+            with one_compile_thread():
                 return compiled_call(*args, **kwargs)
         except Exception as e:
             if type(e).__module__.startswith(("torch._dynamo", "torch._inductor")):

@@ -48,7 +48,8 @@ def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdic
     real dtype would silently drop the imaginary part."""
     g = golden.detach()
     g = (g.abs() if g.is_complex() else g).to(torch.float64)
-    nonfinite = _nonfinite(spec, g)
+    summed = _summed_by_msprobe(spec, g)
+    nonfinite = _nonfinite(spec, g, summed)
     if nonfinite is not None:
         return nonfinite
     finite = g[torch.isfinite(g)]
@@ -80,19 +81,23 @@ def _statistics(spec: TensorSpec) -> dict[str, float | None]:
     return {"Max": spec.stats.max, "Min": spec.stats.min, "Mean": spec.stats.mean, "Norm": spec.stats.norm}
 
 
-def _nonfinite(spec: TensorSpec, g: torch.Tensor) -> StatisticsVerdict | None:
+def _nonfinite(spec: TensorSpec, g: torch.Tensor, summed: list[str]) -> StatisticsVerdict | None:
     """The verdict on a recorded NaN or inf statistic where the golden's (over its whole tensor) is finite: an
     error, or a warning where the golden explains each as an overflow of the recorded dtype (its statistic, or
     the statistic of the golden rounded to that dtype, is that inf or NaN); None when there is none (the finite
-    statistics are graded as before)."""
+    statistics are graded as before). ``summed``: the infinite Mean or Norm that msprobe's own sum makes of the
+    golden's values (:func:`_summed_by_msprobe`), no overflow of the tensor: left ungraded."""
     if g.numel() == 0:
         return None
     rounding = spec.dtype.to_real() if spec.dtype.is_complex else spec.dtype
     rounded = g.to(rounding).to(torch.float64) if rounding.is_floating_point else g
-    errors, overflows = [], []
+    errors: list[str] = []
+    overflows: list[str] = []
     for name, value in _statistics(spec).items():
         ours = _STATISTIC[name](g)
         if not isinstance(value, (int, float)) or math.isfinite(value) or not math.isfinite(ours):
+            continue
+        if name in summed:
             continue
         said = f"{name} {value} vs golden {ours:.6g}"
         explained = (
@@ -107,6 +112,24 @@ def _nonfinite(spec: TensorSpec, g: torch.Tensor) -> StatisticsVerdict | None:
         message = f"statistics: overflow, {'; '.join(overflows)}, the golden beyond {rounding}'s range ({top:.6g})"
         return StatisticsVerdict(WARNING, message, Reason.OVERFLOW)
     return None
+
+
+_SUMMED = {"Mean": torch.mean, "Norm": torch.linalg.vector_norm}
+
+
+def _summed_by_msprobe(spec: TensorSpec, g: torch.Tensor) -> list[str]:
+    """The recorded infinite Mean and Norm that msprobe's own sum gives the golden's values, finite in the recorded
+    dtype: it sums in that dtype, so a mask of its lowest value is recorded with a Mean of -inf. The tensor did not
+    overflow; --target recorded graded such a mask's output an error ("a non-finite value the golden does not
+    hold")."""
+    recorded = _statistics(spec)
+    infinite = [name for name in _SUMMED if isinstance(recorded[name], float) and math.isinf(recorded[name])]
+    if not infinite or not spec.dtype.is_floating_point or spec.dtype.is_complex or g.numel() == 0:
+        return []
+    held = g.to(spec.dtype)
+    if not bool(torch.isfinite(held).all()):
+        return []
+    return [name for name in infinite if float(_SUMMED[name](held)) == recorded[name]]
 
 
 _STATISTIC = {

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from precheck.compat import nextafter
 from precheck.dump.records import Stats, TensorSpec
 from precheck.inputs import synth_large
 from precheck.inputs.synth_large import LARGE
@@ -387,7 +388,7 @@ def _round_keeping_sum(values: torch.Tensor, dtype: torch.dtype, target_sum: flo
         if residual == 0:
             break
         if dtype.is_floating_point:
-            other = torch.nextafter(out, torch.full_like(out, math.copysign(math.inf, residual)))
+            other = nextafter(out, torch.full_like(out, math.copysign(math.inf, residual)))
         else:
             other = out + (1 if residual > 0 else -1)
         step = (other.double() - out.double()).abs()
@@ -426,8 +427,8 @@ def _polish_small(out: torch.Tensor, total: float, squares: float) -> torch.Tens
         now = cost(x.sum(), x.pow(2).sum())
         if float(now) < 1e-4:  # well inside the 1e-3 promise: nothing to repair
             break
-        up = torch.nextafter(out, torch.full_like(out, math.inf)).double()
-        down = torch.nextafter(out, torch.full_like(out, -math.inf)).double()
+        up = nextafter(out, torch.full_like(out, math.inf)).double()
+        down = nextafter(out, torch.full_like(out, -math.inf)).double()
         fixed = (x == hi.double()) | (x == lo.double())
         up = torch.where(fixed | (up > hi.double()), x, up)
         down = torch.where(fixed | (down < lo.double()), x, down)

@@ -19,6 +19,8 @@ import math
 import numpy as np
 import torch
 
+from precheck.compat import nextafter
+
 LARGE = 1 << 16  # above this many elements; below, the exact small path (and the pinned CSVs) stay as they are
 _TABLE = 1 << 16  # Beta draws whose quantile function the body follows (indexed by uint16)
 _BLOCK = 1 << 16  # elements per block of a chunked pass
@@ -131,7 +133,7 @@ def round_keeping_sum(values: torch.Tensor, dtype: torch.dtype, target_sum: floa
         block = out[start : start + size]
         up = residual > 0
         other = (
-            torch.nextafter(block, torch.tensor(math.inf if up else -math.inf, dtype=dtype))
+            nextafter(block, torch.tensor(math.inf if up else -math.inf, dtype=dtype))
             if floating
             else (block + (1 if up else -1))
         )

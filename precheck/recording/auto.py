@@ -86,6 +86,7 @@ class _TorchWatch(importlib.abc.MetaPathFinder):
 def _start() -> None:
     if not _may_train():
         return
+    _refuse_an_unsupported_torch()
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     from precheck.recording.first_forward import FirstForward
@@ -208,6 +209,29 @@ def _finish_on_sigterm(finish: Callable[[str], None]) -> Callable[[], None]:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     return unhook
+
+
+def _refuse_an_unsupported_torch() -> None:
+    """A torch below precheck's floor, or one lacking a hook the recorder needs, stops the program at its import of
+    torch, before it runs a step: one line on stderr and in the run's log (precheck record says it), exit 2. The
+    launcher checked its own torch already; this is the program's, which may be another interpreter's."""
+    from precheck.compat import RECORDING_NEEDS, lacking
+    from precheck.torch_range import TorchUnsupported, check_torch
+
+    version = str(sys.modules["torch"].__version__)
+    try:
+        check_torch("precheck record", version, warn_newer=False)  # the launcher warned once already
+        missing = lacking(RECORDING_NEEDS)
+        if missing:
+            raise TorchUnsupported(f"torch {version} has no {missing[0]}, which precheck record needs")
+    except TorchUnsupported as e:
+        why = f"{e}; the program was stopped at its import of torch, before anything ran"
+        log = json.loads(os.environ[ENV]).get("log")
+        if log:
+            note(log, "failed", None, why)  # precheck record says it
+        else:
+            print(f"precheck: error: {why}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _may_train() -> bool:

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from precheck.compat import is_compiling
+
 if TYPE_CHECKING:
     from precheck.recording.session import Recorder
 
@@ -66,7 +68,7 @@ class FirstForward:
         self._model = True
 
     def _forward(self, module: torch.nn.Module, args: Any) -> None:
-        if torch.compiler.is_compiling():
+        if is_compiling():
             return  # dynamo traces the hook: a frame walk would break the program's graph; its first eager call starts
         if not _constructing():
             self._begin()

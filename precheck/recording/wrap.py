@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import torch
 
 from api_registry.recording import ALSO_PATCHED, PATCHED, wrapped_names
+from precheck.compat import is_compiling
 
 __all__ = ["Listener", "depth", "installed", "quiet"]
 
@@ -200,7 +201,7 @@ def _resolve(path: str) -> Any:
 
 def _wrapper(original: Callable, prefix: str, api: str, on: installed) -> Callable:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():  # first: dynamo traces the original only
+        if is_compiling():  # first: dynamo traces the original only
             return original(*args, **kwargs)
         listener = on.listener
         if listener is None or getattr(_local, "depth", 0):

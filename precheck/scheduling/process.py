@@ -95,6 +95,7 @@ def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions, inheri
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     prepare_worker()
+    _thread_locked_progress_bars()
     warnings.showwarning = quiet_replayed(warnings.showwarning)
     try:
         conn.send(READY)
@@ -109,6 +110,17 @@ def _worker_main(conn: Connection, data_dir: Path, options: CheckOptions, inheri
     # Told to leave: a worker holds no file to flush, and the interpreter's teardown of torch took 0.3 s a worker
     # that the run waited for at its end.
     os._exit(0)
+
+
+def _thread_locked_progress_bars() -> None:
+    """tqdm's first bar in a process makes a multiprocessing lock (a named semaphore), for bars drawn by several
+    processes at once; inductor draws one while torch.compile waits for its kernels. A worker's bars are its own,
+    and it leaves by os._exit (or is killed), which never unlinks the semaphore: each --target compile worker left
+    one, and the run ended with "resource_tracker: There appear to be 2 leaked semaphore objects". A thread lock
+    serves a worker's bars and leaves nothing behind."""
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
 
 
 def _die_with_parent() -> None:
