@@ -183,7 +183,8 @@ def test_a_pool_whose_calls_show_progress_bars_leaks_no_semaphore(tmp_path):
     makes a multiprocessing lock: each worker of a --target compile pool made one, left without unlinking it,
     and the run ended with "resource_tracker: There appear to be 2 leaked semaphore objects"."""
     names = [f"Torch.precheck_progress.{i}" for i in range(4)]
-    run = cli("--backend", "process", "-n", "2", "-api_info", str(make_dump(tmp_path / "dump.json", names)))
+    dump = make_dump(tmp_path / "dump.json", names)
+    run = cli("--backend", "process", "-n", "2", "-api_info", str(dump), "-o", str(tmp_path / "out"))
     stdout, stderr = run.communicate(timeout=120)
     assert run.returncode == 0, stderr
     assert "forward:  pass 4, warning 0, error 0, SKIP 0" in stdout
