@@ -171,7 +171,7 @@ def _precheck(result: DumpComparison, out: Path, args: argparse.Namespace) -> No
 
 def describe(result: DumpComparison) -> str:
     """The compare's closing lines: counts, the first divergent record and why, the suspects, unmatched runs."""
-    from precheck.compare.divergence import agreement
+    from precheck.compare.divergence import UNDEFINED, agreement
     from precheck.schema import CompareConst
 
     d = result.divergence
@@ -191,6 +191,12 @@ def describe(result: DumpComparison) -> str:
         lines.append(f"  only in the {run['side']}: {span} ({run['count']} records)")
     if result.first_overflow:
         lines.append(f"  first overflow on the target only: {result.first_overflow}")
+    if result.undefined:
+        shown = ", ".join(result.undefined[:3]) + (" ..." if len(result.undefined) > 3 else "")
+        lines.append(
+            f"  not comparable: {d.verdicts[UNDEFINED]} records whose tensors neither run defined (NaN, no "
+            f"statistics, or a Norm past float range, in both runs), not a divergence: {shown}"
+        )
     lines += [f"  csv:     {result.csv_path}", f"  records: {result.records_path}", f"  summary: {result.summary_path}"]
     if result.precheck_csv:
         lines.append(f"  precheck: {result.precheck_csv}")

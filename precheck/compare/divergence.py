@@ -47,6 +47,7 @@ from precheck.dump.record_names import call_of
 AGREE, SUSPECT, AMPLIFIED, INHERITED, UNMATCHED, UNREADABLE = (
     "agree", "suspect", "amplified", "inherited", "unmatched", "unreadable",
 )  # fmt: skip
+UNDEFINED = "undefined"  # a record whose tensors neither run defined (precheck.compare.overflow.incomparable)
 AMPLIFY = 10.0
 # How much more than the deviation its inputs carried a record's outputs may deviate and agree: a well-conditioned op
 # passes its inputs' relative deviation on (once) and adds its own rounding

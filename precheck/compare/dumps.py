@@ -18,14 +18,14 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from precheck.compare.align import align, rejoin
-from precheck.compare.divergence import UNDERFLOW, UNMATCHED, UNREADABLE, Divergence, tolerance
+from precheck.compare.divergence import UNDEFINED, UNDERFLOW, UNMATCHED, UNREADABLE, Divergence, tolerance
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump
 from precheck.compare.fused import Elements
 from precheck.compare.localize import REPLAY_BUDGET, localize
 from precheck.compare.mapping import NameMap, torch_dtype
 from precheck.compare.metrics import TensorMetrics, load_elements, tensor_metrics
 from precheck.compare.modes import CompareMode, compare_mode
-from precheck.compare.overflow import non_finite
+from precheck.compare.overflow import incomparable, non_finite
 from precheck.compare.record_log import RecordLog
 from precheck.compare.stacks import Stacks
 from precheck.compare.summary import DumpComparison
@@ -182,7 +182,7 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
         out.table.write(row)
         result.results[ERROR] += 1
         return
-    rows, deviations, overflows = _rows(result.mode, t_rec, b_rec, sides.t, sides.b)
+    rows, deviations, overflows, unknown = _rows(result.mode, t_rec, b_rec, sides.t, sides.b)
     result.mode.judge(rows, names.api(shown.api) if t_rec else shown.api)
     if t_rec is not None and rows and stacks.present:
         rows[0][C.STACK] = stacks.of(t_rec.key)
@@ -193,23 +193,43 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
         result.divergence.count(UNMATCHED)
         out.log.alone(shown.key, shown.direction, UNMATCHED, f"only in the {'target' if t_rec else 'bench'}")
         return
+    if unknown and _undefined(t_rec, unknown, deviations):
+        result.divergence.count(UNDEFINED)
+        result.not_comparable(t_rec.key)
+        out.log.alone(t_rec.key, t_rec.direction, UNDEFINED, f"neither run defined {', '.join(unknown[:3])}")
+        return
     out.log.finding(result.divergence.observe(t_rec, deviations, overflows))
     if result.first_overflow is None and _overflows(t_rec) and not _overflows(b_rec):
         result.first_overflow = t_rec.key
 
 
+def _undefined(record: Record, unknown: list[str], deviations: dict) -> bool:
+    """The record computed from values neither run defined (all its tensor inputs are), or has no tensor whose
+    values both runs defined: what it made of them says nothing of its kernel (a narrow of FSDP2's all-gather
+    buffer before the collective fills it)."""
+    inputs = [item.name for item in record.inputs if item.tensor and (item.name in deviations or item.name in unknown)]
+    if inputs:
+        return all(name in unknown for name in inputs)
+    return not any(item.tensor and item.name in deviations for item in record.items)
+
+
 def _rows(mode: CompareMode, t_rec: Record | None, b_rec: Record | None, t: DumpIndex, b: DumpIndex):
-    """The record's rows, each matched item's (deviation, tolerance), and which side alone holds inf or nan in an
-    item (by the recorded statistics), or UNDERFLOW where the target dtype's range explains the item's deviation."""
-    rows, deviations, overflows = [], {}, {}
+    """The record's rows, each matched item's (deviation, tolerance), which side alone holds inf or nan in an
+    item (by the recorded statistics), or UNDERFLOW where the target dtype's range explains the item's deviation,
+    and the tensors whose values neither run defined (precheck.compare.overflow.incomparable): they have no
+    deviation, whatever their files hold (uninitialised memory differs from run to run), while a NaN where the
+    other run has finite numbers is as far from them as its statistics say (inf): a divergence."""
+    rows, deviations, overflows, unknown = [], {}, {}, []
     if t_rec is None:
-        return [mode.row(None, item, None) for item in b_rec.items], deviations, overflows
+        return [mode.row(None, item, None) for item in b_rec.items], deviations, overflows, unknown
     pairs = _item_pairs(t_rec, b_rec)
     tensors = [(i, o) for i, o in pairs if o is not None and mode.reads_tensors and i.tensor and o.tensor]
     computed = {id(i): _tensor_pair(t, b, i, o) for i, o in tensors}  # one thread: see fused.passed
     for item, other in pairs:
         metrics = computed.get(id(item))
-        if other is not None:
+        if other is not None and incomparable(item, other):
+            unknown.append(item.name)
+        elif other is not None:
             deviation, tol = mode.deviation(item, other, metrics), tolerance(item, other)
             if metrics is not None and metrics.range_explained:  # an underflow of the target's dtype, no kernel's
                 tol = max(tol, deviation)
@@ -219,7 +239,7 @@ def _rows(mode: CompareMode, t_rec: Record | None, b_rec: Record | None, t: Dump
             if mine != theirs and item.tensor and other.tensor:
                 overflows[item.name] = "target" if mine - theirs else "bench"
         rows.append(mode.row(_spelled(item), other, metrics))
-    return rows, deviations, overflows
+    return rows, deviations, overflows, unknown
 
 
 def _item_pairs(t_rec: Record, b_rec: Record | None) -> list[tuple[Item, Item | None]]:

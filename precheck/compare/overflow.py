@@ -42,6 +42,43 @@ def non_finite(item: Item) -> set[str]:
     return found
 
 
+def undefined(item: Item) -> bool:
+    """A tensor whose recorded statistics hold NaN, or no number and no CRC-32: what it held was not defined when
+    it was recorded (FSDP2 narrows its all-gather buffer before the collective fills it) or was not kept (an
+    argument saved without data). Two such items pair, yet say nothing of how far the two runs are apart."""
+    if not item.tensor:
+        return False
+    numbers = [_float(v) for v in item.stats]
+    if all(x is None for x in numbers):
+        return item.md5 is None
+    return any(x is not None and math.isnan(x) for x in numbers)
+
+
+def incomparable(item: Item, other: Item) -> bool:
+    """Neither run defined this pair's values: each is undefined, or has a finite Max and Min but a Mean or Norm
+    that overflowed (numbers past 1e19, whose squares no float holds: uninitialised memory reads as NaN in one run
+    and as such numbers in the other). A NaN where the other run holds finite numbers, or an inf (an overflow),
+    stays comparable: a divergence."""
+    return item.tensor and other.tensor and _meaningless(item) and _meaningless(other)
+
+
+def _meaningless(item: Item) -> bool:
+    if undefined(item):
+        return True
+    top, bottom, *sums = (_float(v) for v in item.stats)  # an integer tensor's Mean and Norm are null
+    bounded = all(x is not None and math.isfinite(x) for x in (top, bottom))
+    return bounded and any(x is not None and not math.isfinite(x) for x in sums)
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
 def first_overflows(dump: str | os.PathLike, limit: int = 20) -> list[Overflow]:
     """Up to ``limit`` records, in execution order, whose outputs are the first to hold inf or nan; ``dump`` is a
     dump.json, its folder, or the dump's own folder above ``step*/rank*`` (see :func:`one_dump`)."""

@@ -1,6 +1,6 @@
 """compare_records_{ts}.csv: one row per record in execution order with its divergence verdict (agree, suspect,
-amplified, inherited, unmatched, unreadable), its deviations and, after ``--precheck``, the suspect's run_ut
-verdict beside it. Written as records are read, so it costs no memory.
+amplified, inherited, unmatched, unreadable, undefined: neither run defined its tensors), its deviations and, after
+``--precheck``, the suspect's run_ut verdict beside it. Written as records are read, so it costs no memory.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from precheck.compare.divergence import Divergence
 from precheck.compare.modes import CompareMode
 
+MAX_NOT_COMPARABLE = 200  # records named in the summary whose values neither run defined (all are counted)
+
 if TYPE_CHECKING:
     import pandas
 
@@ -38,6 +40,12 @@ class DumpComparison:
     stack_problem: str | None = None  # why the target's stack.json was not used (precheck.compare.stacks)
     records_total: int = 0  # the aligned records to compare
     complete: bool = False  # every record compared: until then the summary says how far it got
+    undefined: list[str] = field(default_factory=list)  # records not comparable: neither run defined their tensors
+
+    def not_comparable(self, record: str) -> None:
+        """A record whose tensors neither run defined: counted as UNDEFINED, never named, listed (bounded)."""
+        if len(self.undefined) < MAX_NOT_COMPARABLE:
+            self.undefined.append(record)
 
     def frame(self) -> pandas.DataFrame:
         """The compare's rows as data, with each record's verdict: precheck.load of its CSV."""
@@ -64,6 +72,7 @@ class DumpComparison:
             "localization": d.localization,
             "unmatched": self.unmatched,
             "first_overflow": self.first_overflow,
+            "not_comparable": self.undefined,
             "precheck_csv": str(self.precheck_csv) if self.precheck_csv else None,
             "seconds": round(self.wall_seconds, 3),
         }

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["write_compare_report", "render_compare", "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {"suspect": COLOURS[ERROR], "amplified": COLOURS[WARNING], "inherited": "#8d6e63",
-                   "agree": COLOURS[PASS], "unmatched": "#9e9e9e", "unreadable": "#212121", "": "#607d8b"}  # fmt: skip
+                   "agree": COLOURS[PASS], "unmatched": "#9e9e9e", "unreadable": "#212121", "undefined": "#bdbdbd",
+                   "": "#607d8b"}  # fmt: skip
 RESULT_COLOURS = {r: COLOURS[SKIP if r == CompareConst.UNMATCHED else r] for r in CompareConst.RESULTS}
 WIDTH, HEIGHT, LEFT, BOTTOM = 960, 400, 64, 44
 LOW, HIGH = 1e-12, 1e2  # the curve's log axis: an exact match lies on the floor
@@ -197,7 +198,7 @@ def _curve(entries: list[dict], mode: str, summary: dict) -> str:
         e = entries[i]
         verdict = e.get("verdict") or ""
         deviation = e.get("output_deviation")
-        at = (x(i), y(deviation) if verdict not in ("unmatched", "unreadable") else PAD + h)
+        at = (x(i), y(deviation) if verdict not in ("unmatched", "unreadable", "undefined") else PAD + h)
         tip = f"#{i} {e['record']} {verdict or 'no verdict'}: output deviation {_g(deviation)}, "
         tip += f"cosine {_g(e.get('cosine'))}"
         if e.get("precheck"):

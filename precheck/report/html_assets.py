@@ -17,9 +17,15 @@ import json
 from precheck.schema import COLOURS, WORST_FIRST, Status
 
 # A compare verdict's cell is sorted, and coloured, as the status it is like (precheck.compare.divergence's
-# verdicts); inherited keeps a colour of its own, unmatched and unreadable (nothing compared) sort after SKIP.
+# verdicts); inherited keeps a colour of its own, unmatched, unreadable and undefined (nothing compared) sort after
+# SKIP.
 LIKE = {"suspect": Status.ERROR, "amplified": Status.WARNING, "inherited": Status.SKIP, "agree": Status.PASS}
-_OWN = {"inherited": "#6d4c41", "unmatched": COLOURS[Status.SKIP], "unreadable": COLOURS[Status.SKIP]}
+_OWN = {
+    "inherited": "#6d4c41",
+    "unmatched": COLOURS[Status.SKIP],
+    "unreadable": COLOURS[Status.SKIP],
+    "undefined": COLOURS[Status.SKIP],
+}
 _BOLD = (Status.ERROR, "suspect", "amplified")
 
 
