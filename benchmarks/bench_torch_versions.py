@@ -54,10 +54,14 @@ def _version(python: str) -> str:
     return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("python", nargs="+", help="interpreters with precheck installed; the first is the reference")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         runs = [(_version(p), _run(p, Path(tmp) / str(i))) for i, p in enumerate(args.python)]
     (base_version, base), others = runs[0], runs[1:]

@@ -6,7 +6,7 @@ msprobe's acc_check on the same step, rank by rank.
 STEP is a folder of tests/data/sharded/ (default: every step tests/data/sharded/make_sharded_steps.py records).
 precheck runs once on the step folder (every rank, its collectives graded across them), on the CPU. With --venv
 (a venv with mindstudio-probe 26.2 and torch 2.13: /root/.cache/precheck/msprobe) msprobe's acc_check runs on each
-rank's dump.json in turn through msprobe_cpu.py (in --tools, default ../shared/tools; the incumbent has no step
+rank's dump.json in turn through msprobe_cpu.py (--runner, default ../shared/tools/msprobe_cpu.py; the incumbent has no step
 folder: one process a rank). For each side it prints the whole wall time (all ranks, process start included), its
 CPU seconds (user and system: on a loaded machine wall time is mostly waiting for a core), and the API rows of all
 ranks: graded (pass, warning or error in the forward), SKIP, and error (forward or backward); then the commonest
@@ -27,7 +27,7 @@ from process_tree import measure, run_measured
 
 HERE = Path(__file__).resolve().parent
 SHARDED = HERE.parent / "tests" / "data" / "sharded"
-TOOLS = HERE.parent.parent / "shared" / "tools"  # ../shared beside the repository
+RUNNER = HERE.parent.parent / "shared" / "tools" / "msprobe_cpu.py"  # ../shared beside the repository
 sys.path.insert(0, str(SHARDED))
 from make_sharded_steps import STEPS  # noqa: E402 - the corpus' own list of steps
 
@@ -64,12 +64,12 @@ def precheck_side(step: Path, workers: str) -> tuple[float, float, dict[str, int
     return wall, cpu, total, reasons
 
 
-def msprobe_side(step: Path, venv: Path, tools: Path) -> tuple[float, float, dict[str, int] | str]:
+def msprobe_side(step: Path, venv: Path, runner: Path) -> tuple[float, float, dict[str, int] | str]:
     """acc_check on each rank's dump.json: the summed wall and CPU seconds and the rows, or why it failed."""
     wall, outs, cpu = 0.0, [], cpu_seconds()
     for rank in sorted((step / "step0").iterdir()):
         out = Path(tempfile.mkdtemp(prefix=f"sharded-{step.name}-{rank.name}-msprobe-"))
-        cmd = [str(venv / "bin" / "python"), str(tools / "msprobe_cpu.py"), "acc_check", "-api_info"]
+        cmd = [str(venv / "bin" / "python"), str(runner), "acc_check", "-api_info"]
         seconds, _, failure = run_measured([*cmd, str(rank / "dump.json"), "-o", str(out)])
         wall += seconds
         if failure:
@@ -78,13 +78,17 @@ def msprobe_side(step: Path, venv: Path, tools: Path) -> tuple[float, float, dic
     return wall, cpu_seconds() - cpu, counts(outs)[0]
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("steps", nargs="*", metavar="STEP", help="steps of tests/data/sharded (default: all)")
     parser.add_argument("--venv", type=Path, help="a venv with msprobe: also run its acc_check")
-    parser.add_argument("--tools", type=Path, default=TOOLS, help=f"msprobe_cpu.py's folder (default {TOOLS})")
+    parser.add_argument("--runner", type=Path, default=RUNNER, help=f"the incumbent's CPU runner (default {RUNNER})")
     parser.add_argument("-n", "--workers", default="1", help="precheck's workers (default 1, as acc_check's one)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     names = args.steps or [f"{name}_msprobe" for name in STEPS]
     head = f"{'step':36} {'ranks':>5} | {'precheck s':>10} {'CPU s':>6} {'graded':>6} {'SKIP':>4} {'error':>5}"
     theirs_head = f" | {'msprobe s':>9} {'CPU s':>6} {'graded':>6} {'SKIP':>4} {'error':>5} {'x wall':>6} {'x CPU':>6}"
@@ -96,7 +100,7 @@ def main() -> None:
         wall, cpu, mine, reasons = precheck_side(step, args.workers)
         line = f"{name:36} {ranks:5} | {wall:10.1f} {cpu:6.1f} {mine['graded']:6} {mine['SKIP']:4} {mine['error']:5}"
         if args.venv:
-            m_wall, m_cpu, theirs = msprobe_side(step, args.venv, args.tools)
+            m_wall, m_cpu, theirs = msprobe_side(step, args.venv, args.runner)
             if isinstance(theirs, str):
                 line += f" | {m_wall:9.1f} {m_cpu:6.1f}  {theirs}"
             else:

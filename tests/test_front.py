@@ -14,6 +14,7 @@ from precheck.compare.dumps import compare_dumps
 from precheck.errors import OptionError, PrecheckError
 from precheck.frames import load
 from precheck.grader import assert_precise, compare
+from precheck.grader.honest import honest_run
 from precheck.recording.api import record
 from precheck.run_ut import run_ut
 
@@ -24,6 +25,7 @@ FACE = {
     "record": record,
     "grade": compare,
     "assert_precise": assert_precise,
+    "honest_run": honest_run,
     "PrecheckError": PrecheckError,
 }
 

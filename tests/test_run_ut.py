@@ -320,7 +320,8 @@ def test_run_ut_takes_one_options_value_and_its_keywords_of_before(tmp_path):
     pass today give the same run."""
     import inspect
 
-    from precheck.execution.options import CheckOptions, RunOptions
+    from precheck.execution.options import CheckOptions
+    from precheck.run_options import RunOptions
 
     grading = CheckOptions(seed=3, max_abs=1e-3)
     one = run_ut(MLP, tmp_path / "one", RunOptions(check=grading, device="cpu", workers=1, keep_results=True))

@@ -12,18 +12,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from precheck.core.reasons import Reason
 from precheck.dump.decode import clip
-
-if TYPE_CHECKING:
-    from precheck.execution.collectives import Rank
+from precheck.dump.index import RecordError, RecordIndex
 
 __all__ = [
     "PLACES",
     "NoValues",
     "NotCheckable",
+    "Rank",
     "agreed",
     "members",
     "readable",
@@ -33,6 +34,39 @@ __all__ = [
     "started_async",
     "world_shown",
 ]
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank's dump, as the check of its collectives reads it: its records, and the place of each case in
+    the rank's run (its row's order)."""
+
+    rank: int
+    index: RecordIndex | None  # None for a rank that recorded no collective
+    orders: dict[str, int]
+    _at: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # record key -> its place
+
+    def record(self, name: str) -> dict:
+        """The forward record of the collective ``name``; NotCheckable when it is not one precheck can read."""
+        key = f"{name}.forward"
+        assert self.index is not None, "a rank with collectives has their records"
+        if not self._at:
+            self._at.update((k, i) for i, k in enumerate(self.index.keys))
+        try:
+            if key not in self._at:
+                raise ValueError(f"no record {key}")
+            raw = self.index.read(self._at[key])
+        except (ValueError, RecordError) as e:
+            raise NotCheckable(f"rank {self.rank}: {key}: {clip(str(e))}", Reason.SKIP_BAD_RECORD) from None
+        if not isinstance(raw, dict):
+            raise NotCheckable(f"rank {self.rank}: {key} is not a record", Reason.SKIP_BAD_RECORD)
+        return raw
+
+    @property
+    def data_dir(self) -> Path:
+        assert self.index is not None, "a rank with collectives has their records"
+        return self.index.data_dir
+
 
 # the most ranks a record may show the step's world to have: a record showing more (a group_ranks of 10**9) widens
 # no default group to that many members, each a row's missing rank (its own row says what is wrong with it)

@@ -11,8 +11,7 @@ The ranks that take part are the recorded process group's (``group_ranks``), els
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,12 +19,13 @@ import torch
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR
 from precheck.dump.decode import TensorSpec, clip, decode_value
-from precheck.dump.index import RecordError, RecordIndex
+from precheck.dump.index import RecordError
 from precheck.dump.record_names import COLLECTIVES, is_collective
 from precheck.execution.collective_records import (
     PLACES,
     NotCheckable,
     NoValues,
+    Rank,
     agreed,
     members,
     readable,
@@ -53,38 +53,6 @@ _OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "MIN": lambda x: x.amin(0),
     "MAX": lambda x: x.amax(0),
 }
-
-
-@dataclass(frozen=True)
-class Rank:
-    """One rank's dump, as the check of its collectives reads it: its records, and the place of each case in
-    the rank's run (its row's order)."""
-
-    rank: int
-    index: RecordIndex | None  # None for a rank that recorded no collective
-    orders: dict[str, int]
-    _at: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # record key -> its place
-
-    def record(self, name: str) -> dict:
-        """The forward record of the collective ``name``; NotCheckable when it is not one precheck can read."""
-        key = f"{name}.forward"
-        assert self.index is not None, "a rank with collectives has their records"
-        if not self._at:
-            self._at.update((k, i) for i, k in enumerate(self.index.keys))
-        try:
-            if key not in self._at:
-                raise ValueError(f"no record {key}")
-            raw = self.index.read(self._at[key])
-        except (ValueError, RecordError) as e:
-            raise NotCheckable(f"rank {self.rank}: {key}: {clip(str(e))}", Reason.SKIP_BAD_RECORD) from None
-        if not isinstance(raw, dict):
-            raise NotCheckable(f"rank {self.rank}: {key} is not a record", Reason.SKIP_BAD_RECORD)
-        return raw
-
-    @property
-    def data_dir(self) -> Path:
-        assert self.index is not None, "a rank with collectives has their records"
-        return self.index.data_dir
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def _summed_by_msprobe(spec: TensorSpec, g: torch.Tensor) -> list[str]:
     overflow; --target recorded graded such a mask's output an error ("a non-finite value the golden does not
     hold")."""
     recorded = _statistics(spec)
-    infinite = [name for name in _SUMMED if isinstance(recorded[name], float) and math.isinf(recorded[name])]
+    infinite = [name for name in _SUMMED if isinstance(value := recorded[name], float) and math.isinf(value)]
     if not infinite or not spec.dtype.is_floating_point or spec.dtype.is_complex or g.numel() == 0:
         return []
     held = g.to(spec.dtype)

@@ -45,7 +45,10 @@ def recorded_rows(
     except InputError:
         return []
     if call.entry.canonical:  # the recorded indices of a sort point into the recorded inputs
-        outputs = call.entry.canonical(call.loaded_args, call.loaded_kwargs, outputs)
+        try:
+            outputs = call.entry.canonical(call.loaded_args, call.loaded_kwargs, outputs)
+        except (RuntimeError, IndexError, ValueError):  # not of the form the replay's call made (Torch.svd's
+            return []  # record of a linalg.svd: V and Vh of other shapes): the replay's grading stands alone
     shapes = [tuple(o.shape) if isinstance(o, torch.Tensor) else None for o in outputs]
     if len(outputs) != len(goldens) or shapes != [
         tuple(g.shape) if isinstance(g, torch.Tensor) else None for g in goldens

@@ -33,9 +33,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from precheck.recording.ending import uncaught
 from precheck.recording.runlog import note
 
-__all__ = ["ENV", "options_env", "uncaught", "when_torch_loads"]
+__all__ = ["ENV", "options_env", "when_torch_loads"]
 
 ENV = "PRECHECK_RECORD"
 
@@ -161,13 +162,6 @@ def _told(log: str | None, raising: bool) -> Iterator[None]:
         note(log, "failed", None, one_line(e))
         if raising:
             raise
-
-
-def uncaught() -> str | None:
-    """Why the program ends before its step did: the exception that ends it, which Python has printed and kept in
-    sys.last_value before the exit handlers run (None at an ordinary exit, sys.exit included)."""
-    ended = getattr(sys, "last_value", None)
-    return None if ended is None else f"the program ended by {type(ended).__name__} before the step did"
 
 
 def _still_interrupted() -> None:

@@ -38,9 +38,9 @@ import torch
 from api_registry.recording import LEVELS, RISK_LEVELS, TASKS, kept_by_risk, unwritten
 from precheck.errors import OptionError
 from precheck.execution.runner import one_line
-from precheck.recording.auto import uncaught
 from precheck.recording.dumpfile import DumpFile
 from precheck.recording.encode import Encoder, data_names
+from precheck.recording.ending import uncaught
 from precheck.recording.files import TensorFiles
 from precheck.recording.modules import ModuleHooks
 from precheck.recording.pending import Pending, works_of
