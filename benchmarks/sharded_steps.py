@@ -8,10 +8,9 @@ precheck runs once on the step folder (every rank, its collectives graded across
 (a venv with mindstudio-probe 26.2 and torch 2.13: /root/.cache/precheck/msprobe) msprobe's acc_check runs on each
 rank's dump.json in turn through msprobe_cpu.py (--runner, default ../shared/tools/msprobe_cpu.py; the incumbent
 has no step folder: one process a rank). For each side it prints the whole wall time (all ranks, process start
-included), its
-CPU seconds (user and system: on a loaded machine wall time is mostly waiting for a core), and the API rows of all
-ranks: graded (pass, warning or error in the forward), SKIP, and error (forward or backward); then the commonest
-SKIP reasons of precheck. The target is this machine's CPU.
+included), its CPU seconds (user and system: on a loaded machine wall time is mostly waiting for a core), and
+the API rows of all ranks: graded (pass, warning or error in the forward), SKIP, and error (forward or backward);
+then the commonest SKIP reasons of precheck. The target is this machine's CPU.
 """
 
 from __future__ import annotations
