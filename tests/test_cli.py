@@ -361,13 +361,9 @@ def test_a_path_typed_wrong_is_answered_before_torch_is_loaded(tmp_path):
         (["run_ut", "-api_info", str(MLP), "-csv_path", str(tmp_path / "r.csv")], f"{tmp_path / 'r.csv'}: no such"),
         (["generate", "-api_info", str(tmp_path / "d"), "-o", str(tmp_path / "s")], f"{tmp_path / 'd'}: no such file"),
     ]
-    code = (
-        "import sys\nfrom precheck.commands.cli import main\n"
+    done = _torch_free(
         f"for argv, _ in {cases!r}:\n    assert main(argv + ['-q'] * (argv[0] != 'generate')) == 2, argv\n"
-        "assert 'torch' not in sys.modules, 'torch was imported'"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert all(
         line.startswith(f"precheck: error: {expected}") for (_, expected), line in zip(cases, lines, strict=True)
@@ -376,14 +372,16 @@ def test_a_path_typed_wrong_is_answered_before_torch_is_loaded(tmp_path):
 
 def test_report_end_to_end_loads_no_torch(tmp_path):
     details = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
-    code = (
-        "import sys\nfrom precheck.commands.cli import main\n"
-        f"code = main(['report', {str(details)!r}, '-o', {str(tmp_path)!r}])\n"
-        "assert code == 0, code\nassert 'torch' not in sys.modules, 'torch was imported'"
-    )
+    _torch_free(f"code = main(['report', {str(details)!r}, '-o', {str(tmp_path)!r}])\nassert code == 0, code\n")
+    assert len(list(tmp_path.glob("report_*.html"))) == 1
+
+
+def _torch_free(body: str) -> subprocess.CompletedProcess:
+    """``body`` run in a fresh interpreter with the command line's ``main``, which must not have imported torch."""
+    code = f"import sys\nfrom precheck.commands.cli import main\n{body}assert 'torch' not in sys.modules, 'torch'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert len(list(tmp_path.glob("report_*.html"))) == 1
+    return done
 
 
 @pytest.mark.parametrize(
