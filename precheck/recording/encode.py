@@ -17,6 +17,7 @@ written with its type and shape only: reading it would wait for the collective, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import zlib
@@ -130,7 +131,9 @@ class Encoder:
         # a sparse or nested tensor has no max() to take, nor always a shape: it is written without them, and the
         # user's step goes on (the recorder must never make a call fail); a pending collective's are not read
         readable = strided and not _is_async(local)
-        high, low, mean, norm = stats_of(_plain(local)) if readable else (None, None, None, None)
+        plain = _plain(local)
+        with _outside_transforms(plain is not local):
+            high, low, mean, norm = stats_of(plain) if readable else (None, None, None, None)
         out = {
             "type": kind,
             "dtype": str(t.dtype),
@@ -144,8 +147,17 @@ class Encoder:
         }
         if self.data_dir is not None and readable and local.numel() and local.device.type != "meta":
             out["data_name"] = f"{name}.pt"
-            self._save(_plain(local), self.data_dir / out["data_name"])
+            with _outside_transforms(plain is not local):
+                self._save(plain, self.data_dir / out["data_name"])
         return out
+
+
+def _outside_transforms(unwrapped: bool) -> contextlib.AbstractContextManager:
+    """Where a tensor was unwrapped from torch.func.grad's wrapper, its statistics and copy are computed with
+    functorch's transforms off: on torch 2.1 an op on the unwrapped value inside grad is wrapped again, and the
+    wrapper has no storage to read ("Cannot access data pointer of Tensor that doesn't have storage")."""
+    guard = getattr(torch._C, "_DisableFuncTorch", None)
+    return guard() if unwrapped and guard is not None else contextlib.nullcontext()
 
 
 def save_copy(t: torch.Tensor, path: Path) -> None:
