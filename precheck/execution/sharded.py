@@ -92,11 +92,14 @@ def grade_sharded(
         for case in rank.dump.cases:
             if case.problem or not is_sharded(case) or api_lists is not None and api_lists.excluded(case):
                 continue
+            hosted, reduced = _host(case, ranks) == r, reduced_before_kernel((case.args, case.kwargs), case.outputs)
+            if not (hosted or reduced):
+                continue  # another rank's whole row: no scratch folder made for it
             with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:  # one call's files at a time
-                if _host(case, ranks) == r:
+                if hosted:
                     whole = _whole(case, ranks, options, Path(scratch) / "whole")
                     out[r][whole.name] = whole
-                if reduced_before_kernel((case.args, case.kwargs), case.outputs):
+                if reduced:
                     out[r][case.name] = _reduced_row(case, r, ranks, options, Path(scratch) / "rank")
     return out
 
