@@ -5,7 +5,7 @@
 
 Per step folder (default: those of tests/data/sharded/): each rank's rows by forward and backward status, the
 whole calls (graded, SKIP, error), the step run's wall time (best of N, default 3) and that of the whole calls
-alone (precheck.execution.sharded).
+alone (precheck.ranks.whole_calls).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from pathlib import Path
 from precheck.dump.records import load_dump
 from precheck.dump.steps import DUMP_JSON, find_dumps
 from precheck.execution.options import CheckOptions
-from precheck.execution.sharded import WHOLE, grade_sharded
-from precheck.ranks import run_step
+from precheck.ranks import WHOLE, grade_sharded, run_step
 
 SHARDED = Path(__file__).resolve().parent.parent / "tests" / "data" / "sharded"
 STEPS = ("tp_tensor_msprobe", "tp_bad_matmul_tensor_msprobe", "fsdp2_clip_tensor_msprobe", "hsdp_norms_tensor_msprobe")

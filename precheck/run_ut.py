@@ -178,7 +178,7 @@ def run_ut(
     the summary hold the APIs checked by this call (``keep_results`` False keeps only the counts of statuses, so
     a run's memory does not grow with the number of records). ``graded``: rows already graded elsewhere, by case
     name (a step's collectives, graded across its ranks by precheck.ranks), written as they are instead of run,
-    and rows of no record of the dump (a step's whole DTensor calls, precheck.execution.sharded) written after
+    and rows of no record of the dump (a step's whole DTensor calls, precheck.ranks.whole_calls) written after
     their call's;
     ``loaded``: ``api_info``'s dump as load_dump read it (precheck.ranks reads each rank's once). ``api_info`` may
     be a dump's top folder holding one dump (``dump/step0/proc1/dump.json``); precheck.ranks runs a step folder of
@@ -428,7 +428,7 @@ def _added(
     graded: Mapping[str, ApiResult], orders: dict[str, int], report: CsvReport, keep: Callable[[ApiResult], None]
 ) -> None:
     """Rows graded elsewhere of no record of this dump (a step's DTensor calls graded as a whole,
-    precheck.execution.sharded), written after their call's row."""
+    precheck.ranks.whole_calls), written after their call's row."""
     for name, result in graded.items():
         if text(name) not in orders and text(name) not in report.completed:
             report.add(result)

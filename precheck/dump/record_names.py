@@ -13,13 +13,13 @@ import re
 
 DIRECTIONS = ("forward", "backward", "parameters_grad")
 MODULE_PREFIXES = ("Module.", "Cell.")  # PyTorch's and MindSpore's module records (no API to replay)
-# The collectives run_ut grades across a step's ranks (precheck.execution.collectives holds how), named here so
+# The collectives run_ut grades across a step's ranks (precheck.ranks.collectives holds how), named here so
 # the report, which runs nothing, shows the same calls as graded across ranks.
 COLLECTIVES = frozenset({"all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "_all_gather_base",
                          "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "reduce", "gather",
                          "scatter", "all_to_all", "all_to_all_single", "all_gather_single",
                          "reduce_scatter_single"})  # fmt: skip
-# The point-to-point calls graded across a step's ranks (precheck.execution.p2p): each one's argument naming its peer.
+# The point-to-point calls graded across a step's ranks (precheck.ranks.p2p): each one's argument naming its peer.
 POINT_TO_POINT = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
 MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 _REPLAY_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")

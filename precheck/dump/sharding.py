@@ -4,7 +4,7 @@ msprobe writes a DTensor argument as ``"type": "torch.distributed.tensor.DTensor
 its local shard, the ranks of its device mesh (``mesh.tolist()``: nested lists, one level per mesh dimension) and
 one placement per mesh dimension: ``{"Shard": {"dim": d}}``, ``{"Replicate": {}}``, ``{"Partial": {"reduce_op":
 "sum"}}``. The local shard is what a rank's kernel ran on; the placements say how the shards make the whole tensor
-(precheck.execution.sharded puts them together). A placement msprobe could not write (it leaves it out) makes the
+(precheck.ranks.whole_calls puts them together). A placement msprobe could not write (it leaves it out) makes the
 layout unknown: the local shard is still graded, the whole call is not.
 """
 

@@ -138,7 +138,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) ->
 
 _ONE_RANK = (
     "DTensor reduced its Partial input across the ranks before the kernel ran, and one rank's record holds only "
-    "its own part: run_ut the step folder of every rank to grade it (precheck.execution.sharded)"
+    "its own part: run_ut the step folder of every rank to grade it (precheck.ranks.whole_calls)"
 )
 
 

@@ -19,11 +19,11 @@ from typing import Any
 from precheck.core.reasons import Reason
 from precheck.dump.decode import clip
 from precheck.dump.index import RecordError, RecordIndex
+from precheck.ranks.cannot_grade import CannotGrade
 
 __all__ = [
     "PLACES",
     "NoValues",
-    "NotCheckable",
     "Rank",
     "agreed",
     "members",
@@ -47,7 +47,7 @@ class Rank:
     _at: dict[str, int] = field(default_factory=dict, compare=False, repr=False)  # record key -> its place
 
     def record(self, name: str) -> dict:
-        """The forward record of the collective ``name``; NotCheckable when it is not one precheck can read."""
+        """The forward record of the collective ``name``; CannotGrade when it is not one precheck can read."""
         key = f"{name}.forward"
         assert self.index is not None, "a rank with collectives has their records"
         if not self._at:
@@ -57,9 +57,9 @@ class Rank:
                 raise ValueError(f"no record {key}")
             raw = self.index.read(self._at[key])
         except (ValueError, RecordError) as e:
-            raise NotCheckable(f"rank {self.rank}: {key}: {clip(str(e))}", Reason.SKIP_BAD_RECORD) from None
+            raise CannotGrade(f"rank {self.rank}: {key}: {clip(str(e))}", Reason.SKIP_BAD_RECORD) from None
         if not isinstance(raw, dict):
-            raise NotCheckable(f"rank {self.rank}: {key} is not a record", Reason.SKIP_BAD_RECORD)
+            raise CannotGrade(f"rank {self.rank}: {key} is not a record", Reason.SKIP_BAD_RECORD)
         return raw
 
     @property
@@ -95,17 +95,9 @@ PLACES: dict[str, _Places] = {
 }  # fmt: skip
 
 
-class NotCheckable(Exception):
-    """A collective's records hold no golden: its rows are SKIP with this reason and code."""
-
-    def __init__(self, why: str, code: Reason = Reason.SKIP_INPUTS) -> None:
-        super().__init__(why)
-        self.code = code
-
-
-class NoValues(NotCheckable):
+class NoValues(CannotGrade):
     """A collective's records hold statistics, not tensors (a statistics dump): no golden, but what the
-    statistics still say can be checked (precheck.execution.collective_stats)."""
+    statistics still say can be checked (precheck.ranks.collective_stats)."""
 
 
 def reduce_op(raw: Any) -> str:
@@ -119,11 +111,11 @@ def reduce_op(raw: Any) -> str:
 @contextmanager
 def readable(name: str) -> Iterator[None]:
     """A record of ``name`` that is not shaped as a collective's (fields of other types, ranks' tensors that do
-    not stack) is NotCheckable, its row SKIP with the reason, never the step's end."""
+    not stack) is CannotGrade, its row SKIP with the reason, never the step's end."""
     try:
         yield
     except _MALFORMED as e:
-        raise NotCheckable(
+        raise CannotGrade(
             f"{name}: its records are not a collective precheck reads ({type(e).__name__}: {clip(str(e))})",
             Reason.SKIP_BAD_RECORD,
         ) from None
@@ -165,7 +157,7 @@ def group_members(recorded: list) -> tuple[int, ...]:
     if len(set(members)) < len(members):
         seen: set[int] = set()
         twice = next(r for r in members if r in seen or seen.add(r))
-        raise NotCheckable(
+        raise CannotGrade(
             f"its group_ranks name rank {twice} more than once ({len(members)} members, {len(set(members))} "
             f"distinct): no process group does",
             Reason.SKIP_BAD_RECORD,
@@ -175,16 +167,16 @@ def group_members(recorded: list) -> tuple[int, ...]:
 
 def agreed(name: str, group: Sequence[int], groups: dict[int, Sequence[int]], missing: str,
            ranks: dict[int, Rank]) -> None:  # fmt: skip
-    """NotCheckable unless every member of ``group`` recorded the call in that same group (``groups``: each rank's
+    """CannotGrade unless every member of ``group`` recorded the call in that same group (``groups``: each rank's
     record's): a member without the call's record (its rank not dumped: ``"rank": [0, 1]`` in a job of 4) leaves
     no golden, never one from the ranks found."""
     for r, its in groups.items():
         if its == group and r not in group:
-            raise NotCheckable(f"rank {r} recorded {name} in the group {_shown(group)}, which does not hold it",
+            raise CannotGrade(f"rank {r} recorded {name} in the group {_shown(group)}, which does not hold it",
                                Reason.SKIP_BAD_RECORD)  # fmt: skip
     for m, its in groups.items():  # only the ranks present are looked up: a world of 10^9 costs what the dumps hold
         if m in group and its != group:
-            raise NotCheckable(
+            raise CannotGrade(
                 f"rank {m} recorded {name} in the group {_shown(its)}, its peers in {_shown(group)}",
                 Reason.SKIP_BAD_RECORD,
             )
@@ -192,7 +184,7 @@ def agreed(name: str, group: Sequence[int], groups: dict[int, Sequence[int]], mi
     if present < len(group):
         first = next(m for m in group if m not in groups)  # at most present + 1 steps
         where = "recorded no such call" if first in ranks else f"has no dump in {missing}"
-        raise NotCheckable(
+        raise CannotGrade(
             f"rank {first} {where}: the golden of a collective needs every rank's inputs "
             f"({len(group) - present} of {len(group)} ranks of its group missing)",
             Reason.SKIP_MISSING_RANK,
@@ -217,7 +209,7 @@ def world_shown(read: dict[str, dict[int, Any]]) -> int:
                 with readable(name):
                     group = members(name, record, 0)
                     size = max(group) + 1 if group else _SIZES.get(api, _no_size)(record)
-            except NotCheckable:
+            except CannotGrade:
                 continue
             shown = max(shown, size if size <= _LARGEST_WORLD else 0)
     return shown

@@ -24,7 +24,8 @@ from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS
 from precheck.dump.decode import TensorSpec, decode_value
-from precheck.execution.collective_records import PLACES, NotCheckable, recorded_input, recorded_output, reduce_op
+from precheck.ranks.cannot_grade import CannotGrade
+from precheck.ranks.collective_records import PLACES, recorded_input, recorded_output, reduce_op
 from precheck.results import DetailRow, Direction
 
 __all__ = ["statistics_rows"]
@@ -45,7 +46,7 @@ class _Group:
         """Argument ``arg`` of rank ``r`` as given (``done``: once the call had run), decoded."""
         raw = (recorded_output if done else recorded_input)(self.records[r], *PLACES[self.api][arg])
         if raw is None:
-            raise NotCheckable(f"rank {r}: the record holds no {'output' if done else 'input'} {arg}")
+            raise CannotGrade(f"rank {r}: the record holds no {'output' if done else 'input'} {arg}")
         return decode_value(raw, f"rank {r}: {arg}")
 
 
@@ -60,11 +61,11 @@ class _Fact:
 
 
 def statistics_rows(name: str, r: int, members: list[int], records: dict[int, dict]) -> list[DetailRow]:
-    """Rank ``r``'s rows of the collective ``name`` from its group's statistics; NotCheckable where they hold no
+    """Rank ``r``'s rows of the collective ``name`` from its group's statistics; CannotGrade where they hold no
     identity precheck checks."""
     api = name.split(".")[1]
     if api not in _CHECKS:
-        raise NotCheckable(f"{api}'s statistics hold no identity precheck checks")
+        raise CannotGrade(f"{api}'s statistics hold no identity precheck checks")
     group = _Group(name, api, members, records)
     rows = []
     for i, (target, facts, inputs) in enumerate(_CHECKS[api](group, r)):
@@ -82,7 +83,7 @@ def _compared(target: TensorSpec, facts: list[_Fact], inputs: list[TensorSpec], 
         ok = {"=": abs(off) <= tolerance, "<=": off <= tolerance, ">=": off >= -tolerance}[fact.relation]
         (checked if ok else broken).append(f"{fact.what} ({fact.recorded:.6g} vs {fact.expected:.6g})")
     if not checked and not broken:
-        raise NotCheckable("its statistics are not finite: nothing of them can be checked")
+        raise CannotGrade("its statistics are not finite: nothing of them can be checked")
     head = f"statistics dump: checked within {tolerance:.3g} (the dtype's rounding over {ranks} ranks)"
     message = f"{head}: broken: {'; '.join(broken)}" if broken else f"{head}: {'; '.join(checked)}"
     return Comparison(
@@ -121,7 +122,7 @@ def _same(source: TensorSpec, target: TensorSpec, whose: str) -> list[_Fact]:
 
 def _tensor(value: Any, where: str) -> TensorSpec:
     if not isinstance(value, TensorSpec):
-        raise NotCheckable(f"{where} is not a tensor")
+        raise CannotGrade(f"{where} is not a tensor")
     return value
 
 
@@ -133,7 +134,7 @@ def _reduced(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[Tens
     n = len(inputs)
     ins = {s: [_stat(i, s) for i in inputs] for s in _STATS}
     if any(v is None for s in ("Max", "Min", "Mean") for v in ins[s]):
-        raise NotCheckable("an input's statistics are missing")
+        raise CannotGrade("an input's statistics are missing")
     facts = {
         "SUM": [_Fact("Mean = sum of the inputs' Means", _stat(target, "Mean"), math.fsum(ins["Mean"])),
                 _Fact("Max <= sum of the inputs' Maxes", _stat(target, "Max"), math.fsum(ins["Max"]), "<="),
@@ -147,14 +148,14 @@ def _reduced(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[Tens
                 _Fact("Max <= smallest of the inputs' Maxes", _stat(target, "Max"), min(ins["Max"]), "<=")],
     }.get(op)  # fmt: skip
     if facts is None:
-        raise NotCheckable(f"reduce op {op}: its output's statistics follow from no input statistic")
+        raise CannotGrade(f"reduce op {op}: its output's statistics follow from no input statistic")
     return [(target, facts, inputs)]
 
 
 def _reduce(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[TensorSpec]]]:
     dst = recorded_input(g.records[r], *PLACES["reduce"]["dst"])
     if (dst.get("value") if isinstance(dst, dict) else dst) != r:
-        raise NotCheckable(f"rank {r} is not the reduce's dst: its tensor holds no defined result",
+        raise CannotGrade(f"rank {r} is not the reduce's dst: its tensor holds no defined result",
                            Reason.SKIP_RECORDED_OUTPUT)  # fmt: skip
     return _reduced(g, r)
 
@@ -163,7 +164,7 @@ def _broadcast(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[Te
     src = recorded_input(g.records[r], *PLACES["broadcast"]["src"])
     src = src.get("value") if isinstance(src, dict) else src
     if src not in g.records:
-        raise NotCheckable(f"broadcast src rank {src!r} is not in the group {g.members}")
+        raise CannotGrade(f"broadcast src rank {src!r} is not in the group {g.members}")
     source = _tensor(g.spec(src, "tensor"), f"rank {src}: input")
     target = _tensor(g.spec(r, "tensor", done=True), f"rank {r}: output")
     return [(target, _same(source, target, f"src rank {src}'s input"), [source])]
@@ -172,7 +173,7 @@ def _broadcast(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[Te
 def _all_gather(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[TensorSpec]]]:
     targets = g.spec(r, "tensor_list", done=True)
     if not isinstance(targets, tuple) or len(targets) != len(g.members):
-        raise NotCheckable(f"rank {r}: its all_gather list is not one tensor per rank of its group",
+        raise CannotGrade(f"rank {r}: its all_gather list is not one tensor per rank of its group",
                            Reason.SKIP_BAD_RECORD)  # fmt: skip
     out = []
     for m, target in zip(g.members, targets, strict=True):
@@ -186,7 +187,7 @@ def _all_gather_into(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], l
     inputs = [_tensor(g.spec(m, "input"), f"rank {m}: input") for m in g.members]
     ins = {s: [_stat(i, s) for i in inputs] for s in _STATS}
     if any(v is None for values in ins.values() for v in values):
-        raise NotCheckable("an input's statistics are missing")
+        raise CannotGrade("an input's statistics are missing")
     facts = [
         _Fact("Max = largest of the inputs' Maxes", _stat(target, "Max"), max(ins["Max"])),
         _Fact("Min = smallest of the inputs' Mins", _stat(target, "Min"), min(ins["Min"])),
@@ -211,7 +212,7 @@ def _reduce_scattered(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], 
     ins = {s: [_stat(i, s) for i in inputs] for s in ("Max", "Min", "Mean")}
     means = [_stat(o, "Mean") for o in outputs]
     if op not in ("SUM", "AVG") or any(v is None for values in [*ins.values(), means] for v in values):
-        raise NotCheckable(f"reduce op {op} or missing statistics: nothing of them follows from the inputs'")
+        raise CannotGrade(f"reduce op {op} or missing statistics: nothing of them follows from the inputs'")
     scale, word = (1.0, "sum") if op == "SUM" else (1.0 / n, "mean")
     facts = [
         _Fact(f"the group's outputs' mean Mean = {word} of the inputs' Means", math.fsum(means) / n,

@@ -33,6 +33,7 @@ from precheck.execution.runner import one_line
 from precheck.execution.shards import Layout, put_together, reduced_before_kernel, replicas_apart
 from precheck.execution.sizes import estimated_bytes
 from precheck.inputs.builder import InputError, load_tensor
+from precheck.ranks.cannot_grade import CannotGrade
 from precheck.results import ApiResult, skipped
 from precheck.walk import flatten, map_placed, placed
 
@@ -45,14 +46,6 @@ _NORMS = frozenset(
 # a case's trees, by the names msprobe's record gives them (the places messages say)
 _TREES = {"args": "input_args", "kwargs": "input_kwargs", "outputs": "output", "grad_outputs": "backward.input",
           "grad_inputs": "backward.output"}  # fmt: skip
-
-
-class NotWhole(Exception):
-    """A sharded call that cannot be put together: its rows are SKIP with this reason and code."""
-
-    def __init__(self, why: str, code: Reason = Reason.SKIP_INPUTS) -> None:
-        super().__init__(why)
-        self.code = code
 
 
 def is_sharded(case: Case) -> bool:
@@ -121,11 +114,11 @@ def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder
     row = replace(case, name=case.name + WHOLE)
     try:
         members, cases = _members(case, ranks)
-        _within(cases, options.max_memory)
+        _require_within(cases, options.max_memory)
         layout = Layout(members[0], norm=_norm_order(case))
         built, notes = _built(case.name, cases, ranks, layout, folder)
         result = check_case(replace(built, name=row.name), folder, replace(options, target="recorded"))
-    except NotWhole as e:
+    except CannotGrade as e:
         return skipped(row, f"whole call: {e}", e.code)
     except Exception as e:  # precheck's own fault (a full scratch disk): this row's SKIP, never the step's end
         return skipped(
@@ -141,10 +134,10 @@ def _reduced_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: Che
     name = mine.name
     try:
         _, cases = _members(mine, ranks)
-        _within(cases, options.max_memory)
+        _require_within(cases, options.max_memory)
         built, _ = _built(name, cases, ranks, Layout(rank, partial_only=True, norm=_norm_order(mine)), folder)
         result = check_case(built, folder, options)
-    except NotWhole as e:
+    except CannotGrade as e:
         return skipped(mine, f"{e}", e.code)
     except Exception as e:
         return skipped(mine, f"precheck could not reduce its Partial inputs: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT)
@@ -152,14 +145,14 @@ def _reduced_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: Che
 
 
 def _members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[int, Case]]:
-    """The ranks of the call's mesh and each one's record of it; NotWhole when one is missing or unreadable."""
+    """The ranks of the call's mesh and each one's record of it; CannotGrade when one is missing or unreadable."""
     shardings = _shardings(case)
     unknown = next((s.problem for s in shardings if s.placements is None), None)
     if unknown is not None:
-        raise NotWhole(unknown, Reason.SKIP_UNSUPPORTED)
+        raise CannotGrade(unknown, Reason.SKIP_UNSUPPORTED)
     meshes = {s.mesh for s in shardings}
     if len(meshes) != 1:
-        raise NotWhole(
+        raise CannotGrade(
             f"its DTensors lie on {len(meshes)} device meshes; precheck puts together one", Reason.SKIP_UNSUPPORTED
         )
     members = list(next(iter(meshes)))
@@ -168,19 +161,19 @@ def _members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[in
         found = ranks[r].case(case.name) if r in ranks else None
         if found is None:
             where = "recorded no such call" if r in ranks else "has no dump in the step folder"
-            raise NotWhole(f"rank {r} of its mesh {where}", Reason.SKIP_MISSING_RANK)
+            raise CannotGrade(f"rank {r} of its mesh {where}", Reason.SKIP_MISSING_RANK)
         if found.problem:
-            raise NotWhole(f"rank {r}: {found.problem}", found.problem_reason)
+            raise CannotGrade(f"rank {r}: {found.problem}", found.problem_reason)
         cases[r] = found
     return members, cases
 
 
-def _within(cases: dict[int, Case], limit: int | None) -> None:
-    """NotWhole (SKIP_MEMORY) where putting the ranks' shards together would need more than ``limit`` bytes:
+def _require_within(cases: dict[int, Case], limit: int | None) -> None:
+    """CannotGrade (SKIP_MEMORY) where putting the ranks' shards together would need more than ``limit`` bytes:
     roughly the shards, their whole in float64 and the call on it."""
     need = 5 * sum(estimated_bytes(c) for c in cases.values())
     if limit is not None and need > limit:
-        raise NotWhole(
+        raise CannotGrade(
             f"putting its shards together needs about {need / 2**30:.3g} GiB, "
             f"above --max-memory {limit / 2**30:.3g} GiB",
             Reason.SKIP_MEMORY,
@@ -205,12 +198,12 @@ def _built(
         if leaf.sharding is None:
             return _saved(_load(own, leaf, ranks, layout.rank), folder / f"{next(numbers)}.pt", leaf)
         if leaf.sharding.placements is None:
-            raise NotWhole(leaf.sharding.problem, Reason.SKIP_UNSUPPORTED)  # a gradient's (the forward's were read)
+            raise CannotGrade(leaf.sharding.problem, Reason.SKIP_UNSUPPORTED)  # a gradient's (the forward's were read)
         shards = {}
         for r, c in cases.items():
             spec = leaves[r][tree].get(place)
             if not isinstance(spec, TensorSpec):
-                raise NotWhole(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
+                raise CannotGrade(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
             shards[r] = _load(c, spec, ranks, r)
         apart = replicas_apart(leaf.sharding, shards) if tree == "outputs" and not layout.partial_only else None
         if apart is not None:
@@ -219,7 +212,7 @@ def _built(
         try:
             whole = put_together(leaf.sharding, shards, layout)
         except (RuntimeError, IndexError, ValueError) as e:  # shards of other shapes than their placements say
-            raise NotWhole(
+            raise CannotGrade(
                 f"{place}: shards that do not fit {leaf.sharding}: {one_line(e)}", Reason.SKIP_BAD_RECORD
             ) from None
         return _saved(whole, folder / f"{next(numbers)}.pt", leaf)
@@ -233,11 +226,11 @@ def _built(
 
 def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int) -> torch.Tensor:
     if spec.data_name is None:
-        raise NotWhole(f"rank {rank}: {case.name}: no tensor file (a statistics dump): shards need their values")
+        raise CannotGrade(f"rank {rank}: {case.name}: no tensor file (a statistics dump): shards need their values")
     try:
         return load_tensor(spec, ranks[rank].dump.data_dir)
     except InputError as e:
-        raise NotWhole(f"rank {rank}: {clip(str(e))}", e.reason) from None
+        raise CannotGrade(f"rank {rank}: {clip(str(e))}", e.reason) from None
 
 
 def _saved(tensor: torch.Tensor, path: Path, spec: TensorSpec) -> TensorSpec:

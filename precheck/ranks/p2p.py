@@ -15,10 +15,11 @@ from typing import Any
 from precheck.core.reasons import Reason
 from precheck.dump.decode import clip
 from precheck.dump.record_names import POINT_TO_POINT, is_point_to_point
-from precheck.execution.collective_records import NotCheckable, readable, recorded_input, recorded_output
-from precheck.execution.collectives import CallRecord, Rank, load
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
+from precheck.ranks.cannot_grade import CannotGrade
+from precheck.ranks.collective_records import readable, recorded_input, recorded_output
+from precheck.ranks.collectives import CallRecord, Rank, load
 from precheck.results import ApiResult, graded, skipped
 
 __all__ = ["grade_point_to_point", "is_point_to_point"]
@@ -45,7 +46,7 @@ def grade_point_to_point(
                 record = rank.record(name)
                 with readable(name):
                     key = _message(r, name, record)
-            except NotCheckable as e:
+            except CannotGrade as e:
                 out[r][name] = _skipped(rank, name, e)
                 continue
             if POINT_TO_POINT[name.split(".")[1]] == "dst":
@@ -59,7 +60,7 @@ def grade_point_to_point(
         try:
             sender, sent = _matching_send(ranks, sends, key, k, name, missing)
             out[r][name] = _graded(rank, name, record, sender, sent, options)
-        except NotCheckable as e:
+        except CannotGrade as e:
             out[r][name] = _skipped(rank, name, e)
     return out
 
@@ -70,14 +71,14 @@ def _message(r: int, name: str, record: dict) -> _Key:
     peer = recorded_input(record, *_PEER[arg])
     peer = peer.get("value") if isinstance(peer, dict) else peer
     if not isinstance(peer, int) or isinstance(peer, bool):
-        raise NotCheckable(
+        raise CannotGrade(
             f"{name} names no {arg} rank (recorded {clip(repr(peer), 40)}): which rank's send it got is unknown",
             Reason.SKIP_MISSING_RANK,
         )
     tag = recorded_input(record, *_TAG)
     tag = tag.get("value") if isinstance(tag, dict) else tag
     if not (tag is None or isinstance(tag, int)):
-        raise NotCheckable(f"{name}: its tag {clip(repr(tag), 40)} is not a number", Reason.SKIP_BAD_RECORD)
+        raise CannotGrade(f"{name}: its tag {clip(repr(tag), 40)} is not a number", Reason.SKIP_BAD_RECORD)
     return (r, peer, tag or 0) if arg == "dst" else (peer, r, tag or 0)
 
 
@@ -87,11 +88,11 @@ def _matching_send(
     """The rank and record of the k-th send of the message ``key``, which the receive ``name`` got."""
     src = key[0]
     if src not in ranks:
-        raise NotCheckable(f"rank {src} has no dump in {missing}: {name} is graded against its send",
+        raise CannotGrade(f"rank {src} has no dump in {missing}: {name} is graded against its send",
                            Reason.SKIP_MISSING_RANK)  # fmt: skip
     matched = sends.get(key, [])
     if k >= len(matched):
-        raise NotCheckable(
+        raise CannotGrade(
             f"rank {src} recorded {len(matched)} sends to rank {key[1]} (tag {key[2]}), "
             f"so none matches {name}, its receive number {k + 1}",
             Reason.SKIP_MISSING_RANK,
@@ -106,16 +107,16 @@ def _graded(rank: Rank, name: str, record: dict, sender: Rank, sent: dict, optio
     try:
         done = recorded_output(record, *_TENSOR)
         if done is None:
-            raise NotCheckable(f"{where}: the record holds no output of its tensor (msprobe writes none for an isend)")
+            raise CannotGrade(f"{where}: the record holds no output of its tensor (msprobe writes none for an isend)")
         with readable(name):
             target = load(rank, done, f"{where} output tensor")
             golden = load(sender, recorded_input(sent, *_TENSOR), f"rank {sender.rank}: sent tensor")
-    except NotCheckable as e:
+    except CannotGrade as e:
         return _skipped(rank, name, e)
     rows = RowGrader("binary", options.cosine, options.max_abs, "").outputs(name, [target], [golden], None,
                                                                           lambda *_: None)  # fmt: skip
     return graded(CallRecord(name, rank.orders[name]), rows, [], "")
 
 
-def _skipped(rank: Rank, name: str, e: NotCheckable) -> ApiResult:
+def _skipped(rank: Rank, name: str, e: CannotGrade) -> ApiResult:
     return skipped(CallRecord(name, rank.orders[name]), str(e), e.code)

@@ -21,9 +21,12 @@ from precheck.core.status import ERROR
 from precheck.dump.decode import TensorSpec, clip, decode_value
 from precheck.dump.index import RecordError
 from precheck.dump.record_names import COLLECTIVES, is_collective
-from precheck.execution.collective_records import (
+from precheck.execution.options import CheckOptions
+from precheck.grader.rows import RowGrader
+from precheck.inputs.builder import InputError, load_tree
+from precheck.ranks.cannot_grade import CannotGrade
+from precheck.ranks.collective_records import (
     PLACES,
-    NotCheckable,
     NoValues,
     Rank,
     agreed,
@@ -35,10 +38,7 @@ from precheck.execution.collective_records import (
     started_async,
     world_shown,
 )
-from precheck.execution.collective_stats import statistics_rows
-from precheck.execution.options import CheckOptions
-from precheck.grader.rows import RowGrader
-from precheck.inputs.builder import InputError, load_tree
+from precheck.ranks.collective_stats import statistics_rows
 from precheck.results import ApiResult, graded, skipped
 from precheck.walk import flatten
 
@@ -80,21 +80,21 @@ def grade_collectives(
     return out
 
 
-def _read(name: str, ranks: dict[int, Rank]) -> dict[int, dict | NotCheckable]:
+def _read(name: str, ranks: dict[int, Rank]) -> dict[int, dict | CannotGrade]:
     """Each rank's record of the collective ``name``, or why it cannot be read."""
-    found: dict[int, dict | NotCheckable] = {}
+    found: dict[int, dict | CannotGrade] = {}
     for r, rank in ranks.items():
         if name in rank.orders:
             try:
                 with readable(name):
                     found[r] = rank.record(name)
-            except NotCheckable as e:
+            except CannotGrade as e:
                 found[r] = e
     return found
 
 
 def _grade_call(
-    name: str, ranks: dict[int, Rank], read: dict[int, dict | NotCheckable], world: int, missing: str,
+    name: str, ranks: dict[int, Rank], read: dict[int, dict | CannotGrade], world: int, missing: str,
     options: CheckOptions,
 ) -> dict[int, ApiResult]:  # fmt: skip
     """The rows of the collective ``name`` on the ranks that recorded it (``read``: their records): each graded
@@ -105,7 +105,7 @@ def _grade_call(
         records = {r: _record(record) for r, record in read.items()}
         with readable(name):
             groups = {r: members(name, records[r], world) for r in present}
-    except NotCheckable as e:
+    except CannotGrade as e:
         return {r: _skipped(ranks[r], name, e) for r in present}
     found: dict[int, ApiResult] = {}
     for group in dict.fromkeys(groups.values()):
@@ -115,7 +115,7 @@ def _grade_call(
                 agreed(name, group, groups, missing, ranks)
                 calls = _Calls(name, {m: ranks[m] for m in group}, {m: records[m] for m in group}, options)
                 _sized(calls, options)
-        except NotCheckable as e:
+        except CannotGrade as e:
             found.update({r: _skipped(ranks[r], name, e) for r in graded_here})
         else:
             found.update({r: calls.graded(r) for r in graded_here})
@@ -138,23 +138,23 @@ def _sized(calls: _Calls, options: CheckOptions) -> None:
         ]
         specs = flatten(decode_value(values, calls.name))
     except RecordError as e:
-        raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
+        raise CannotGrade(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
     need = sum(s.numel * (s.dtype.itemsize + 16) for s in specs if isinstance(s, TensorSpec))
     if need > limit:
-        raise NotCheckable(
+        raise CannotGrade(
             f"its golden needs about {need / 2**30:.3g} GiB ({len(calls.members)} ranks' tensors in float64), "
             f"above --max-memory {limit / 2**30:.3g} GiB",
             Reason.SKIP_MEMORY,
         )
 
 
-def _record(read: dict | NotCheckable) -> dict:
-    if isinstance(read, NotCheckable):
+def _record(read: dict | CannotGrade) -> dict:
+    if isinstance(read, CannotGrade):
         raise read
     return read
 
 
-def _skipped(rank: Rank, name: str, e: NotCheckable) -> ApiResult:
+def _skipped(rank: Rank, name: str, e: CannotGrade) -> ApiResult:
     return skipped(CallRecord(name, rank.orders[name]), str(e), e.code)
 
 
@@ -181,13 +181,13 @@ class _Calls:
         """The loaded tensors of argument ``arg`` of rank ``r`` once the collective had run (its target)."""
         done = recorded_output(self.records[r], *PLACES[self.api][arg])
         if done is None:
-            raise NotCheckable(f"rank {r}: the record holds no output of {arg} (recorded by an older recorder?)")
+            raise CannotGrade(f"rank {r}: the record holds no output of {arg} (recorded by an older recorder?)")
         return self._load(r, done, f"rank {r}: output {arg}")
 
     def op(self, r: int) -> Callable[[torch.Tensor], torch.Tensor]:
         name = reduce_op(self.raw(r, "op"))
         if name not in _OPS:
-            raise NotCheckable(
+            raise CannotGrade(
                 f"reduce op {clip(repr(name), 40)} is not one precheck computes", Reason.SKIP_UNSUPPORTED
             )
         return _OPS[name]
@@ -205,7 +205,7 @@ class _Calls:
                           for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
         except NoValues as e:
             return self._statistics(r, e)
-        except NotCheckable as e:
+        except CannotGrade as e:
             return skipped(CallRecord(self.name, self.ranks[r].orders[self.name]), str(e), e.code)
         o = self.options
         rows = RowGrader(o.standard, o.cosine, o.max_abs, "").outputs(
@@ -224,7 +224,7 @@ class _Calls:
         try:
             with readable(self.name):
                 rows = statistics_rows(self.name, r, self.members, self.records)
-        except NotCheckable as e:
+        except CannotGrade as e:
             return skipped(call, f"{no_values}; {e}", e.code)
         return graded(call, rows, [], "; ".join(f"{row.short_name}: {row.comparison.message}" for row in rows))
 
@@ -233,7 +233,7 @@ class _Calls:
         before the collective completed, which is what msprobe records where the program never calls wait()."""
         try:
             mine = flatten(self.input(r, _IN_PLACE[self.api])) if self.api in _IN_PLACE else []
-        except NotCheckable:
+        except CannotGrade:
             mine = []
         same = len(mine) == len(targets) and all(
             isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
@@ -255,16 +255,16 @@ _IN_PLACE = {"all_reduce": "tensor", "broadcast": "tensor", "reduce": "tensor"}
 
 
 def load(rank: Rank, raw: Any, where: str) -> Any:
-    """The tensors of the recorded value ``raw`` of ``rank``, loaded from its files; NotCheckable saying why not."""
+    """The tensors of the recorded value ``raw`` of ``rank``, loaded from its files; CannotGrade saying why not."""
     try:
         tree = decode_value(raw, where)
         if any(isinstance(s, TensorSpec) and s.data_name is None for s in flatten(tree)):
             raise NoValues(f"{where}: no tensor file (a statistics dump): a collective needs its values")
         return load_tree(tree, rank.data_dir)
     except RecordError as e:
-        raise NotCheckable(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
+        raise CannotGrade(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
     except InputError as e:
-        raise NotCheckable(f"{where}: {e}", e.reason) from None
+        raise CannotGrade(f"{where}: {e}", e.reason) from None
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
@@ -289,7 +289,7 @@ def _peer(c: _Calls, r: int, arg: str) -> int:
     peer = c.raw(r, arg)
     peer = peer.get("value") if isinstance(peer, dict) else peer
     if peer not in c.members:
-        raise NotCheckable(f"{c.api} {arg} rank {clip(repr(peer), 40)}, which is not in the group {c.members}")
+        raise CannotGrade(f"{c.api} {arg} rank {clip(repr(peer), 40)}, which is not in the group {c.members}")
     return peer
 
 
@@ -305,7 +305,7 @@ def _broadcast(c: _Calls, r: int) -> tuple[list, list]:
 def _reduce(c: _Calls, r: int) -> tuple[list, list]:
     dst = _peer(c, r, "dst")
     if r != dst:
-        raise NotCheckable(
+        raise CannotGrade(
             f"rank {r} is not the reduce's dst (rank {dst}): a reduce leaves no defined result in its other ranks",
             Reason.SKIP_RECORDED_OUTPUT,
         )
@@ -331,7 +331,7 @@ def _all_to_all(c: _Calls, r: int) -> tuple[list, list]:
 
 def _all_to_all_single(c: _Calls, r: int) -> tuple[list, list]:
     if any(c.raw(m, arg) is not None for m in c.members for arg in ("output_split", "input_split")):
-        raise NotCheckable("all_to_all_single with split sizes: precheck grades its even split only",
+        raise CannotGrade("all_to_all_single with split sizes: precheck grades its even split only",
                            Reason.SKIP_UNSUPPORTED)  # fmt: skip
     target, i, n = c.output(r, "output"), c.members.index(r), len(c.members)
     golden = torch.cat([_copy(c.input(m, "input")).chunk(n)[i] for m in c.members]).reshape(target.shape)
@@ -341,7 +341,7 @@ def _all_to_all_single(c: _Calls, r: int) -> tuple[list, list]:
 def _all_gather(c: _Calls, r: int) -> tuple[list, list]:
     targets = list(c.output(r, "tensor_list"))
     if len(targets) != len(c.members):
-        raise NotCheckable(f"rank {r}: its all_gather list holds {len(targets)} tensors, its group {len(c.members)} "
+        raise CannotGrade(f"rank {r}: its all_gather list holds {len(targets)} tensors, its group {len(c.members)} "
                            "ranks", Reason.SKIP_BAD_RECORD)  # fmt: skip
     gathered = [_wide(c.input(m, "tensor")) for m in c.members]
     return targets, [g if t.is_floating_point() else g.to(t.dtype) for t, g in zip(targets, gathered, strict=True)]

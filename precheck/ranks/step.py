@@ -3,7 +3,7 @@
 Each rank's dump is run_ut's own run into a folder of its name under ``-o`` (``out/rank0/``), so each CSV pair keeps
 msprobe's names and every reader of one run reads it; the summary and the console block count all ranks at once.
 A collective (``Distributed.all_reduce.0``) is no call one rank can replay: it is graded here from every rank's
-records (precheck.execution.collectives), and each rank's run writes its row as it is. A user with eight ranks
+records (precheck.ranks.collectives), and each rank's run writes its row as it is. A user with eight ranks
 runs precheck once, not eight times, and joins nothing by hand.
 """
 
@@ -22,11 +22,11 @@ from precheck.dump.selection import ApiLists
 from precheck.dump.steps import DUMP_JSON, Found, RankDump
 from precheck.errors import OptionError
 from precheck.escape import escape
-from precheck.execution.collectives import Rank, grade_collectives, is_collective
 from precheck.execution.options import CheckOptions
-from precheck.execution.p2p import grade_point_to_point, is_point_to_point
-from precheck.execution.sharded import WHOLE, grade_sharded
 from precheck.paths import output_folder
+from precheck.ranks.collectives import Rank, grade_collectives, is_collective
+from precheck.ranks.p2p import grade_point_to_point, is_point_to_point
+from precheck.ranks.whole_calls import WHOLE, grade_sharded
 from precheck.results import ApiResult
 from precheck.run_ut import RunSummary, run_ut
 from precheck.scheduling.costs import default_max_memory
@@ -96,7 +96,7 @@ def _collectives(
     found: Found, dumps: dict[str, Dump], options: CheckOptions, api_lists: ApiLists | None
 ) -> dict[str, dict[str, ApiResult]]:
     """Each rank's rows of its collectives, sends and receives, and of its DTensor calls graded across the ranks
-    (precheck.execution.sharded; none of a call ``api_lists`` leave out), by the rank's folder name. A ``proc*``
+    (precheck.ranks.whole_calls; none of a call ``api_lists`` leave out), by the rank's folder name. A ``proc*``
     folder's rank is not recorded (a launcher that called an API in its own process while it started the ranks): its
     collectives go through run_ut, which skips them, and the ranks beside it are graded as if it were not there."""
     numbered: list[tuple[int, RankDump]] = [(d.rank, d) for d in found.ranks if d.rank is not None]
