@@ -29,8 +29,8 @@ from precheck.frames import reasons
 from precheck.frames.reasons import RowReason
 from precheck.grader.second_stage import SecondStage, second_stage
 from precheck.paths import claim_stamp, output_folder
-from precheck.report.csv_files import BLANK, cell, read_csv_rows, write_csv
 from precheck.results import split_row_name
+from precheck.run_files.csv_files import BLANK, cell, read_csv_rows, write_csv
 from precheck.schema import CHINESE as _METRIC_COLUMNS
 from precheck.schema import (
     PRECISION_DETAILS,

@@ -59,8 +59,8 @@ from precheck.core.status import ERROR, SKIP
 from precheck.errors import PrecheckError
 from precheck.escape import markdown, markdown_code, unescape, unformula
 from precheck.frames.run import LoadError, csv_pair
-from precheck.report.csv_files import read_csv_rows
-from precheck.report.runfiles import RunFileError, read_sidecar
+from precheck.run_files.csv_files import read_csv_rows
+from precheck.run_files.run_state import RunFileError, read_sidecar
 from precheck.schema import RESULT, SEVERITY, read_status
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (

@@ -2,7 +2,7 @@
 
 Torch-free on purpose: the commands that only read or compare results (regress, api_precision_compare, the
 report) import this and never torch. The CSV's spellings (a blank Backward cell, 14 decimals, escaping) belong
-to the writer in precheck/report/csv_files.py, not to these values: an API without a backward has
+to the writer in precheck/run_files/csv_files.py, not to these values: an API without a backward has
 ``backward=None`` here.
 """
 

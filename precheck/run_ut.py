@@ -24,9 +24,9 @@ from precheck.escape import escape
 from precheck.execution.options import CheckOptions, check_scheduler
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import for_framework, target_for
-from precheck.report.csv_files import CsvReport, text
-from precheck.report.runfiles import dump_identity, unfinished, versions
 from precheck.results import ApiResult, is_timed_out, skipped
+from precheck.run_files.csv_files import CsvReport, text
+from precheck.run_files.run_state import dump_identity, unfinished, versions
 from precheck.run_options import RunOptions
 from precheck.scheduling.backends import Backend, backend_for
 from precheck.scheduling.costs import default_max_memory, worker_count

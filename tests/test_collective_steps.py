@@ -12,7 +12,7 @@ from precheck.core.reasons import Reason
 from precheck.dump.steps import find_dumps
 from precheck.frames import reasons
 from precheck.ranks import run_step
-from precheck.report.csv_files import read_csv_rows
+from precheck.run_files.csv_files import read_csv_rows
 
 DATA = Path(__file__).parent / "data" / "sharded"
 

@@ -19,8 +19,8 @@ from precheck.commands.cli import main
 from precheck.dump.records import load_dump
 from precheck.escape import escape, formula_safe, markdown, markdown_code, shell_command, unescape, unformula
 from precheck.regress import read_result_csv, regress
-from precheck.report.csv_files import read_csv_rows, text
 from precheck.report.html import write_report
+from precheck.run_files.csv_files import read_csv_rows, text
 from precheck.run_ut import run_ut
 
 EXAMPLES = int(os.environ.get("PRECHECK_FUZZ_EXAMPLES", "300"))

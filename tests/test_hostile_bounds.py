@@ -19,7 +19,7 @@ from helpers import forward_rec, tensor_rec
 from precheck.core.reasons import Reason
 from precheck.execution.options import CheckOptions
 from precheck.frames import reasons
-from precheck.report.csv_files import read_csv_rows
+from precheck.run_files.csv_files import read_csv_rows
 from precheck.run_ut import run_ut
 
 STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"

@@ -16,7 +16,7 @@ from precheck.core.reasons import Reason
 from precheck.dump.steps import StepError, find_dumps
 from precheck.frames import reasons
 from precheck.ranks import run_step
-from precheck.report.csv_files import read_csv_rows, write_csv
+from precheck.run_files.csv_files import read_csv_rows, write_csv
 
 STEP = Path(__file__).parent / "data" / "record" / "ddp_gloo" / "step0"
 COLLECTIVES = ["Distributed.all_reduce.0", "Distributed.all_gather.0", "Distributed.broadcast.0",

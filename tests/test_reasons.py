@@ -229,7 +229,7 @@ def _details_rows(details: Path) -> list[str]:
 
 def test_the_reasons_file_is_in_the_csvs_order_whatever_order_the_apis_finish_in(tmp_path):
     from precheck.dump.records import load_dump
-    from precheck.report.csv_files import CsvReport
+    from precheck.run_files.csv_files import CsvReport
 
     dump = load_dump(DATA / "mlp_fp32_tensor/step0/proc8486/dump.json")
     with CsvReport(tmp_path) as report:

@@ -19,7 +19,7 @@ import torch.multiprocessing as mp
 import precheck
 from precheck.dump.steps import find_dumps
 from precheck.ranks import run_step
-from precheck.report.csv_files import read_csv_rows
+from precheck.run_files.csv_files import read_csv_rows
 
 SIZE = 20000  # elements: gloo is still at work when the call returns
 

@@ -26,8 +26,8 @@ from precheck.execution.options import CheckOptions
 from precheck.recording.encode import data_names
 from precheck.recording.launch import run_recorded
 from precheck.recording.store import Store
-from precheck.report.csv_files import read_csv_rows
 from precheck.repro import write_repro
+from precheck.run_files.csv_files import read_csv_rows
 from precheck.run_ut import run_ut
 from precheck.scheduling.backends import Backend
 

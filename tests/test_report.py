@@ -234,7 +234,7 @@ def test_the_second_plot_shows_why_a_point_is_red(gpt2):
 
 
 def _row(name: str, dtype: str, status: str, message: str, **metrics: str) -> list[str]:
-    from precheck.report.csv_files import DETAILS_HEADER
+    from precheck.run_files.csv_files import DETAILS_HEADER
 
     cells = dict.fromkeys(DETAILS_HEADER[4:21], " ") | {"余弦相似度": "0.9", "最大绝对误差": "0.1"} | metrics
     return [name, "torch.float64", dtype, "(4,)", *cells.values(), status, message]
@@ -317,7 +317,7 @@ def test_report_of_a_file_that_is_no_runs_csv_says_which_files_it_reads(tmp_path
 
 
 def _details_csv(path: Path, rows: list[list[str]]) -> Path:
-    from precheck.report.csv_files import DETAILS_HEADER
+    from precheck.run_files.csv_files import DETAILS_HEADER
 
     lines = [",".join(DETAILS_HEADER)] + [",".join(f'"{c}"' for c in row) for row in rows]
     path.write_text("\ufeff" + "\r\n".join(lines) + "\r\n", encoding="utf-8")

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precheck.commands.cli import main
-from precheck.report import runfiles
+from precheck.run_files import run_state as runfiles
 from precheck.run_ut import run_ut
 from tests.test_survive import make_dump, rows
 
@@ -43,7 +43,7 @@ def hook(event, args):
                 os.kill(os.getpid(), signal.SIGKILL)
 
 sys.addaudithook(hook)
-from precheck.report import runfiles
+from precheck.run_files import run_state as runfiles
 from precheck.commands.cli import main
 sys.exit(main(sys.argv[3:]))
 """

@@ -12,7 +12,7 @@ import torch
 
 from precheck.commands.cli import main
 from precheck.execution import limits
-from precheck.report.csv_files import DETAILS_HEADER, RESULT_HEADER
+from precheck.run_files.csv_files import DETAILS_HEADER, RESULT_HEADER
 from precheck.run_ut import run_ut
 from precheck.scheduling import costs
 
@@ -254,7 +254,7 @@ def test_rows_are_on_disk_as_each_api_completes(tmp_path):
     """An interrupted run keeps every finished row: each row is flushed before the next API runs."""
     from precheck.dump.records import load_dump
     from precheck.execution.check import check_case
-    from precheck.report.csv_files import CsvReport
+    from precheck.run_files.csv_files import CsvReport
 
     dump = load_dump(MLP)
     report = CsvReport(tmp_path)

@@ -23,8 +23,8 @@ from precheck.dump.records import MAX_NAME, pair_records
 from precheck.escape import unescape, unformula
 from precheck.grader import Comparison
 from precheck.grader.metrics import Metrics
-from precheck.report.csv_files import MAX_CELL, cell, detail_row, text, write_csv
 from precheck.results import DetailRow, Direction
+from precheck.run_files.csv_files import MAX_CELL, cell, detail_row, text, write_csv
 from precheck.run_ut import run_ut
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")

@@ -16,8 +16,8 @@ from precheck.dump.steps import find_dumps
 from precheck.execution.options import CheckOptions
 from precheck.frames import reasons
 from precheck.ranks import run_step
-from precheck.report.csv_files import read_csv_rows
 from precheck.results import skipped
+from precheck.run_files.csv_files import read_csv_rows
 from precheck.run_ut import run_ut
 
 SHARDED = Path(__file__).parent / "data" / "sharded"

@@ -24,8 +24,8 @@ from precheck.commands.values import count_from_zero, positive_int, size
 from precheck.dump.steps import rank_number
 from precheck.errors import USAGE_EXIT_CODE, OptionError, PrecheckError
 from precheck.escape import escape, shell_command
-from precheck.report.csv_files import read_csv_rows
-from precheck.report.runfiles import RunFileError, read_sidecar
+from precheck.run_files.csv_files import read_csv_rows
+from precheck.run_files.run_state import RunFileError, read_sidecar
 from precheck.schema import REPORT, RESULT_HEADER, RESULT_NAME, SIDECAR, STATUSES, details_of, run_stem
 
 if TYPE_CHECKING:

@@ -176,7 +176,7 @@ def _checked(args: argparse.Namespace) -> tuple[Found, ApiLists | None]:
     a path typed wrong is answered at once, and a run that cannot write its rows does not start."""
     from precheck.dump.selection import load_api_lists
     from precheck.dump.steps import find_dumps
-    from precheck.report.csv_files import resumable
+    from precheck.run_files.csv_files import resumable
 
     _framework(args)
     found = find_dumps(args.api_info).require()

@@ -1,6 +1,6 @@
 """Results as data: a run's CSVs (precheck's or msprobe's) as one pandas DataFrame, a row per compared output.
 
-The CSV writers stay streaming and byte-exact (precheck/report/csv_files.py); this only reads what they, or msprobe,
+The CSV writers stay streaming and byte-exact (precheck/run_files/csv_files.py); this only reads what they, or msprobe,
 wrote. Metric cells are typed (a blank cell is NaN, never " "), each Chinese metric column has its English name
 beside it, and the API, its call, prefix, direction, output index, dtype and status are columns of their own, so a
 user filters and groups instead of parsing names."""

@@ -187,9 +187,7 @@ class _Calls:
     def op(self, r: int) -> Callable[[torch.Tensor], torch.Tensor]:
         name = reduce_op(self.raw(r, "op"))
         if name not in _OPS:
-            raise CannotGrade(
-                f"reduce op {clip(repr(name), 40)} is not one precheck computes", Reason.SKIP_UNSUPPORTED
-            )
+            raise CannotGrade(f"reduce op {clip(repr(name), 40)} is not one precheck computes", Reason.SKIP_UNSUPPORTED)
         return _OPS[name]
 
     def _load(self, r: int, raw: Any, where: str) -> Any:

@@ -42,9 +42,9 @@ from precheck.recording.encode import data_names
 from precheck.recording.runlog import STORE_PREFIX
 from precheck.recording.session import Recorder
 from precheck.recording.store import Store
-from precheck.report.csv_files import CsvReport
-from precheck.report.runfiles import mark_partial
 from precheck.results import ApiResult
+from precheck.run_files.csv_files import CsvReport
+from precheck.run_files.run_state import mark_partial
 from precheck.run_ut import resolved, run_identity
 from precheck.scheduling.backends import Backend, InProcess, backend_for, check_backend
 from precheck.scheduling.costs import default_max_memory

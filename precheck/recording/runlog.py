@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from precheck.report.runfiles import mark_partial
+from precheck.run_files.run_state import mark_partial
 from precheck.schema import RESULT_NAME, SIDECAR
 
 __all__ = ["STORE_PREFIX", "Written", "note", "read_log"]

@@ -20,7 +20,7 @@ from precheck.compare.divergence import Finding, agreement
 from precheck.core.status import ERROR, PASS, SKIP, WARNING
 from precheck.frames.compare import compare_files, load_compare, load_records, read_summary
 from precheck.report.html import MAX_POINTS, PAD, esc, log_scale, page, table_shell
-from precheck.report.runfiles import replace_atomically
+from precheck.run_files.run_state import replace_atomically
 from precheck.schema import COLOURS, COMPARE_REPORT, CompareConst, compare_tail
 
 if TYPE_CHECKING:

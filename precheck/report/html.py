@@ -26,7 +26,7 @@ from precheck.frames.run import csv_pair, load
 from precheck.grader.choices import NORMWISE_FACTOR
 from precheck.report.advice import NO_REASONS, Finding, advise
 from precheck.report.html_assets import SCRIPT, STYLE
-from precheck.report.runfiles import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
+from precheck.run_files.run_state import SIDECAR, RunFileError, installed_version, read_sidecar, replace_atomically
 from precheck.schema import COLOURS, REPORT, STATUSES, WORST_FIRST, run_stem
 
 if TYPE_CHECKING:

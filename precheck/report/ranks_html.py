@@ -20,7 +20,7 @@ from precheck.dump.steps import rank_folders
 from precheck.frames.run import load
 from precheck.report.advice import MAX_EVIDENCE, Finding, advise
 from precheck.report.html import api_rows, esc, render, run_record
-from precheck.report.runfiles import replace_atomically
+from precheck.run_files.run_state import replace_atomically
 from precheck.schema import DETAILS, REPORT, SIDECAR, STATUSES, result_of, run_stem
 
 __all__ = ["rank_runs", "write_ranks_report"]

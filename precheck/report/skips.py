@@ -18,7 +18,7 @@ from precheck.core.reasons import Reason
 from precheck.core.status import SKIP
 from precheck.escape import unformula
 from precheck.frames import reasons as reasons_file
-from precheck.report.csv_files import RESULT_HEADER, read_csv_rows
+from precheck.run_files.csv_files import RESULT_HEADER, read_csv_rows
 from precheck.schema import Direction, details_of, split_row_name
 
 _NAME, _FORWARD, _MESSAGE = RESULT_HEADER[0], RESULT_HEADER[1], RESULT_HEADER[3]

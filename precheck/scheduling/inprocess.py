@@ -2,7 +2,7 @@
 
 Each case is waited for at most its timeout: a case past it is a SKIP row (not graded), its thread is left behind
 (a hung C kernel cannot be interrupted) and the remaining cases run in worker processes. An API that crashes the process
-takes an in-process run down; the resume journal (report/runfiles.py) names the APIs that were running then, and
+takes an in-process run down; the resume journal (run_files/run_state.py) names the APIs that were running then, and
 a resume checks those in worker processes (``isolate``).
 
 A call known to crash a process instead of raising (one that switches off torch's checks of its arguments:

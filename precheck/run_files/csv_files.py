@@ -20,9 +20,9 @@ from typing import BinaryIO
 from precheck.escape import escape, formula_safe
 from precheck.frames import reasons
 from precheck.paths import claim_stamp
-from precheck.report import runfiles
-from precheck.report.runfiles import RunFileError
 from precheck.results import ApiResult, DetailRow
+from precheck.run_files import run_state
+from precheck.run_files.run_state import RunFileError
 from precheck.schema import (
     DETAILS,
     DETAILS_HEADER,
@@ -111,7 +111,7 @@ class CsvReport:
     result CSV of an interrupted run) checks the sidecar against ``identity`` (what this run is), then repairs
     both files into new ones (a torn last line cut, details rows of APIs without a result row dropped) that
     replace the old ones atomically, so a kill at any moment of a resume loses nothing. ``suspects`` are the APIs
-    that were running when the interrupted run died (runfiles.suspects). Memory does not grow with the rows: per
+    that were running when the interrupted run died (run_state.suspects). Memory does not grow with the rows: per
     API only its dump order and where its lines lie are kept, and the files are put in dump order at the end by
     copying those byte ranges.
     """
@@ -142,17 +142,17 @@ class CsvReport:
         self.journal_path = self.out_dir / JOURNAL.format(stem)
         self.sidecar_path = self.out_dir / SIDECAR.format(stem)
         self.reasons_path = reasons.path_for(self.details_path)
-        self._journal = runfiles.lock(self.journal_path, self.result_path)
+        self._journal = run_state.lock(self.journal_path, self.result_path)
         try:
             if resume is not None:
-                runfiles.check_sidecar(self.sidecar_path, identity or {}, self.result_path)
+                run_state.check_sidecar(self.sidecar_path, identity or {}, self.result_path)
                 self._repair(orders or {})
-                self.suspects = {n for n in runfiles.suspects(self.journal_path) if text(n) not in self.completed}
+                self.suspects = {n for n in run_state.suspects(self.journal_path) if text(n) not in self.completed}
             else:
                 for path, header in ((self.result_path, RESULT_HEADER), (self.details_path, DETAILS_HEADER)):
                     path.write_bytes(_BOM + _line(header).encode("utf-8"))
                 if identity is not None:  # last: a run without one has no row, and cannot be resumed
-                    runfiles.write_sidecar(self.sidecar_path, identity)
+                    run_state.write_sidecar(self.sidecar_path, identity)
             self._files = {"result": open(self.result_path, "ab"), "details": open(self.details_path, "ab")}
             self._reasons = open(self.reasons_path, "ab")  # in completion order, ranked as the CSVs at the end
         except BaseException:
@@ -185,7 +185,7 @@ class CsvReport:
         why = self._copy_reasons(self.reasons_path.with_name(self.reasons_path.name + ".resume"))
         os.replace(details_tmp, self.details_path)
         os.replace(result_tmp, self.result_path)
-        runfiles.sync_dir(self.out_dir)
+        run_state.sync_dir(self.out_dir)
         for name, start, end in kept:
             self._spans["result"].extend((start, end))
             self._spans["details"].extend(details.get(name, (0, 0)))
@@ -235,7 +235,7 @@ class CsvReport:
 
     def start(self, name: str) -> None:
         """Journal that ``name`` starts, before it runs: a kill during it is then known on resume."""
-        runfiles.journal_start(self._journal, name)
+        run_state.journal_start(self._journal, name)
 
     def add(self, r: ApiResult) -> None:
         rows = [detail_row(d) for d in r.details]
@@ -277,11 +277,11 @@ class CsvReport:
                     dst.write(src.read(spans[2 * i + 1] - spans[2 * i]))
                 _sync(dst)
             os.replace(tmp, path)
-        runfiles.sync_dir(self.out_dir)
+        run_state.sync_dir(self.out_dir)
         if complete:
             self.journal_path.unlink(missing_ok=True)  # while still locked: no resume can start on a half state
         elif interrupted:
-            runfiles.journal_interrupted(self._journal)
+            run_state.journal_interrupted(self._journal)
         self._journal.close()
 
     def __enter__(self) -> CsvReport:
