@@ -6,6 +6,8 @@ names that are not computations (file access, global state, hooks, quantised and
 Nothing here is ever looked up by a string taken from a dump; the dump's name is only a key into the table.
 """
 
+from __future__ import annotations
+
 import re
 
 # Class names used by `--standard auto` (grader issue): how a family of ops is best judged.

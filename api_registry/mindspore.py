@@ -119,7 +119,7 @@ def _deviation(name: str) -> Callable[[tuple, dict], Equivalent]:
 
     def rule(args: tuple, kwargs: dict) -> Equivalent:
         x, rest = args[0], args[1:]
-        for key, value in zip(("axis", "ddof", "keepdims"), rest, strict=False):
+        for key, value in zip(("axis", "ddof", "keepdims"), rest):
             kwargs[key] = value
         kwargs = _kwargs_renamed(kwargs)
         if "correction" not in kwargs and "unbiased" not in kwargs:
@@ -145,7 +145,7 @@ def _sum(args: tuple, kwargs: dict) -> Equivalent:
     """numpy's positional order (axis, dtype, keepdims) when a dtype comes second, else PyTorch's."""
     _refuse("sum", kwargs, ("initial",))
     if len(args) > 2 and args[2] is not None and not isinstance(args[2], (bool, int)):
-        for key, value in zip(("axis", "dtype", "keepdims"), args[1:], strict=False):
+        for key, value in zip(("axis", "dtype", "keepdims"), args[1:]):
             kwargs[key] = value
         args = args[:1]
     return Equivalent("Tensor.sum", args, _kwargs_renamed(kwargs))

@@ -196,7 +196,7 @@ def _varlen_attention(
     q_ends, kv_ends = [int(c) for c in actual_seq_qlen], [int(c) for c in actual_seq_kvlen]
     outs, maxes, sums = [], [], []
     q0 = kv0 = 0
-    for q1, kv1 in zip(q_ends, kv_ends, strict=False):
+    for q1, kv1 in zip(q_ends, kv_ends):
         if q1 < q0:  # a trailing 0: this and the later batches take no part
             break
         sq, skv = q1 - q0, kv1 - kv0
@@ -215,7 +215,7 @@ def _varlen_attention(
     maxes.append(query.new_zeros(rest, query.shape[1], 1))
     sums.append(query.new_zeros(rest, query.shape[1], 1))
     numels = query.shape[1] * sum(
-        (qe - qs) * (kve - kvs) for qs, qe, kvs, kve in zip([0] + q_ends, q_ends, [0] + kv_ends, kv_ends, strict=False)
+        (qe - qs) * (kve - kvs) for qs, qe, kvs, kve in zip([0] + q_ends, q_ends, [0] + kv_ends, kv_ends)
     )
     return (torch.cat(outs), _eight(torch.cat(maxes)), _eight(torch.cat(sums)), query.new_empty(0), 0, 0, numels)
 

@@ -150,7 +150,7 @@ def _adaptive_pool(d: int) -> Rule:
         if grad_of is not None or not shape or len(shape) < d:
             return None
         sizes = size if isinstance(size, (list, tuple)) else [size] * d
-        pairs = zip(shape[-d:], sizes, strict=False)
+        pairs = zip(shape[-d:], sizes)
         return math.prod(math.ceil(n / count_of(o)) if o is not None else 1 for n, o in pairs)
 
     return rule

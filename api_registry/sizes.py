@@ -193,7 +193,7 @@ def _resized(args: tuple, kwargs: dict) -> float:
         scales = scale if isinstance(scale, (list, tuple)) else [scale] * len(spatial)
         return math.prod(shape) * math.prod(count_of(s) for s in scales)
     sizes = size if isinstance(size, (list, tuple)) else [size] * len(spatial)
-    return outer * math.prod(count_of(s) if s is not None else d for s, d in zip(sizes, spatial, strict=False))
+    return outer * math.prod(count_of(s) if s is not None else d for s, d in zip(sizes, spatial))
 
 
 def _unfold(args: tuple, kwargs: dict) -> float:
@@ -304,12 +304,12 @@ def _einsum(args: tuple, kwargs: dict) -> float:
     inputs, arrow, output = equation.replace(" ", "").partition("->")
     sizes: dict[str, int] = {}
     ellipses = []
-    for term, shape in zip(inputs.split(","), shapes, strict=False):
+    for term, shape in zip(inputs.split(","), shapes):
         letters = term.replace("...", "")
         split = len(shape) - len(letters) if "..." in term else 0
         head, _, tail = term.partition("...")
         ellipses.append(shape[len(head) : len(head) + split])
-        named = zip(head + tail, shape[: len(head)] + shape[len(head) + split :], strict=False)
+        named = zip(head + tail, shape[: len(head)] + shape[len(head) + split :])
         for letter, n in named:
             sizes[letter] = max(sizes.get(letter, 1), n)
     if not arrow:  # implicit output: the letters used once, and the ellipsis

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from api_registry.size_args import Rule, arg_at, broadcast_shape, count_of, numel_of, shape_of, tensors_in
+from precheck.core.older_python import zip_strict
 
 __all__ = ["RULES"]
 
@@ -30,8 +31,8 @@ def _windows(spatial: tuple, kernel: Any, stride: Any, padding: Any, dilation: A
     pads = [0.0] * dims if padding == "valid" else _per_dim(padding, dims)
     return [
         max((n + 2 * p - d * (k - 1) - 1) // max(s, 1.0) + 1, 0.0)
-        for n, k, s, p, d in zip(
-            spatial, _per_dim(kernel, dims), _per_dim(stride, dims), pads, _per_dim(dilation, dims), strict=True
+        for n, k, s, p, d in zip_strict(
+            spatial, _per_dim(kernel, dims), _per_dim(stride, dims), pads, _per_dim(dilation, dims)
         )
     ]
 
@@ -59,9 +60,8 @@ def _conv_transpose(args: tuple, kwargs: dict) -> float:
     extra, dilation = arg_at(args, kwargs, 5, "output_padding", 0), arg_at(args, kwargs, 7, "dilation", 1)
     lengths = [
         max((n - 1) * s - 2 * p + d * (k - 1) + e + 1, 0.0)
-        for n, k, s, p, d, e in zip(
+        for n, k, s, p, d, e in zip_strict(
             x[-dims:], w[2:], stride, _per_dim(padding, dims), _per_dim(dilation, dims), _per_dim(extra, dims),
-            strict=True,
         )
     ]  # fmt: skip
     return math.prod(x[: -dims - 1]) * w[1] * groups * math.prod(lengths)
@@ -104,7 +104,7 @@ def _max_unpool(dims: int) -> Rule:
         stride = arg_at(args, kwargs, 3, "stride")
         stride = kernel if stride is None else _per_dim(stride, dims)
         pads = _per_dim(arg_at(args, kwargs, 4, "padding", 0), dims)
-        lengths = [(n - 1) * s - 2 * p + k for n, s, p, k in zip(x[-dims:], stride, pads, kernel, strict=True)]
+        lengths = [(n - 1) * s - 2 * p + k for n, s, p, k in zip_strict(x[-dims:], stride, pads, kernel)]
         return math.prod(x[:-dims]) * math.prod(max(n, 0.0) for n in lengths)
 
     return rule

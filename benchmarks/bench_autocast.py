@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from precheck.core.older_python import zip_strict
+
 STEPS = Path(__file__).resolve().parent.parent / "tests" / "data" / "steps"
 DEFAULT_PAIRS = [
     STEPS / f"block_{kind}_{task}_msprobe" for task in ("tensor", "statistics") for kind in ("autocast_bf16", "bf16")
@@ -75,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.pairs) % 2:
         parser.error("--pairs takes folders two by two: an autocast dump, then the same step in pure bf16")
-    for autocast, bf16 in zip(args.pairs[::2], args.pairs[1::2], strict=True):
+    for autocast, bf16 in zip_strict(args.pairs[::2], args.pairs[1::2]):
         print(f"{autocast.name} vs {bf16.name}: {compare(autocast, bf16, args.repeat)}", flush=True)
 
 

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from precheck.core.older_python import zip_strict
+
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = [
     ("fp32_tensor_gelu_bug", "fp32_tensor"),
@@ -86,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = build_parser().parse_intermixed_args()
     data = ROOT / "tests" / "data" / "compare"
-    pairs = list(zip(args.pairs[::2], args.pairs[1::2], strict=True))
+    pairs = list(zip_strict(args.pairs[::2], args.pairs[1::2]))
     if args.heavy:
         pairs += heavy_pairs()
     pairs = pairs or [

@@ -63,7 +63,7 @@ def _side(func, args, kwargs, grads, dtype):
     args, kwargs = _cast(args, dtype), {k: _cast(v, dtype) for k, v in kwargs.items()}
     outs = _leaves(func(*args, **kwargs))
     inputs = [t for t in _leaves([args, list(kwargs.values())]) if t.requires_grad]
-    pairs = [(o, g.to(o.dtype)) for o, g in zip(outs, grads, strict=False) if o.requires_grad and g is not None]
+    pairs = [(o, g.to(o.dtype)) for o, g in zip(outs, grads) if o.requires_grad and g is not None]
     if not pairs or not inputs:
         return outs, []
     got = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True)
@@ -90,7 +90,7 @@ def floor(dump_json: Path) -> int:
             golden = _side(entry.func, args, kwargs, grads, torch.float64)
         except Exception:  # a call the floor cannot make is left out of it, as precheck reports it
             continue
-        for t, g in zip(target[0] + target[1], golden[0] + golden[1], strict=False):
+        for t, g in zip(target[0] + target[1], golden[0] + golden[1]):
             if t.is_floating_point() and t.shape == g.shape and t.numel():
                 _cosine_max_abs(t, g)
         calls += 1

@@ -112,7 +112,7 @@ def _table(runs: dict, models: list[str], tasks: list[str], of: Callable) -> Non
             over = {rec: step[rec] - base for rec in RECORDERS}
             ratio = over["precheck"] / over["msprobe"] if over["msprobe"] > 0 else float("nan")
             peaks = [
-                max(r["peak"] for r in runs[model, *key]) for key in (("none", "-"), *((r, task) for r in RECORDERS))
+                max(r["peak"] for r in runs[(model, *key)]) for key in (("none", "-"), *((r, task) for r in RECORDERS))
             ]
             dumps = [max(r["dump"] for r in runs[model, rec, task]) / 2**20 for rec in RECORDERS]
             print(

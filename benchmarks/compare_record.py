@@ -20,6 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from msprobe_step import record_step, record_variants, variants_parser
 
+from precheck.core.older_python import zip_strict
+
 # name: (dtype, task, summary_mode, level, gelu bug, hand-written layer_norm, renamed modules)
 VARIANTS = {
     "fp32_tensor": ("fp32", "tensor", None, "L1", False, False, False),
@@ -53,7 +55,7 @@ class Block(nn.Module):
     def __init__(self, renamed: bool, unfused: bool) -> None:
         super().__init__()
         self.names = ("fc_in", "norm", "fc_out") if renamed else ("up", "ln", "down")
-        for name, layer in zip(self.names, (nn.Linear(32, 64), nn.LayerNorm(64), nn.Linear(64, 32)), strict=True):
+        for name, layer in zip_strict(self.names, (nn.Linear(32, 64), nn.LayerNorm(64), nn.Linear(64, 32))):
             setattr(self, name, layer)
         self.unfused = unfused
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
 
+from precheck.core.older_python import zip_strict
+
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent / "tests" / "data" / "detection"  # the bundled fraction; the whole corpus is recorded elsewhere
 BUNDLED = HERE.parent / "tests" / "data" / "detection"
@@ -216,7 +218,7 @@ def evaluate(corpus: Path, standards: list[str], jobs: int = 1) -> dict[tuple[st
     pairs = [(standard, dump) for standard in standards for dump in dumps]
     with ProcessPoolExecutor(jobs) if jobs > 1 else nullcontext() as pool:
         graded = (pool.map if pool else map)(_grade, pairs)
-        for (standard, dump), rows in zip(pairs, graded, strict=True):
+        for (standard, dump), rows in zip_strict(pairs, graded):
             tally(dump, rows, cells[(standard, dump.split, dump.truth["dtype"])])
     return dict(cells)
 

@@ -125,7 +125,7 @@ def _ratio(recorded: list, golden: list, honest: list) -> Honesty:
     """The worse of the normwise ratio and the worst-element ratio (the honest kernel's worst element counted as at
     least one rounding unit), over every gradient or output the record holds."""
     worst = None
-    for r, g, h in zip(recorded, golden, honest, strict=False):
+    for r, g, h in zip(recorded, golden, honest):
         if not isinstance(r, torch.Tensor) or g is None or h is None or r.shape != g.shape or not r.numel():
             continue
         unit = torch.finfo(r.dtype).eps / 2  # unit roundoff

@@ -17,8 +17,16 @@ run_ut and the dump compare are named ``check_dump`` and ``compare_dumps`` here 
 ``precheck.compare`` are their packages: importing one of them sets that attribute to the module.
 """
 
+import sys
 from importlib import import_module
 from typing import Any
+
+if sys.version_info < (3, 9):  # noqa: UP036 (an older Python gets one line, not a SyntaxError later)
+    _OLD = f"precheck needs Python 3.9 or newer; this is Python {sys.version.split()[0]} ({sys.executable})"
+    if sys.argv[:1] == ["-m"]:  # `python -m precheck ...`: a command answers in one line, exit 2
+        sys.stderr.write(f"precheck: error: {_OLD}\n")
+        raise SystemExit(2)
+    raise ImportError(_OLD)
 
 from precheck.version import __version__
 

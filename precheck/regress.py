@@ -54,6 +54,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from precheck.core.status import ERROR, SKIP
 from precheck.errors import PrecheckError
@@ -84,7 +85,7 @@ REPORT_JSON = "regress_report.json"
 # What in a run's record decides its verdicts (a dump's path, a seed or a saved-data folder does not).
 SETTINGS = ("target", "device", "standard", "cosine", "max_abs", "bench_device")
 
-Status = str | None  # pass / warning / error / SKIP, None for a blank cell
+Status = Optional[str]  # pass / warning / error / SKIP, None for a blank cell
 
 
 class RegressError(PrecheckError):

@@ -9,7 +9,8 @@ a change of msprobe's format is one edit here.
 from __future__ import annotations
 
 import re
-from enum import StrEnum
+
+from precheck.core.older_python import StrEnum, zip_strict
 
 
 class Status(StrEnum):
@@ -65,8 +66,8 @@ METRIC_HEADERS = ("余弦相似度", "最大绝对误差", "双百指标", "双�
 METRIC_FIELDS = ("cosine", "max_abs_err", "rel_within_1e2", "rel_within_1e3", "rel_within_1e4", "binary_mismatch",
                  "error_balance", "rmse", "small_value_err_ratio", "max_rel_err", "mean_rel_err", "inf_nan_err_ratio",
                  "rel_err_ratio", "abs_err_ratio", "ulp_max", "ulp_mean", "ulp_above_ratio")  # fmt: skip
-ENGLISH = dict(zip(METRIC_HEADERS, METRIC_FIELDS, strict=True))  # Chinese column -> Metrics field
-CHINESE = dict(zip(METRIC_FIELDS, METRIC_HEADERS, strict=True))  # Metrics field -> Chinese column
+ENGLISH = dict(zip_strict(METRIC_HEADERS, METRIC_FIELDS))  # Chinese column -> Metrics field
+CHINESE = dict(zip_strict(METRIC_FIELDS, METRIC_HEADERS))  # Metrics field -> Chinese column
 DETAILS_HEADER = ["API Name", "Bench Dtype", "DEVICE Dtype", "Shape", *METRIC_HEADERS, "Status", "Message"]
 
 # api_precision_compare's CSVs (msprobe's second stage); its result CSV has "API Name" where stage 1's has "API name".
@@ -116,7 +117,7 @@ class CompareConst:
     # Each side's own columns (a row's cells are filled a side at a time), and msprobe's lists of columns.
     NPU_INFO = (NPU_NAME, NPU_DTYPE, NPU_SHAPE, NPU_REQ_GRAD)
     BENCH_INFO = (BENCH_NAME, BENCH_DTYPE, BENCH_SHAPE, BENCH_REQ_GRAD)
-    BASIC_INFO = [c for pair in zip(NPU_INFO, BENCH_INFO, strict=True) for c in pair]
+    BASIC_INFO = [c for pair in zip_strict(NPU_INFO, BENCH_INFO) for c in pair]
     NPU_STATS, BENCH_STATS = (NPU_MAX, NPU_MIN, NPU_MEAN, NPU_NORM), (BENCH_MAX, BENCH_MIN, BENCH_MEAN, BENCH_NORM)
     SUMMARY_INFO = [*NPU_STATS, *BENCH_STATS]
     SUMMARY_COMPARE_INDEX = [MAX_DIFF, MIN_DIFF, MEAN_DIFF, NORM_DIFF, MAX_RELATIVE_ERR, MIN_RELATIVE_ERR,

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from precheck.core.older_python import zip_strict
+
 __all__ = ["flatten", "map_placed", "placed"]
 
 _KEY_PATHS = hasattr(pytree, "tree_flatten_with_path")  # and is_leaf with it
@@ -51,7 +53,7 @@ def _walk_nodes(tree: Any, place: str) -> tuple[list[tuple[str, Any]], Any]:
     children, context = pytree.SUPPORTED_NODES[node_type].flatten_fn(tree)
     pairs: list[tuple[str, Any]] = []
     specs = []
-    for part, child in zip(_node_parts(tree, context, len(children)), children, strict=True):
+    for part, child in zip_strict(_node_parts(tree, context, len(children)), children):
         child_pairs, spec = _walk_nodes(child, place + part)
         pairs += child_pairs
         specs.append(spec)

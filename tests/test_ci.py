@@ -57,7 +57,9 @@ echo "$0 $*" >> "$LOG"
 if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi
 if [ "$1 $2" = "-m pip" ] && [ -n "${PIP_FAILS:-}" ]; then exit 1; fi
 if [ "$1" = -c ]; then
-    case "$2" in *urlopen*) exit 1 ;; *".numpy()"*) [ "${NUMPY2:-yes}" = yes ] ;; esac
+    case "$2" in
+        *urlopen*) exit 1 ;; *".numpy()"*) [ "${NUMPY2:-yes}" = yes ] ;; *version_info*) echo "${PYVER:-3.9}" ;;
+    esac
 fi
 """
 
@@ -175,7 +177,12 @@ def _compat_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     (repo / "tests" / "compat.txt").write_bytes((ROOT / "tests" / "compat.txt").read_bytes())
     for tool in ("sed", "cat", "sha256sum", "cut", "touch"):
         (tmp_path / "bin" / tool).symlink_to(shutil.which(tool))
-    return repo, {**env, "XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    return repo, {
+        **env,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "HOME": str(tmp_path),
+        "PRECHECK_COMPAT_PYTHON": "python3",
+    }
 
 
 def _compat(repo: Path, env: dict[str, str], **more: str) -> tuple[subprocess.CompletedProcess, str]:
@@ -192,14 +199,20 @@ def test_the_compat_pass_builds_its_venv_once_and_fails_loudly_where_it_cannot(t
     repo, env = _compat_copy(tmp_path / "a")
     proc, log = _compat(repo, env)
     assert proc.returncode == 0, proc.stderr
-    assert "torch==2.1.2" in log and "-m pytest -q -n 2 -p no:cacheprovider tests/test_torch_versions.py" in log
-    assert len(list((tmp_path / "a" / "cache" / "precheck").glob("compat-torch-2.1.2-*/.built"))) == 1
+    assert f"compat: building {tmp_path}/a/cache/precheck/compat-py3.9-torch-2.1.2-" in proc.stderr
+    assert (
+        "(Python 3.9, torch 2.1.2)" in proc.stderr
+        and "torch==2.1.2" in log
+        and "-m pytest -q -n 2 -p no:cacheprovider tests/test_torch_versions.py" in log
+    )
+    assert len(list((tmp_path / "a" / "cache" / "precheck").glob("compat-py3.9-torch-2.1.2-*/.built"))) == 1
     proc, log = _compat(repo, env)  # cached: precheck alone is installed, without its dependencies
     assert proc.returncode == 0 and "torch==" not in log and "--no-deps -e ." in log
+    assert "compat: building" not in proc.stderr
     proc, _ = _compat(*_compat_copy(tmp_path / "b"), PIP_FAILS="1")
     assert proc.returncode == 1
     assert "compat: FAILED to build a venv with torch 2.1.2 (set PRECHECK_SKIP_COMPAT=1 to skip offline)" in proc.stderr
-    assert not list((tmp_path / "b" / "cache" / "precheck").glob("compat-torch-*"))
+    assert not list((tmp_path / "b" / "cache" / "precheck").glob("compat-*"))
 
 
 def test_the_compat_pass_is_skipped_only_when_asked_and_its_tests_exist(tmp_path):
@@ -209,3 +222,11 @@ def test_the_compat_pass_is_skipped_only_when_asked_and_its_tests_exist(tmp_path
     listed = [line.split("#")[0].strip() for line in (ROOT / "tests" / "compat.txt").read_text().splitlines()]
     files = [name for name in listed if name.startswith("tests/")]
     assert "tests/test_torch_versions.py" in files and all((ROOT / name).is_file() for name in files)
+
+
+def test_the_compat_pass_refuses_in_one_line_a_python_it_cannot_find(tmp_path):
+    proc, log = _compat(*_compat_copy(tmp_path), PRECHECK_COMPAT_PYTHON="python3.9-not-here")
+    assert proc.returncode == 1 and log == ""
+    assert proc.stderr.endswith(
+        "compat: FAILED: no python3.9-not-here on PATH or under pyenv (set PRECHECK_COMPAT_PYTHON)\n"
+    )

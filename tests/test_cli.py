@@ -12,6 +12,7 @@ import pytest
 from helpers import link_tensor_data
 
 from precheck.commands.cli import main
+from precheck.core.older_python import zip_strict
 
 DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
@@ -365,9 +366,7 @@ def test_a_path_typed_wrong_is_answered_before_torch_is_loaded(tmp_path):
         f"for argv, _ in {cases!r}:\n    assert main(argv + ['-q'] * (argv[0] != 'generate')) == 2, argv\n"
     )
     lines = done.stderr.splitlines()
-    assert all(
-        line.startswith(f"precheck: error: {expected}") for (_, expected), line in zip(cases, lines, strict=True)
-    )
+    assert all(line.startswith(f"precheck: error: {expected}") for (_, expected), line in zip_strict(cases, lines))
 
 
 def test_report_end_to_end_loads_no_torch(tmp_path):

@@ -18,6 +18,7 @@ import pytest
 
 from precheck.commands.cli import main
 from precheck.compare.modes import MODES
+from precheck.core.older_python import zip_strict
 from tests.helpers import DATA
 
 CMP = DATA / "compare"
@@ -102,7 +103,7 @@ def test_cells_match_msprobes_compare(capsys, tmp_path, target, bench, reference
     theirs = list(csv.DictReader(open(MSPROBE / reference, encoding="utf-8")))
     assert [r["NPU Name"] for r in rows] == [r["NPU Name"] for r in theirs]
     differing: dict[str, int] = {}
-    for ours, ref in zip(rows, theirs, strict=True):
+    for ours, ref in zip_strict(rows, theirs):
         for column, value in ref.items():
             if column == "NPU_Stack_Info":
                 continue  # the recording machine's paths

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from precheck.commands.cli import main
+from precheck.core.older_python import zip_strict
 
 NAN4 = [math.nan] * 4
 GARBAGE = [4.1e35, -1.2e5, 2.3e33, math.inf]  # fp32 uninitialised memory: finite numbers, an overflowing Norm
@@ -23,7 +24,7 @@ BF16_GARBAGE = [3.1e38, -4.0e37, math.inf, math.inf]  # bf16 uninitialised memor
 
 def _tensor(name: str, dtype: str, shape: list[int], stats: list[float], values: torch.Tensor | None) -> dict:
     item = {"type": "torch.Tensor", "dtype": f"torch.{dtype}", "shape": shape, "requires_grad": False}
-    item |= dict(zip(("Max", "Min", "Mean", "Norm"), stats, strict=True))
+    item |= dict(zip_strict(("Max", "Min", "Mean", "Norm"), stats))
     if values is not None:
         item["data_name"] = f"{name}.pt"
     return item

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from precheck.core.older_python import zip_strict
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -55,7 +57,7 @@ def test_bugged_records_exist_and_differ_from_the_clean_recording(dump):
         clean_ins = [_tensor(clean, a) for a in theirs[key][inputs] if isinstance(a, dict) and "data_name" in a]
         out, clean_out = _tensor(dump, mine[key]["output"][0]), _tensor(clean, theirs[key]["output"][0])
         assert not torch.equal(out.nan_to_num(), clean_out.nan_to_num()), key
-        if all(torch.equal(a, b) for a, b in zip(ours, clean_ins, strict=True)):
+        if all(torch.equal(a, b) for a, b in zip_strict(ours, clean_ins)):
             same_inputs += 1  # same inputs, other output: the kernel itself is what changed
     assert same_inputs >= 1
 

@@ -4,6 +4,7 @@ public function runs a real dump's cases through run_ut, a standard so registere
 import pytest
 
 from precheck.commands.parser import build_parser
+from precheck.core.older_python import zip_strict
 from precheck.core.status import ERROR, PASS
 from precheck.execution import targets
 from precheck.execution.options import BACKENDS, TARGETS, CheckOptions
@@ -24,7 +25,7 @@ def _registries():
     tables = (TARGETS, BACKENDS, STANDARD_CHOICES, STANDARDS, targets._KINDS, backends._KINDS)
     saved = [table.copy() for table in tables]
     yield
-    for table, before in zip(tables, saved, strict=True):
+    for table, before in zip_strict(tables, saved):
         table.clear()
         table.extend(before) if isinstance(table, list) else table.update(before)
 

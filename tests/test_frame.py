@@ -9,6 +9,7 @@ import pytest
 from helpers import DATA, real_dump_json
 
 from precheck import load
+from precheck.core.older_python import zip_strict
 from precheck.frames.run import ENGLISH, LoadError
 from precheck.run_ut import run_ut
 
@@ -35,7 +36,7 @@ def test_a_row_per_details_row_with_typed_metrics_and_both_column_names(gpt2_run
     for chinese, english in ENGLISH.items():
         assert frame[english].dtype == "float64"
         assert frame[english].equals(frame[chinese])
-        for value, cell in zip(frame[english], (r[chinese] for r in rows), strict=True):
+        for value, cell in zip_strict(frame[english], (r[chinese] for r in rows)):
             assert math.isnan(value) if not cell.strip() else value == float(cell)
     assert set(frame["status"]) <= {"pass", "warning", "error", "SKIP"}
     addmm = frame[frame["call"] == "Torch.addmm.0"]
@@ -46,7 +47,7 @@ def test_a_row_per_details_row_with_typed_metrics_and_both_column_names(gpt2_run
 def test_the_result_csv_is_joined_per_api(gpt2_run):
     frame = load(gpt2_run.details_path.parent)  # the output folder: its newest run
     results = {r["API name"]: r for r in _rows(gpt2_run.result_path)}
-    for call, forward, backward in zip(frame["call"], frame["forward_status"], frame["backward_status"], strict=True):
+    for call, forward, backward in zip_strict(frame["call"], frame["forward_status"], frame["backward_status"]):
         assert forward == results[call]["Forward Test Success"].strip()
         assert backward == results[call]["Backward Test Success"].strip()
     assert len(load(gpt2_run.result_path)) == len(frame)  # the result CSV finds its details CSV

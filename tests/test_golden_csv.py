@@ -18,6 +18,8 @@ import re
 import pytest
 from golden_csv import DUMPS, KERNEL_DEPENDENT, STANDARDS, TARGETS, csv_texts, key, load
 
+from precheck.core.older_python import zip_strict
+
 RELATIVE = 1e-9  # how far a number may move between CPUs
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
@@ -45,7 +47,7 @@ def _same(want: str, have: str) -> bool:
         return True
     if _NUMBER.sub("#", want) != _NUMBER.sub("#", have):
         return False
-    pairs = zip(_NUMBER.findall(want), _NUMBER.findall(have), strict=True)
+    pairs = zip_strict(_NUMBER.findall(want), _NUMBER.findall(have))
     return all(math.isclose(float(a), float(b), rel_tol=RELATIVE, abs_tol=1e-300) for a, b in pairs)
 
 
@@ -68,9 +70,9 @@ def test_csvs_match_the_pinned_grader(golden: dict[str, dict[str, str]], dump: s
         want, have = _rows(expected[kind]), _rows(got[kind])
         assert len(have) == len(want), f"{kind}: {len(have)} rows, pinned {len(want)}"
         header = want[0]
-        for w, h in zip(want, have, strict=True):
+        for w, h in zip_strict(want, have):
             if w[0].split(".forward")[0].split(".backward")[0] in skip:
                 assert h[0] == w[0]
                 continue
-            differ = [f"{col}: {a!r} -> {b!r}" for col, a, b in zip(header, w, h, strict=True) if not _same(a, b)]
+            differ = [f"{col}: {a!r} -> {b!r}" for col, a, b in zip_strict(header, w, h) if not _same(a, b)]
             assert not differ, f"{kind} row {w[0]}: " + "; ".join(differ)

@@ -651,7 +651,7 @@ def test_property_status_never_improves_as_error_grows(pair, dtype):
         t = g + k * p
         status, message = judge(float_metrics(t, g, dtype), dtype)
         ranks.append(RANK[status])
-    assert ranks == sorted(ranks), list(zip(_FACTORS, ranks, strict=False))
+    assert ranks == sorted(ranks), list(zip(_FACTORS, ranks))
     assert ranks[0] == RANK[PASS]
 
 

@@ -224,7 +224,7 @@ def test_fusion_attention_tnd_attends_per_sequence(mode: int) -> None:
     )
     assert smax.shape == ssum.shape == (8, 4, 8) and numels == 4 * (3 * 3 + 1 * 2 + 4 * 5)
     q0 = kv0 = 0
-    for sq, skv in zip(qlens, kvlens, strict=False):
+    for sq, skv in zip(qlens, kvlens):
         bnsd = [t[lo : lo + n].transpose(0, 1)[None] for t, lo, n in ((q, q0, sq), (k, kv0, skv), (v, kv0, skv))]
         keep = ~mask[:sq, :skv] if mode == 0 else causal_lower_right(sq, skv)
         close(out[q0 : q0 + sq], sdpa(*bnsd, attn_mask=keep, scale=0.3)[0].transpose(0, 1))
@@ -450,7 +450,7 @@ def test_apply_adam_is_torch_adam_with_eps_outside_bias_correction() -> None:
     out = npu_apply_adam(
         b1**step, b2**step, lr, b1, b2, eps * math.sqrt(1 - b2**step), grad, False, False, out=(var, m, v)
     )
-    assert all(torch.equal(a, b) for a, b in zip((var, m, v), before, strict=False))  # the state is read, not written
+    assert all(torch.equal(a, b) for a, b in zip((var, m, v), before))  # the state is read, not written
     ref = [t.clone() for t in (var, m, v)]
     adam(
         [ref[0]],
@@ -468,7 +468,7 @@ def test_apply_adam_is_torch_adam_with_eps_outside_bias_correction() -> None:
         eps=eps,
         maximize=False,
     )
-    for actual, expected in zip(out, ref, strict=False):
+    for actual, expected in zip(out, ref):
         close(actual, expected)
 
 
@@ -518,7 +518,7 @@ def test_apply_adam_w_is_torch_adamw(amsgrad: bool, maximize: bool) -> None:
         eps=eps,
         maximize=maximize,
     )
-    for actual, expected in zip(out, ref, strict=False):
+    for actual, expected in zip(out, ref):
         close(actual, expected)
 
 

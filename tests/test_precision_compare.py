@@ -36,7 +36,7 @@ MSPROBE_CSV = DATA / "msprobe" / "accuracy_checking_details_20261122032509.csv"
 def load(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     with open(path, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f))
-    return rows[0], [dict(zip(rows[0], r, strict=False)) for r in rows[1:] if r]
+    return rows[0], [dict(zip(rows[0], r)) for r in rows[1:] if r]
 
 
 def save(path: Path, header: list[str], rows: list[dict[str, str]]) -> Path:

@@ -701,7 +701,7 @@ MHA_MODES = {
     },
     "separate weights": lambda args, gen, batched: {
         "use_separate_proj_weight": True,
-        **dict(zip(("q_proj_weight", "k_proj_weight", "v_proj_weight"), args[5].chunk(3), strict=False)),
+        **dict(zip(("q_proj_weight", "k_proj_weight", "v_proj_weight"), args[5].chunk(3))),
     },
     "causal": lambda args, gen, batched: {"attn_mask": ~torch.ones(5, 6, dtype=torch.bool).tril(), "is_causal": True},
 }
@@ -767,7 +767,7 @@ def mha_by_hand(args: tuple, kwargs: dict, keep: torch.Tensor, factor: float) ->
     query, key, value, _, _, weight, bias = args
     q, k, v = (
         F.linear(x, w, b).reshape(x.shape[0], -1, 8).transpose(0, 1)
-        for x, w, b in zip((query, key, value), weight.chunk(3), bias.chunk(3), strict=False)
+        for x, w, b in zip((query, key, value), weight.chunk(3), bias.chunk(3))
     )
     attention = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(8), -1) * keep * factor @ v
     return F.linear(attention.transpose(0, 1).reshape(query.shape), kwargs["out_proj_weight"], kwargs["out_proj_bias"])

@@ -30,6 +30,7 @@ from helpers import DATA
 
 import precheck
 from api_registry.recording import PATCHED, wrapped_names
+from precheck.core.older_python import zip_strict
 from precheck.dump.records import load_dump
 from precheck.run_ut import run_ut
 
@@ -114,7 +115,7 @@ def _assert_same(ours: Any, theirs: Any, where: str, floats: bool = True) -> Non
                 _assert_same(ours[key], theirs[key], f"{where}.{key}", floats)
     elif isinstance(theirs, list):
         assert isinstance(ours, list) and len(ours) == len(theirs), f"{where}: {ours} != {theirs}"
-        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        for i, (a, b) in enumerate(zip_strict(ours, theirs)):
             _assert_same(a, b, f"{where}[{i}]", floats)
     else:
         assert _same_value(ours, theirs), f"{where}: {ours!r} != {theirs!r}"
@@ -260,7 +261,7 @@ def test_torch_is_as_before_after_the_block(tmp_path, fails):
         if fails:
             raise ValueError("the user's bug, before the backward")
     assert torch.Tensor.add is add and "add" not in vars(torch.Tensor) and torch.mm is mm
-    for owner, saved in zip(owners, before, strict=True):
+    for owner, saved in zip_strict(owners, before):
         now = vars(owner)
         changed = [k for k in saved if now.get(k, None) is not saved[k]]
         added = [k for k in now if k not in saved and not isinstance(now[k], types.ModuleType)]

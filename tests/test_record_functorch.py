@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 import precheck
+from precheck.core.older_python import zip_strict
 from precheck.recording.encode import data_names
 from precheck.recording.files import TensorFiles
 
@@ -58,7 +59,7 @@ def test_a_step_through_torch_func_computes_what_it_does_without_precheck(tmp_pa
     plain = _step(transform)
     with precheck.record(tmp_path / "dump", level=level):
         recorded = _step(transform)
-    assert all(torch.equal(a, b) for a, b in zip(plain, recorded, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip_strict(plain, recorded))
     doc, named, data = _dump(tmp_path / "dump")
     assert "Functional.linear.0.forward" in doc["data"] and "Torch.cos.0.forward" in doc["data"]
     assert named <= {p.name for p in data.iterdir()}  # every file dump.json names is there
@@ -82,7 +83,7 @@ def test_a_hook_the_recorder_fails_in_never_fails_the_users_backward(tmp_path, m
     monkeypatch.setattr(encode.Encoder, "values", broken)
     with precheck.record(tmp_path / "dump", level=level):
         recorded = _step("functional_call")
-    assert all(torch.equal(a, b) for a, b in zip(plain, recorded, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip_strict(plain, recorded))
     doc, _, _ = _dump(tmp_path / "dump")
     assert f"the recorder failed to record, the first {named}" in doc["partial"]
     assert "RuntimeError: this value cannot be recorded" in doc["partial"]

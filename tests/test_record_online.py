@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from test_record import _model_dumps
 
 import precheck
+from precheck.core.older_python import zip_strict
 from precheck.errors import OptionError
 from precheck.execution.options import CheckOptions
 from precheck.recording.encode import data_names
@@ -172,7 +173,7 @@ def test_a_store_too_small_for_the_calls_tensors_makes_skip_rows_and_leaves_the_
 ) -> None:
     """The store in /dev/shm was unbounded: Docker's 64 MB filled, and torch.save failed inside the user's call."""
     values, recorder = _trained(tmp_path, check=True, store_size=1)
-    assert all(torch.equal(a, b) for a, b in zip(values, _trained(None)[0], strict=True))  # bit for bit
+    assert all(torch.equal(a, b) for a, b in zip_strict(values, _trained(None)[0]))  # bit for bit
     rows = _rows(tmp_path)
     assert len(rows) == 6 and {status for status, _ in rows.values()} == {"SKIP"}
     assert all("did not fit the check's store" in m and "over its budget of 1 bytes" in m for _, m in rows.values())
@@ -202,7 +203,7 @@ def test_a_save_that_fails_never_reaches_the_users_call_and_its_call_is_a_skip_r
     monkeypatch.setattr(torch, "save", full)
     values, _ = _trained(tmp_path, check=True)
     monkeypatch.undo()
-    assert all(torch.equal(a, b) for a, b in zip(values, _trained(None)[0], strict=True))
+    assert all(torch.equal(a, b) for a, b in zip_strict(values, _trained(None)[0]))
     assert failed == ["Functional.linear.0.forward.input.0.pt"]
     rows = _rows(tmp_path)
     status, message = rows.pop("Functional.linear.0")

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import precheck
+from precheck.core.older_python import zip_strict
 from precheck.execution.targets import DeviceTarget, Target
 
 STEPS = 3
@@ -83,7 +84,7 @@ def test_losses_and_the_generator_are_those_of_the_run_without_precheck(
     if held is not None:
         monkeypatch.setattr(DeviceTarget, "run", held.run(DeviceTarget.run))  # the device target's own run
     got = _train(tmp_path, held, recorded, **(check or {}))  # a pool's start costs seconds: one step of it
-    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip_strict(got, expected))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -94,4 +95,4 @@ def test_a_draw_on_a_cuda_target_leaves_the_programs_cuda_generator_as_it_was() 
     before = torch.cuda.get_rng_state_all()
     with _seeded(0, "Functional.dropout.0", "cuda"):
         torch.rand(4, device="cuda")
-    assert all(torch.equal(a, b) for a, b in zip(torch.cuda.get_rng_state_all(), before, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip_strict(torch.cuda.get_rng_state_all(), before))

@@ -13,6 +13,7 @@ from helpers import DATA, browser, chromium, dom_of, real_dump_json, report_with
 
 from precheck import load
 from precheck.commands.cli import main
+from precheck.core.older_python import zip_strict
 from precheck.execution.options import CheckOptions
 from precheck.frames import reasons
 from precheck.report.advice import advise
@@ -168,7 +169,7 @@ def _grid(text: str, table_id: str) -> dict[str, dict[str, int]]:
     grid = {}
     for row in rows[1:]:
         label = re.search(r"<th>(.*?)</th>", row)[1]
-        grid[label] = dict(zip(statuses, map(int, re.findall(r"<td>(\d+)</td>", row)), strict=True))
+        grid[label] = dict(zip_strict(statuses, map(int, re.findall(r"<td>(\d+)</td>", row))))
     return grid
 
 
@@ -256,7 +257,7 @@ def test_every_advice_card_ends_with_what_to_do(tmp_path):
         "".join(
             json.dumps({"row": r[0], "reason": c, "standard": "", "ratio": None, "nonfinite": n,
                         "generated": g}) + "\n"
-            for r, (c, n, g) in zip(rows, codes, strict=True)
+            for r, (c, n, g) in zip_strict(rows, codes)
         )
     )  # fmt: skip
     page = write_report(details).read_text("utf-8")
@@ -452,7 +453,7 @@ def test_the_report_counts_timed_out_apis_apart(tmp_path):
         "".join(
             json.dumps({"row": r[0], "reason": c, "standard": "", "ratio": None, "nonfinite": 0, "generated": False})
             + "\n"
-            for r, c in zip(cells, codes, strict=True)
+            for r, c in zip_strict(cells, codes)
         )
     )
     page = write_report(details).read_text("utf-8")

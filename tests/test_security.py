@@ -165,7 +165,7 @@ def test_detail_row_quotes_name_message_and_dtypes_keeps_metrics_and_status():
     assert row[0] == "'=evil()+1.forward.output.0"
     assert row[1:4] == ["'@golden", "'+target", "(2, 3)"]
     assert row[21:] == ["warning", "'-1 of 6 elements is off"]
-    values = dict(zip(range(4, 21), row[4:21], strict=False))
+    values = dict(zip(range(4, 21), row[4:21]))
     assert float(values[4]) == -0.5 and float(values[5]) == float("inf") and float(values[10]) == -1e-3
     assert values[11] == "nan" and float(values[18]) == -2.0
     assert_no_formula([row], numeric_columns=range(4, 21))

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from precheck.core.older_python import zip_strict
 from precheck.dump.sharding import Placement, Sharding
 from precheck.execution.shards import Layout, put_together, replicas_apart
 
@@ -17,7 +18,7 @@ SPLIT = (0.25, 0.75)  # how a Partial(sum) value is split between the two ranks 
 def _local(whole: torch.Tensor, placements: tuple, coord: tuple) -> torch.Tensor:
     """Rank ``coord``'s shard, as DTensor computes it: mesh dimension 0's placement first, then the next."""
     t = whole
-    for placement, c in zip(placements, coord, strict=True):
+    for placement, c in zip_strict(placements, coord):
         if placement.kind == "shard":
             t = t.chunk(2, placement.dim)[c]
         elif placement.kind == "partial":
@@ -45,7 +46,7 @@ def test_a_two_dimensional_meshs_shards_make_the_whole_tensor(placements):
 def test_a_mesh_of_other_rank_numbers_is_laid_out_row_major():
     whole = torch.arange(12.0).reshape(4, 3)
     shards = _shards(whole, (SHARD0, SHARD1), (2, 2))
-    renumbered = dict(zip((4, 6, 5, 7), shards.values(), strict=True))
+    renumbered = dict(zip_strict((4, 6, 5, 7), shards.values()))
     together = put_together(Sharding((4, 6, 5, 7), (2, 2), (SHARD0, SHARD1)), renumbered, Layout(4))
     assert torch.equal(together, whole)
 

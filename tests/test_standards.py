@@ -733,7 +733,7 @@ def test_property_status_never_improves_as_error_grows(dtype, pair):
         ranks = [
             RANK[compare((g + k * p * g.abs().clamp(min=1.0)).to(dtype), g, standard=standard).status] for k in _FACTORS
         ]
-        assert ranks == sorted(ranks), (standard, list(zip(_FACTORS, ranks, strict=False)))
+        assert ranks == sorted(ranks), (standard, list(zip(_FACTORS, ranks)))
 
 
 @PROPS

@@ -682,7 +682,7 @@ def test_other_seed_changes_some_metric(serial_seed0, tmp_path):
     rows0 = [r.split(",") for r in _rows(serial_seed0.details_path)[1:] if r]
     rows1 = [r.split(",") for r in _rows(other.details_path)[1:] if r]
     assert [r[0] for r in rows0] == [r[0] for r in rows1]
-    changed = [a[0] for a, b in zip(rows0, rows1, strict=False) if a[4:21] != b[4:21]]
+    changed = [a[0] for a, b in zip(rows0, rows1) if a[4:21] != b[4:21]]
     assert changed, "seed 1 gave the same metrics as seed 0 on every row"
     messages = [r.message for r in other.results if r.forward != "SKIP"]
     assert all("inputs generated from statistics (seed 1)" in m for m in messages)

@@ -17,6 +17,7 @@ import torch
 from precheck import compat, torch_range, walk
 from precheck.commands.cli import main
 from precheck.compat import RECORDING_NEEDS, is_compiling, lacking
+from precheck.core.older_python import zip_strict
 
 DATA = Path(__file__).parent / "data"
 MLP = DATA / "mlp_fp32_tensor/step0/proc8486/dump.json"
@@ -144,7 +145,7 @@ def test_nextafter_of_a_16_bit_float_is_torchs_where_torch_has_none(dtype, monke
     assert bool((got[0] > x)[x.isfinite() & (x < torch.finfo(dtype).max)].all())
     assert bool((got[1] < x)[x.isfinite() & (x > torch.finfo(dtype).min)].all())
     if wanted is not None:
-        for want, have in zip(wanted, got, strict=True):
+        for want, have in zip_strict(wanted, got):
             assert torch.equal(want.view(torch.int16), have.view(torch.int16)) or bool(
                 ((want.view(torch.int16) == have.view(torch.int16)) | (want.isnan() & have.isnan())).all()
             )

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Optional
 
-Pair = tuple[int | None, int | None]  # (target index, bench index); None for a record of one side only
-Cost = Callable[[Any, Any], int | None]  # two records' details: 0 alike, 1 pairable with differences, None never
+from precheck.core.older_python import zip_strict
+
+Pair = tuple[Optional[int], Optional[int]]  # (target index, bench index); None for a record of one side only
+Cost = Callable[[Any, Any], Optional[int]]  # two records' details: 0 alike, 1 pairable with differences, None never
 MAX_CELLS = 1_000_000  # edit-distance table of one differing stretch (about a second in Python); longer stretches
 # pair by type in order
 
@@ -51,7 +53,7 @@ def align(
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         i1, i2, j1, j2 = i1 + start, i2 + start, j1 + start, j2 + start
         if op == "equal":
-            for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
+            for i, j in zip_strict(range(i1, i2), range(j1, j2)):
                 pairs += [(i, j)] if fits(i, j) else [(i, None), (None, j)]
         else:
             pairs += _stretch(list(range(i1, i2)), list(range(j1, j2)), target, bench, (detail, cost))

@@ -30,6 +30,7 @@ from precheck.compare.record_log import RecordLog
 from precheck.compare.stacks import Stacks
 from precheck.compare.summary import DumpComparison
 from precheck.compare.table import CompareCsv
+from precheck.core.older_python import zip_strict
 from precheck.core.status import ERROR
 from precheck.dump.ptarchive import PtError
 from precheck.dump.record_names import split_key
@@ -124,8 +125,8 @@ def _pairs(sides: _Sides, names: NameMap) -> list[tuple[int | None, int | None]]
         return sides.target(i) if side == "target" else sides.bench(i)
 
     pairs = align(t_tokens, b_tokens, detail, _weigh)
-    t_names = [f"{token}.{(split_key(k) or ('', '', ''))[1]}" for token, k in zip(t_tokens, sides.t.keys, strict=True)]
-    b_names = [f"{token}.{(split_key(k) or ('', '', ''))[1]}" for token, k in zip(b_tokens, sides.b.keys, strict=True)]
+    t_names = [f"{token}.{(split_key(k) or ('', '', ''))[1]}" for token, k in zip_strict(t_tokens, sides.t.keys)]
+    b_names = [f"{token}.{(split_key(k) or ('', '', ''))[1]}" for token, k in zip_strict(b_tokens, sides.b.keys)]
     return rejoin(pairs, t_names, b_names, lambda i, j: _weigh(detail("target", i), detail("bench", j)) is not None)
 
 

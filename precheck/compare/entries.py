@@ -37,7 +37,7 @@ class CompareInputError(PrecheckError):
     """A dump, a folder or a mapping that cannot be compared at all (one line, exit code 2)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Item:
     name: str
     state: str  # input, output, parameters, parameters_grad
@@ -60,7 +60,7 @@ class Item:
             return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Record:
     key: str
     api: str  # the key without its counter and direction: Functional.linear, Module.block.up.Linear

@@ -32,6 +32,7 @@ import numpy as np
 from precheck.compare.entries import CompareInputError
 from precheck.compare.metrics import load_array
 from precheck.compare.table import cell
+from precheck.core.older_python import zip_strict
 from precheck.paths import claim_stamp, output_folder
 
 ORDER = ("prompts", "input_ids", "responses", "attention_mask", "old_log_prob", "old_log_probs", "ref_log_prob",
@@ -177,9 +178,7 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> di
 
 
 def compare_stats(a: list[float], b: list[float], rtol: float, atol: float) -> dict[str, Any]:
-    worst = max(
-        abs(p - q) / max(abs(p), abs(q), 1e-300) if abs(p - q) > atol else 0.0 for p, q in zip(a, b, strict=True)
-    )
+    worst = max(abs(p - q) / max(abs(p), abs(q), 1e-300) if abs(p - q) > atol else 0.0 for p, q in zip_strict(a, b))
     result = IDENTICAL if a == b else CLOSE if worst <= rtol else DIFFER
     return {
         "Result": result,

@@ -20,6 +20,7 @@ import numpy as np
 from precheck.compare import fused
 from precheck.compare.divergence import TOLERANCE
 from precheck.compare.fused import Elements
+from precheck.core.older_python import zip_strict
 from precheck.dump import ptarchive, safe_files
 from precheck.schema import CompareConst as C
 
@@ -207,7 +208,7 @@ def _formatted(value: float) -> float:
 def stats_differences(npu: tuple, bench: tuple) -> tuple[list[Any], list[Any]]:
     """msprobe's statistics-mode cells: (Max, Min, Mean, L2norm diffs), (their relative differences)."""
     diffs, rels = [], []
-    for a, b in zip(npu, bench, strict=True):
+    for a, b in zip_strict(npu, bench):
         diff, rel = _stat_difference(a, b)
         diffs.append(diff)
         rels.append(rel)
@@ -244,18 +245,18 @@ def stats_deviation(npu: tuple, bench: tuple) -> float | None:
     are missing. A statistic that is the same inf or nan on both sides is equal (a causal mask's -inf gives
     Min = Mean = -inf and Norm = inf to both); one that is not finite on one side only, or a different one on each,
     is inf: an overflow."""
-    values = [(_number(a), _number(b)) for a, b in zip(npu, bench, strict=True)]
+    values = [(_number(a), _number(b)) for a, b in zip_strict(npu, bench)]
     if any(x is None or y is None for x, y in values):
         return None
     finite = [math.isfinite(x) and math.isfinite(y) for x, y in values]
-    if any(not ok and str(x) != str(y) for ok, (x, y) in zip(finite, values, strict=True)):
+    if any(not ok and str(x) != str(y) for ok, (x, y) in zip_strict(finite, values)):
         return math.inf
     (nmax, bmax), (nmin, bmin), (nmean, bmean), (nnorm, bnorm) = values
-    scale = max((abs(y) for ok, (_, y) in zip(finite[:2], values[:2], strict=True) if ok), default=0.0)
+    scale = max((abs(y) for ok, (_, y) in zip_strict(finite[:2], values[:2]) if ok), default=0.0)
     parts = [0.0]
     if finite[3]:
         parts.append(abs(nnorm - bnorm) / bnorm if bnorm else (0.0 if nnorm == bnorm else math.inf))
-    for ok, (x, y) in zip(finite[:3], ((nmax, bmax), (nmin, bmin), (nmean, bmean)), strict=True):
+    for ok, (x, y) in zip_strict(finite[:3], ((nmax, bmax), (nmin, bmin), (nmean, bmean))):
         if ok:
             parts.append(abs(x - y) / scale if scale else (0.0 if x == y else math.inf))
     return max(parts)

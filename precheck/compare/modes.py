@@ -13,6 +13,7 @@ from precheck.compare.entries import DumpIndex, Item
 from precheck.compare.metrics import TensorMetrics, stats_deviation, stats_differences
 from precheck.compare.rules import judge, judge_md5, judge_statistics, judge_tensors
 from precheck.compare.table import make_row
+from precheck.core.older_python import zip_strict
 from precheck.schema import CompareConst as C
 
 
@@ -93,7 +94,7 @@ class StatisticsMode(CompareMode):
             diffs, rels = stats_differences(npu.stats, bench.stats)
         else:
             diffs, rels = [C.N_A] * 4, [C.N_A] * 4
-        row.update(zip(C.SUMMARY_COMPARE_INDEX, diffs + rels, strict=True))
+        row.update(zip_strict(C.SUMMARY_COMPARE_INDEX, diffs + rels))
 
     def rules(self, inputs: list[dict], outputs: list[dict]) -> None:
         judge_statistics(inputs, outputs)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from precheck.compare.entries import CompareInputError
+from precheck.core.older_python import zip_strict
 from precheck.dump.steps import RankDump, inside, rank_dumps, rank_number
 
 
@@ -68,7 +69,7 @@ def _step_pairs(t: Path, b: Path) -> list[DumpPair]:
     if len(tr) != len(br):
         raise CompareInputError(f"{b}: holds {len(br)} rank or proc folders with a dump.json, the target {len(tr)}")
     pairs = []
-    for folder, other in zip(tr, br, strict=True):
+    for folder, other in zip_strict(tr, br):
         number = rank_number(folder.name)
         suffix = f"_{folder.name}" if number is None else f"_rank{number}"
         pairs.append(DumpPair(folder / "dump.json", other / "dump.json", suffix, ""))

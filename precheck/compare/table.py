@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from precheck.compare.entries import Item
 from precheck.compare.metrics import TensorMetrics
+from precheck.core.older_python import zip_strict
 from precheck.escape import escape, formula_safe
 from precheck.schema import CompareConst as C
 
@@ -23,8 +24,8 @@ def _basic(row: dict, info: tuple[str, ...], stats: tuple[str, ...], item: Item 
         row.update(dict.fromkeys((*info, *stats), C.N_A))
         return
     values = (item.name, item.dtype, item.shape, item.requires_grad)
-    row.update((column, C.N_A if value is None else value) for column, value in zip(info, values, strict=True))
-    row.update(zip(stats, item.stats, strict=True))
+    row.update((column, C.N_A if value is None else value) for column, value in zip_strict(info, values))
+    row.update(zip_strict(stats, item.stats))
 
 
 def make_row(npu: Item | None, bench: Item | None, metrics: TensorMetrics | None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ details row's code, the standard that judged it and the honest multiple in a fil
 
 from __future__ import annotations
 
-from enum import StrEnum
+from precheck.core.older_python import StrEnum
 
 
 class Reason(StrEnum):

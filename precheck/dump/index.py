@@ -16,10 +16,14 @@ from array import array
 from collections.abc import Collection
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, BinaryIO, Self
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from precheck.dump.jsonstream import JsonStream, digits_problem, read_file
 from precheck.dump.safe_files import Refused, open_regular
+
+if TYPE_CHECKING:
+    from typing import Self
+from precheck.core.older_python import zip_strict
 
 # the top-level fields decoded (``partial``: why a recording stops short, precheck's); others are read past
 HEADER = ("task", "level", "framework", "partial")
@@ -108,7 +112,7 @@ class RecordIndex:
         gone unreadable since it was indexed: the index's ``error``."""
         try:
             with self.file() as f:
-                for start, end in zip(self._starts[:looked_at], self._ends[:looked_at], strict=True):
+                for start, end in zip_strict(self._starts[:looked_at], self._ends[:looked_at]):
                     f.seek(start)
                     raw = f.read(min(end - start, SNIFFED))
                     found = next((needle for needle in needles if needle in raw), None)

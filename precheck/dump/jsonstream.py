@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from precheck.core.older_python import int_max_str_digits
 from precheck.dump.safe_files import Refused, open_regular
 
 T = TypeVar("T")
@@ -25,8 +26,14 @@ MAX_TRACKED_DEPTH = 1 << 12  # nesting levels whose bracket kinds are matched; d
 _WS = re.compile(r"[ \t\n\r]*")
 _PLAIN = re.compile(r'[^"\\]*')  # string content up to a quote or a backslash
 _SCALAR = re.compile(r"[^,\]} \t\n\r]*")
-# what lies between brackets: anything but a bracket or a quote, and whole strings (possessive: no backtracking)
-_BETWEEN = re.compile(r'(?:[^"\[\]{}]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+')
+# what lies between brackets: anything but a bracket or a quote, and whole strings (possessive: no backtracking;
+# Python 3.9 and 3.10 have no possessive quantifiers, and the greedy pattern matches the same: nothing follows its
+# last repeat, so its first match is the longest and it never backtracks into one)
+_BETWEEN = re.compile(
+    r'(?:[^"\[\]{}]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")*+'
+    if sys.version_info >= (3, 11)
+    else r'(?:[^"\[\]{}]+|"[^"\\]*(?:\\.[^"\\]*)*")*'
+)
 _VALUE_START = frozenset('{["-0123456789tfnNI')
 _DECODER = json.JSONDecoder()
 
@@ -231,7 +238,7 @@ def digits_problem(e: ValueError) -> str:
     """Python's message for an over-long integer is advice to raise a limit: say what the data holds instead."""
     m = re.search(r"has (\d+) digits", str(e))
     count = f" of {m[1]} digits" if m else ""
-    return f"an integer{count} (more than the {sys.get_int_max_str_digits()} digits Python reads)"
+    return f"an integer{count} (more than the {int_max_str_digits()} digits Python reads)"
 
 
 def read_json(path: Path, error: type[Exception], limit: int, what: str) -> Any:

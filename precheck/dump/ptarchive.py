@@ -26,6 +26,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from precheck.core.older_python import zip_strict
+
 MAX_PICKLE = 1 << 20  # bytes of data.pkl: a tensor's is about 150; anything near this is not a saved tensor
 MAX_ENTRIES = 64  # zip entries: a saved tensor has 7
 # A saved view keeps its base's storage (torch.save of x[:, :3]); a storage is refused when it holds more than
@@ -288,7 +290,7 @@ def contiguous_start(stored: StoredTensor) -> int | None:
     if stored.data_start is None:
         return None
     expected = 1
-    for n, s in zip(reversed(stored.shape), reversed(stored.stride), strict=True):
+    for n, s in zip_strict(reversed(stored.shape), reversed(stored.stride)):
         if n != 1 and s != expected:
             return None
         expected *= n
@@ -356,7 +358,7 @@ def _checked(r: _Rebuilt, entry: str) -> StoredTensor:
     if 0 in r.size:
         reach = r.offset
     else:
-        reach = r.offset + 1 + sum((n - 1) * s for n, s in zip(r.size, r.stride, strict=True))
+        reach = r.offset + 1 + sum((n - 1) * s for n, s in zip_strict(r.size, r.stride))
     if reach * itemsize > storage_bytes:
         raise PtError(
             f"the tensor reaches element {reach} of a storage of {storage_bytes // itemsize} (storage offset "

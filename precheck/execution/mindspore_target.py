@@ -222,7 +222,7 @@ def run_in_mindspore(call: Call, case: Case, device: str, timeout: float) -> Sid
         outputs = [_value(d, data, f"o{i}") for i, d in enumerate(answer["outputs"])]
         grads = None
         if "grads" in answer:
-            grads = {k: _value(d, data, f"g{i}") for i, (k, d) in enumerate(zip(need, answer["grads"], strict=False))}
+            grads = {k: _value(d, data, f"g{i}") for i, (k, d) in enumerate(zip(need, answer["grads"]))}
     return SideRun(outputs=outputs, grads=grads)
 
 

@@ -29,6 +29,8 @@ import sys
 
 import numpy as np
 
+from precheck.core.older_python import zip_strict
+
 _MODULES = {"Mint": "mint", "MintFunctional": "mint.nn.functional"}
 _UNSUPPORTED = ("unregistered", "not supported", "not support", "unsupported")
 
@@ -122,7 +124,7 @@ def run(ms, request: dict) -> dict:
 
     def call(*diff):
         given = list(tensors)
-        for k, t in zip(need, diff, strict=True):
+        for k, t in zip_strict(need, diff):
             given[k] = t
         kwargs = {name: _value(ms, v, given) for name, v in request["kwargs"]}
         return func(*_value(ms, request["args"], given), **kwargs)

@@ -208,7 +208,7 @@ def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder, no_no
     """A statistics-only record: each output's and each recorded gradient's statistics against the golden's (a
     gradient's where msprobe's hook recorded it), never worse than warning but for a non-finite statistic the
     golden does not hold (precheck.execution.statistics)."""
-    outputs = zip(flatten(case.outputs), golden.outputs, strict=False)
+    outputs = zip(flatten(case.outputs), golden.outputs)
     triples = [(i, spec, g) for i, (spec, g) in enumerate(outputs) if not crossed(spec)]
     forward = statistics_rows(case.name, Direction.FORWARD, triples)
     odd = recorded_output_notes(case.outputs, golden.outputs)  # an output no tensor can be is not graded: said why

@@ -85,7 +85,7 @@ def _build(tree: Any, loaded: Any, side: Side, leaves: _Leaves, inplace: bool) -
                 return copy
         return t
     if isinstance(tree, tuple):
-        return tuple(_build(v, value, side, leaves, inplace) for v, value in zip(tree, loaded, strict=False))
+        return tuple(_build(v, value, side, leaves, inplace) for v, value in zip(tree, loaded))
     if isinstance(tree, dict):
         return {k: _build(v, loaded[k], side, leaves, inplace) for k, v in tree.items()}
     if isinstance(tree, torch.dtype):
@@ -215,9 +215,9 @@ def _backward(
     for i, (out, g) in enumerate(pairs):
         if out.shape != g.shape:
             raise ValueError(f"recorded gradient {i} has shape {tuple(g.shape)}, the output {tuple(out.shape)}")
-    outs, grads = zip(*pairs, strict=False)
+    outs, grads = zip(*pairs)
     result = _autograd(outs, grads, tuple(leaves.values()))
-    return {i: None if g is None else g.detach() for i, g in zip(leaves, result, strict=False)}
+    return {i: None if g is None else g.detach() for i, g in zip(leaves, result)}
 
 
 def _incoming(outputs: list[Any], recorded: list[Any], hooked: torch.Tensor | None) -> list[tuple]:
@@ -229,7 +229,7 @@ def _incoming(outputs: list[Any], recorded: list[Any], hooked: torch.Tensor | No
         places = [(out, out.output_nr) for out in outputs if isinstance(out, torch.Tensor) and out.grad_fn is fn]
         pairs = [(out, recorded[nr]) for out, nr in places if nr < len(recorded)]
     else:
-        pairs = list(zip(outputs, recorded, strict=False))
+        pairs = list(zip(outputs, recorded))
     return [
         (out, g)
         for out, g in pairs

@@ -173,7 +173,7 @@ def recorded_output_notes(outputs: Any, made: list, dtypes: bool = False) -> lis
     """What the recorded outputs say that the call (``made``) contradicts, or that contradicts itself (an infinite
     Mean or Norm beside finite bounds), one note per output, for the row's Message."""
     notes = []
-    for i, (spec, value) in enumerate(zip(flatten(outputs), made, strict=False)):
+    for i, (spec, value) in enumerate(zip(flatten(outputs), made)):
         if not isinstance(spec, TensorSpec):
             continue
         found = "; ".join(filter(None, [contradiction(spec, value, dtypes), *odd_moments(spec)]))

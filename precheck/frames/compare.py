@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.core.older_python import zip_strict
 from precheck.dump.record_names import split_item
 from precheck.frames.run import LoadError, read_table
 from precheck.schema import COMPARE_MODES, COMPARE_RECORDS, COMPARE_RESULT, COMPARE_SUMMARY, compare_tail
@@ -27,10 +28,11 @@ __all__ = ["ENGLISH", "compare_files", "is_compare", "load_compare", "load_recor
 # msprobe's metric columns per mode and their English names. MaxRelativeErr is an elementwise error in tensor mode
 # and the relative difference of the two maxima in statistics mode, hence two names.
 ENGLISH = {
-    "tensor": dict(zip(C.BUILTIN_COMPARE_COLUMNS, ("cosine", "euc_dist", "max_abs_err", "max_rel_err",
-                                                   "one_thousandth_ratio", "five_thousandths_ratio"), strict=True)),
-    "statistics": dict(zip(C.SUMMARY_COMPARE_INDEX, ("max_diff", "min_diff", "mean_diff", "norm_diff", "max_rel_diff",
-                                                     "min_rel_diff", "mean_rel_diff", "norm_rel_diff"), strict=True)),
+    "tensor": dict(zip_strict(C.BUILTIN_COMPARE_COLUMNS, ("cosine", "euc_dist", "max_abs_err", "max_rel_err",
+                                                          "one_thousandth_ratio", "five_thousandths_ratio"))),
+    "statistics": dict(zip_strict(C.SUMMARY_COMPARE_INDEX, ("max_diff", "min_diff", "mean_diff", "norm_diff",
+                                                            "max_rel_diff", "min_rel_diff", "mean_rel_diff",
+                                                            "norm_rel_diff"))),
 }  # fmt: skip
 _STATS = {c: c.lower().replace(" ", "_") for c in C.SUMMARY_INFO}  # "NPU l2norm": npu_l2norm
 _FIRST = ["record", "call", "api", "prefix", "direction", "role", "output", "dtype", "bench_dtype", "shape", "status",

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from precheck.core.older_python import zip_strict
 from precheck.core.reasons import Reason
 from precheck.results import ApiResult
 from precheck.schema import REASONS, run_stem
@@ -46,7 +47,7 @@ def path_for(details: Path) -> Path:
 def lines(result: ApiResult, names: list[str]) -> str:
     """The lines of one API's details rows; ``names`` are the rows' names as their CSV cells write them."""
     out = []
-    for name, d in zip(names, result.details, strict=True):
+    for name, d in zip_strict(names, result.details):
         c = d.comparison
         nonfinite = c.metrics.nonfinite_mismatches if c.metrics is not None else 0
         record = {"row": name, "reason": c.reason, "standard": c.standard, "ratio": c.ratio, "nonfinite": nonfinite}

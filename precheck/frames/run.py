@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.core.older_python import zip_strict
 from precheck.errors import PrecheckError
 from precheck.frames import reasons
 from precheck.schema import (
@@ -97,9 +98,7 @@ def load(path: str | os.PathLike) -> pandas.DataFrame:
     parts = [split_row_name(name) for name in details["API Name"]]
     frame = pd.DataFrame(
         {
-            "call": pd.Series(
-                [p[0] if p else n for p, n in zip(parts, details["API Name"], strict=True)], dtype=object
-            ),
+            "call": pd.Series([p[0] if p else n for p, n in zip_strict(parts, details["API Name"])], dtype=object),
             "direction": pd.Series([str(p[1]) if p else "" for p in parts], dtype=object),
             "output": pd.array([p[2] if p else None for p in parts], dtype="Int64"),
         }

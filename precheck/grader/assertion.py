@@ -47,7 +47,7 @@ def assert_precise(actual: Any, golden: Any, *, fail_on: str = ERROR, **options:
 def _leaves(actual: Any, golden: Any, path: str = "output") -> dict[str, tuple[Any, Any]]:
     if isinstance(actual, (tuple, list)) and isinstance(golden, (tuple, list)):
         out: dict[str, tuple[Any, Any]] = {}
-        for i, (a, g) in enumerate(zip(actual, golden, strict=False)):
+        for i, (a, g) in enumerate(zip(actual, golden)):
             out.update(_leaves(a, g, f"{path}[{i}]"))
         return out
     if isinstance(actual, dict) and isinstance(golden, dict):

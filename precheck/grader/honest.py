@@ -26,7 +26,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import NamedTuple, Optional, Union
 
 import torch
 
@@ -58,7 +58,7 @@ class _Floors:
 # to a few roundings normwise and tens at an element (msprobe's fp32 ULP standard allows 32 ULPs).
 _FLOORS = {"half": _Floors(0.3, 8.0, (1.0, 1.0)), "wide": _Floors(2.0, 64.0, (16.0, 64.0))}
 
-HonestSource = torch.Tensor | Callable[[], torch.Tensor | None] | None
+HonestSource = Optional[Union[torch.Tensor, Callable[[], Optional[torch.Tensor]]]]
 
 
 class Verdict(NamedTuple):

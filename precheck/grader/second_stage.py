@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from precheck.core.comparison import Metrics
 from precheck.core.dtypes import canonical, is_complex, is_floating
+from precheck.core.older_python import zip_strict
 from precheck.core.status import ERROR, PASS, SKIP, worst
 from precheck.grader.limits import limits_for
 from precheck.grader.standards import STANDARDS, Context, benchmark_ratios, ratio_of, resolve
@@ -69,7 +70,7 @@ def second_stage(
         rate = target.binary_mismatch
         status = PASS if rate == 0 else ERROR
         why = "" if status == PASS else "ERROR: 二进制一致错误率超过阈值"
-        return SecondStage(status, "binary", why, dict(zip(BINARY_COLUMNS, (rate, status), strict=True)))
+        return SecondStage(status, "binary", why, dict(zip_strict(BINARY_COLUMNS, (rate, status))))
     if dtype == "torch.float64" or is_complex(dtype):
         return SecondStage(SKIP, "", "This data type does not support benchmark compare.")
     name = "benchmark" if standard == "benchmark" else resolve(standard, api_class, True)
@@ -87,21 +88,21 @@ def _judged_columns(name: str, m: Metrics, ref: Metrics, dtype: str, status: str
     if name in ("absolute", "accumulative"):
         rel, small = m.rel_err_ratio or 0.0, m.abs_err_ratio or 0.0
         verdicts = (ERROR if rel > 0 else PASS, ERROR if small > 0 else PASS)
-        return dict(zip(THRESHOLD_COLUMNS, (rel, verdicts[0], small, verdicts[1]), strict=True))
+        return dict(zip_strict(THRESHOLD_COLUMNS, (rel, verdicts[0], small, verdicts[1])))
     if name == "ulp":
         share = m.ulp_above_ratio or 0.0
         ratio = ratio_of(share, ref.ulp_above_ratio or 0.0, limits_for(dtype).ratio_floor)
-        return dict(zip(ULP_COLUMNS, (m.ulp_mean, share, ratio, status), strict=True))
+        return dict(zip_strict(ULP_COLUMNS, (m.ulp_mean, share, ratio, status)))
     if name == "thousandth":
-        return dict(zip(THOUSANDTH_COLUMNS, (m.rel_within_1e3, status), strict=True))
+        return dict(zip_strict(THOUSANDTH_COLUMNS, (m.rel_within_1e3, status)))
     if name == "binary":
-        return dict(zip(BINARY_COLUMNS, (m.binary_mismatch, status), strict=True))
+        return dict(zip_strict(BINARY_COLUMNS, (m.binary_mismatch, status)))
     return {}  # precheck's own standards (default, msprobe) judge no column of msprobe's second stage
 
 
 def _filled(m: Metrics) -> Metrics:
     """Blank columns of an otherwise measured row read as 0 for the single-side standards (the count stays)."""
-    filled = {name: 0.0 if v is None else v for name, v in zip(METRIC_FIELDS, m.columns(), strict=True)}
+    filled = {name: 0.0 if v is None else v for name, v in zip_strict(METRIC_FIELDS, m.columns())}
     return replace(m, **filled)  # type: ignore[arg-type]  # the 17 metric columns, all floats
 
 
@@ -109,7 +110,7 @@ def _benchmark(m: Metrics, ref: Metrics, dtype: str, api_class: str | None) -> S
     messages, statuses = [], []
     columns: dict[str, float | str | None] = {}
     ratios = benchmark_ratios(_filled(m), _filled(ref), dtype, api_class)
-    for (ratio_col, verdict_col), r in zip(BENCHMARK_COLUMNS, ratios, strict=False):
+    for (ratio_col, verdict_col), r in zip(BENCHMARK_COLUMNS, ratios):
         if not (math.isfinite(r.mine) and math.isfinite(r.theirs)):
             same = r.mine == r.theirs or math.isnan(r.mine) and math.isnan(r.theirs)
             status = PASS if same else ERROR

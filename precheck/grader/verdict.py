@@ -99,7 +99,7 @@ def compare_tree(target: Any, golden: Any, path: str = "output", **options: Any)
         refs = refs if isinstance(refs, (tuple, list)) and len(refs) == len(target) else [None] * len(target)
         return [
             leaf
-            for i, (t, g, r) in enumerate(zip(target, golden, refs, strict=False))
+            for i, (t, g, r) in enumerate(zip(target, golden, refs))
             for leaf in compare_tree(t, g, f"{path}[{i}]", reference=r, **options)
         ]
     if isinstance(target, dict) and isinstance(golden, dict):

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from precheck.core.comparison import Comparison
+from precheck.core.older_python import zip_strict
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS
 from precheck.dump.decode import TensorSpec, decode_value
@@ -176,7 +177,7 @@ def _all_gather(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[T
         raise CannotGrade(f"rank {r}: its all_gather list is not one tensor per rank of its group",
                            Reason.SKIP_BAD_RECORD)  # fmt: skip
     out = []
-    for m, target in zip(g.members, targets, strict=True):
+    for m, target in zip_strict(g.members, targets):
         source = _tensor(g.spec(m, "tensor"), f"rank {m}: input")
         out.append((_tensor(target, f"rank {r}: output"), _same(source, target, f"rank {m}'s input"), [source]))
     return out

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from precheck.core.older_python import zip_strict
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR
 from precheck.dump.decode import TensorSpec, clip, decode_value
@@ -200,7 +201,7 @@ class _Calls:
             with readable(self.name):
                 targets, goldens = _GOLDENS[self.api](self, r)
                 honest = [g.to(t.dtype) if isinstance(g, torch.Tensor) and isinstance(t, torch.Tensor) else g
-                          for t, g in zip(targets, goldens, strict=True)]  # fmt: skip
+                          for t, g in zip_strict(targets, goldens)]  # fmt: skip
         except NoValues as e:
             return self._statistics(r, e)
         except CannotGrade as e:
@@ -235,7 +236,7 @@ class _Calls:
             mine = []
         same = len(mine) == len(targets) and all(
             isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
-            for a, b in zip(mine, targets, strict=True)
+            for a, b in zip_strict(mine, targets)
         )
         state = "it is still this rank's input: the collective had not run" if same else (
             "it is not the collective of the ranks' inputs")  # fmt: skip
@@ -342,7 +343,7 @@ def _all_gather(c: _Calls, r: int) -> tuple[list, list]:
         raise CannotGrade(f"rank {r}: its all_gather list holds {len(targets)} tensors, its group {len(c.members)} "
                            "ranks", Reason.SKIP_BAD_RECORD)  # fmt: skip
     gathered = [_wide(c.input(m, "tensor")) for m in c.members]
-    return targets, [g if t.is_floating_point() else g.to(t.dtype) for t, g in zip(targets, gathered, strict=True)]
+    return targets, [g if t.is_floating_point() else g.to(t.dtype) for t, g in zip_strict(targets, gathered)]
 
 
 def _all_gather_into(c: _Calls, r: int) -> tuple[list, list]:

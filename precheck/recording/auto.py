@@ -33,6 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from precheck.core.older_python import orig_argv
 from precheck.recording.ending import uncaught
 from precheck.recording.runlog import note
 
@@ -101,7 +102,7 @@ def _start() -> None:
     log = config.get("log")
     # a fresh interpreter multiprocessing started (its parent is known only once its target runs, after torch
     # may be imported: spawn's prepare imports the parent's main module, with the parent's sys.argv)
-    spawned = "--multiprocessing-fork" in sys.orig_argv
+    spawned = "--multiprocessing-fork" in orig_argv()
     told = functools.partial(note, log) if log else None
     recorder = Recorder(Path(config["out"]), options, log=told, empty_dumps=False, ranks_only=spawned)
     online = None
@@ -235,4 +236,4 @@ def _may_train() -> bool:
     program = Path(sys.argv[0] if sys.argv else "").resolve()
     if program.is_relative_to(Path(sys.modules["torch"].__file__).parent):  # type: ignore[arg-type]
         return False
-    return not any("multiprocessing.forkserver" in arg for arg in sys.orig_argv)
+    return not any("multiprocessing.forkserver" in arg for arg in orig_argv())

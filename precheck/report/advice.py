@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from precheck.core.older_python import zip_strict
 from precheck.core.reasons import BEYOND_ROUNDING, HONEST, Reason
 from precheck.report.recorded import accumulates, growth_of, inputs_finite, read_records
 
@@ -249,7 +250,7 @@ def advise(frame: pandas.DataFrame, dump_json: str | Path | None = None) -> list
     born = frame[frame["nonfinite"] > 0]
     grown = frame[_accumulation_candidates(frame)]
     keys = {f"{c}.forward" for c in [*born["call"], *grown["call"]]}
-    keys |= {f"{c}.{d}" for c, d in zip(grown["call"], grown["direction"], strict=True)}
+    keys |= {f"{c}.{d}" for c, d in zip_strict(grown["call"], grown["direction"])}
     if dump_json is not None and keys:
         dump = read_records(Path(dump_json), keys)
     return [f for f in (rule(frame, dump) for rule in RULES) if f is not None]

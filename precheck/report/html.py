@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy
 
+from precheck.core.older_python import zip_strict
 from precheck.core.reasons import Reason
 from precheck.escape import shell_command, unescape, unformula
 from precheck.frames.run import csv_pair, load
@@ -357,7 +358,7 @@ def api_rows(frame: pandas.DataFrame, dump: str | None) -> list[dict]:
     table["message"] = table["message"].str.slice(0, 2000)
     apis = [
         {"call": call, **{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}}
-        for call, row in zip(table.index, table.to_dict("records"), strict=True)
+        for call, row in zip_strict(table.index, table.to_dict("records"))
     ]
     _offer_repro(apis, dump)
     return apis

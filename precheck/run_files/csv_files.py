@@ -365,4 +365,4 @@ def read_csv_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, [])
-        return header, [dict(zip(header, row, strict=False)) for row in reader if row]
+        return header, [dict(zip(header, row)) for row in reader if row]

@@ -37,7 +37,7 @@ def to_plain(result: ApiResult) -> str:
 def _values(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return {f.name: _values(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name not in _KEPT_AWAY}
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [_values(v) for v in value]
     return value
 

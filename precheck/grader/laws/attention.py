@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from api_registry.calls import arg
+from precheck.core.older_python import zip_strict
 from precheck.grader.laws.base import (
     MIN_N,
     Finding,
@@ -263,7 +264,7 @@ def _mha_projections(
         weights = tuple(arg(args, kwargs, 18 + i, f"{x}_proj_weight", None) for i, x in enumerate("qkv"))
     else:
         weights = f64(float_tensor_arg(arg(args, kwargs, 5, "in_proj_weight", None), "in_proj_weight")).chunk(3)
-    return tuple(_linear(x, w, b, dtype) for x, w, b in zip((query, key, value), weights, biases, strict=True))
+    return tuple(_linear(x, w, b, dtype) for x, w, b in zip_strict((query, key, value), weights, biases))
 
 
 def _additive(mask: Any, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -298,14 +299,14 @@ def _mha_mask(
                 f"attn_mask of shape {tuple(attn[0].shape)} does not fit {batch * heads} heads of "
                 f"{shape[0]} queries and {shape[1]} keys"
             )
-        total = [a + b for a, b in zip(total, attn, strict=True)]
+        total = [a + b for a, b in zip_strict(total, attn)]
     if kpm is not None:
         kpm = [torch.nn.functional.pad(t.reshape(-1, t.shape[-1]), (0, pad)) for t in kpm]
         if kpm[0].shape != (batch, shape[1]):
             raise NotCheckable(
                 f"key_padding_mask of shape {tuple(kpm[0].shape)} does not fit {batch} batch entries of {shape[1]} keys"
             )
-        total = [a + b.repeat_interleave(heads, 0)[:, None] for a, b in zip(total, kpm, strict=True)]
+        total = [a + b.repeat_interleave(heads, 0)[:, None] for a, b in zip_strict(total, kpm)]
     return total[0], total[1]
 
 

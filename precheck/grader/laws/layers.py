@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from api_registry.calls import arg
+from precheck.core.older_python import zip_strict
 from precheck.grader.laws.base import (
     MIN_N,
     Check,
@@ -158,10 +159,10 @@ def _pool_size(x: torch.Tensor, spatial: int, output_size: Any, output_ratio: An
     dims = x.shape[-spatial:]
     if output_size is not None:
         sizes = _per_dim(output_size, spatial, "output_size")
-        return tuple(int(d if s is None else s) for s, d in zip(sizes, dims, strict=True))
+        return tuple(int(d if s is None else s) for s, d in zip_strict(sizes, dims))
     if output_ratio is None:
         raise NotCheckable("neither output_size nor output_ratio is given")
-    return tuple(int(d * float(r)) for r, d in zip(_per_dim(output_ratio, spatial, "output_ratio"), dims, strict=True))
+    return tuple(int(d * float(r)) for r, d in zip_strict(_per_dim(output_ratio, spatial, "output_ratio"), dims))
 
 
 def _per_dim(value: Any, spatial: int, name: str) -> tuple:

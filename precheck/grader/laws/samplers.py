@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from api_registry.calls import arg
+from precheck.core.older_python import zip_strict
 from precheck.grader.laws.base import (
     MAX_FIXED_POINTS,
     MIN_EXPECTED,
@@ -391,7 +392,7 @@ def _frequencies(idx: torch.Tensor, probs: torch.Tensor) -> Finding | None:
     counts = torch.zeros_like(probs).scatter_add_(1, idx, torch.ones_like(idx, dtype=torch.float64))
     expected = probs * idx.shape[1]
     stat, df, variance = 0.0, 0, 0.0
-    for row_counts, row_expected in zip(counts, expected, strict=True):
+    for row_counts, row_expected in zip_strict(counts, expected):
         s, d, v = _pearson_row(row_counts, row_expected)
         stat, df, variance = stat + s, df + d, variance + v
     if df == 0:
