@@ -9,6 +9,7 @@ compiled because it is overloaded" (one scripted before the recording)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -147,3 +148,15 @@ def test_a_program_that_scripts_at_import_runs_as_without_precheck(tmp_path: Pat
     assert recorded.returncode == 3, recorded.stderr
     assert seen == expected
     assert len(list((tmp_path / "dump" / "step0").glob("proc*/dump.json"))) == 1
+
+
+def test_torchscripts_tables_are_as_they_were_once_the_recording_is_over(tmp_path: Path) -> None:
+    """A wrapper's entry in the table of dispatched functions lives as long as the wrapper (weakly keyed): none is
+    left once the recording's wrappers are gone, and no function's overloads were compiled or taken."""
+    from torch._jit_internal import _overloaded_fns, boolean_dispatched
+
+    dispatched, overloads = dict(boolean_dispatched), {name: list(fns) for name, fns in _overloaded_fns.items()}
+    with precheck.record(tmp_path):
+        assert len(boolean_dispatched) > len(dispatched)
+    gc.collect()
+    assert dict(boolean_dispatched) == dispatched and _overloaded_fns == overloads
