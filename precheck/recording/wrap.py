@@ -20,9 +20,12 @@ TorchScript, too, compiles what the program would compile without precheck: a fu
 are on (``@torch.jit.script`` at import: torch.distributed.optim's functional optimizers, which
 ZeroRedundancyOptimizer imports) sees torch's own operators. A wrapper of one of them is in TorchScript's table of
 builtins as the operator it wraps (for as long as the wrapper lives), one of a dispatched function (F.max_pool2d)
-is that function's dispatch, and one of a Python function (F.relu) is a ``script_if_tracing`` wrapper, which
-TorchScript compiles as the function it holds. (Before, TorchScript compiled the wrapper itself: a TypeError at
-the program's import.)
+is that function's dispatch, and one of a Python function (F.relu, torch.norm) is in TorchScript's table of
+dispatched functions as a dispatch to that function whatever the arguments, so a call of it compiles as one of the
+function, overloads and all (torch.norm's, compiled with torch's globals and kept on torch's function), and a
+``script_if_tracing`` wrapper, so ``torch.jit.script`` of it compiles the function it holds. (Before, TorchScript
+compiled the wrapper itself: a TypeError at the program's import; then an overloaded function's overloads with the
+wrapper's globals: "undefined value has_torch_function_unary".)
 """
 
 from __future__ import annotations
@@ -145,7 +148,14 @@ def _script_as_original(wrapper: Callable, original: Callable, builtins: dict[in
     if original in dispatched:
         dispatched[wrapper] = dispatched[original]
     elif inspect.isfunction(original):
-        # torch.jit.script of such a wrapper compiles the function it holds, under that function's own name
+        # a call of it in scripted code is one of ``original``: TorchScript reads this table before it compiles a
+        # Python function, and the entry leads to ``original`` whatever the arguments (no position or keyword
+        # holds its flag: the default), which TorchScript then compiles as without precheck: its overloads
+        # (torch.norm) with its own globals, cached on it; not with the wrapper's ("undefined value
+        # has_torch_function_unary"), cached on the wrapper and taken from the original for good
+        dispatched[wrapper] = {"if_true": original, "if_false": original, "index": sys.maxsize, "arg_name": "",
+                               "default": True}  # fmt: skip
+        # torch.jit.script of the wrapper itself compiles the function it holds, under that function's own name
         setattr(wrapper, "__script_if_tracing_wrapper", True)  # noqa: B010 - TorchScript's own attribute names
         setattr(wrapper, "__original_fn", original)  # noqa: B010
         wrapper.__module__ = original.__module__
