@@ -342,7 +342,7 @@ def test_commands_that_run_nothing_load_no_torch(what):
 def test_regress_end_to_end_loads_no_torch(tmp_path):
     header = "\ufeffAPI name,Forward Test Success,Backward Test Success,Message\r\n"
     for name, status in (("old.csv", "pass"), ("new.csv", "error")):
-        (tmp_path / name).write_text(header + f"Torch.add.0,{status}, , \r\n", encoding="utf-8", newline="")
+        (tmp_path / name).write_bytes((header + f"Torch.add.0,{status}, , \r\n").encode())
     code = (
         "import sys\nfrom precheck.commands.cli import main\n"
         f"code = main(['regress', '--baseline', {str(tmp_path / 'old.csv')!r}, '--current', "
