@@ -24,6 +24,7 @@ from precheck.core.comparison import Metrics
 from precheck.core.reasons import Reason
 from precheck.core.status import PASS, SKIP, worst
 from precheck.dump.record_names import api_of
+from precheck.dump.safe_files import Refused
 from precheck.errors import PrecheckError
 from precheck.frames import reasons
 from precheck.frames.reasons import RowReason
@@ -84,6 +85,8 @@ def _read(path: Path, side: str) -> list[dict[str, str]]:
         header, rows = read_csv_rows(path)
     except FileNotFoundError:
         raise CompareError(f"{path}: no such file") from None
+    except Refused as e:  # a FIFO or a device: refused by its type, nothing read
+        raise CompareError(f"{e} ({side}): a details CSV is one") from None
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise CompareError(f"{path}: cannot read: {e}") from None
     missing = {"API Name", "DEVICE Dtype", "Status", *_METRIC_COLUMNS.values()} - set(header)

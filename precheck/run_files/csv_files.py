@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from precheck.dump.safe_files import open_regular
 from precheck.escape import escape, formula_safe
 from precheck.frames import reasons
 from precheck.paths import claim_stamp
@@ -361,8 +362,10 @@ def _write_lines(path: Path, header: list[str], lines: list[str]) -> None:
 
 
 def read_csv_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """Header and rows of a CSV written by precheck or msprobe (BOM or not, CRLF or LF)."""
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    """Header and rows of a CSV written by precheck or msprobe (BOM or not, CRLF or LF). A path that is no regular
+    file (a FIFO, which would wait for a writer forever; /dev/zero, which never ends) is Refused (a ValueError) by
+    its type, before anything is read."""
+    with io.TextIOWrapper(open_regular(Path(path)), encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, [])
         return header, [dict(zip(header, row)) for row in reader if row]
