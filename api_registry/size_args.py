@@ -23,15 +23,18 @@ def numel_of(value: Any) -> float:
 
 
 def number_in(value: Any) -> Any:
-    """A 0-dim integer tensor as the number it holds, as torch reads one in a size's place (``x.repeat(t)``,
-    ``x.new_zeros(t)``, ``torch.arange(t)``): a tensor's value, a recorded spec's Max (what the generated tensor
-    holds, the largest the record allows); any other value as it is."""
+    """A 0-dim tensor as the number it holds, as torch reads one in a size, end or step place (``x.repeat(t)``,
+    ``x.new_zeros(t)``, ``torch.arange(t)``, ``torch.arange(0, 1, t)``): a tensor's value, a recorded spec's Max
+    (a 0-dim tensor's one value, what the generated tensor holds). Integer and floating tensors alike: a float
+    end of 1e9 or a float step of 1e-9 makes as many elements as the integer would; any other value as it is."""
     dtype = getattr(value, "dtype", None)
-    if shape_of(value) != () or dtype is None or dtype.is_floating_point or dtype.is_complex:
+    if shape_of(value) != () or dtype is None or dtype.is_complex:
         return value
     item = getattr(value, "item", None)
     found = item() if callable(item) else stat_of(value, "max")
-    return int(found) if found is not None and not isinstance(found, bool) else value
+    if found is None or isinstance(found, bool):
+        return value
+    return float(found) if dtype.is_floating_point else int(found)
 
 
 def count_of(value: Any) -> float:

@@ -163,6 +163,37 @@ def test_a_size_given_as_a_0_dim_integer_tensor_is_read_as_its_number(write_dump
         assert "above --max-memory 0.25 GiB: its arguments ask for an output of " in result.message, result.message
 
 
+# torch.arange with a 0-dim float tensor as its end (1e12) or its step (1e-12 over [0, 1)): 10^12 elements either way
+ARANGE_BY_A_FLOAT = {"Torch.arange.0": (float(_SIZE), None), "Torch.arange.1": (1.0, 1.0 / _SIZE)}
+
+
+@pytest.mark.parametrize("task", ["tensor", "statistics"])
+def test_a_0_dim_float_tensor_as_aranges_end_or_step_counts_as_its_value(write_dump, tmp_path, task):
+    """torch.arange(t) with t = tensor(1e12), or arange(0, 1, t) with t = tensor(1e-12), peaked at 3.3 GB under
+    --max-memory 256M and was graded pass (only 0-dim integer tensors were read as numbers). Any 0-dim tensor in a
+    size, end or step place counts as its value."""
+    import torch
+
+    data = tmp_path / "dump_tensor_data"
+    data.mkdir()
+    records = {}
+    for name, (end, step) in ARANGE_BY_A_FLOAT.items():
+        value = end if step is None else step
+        spec = tensor_rec("torch.float64", (), **dict.fromkeys(("Max", "Min", "Mean", "Norm"), value))
+        if task == "tensor":
+            spec["data_name"] = f"{name}.t.pt"
+            torch.save(torch.tensor(value, dtype=torch.float64), data / spec["data_name"])
+        args = [spec] if step is None else [{"type": "int", "value": 0}, {"type": "float", "value": end}, spec]
+        records[f"{name}.forward"] = forward_rec(*args, output=[tensor_rec("torch.float32", (4,))])
+    dump = write_dump(records, task=task)
+    options = CheckOptions(max_memory=2**28)
+    results = run_ut(dump, tmp_path / "out", device="cpu", workers=1, backend="inprocess", options=options).results
+    assert {r.name for r in results} == set(ARANGE_BY_A_FLOAT)
+    for result in results:
+        assert result.forward == "SKIP", (result.name, result.forward, result.message)
+        assert "above --max-memory 0.25 GiB: its arguments ask for an output of " in result.message, result.message
+
+
 def test_a_proc_folder_beside_the_ranks_is_its_own_run_and_the_ranks_collectives_are_graded(tmp_path):
     """A launcher that calls an API in its own process while it starts the ranks leaves a proc* dump beside
     rank0 and rank1: every collective of the ranks was SKIP before. The ranks are graded; the proc dump is run on
