@@ -318,3 +318,38 @@ def test_a_step_a_grad_scaler_skipped_is_a_step_of_its_own(tmp_path):
         [dump] = (tmp_path / "dump" / step).glob("*/dump.json")
         names[step] = [k for k in json.loads(dump.read_text(encoding="utf-8"))["data"] if "mse_loss" in k]
     assert names["step0"] == names["step6"] == ["Functional.mse_loss.0.forward", "Functional.mse_loss.0.backward"]
+
+
+@pytest.mark.parametrize("left", ["empty", "torn"])
+def test_a_rank_killed_mid_step_is_left_out_and_the_others_are_graded(tmp_path, left):
+    """One rank killed mid-step leaves a 0-byte (or torn) dump.json: the step was refused as a whole (exit 2, "file
+    is empty") and rank 0 was never graded. The rank is left out, said so in one line with the likely cause, its
+    collectives are SKIP as a missing rank's, and the other rank's own calls are graded."""
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    text = (step / "rank1" / "dump.json").read_text(encoding="utf-8")
+    (step / "rank1" / "dump.json").write_text("" if left == "empty" else text[: len(text) // 2], encoding="utf-8")
+    code, out, err, _ = _run_step(step, tmp_path / "out")
+    assert code == 0, err[-2000:]
+    assert not (tmp_path / "out" / "rank1").exists()
+    rows = _rows(tmp_path / "out" / "rank0")
+    assert rows["Functional.linear.0"]["Forward Test Success"] == "pass"
+    collective = rows["Distributed.all_reduce.0"]
+    assert collective["Forward Test Success"] == "SKIP" and "rank 1 has no dump" in collective["Message"]
+    said = [line for line in (out + err).splitlines() if "rank1: left out, not graded:" in line]
+    assert len(said) == 1, out + err
+    if left == "empty":
+        assert said[0].endswith(
+            f"{step}/rank1/dump.json is empty (0 bytes): its process likely ended before the dump was written "
+            "(killed or crashed mid-step, or still running)"
+        )
+        assert "rank1 left out: " in collective["Message"] and "is empty (0 bytes)" in collective["Message"]
+
+
+def test_a_step_whose_every_dump_is_unreadable_is_refused_in_one_line(tmp_path):
+    step = tmp_path / "step0"
+    shutil.copytree(STEP, step)
+    for rank in ("rank0", "rank1"):
+        (step / rank / "dump.json").write_text("", encoding="utf-8")
+    code, out, err, _ = _run_step(step, tmp_path / "out")
+    assert code == 2 and err == f"precheck: error: {step}/rank0/dump.json: not valid JSON: the file is empty (byte 0)\n"

@@ -47,6 +47,7 @@ class RanksSummary(RunSummary):
     collectives: int = 0  # collective calls graded across the ranks (rows of every rank; not a SKIP)
     whole: int = 0  # DTensor calls put together as a whole (``<call>.whole`` rows of each mesh's first rank) ...
     whole_skipped: int = 0  # ... of which SKIP (a statistics dump, a missing rank): not graded
+    left_out: dict[str, str] = field(default_factory=dict)  # rank folders whose dump could not be read, and why
 
     def _files(self) -> str:
         lines = [
@@ -59,6 +60,8 @@ class RanksSummary(RunSummary):
                 f"  sharded: {self.whole} DTensor calls as a whole (<call>{WHOLE} rows of each mesh's first rank): "
                 f"{graded} graded, {self.whole_skipped} SKIP"
             )
+        for name, why in self.left_out.items():
+            lines.append(f"  {name}: left out, not graded: {why}")
         for name, run in self.ranks.items():
             lines += [f"  {name}: result:  {run.result_path}", f"  {' ' * len(name)}  details: {run.details_path}"]
         return "\n".join(escape(line) for line in lines)  # names from the dump: one printable line each
@@ -81,19 +84,54 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
         raise OptionError(f"{found.path}: -csv_path continues one rank's run: run_ut that rank's dump.json with it")
     start = time.perf_counter()
     options = kwargs.get("options") or CheckOptions()
-    dumps = {d.name: load_dump(d.folder / DUMP_JSON, kwargs.get("framework")) for d in found.ranks}  # read once
-    graded = _collectives(found, dumps, options, kwargs.get("api_lists"))
+    dumps, left_out = _readable(found, kwargs.get("framework"))  # each read once
+    readable = replace(found, ranks=[d for d in found.ranks if d.name in dumps])
+    graded = _collectives(readable, dumps, options, kwargs.get("api_lists"), left_out)
     runs = {}
-    for dump in found.ranks:
+    for dump in readable.ranks or ():
         folder = output_folder(Path(out_path) / dump.name)
         runs[dump.name] = run_ut(
             dump.folder / DUMP_JSON, folder, graded=graded.get(dump.name), loaded=dumps[dump.name], **kwargs
         )
-    return _summary(found, Path(out_path), runs, time.perf_counter() - start, graded)
+    summary = _summary(found, Path(out_path), runs, time.perf_counter() - start, graded)
+    summary.left_out = left_out
+    return summary
+
+
+def _readable(found: Found, framework: str | None) -> tuple[dict[str, Dump], dict[str, str]]:
+    """Each rank's dump that can be read, and why each other one cannot. One rank killed mid-step leaves an empty
+    or torn dump.json: the others are still graded (its collectives' rows say it is missing) and the run says which
+    rank was left out and why; only a step with no readable dump at all is refused."""
+    dumps: dict[str, Dump] = {}
+    left_out: dict[str, str] = {}
+    first: DumpError | None = None
+    for d in found.ranks or ():
+        path = d.folder / DUMP_JSON
+        try:
+            dumps[d.name] = load_dump(path, framework)
+        except DumpError as e:
+            first = first or e
+            left_out[d.name] = _why_unreadable(path, e)
+    if not dumps and first is not None:
+        raise first
+    return dumps, left_out
+
+
+def _why_unreadable(path: Path, e: DumpError) -> str:
+    try:
+        empty = path.stat().st_size == 0
+    except OSError:
+        empty = False
+    if empty:
+        return (
+            f"{path} is empty (0 bytes): its process likely ended before the dump was written "
+            "(killed or crashed mid-step, or still running)"
+        )
+    return str(e)
 
 
 def _collectives(
-    found: Found, dumps: dict[str, Dump], options: CheckOptions, api_lists: ApiLists | None
+    found: Found, dumps: dict[str, Dump], options: CheckOptions, api_lists: ApiLists | None, left_out: dict[str, str]
 ) -> dict[str, dict[str, ApiResult]]:
     """Each rank's rows of its collectives, sends and receives, and of its DTensor calls graded across the ranks
     (precheck.ranks.whole_calls; none of a call ``api_lists`` leave out), by the rank's folder name. A ``proc*``
@@ -112,8 +150,9 @@ def _collectives(
     world = max(ranks) + 1
     if options.max_memory is None:  # a collective's golden is sized as one in-process case is (half the machine's)
         options = replace(options, max_memory=default_max_memory(1))
-    graded = grade_collectives(ranks, world, str(found.path), options)
-    sent = grade_point_to_point(ranks, str(found.path), options)
+    missing = str(found.path) + "".join(f"; {name} left out: {why}" for name, why in left_out.items())
+    graded = grade_collectives(ranks, world, missing, options)
+    sent = grade_point_to_point(ranks, missing, options)
     whole = grade_sharded({number: dumps[dump.name] for number, dump in numbered}, options, api_lists)
     return {dump.name: graded[number] | sent[number] | whole[number] for number, dump in numbered}
 
