@@ -10,6 +10,8 @@ of the reduction (a ring of n ranks rounds each element up to n times, by at mos
 bounded by the tensors' root mean square (Norm over the square root of the size). An identity broken beyond that
 is an error, proven from the statistics alone; each row says what was checked.
 
+An all-to-all only moves rows: its identities are precheck.ranks.all_to_all_stats'.
+
 A recorded output statistic that is inf or nan where the inputs' finite statistics bound every element (and the
 statistic's own arithmetic) inside the dtype's range is an error too (``non_finite_statistics``, which the
 point-to-point check uses as well): an identity cannot be checked on a non-finite value, so without this rule an
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,63 +29,26 @@ import torch
 from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS
-from precheck.dump.decode import TensorSpec, decode_value
+from precheck.dump.decode import TensorSpec
+from precheck.ranks.all_to_all_stats import all_to_all, all_to_all_single
 from precheck.ranks.cannot_grade import CannotGrade
-from precheck.ranks.collective_records import PLACES, recorded_input, recorded_output, reduce_op
+from precheck.ranks.collective_records import PLACES, recorded_input, reduce_op
+from precheck.ranks.stat_facts import STATS, Fact, Group, Output, same, stat, tensor, within
 from precheck.results import DetailRow, Direction
 
 __all__ = ["implied_bound", "non_finite_statistics", "statistics_rows"]
 
-_STATS = ("Max", "Min", "Mean", "Norm")
 
-
-@dataclass(frozen=True)
-class _Group:
-    """One collective's records on the members of its group, read as statistics."""
-
-    name: str
-    api: str
-    members: list[int]
-    records: dict[int, dict]
-
-    def spec(self, r: int, arg: str, done: bool = False) -> Any:
-        """Argument ``arg`` of rank ``r`` as given (``done``: once the call had run), decoded."""
-        raw = (recorded_output if done else recorded_input)(self.records[r], *PLACES[self.api][arg])
-        if raw is None:
-            raise CannotGrade(f"rank {r}: the record holds no {'output' if done else 'input'} {arg}")
-        return decode_value(raw, f"rank {r}: {arg}")
-
-
-@dataclass(frozen=True)
-class _Fact:
-    """One identity: the recorded statistic, what the inputs' statistics make it, and how it must compare."""
-
-    what: str  # "Mean = sum of the inputs' Means"
-    recorded: float | None
-    expected: float | None
-    relation: str = "="  # "=", "<=" (recorded at most expected) or ">="
-
-
-@dataclass(frozen=True)
-class _Output:
-    """One output tensor of a collective as its statistics check it: the identities it must hold, the tensors the
-    tolerance is sized on, and the tensors its elements come from (``sources``) and how (``how``: each element
-    one of theirs or a mean, max or min of theirs, "copy"; a sum of theirs, "sum"; a product, "product")."""
-
-    target: TensorSpec
-    facts: list[_Fact]
-    inputs: list[TensorSpec]
-    sources: list[TensorSpec] = field(default_factory=list)
-    how: str = "copy"
-
-
-def statistics_rows(name: str, r: int, members: list[int], records: dict[int, dict]) -> list[DetailRow]:
+def statistics_rows(
+    name: str, r: int, members: list[int], records: dict[int, dict], shared: dict[str, Any] | None = None
+) -> list[DetailRow]:
     """Rank ``r``'s rows of the collective ``name`` from its group's statistics; CannotGrade where they hold no
-    identity precheck checks."""
+    identity precheck checks. ``shared``: one dict for every rank's rows of the call (what they all read is read
+    once: an all-to-all's group identities)."""
     api = name.split(".")[1]
     if api not in _CHECKS:
         raise CannotGrade(f"{api}'s statistics hold no identity precheck checks")
-    group = _Group(name, api, members, records)
+    group = Group(name, api, members, records, {} if shared is None else shared)
     rows = []
     for i, output in enumerate(_CHECKS[api](group, r)):
         where = f"rank {r}: {name} output {i}"
@@ -117,7 +81,7 @@ def _finite_implied(target: TensorSpec, bound: float) -> dict[str, bool]:
     float64 tensor, as torch accumulates), Norm when its sum of squares and its value are."""
     dtype = target.dtype
     if not (dtype.is_floating_point or dtype.is_complex):
-        return dict.fromkeys(_STATS, True)  # an integer or bool tensor's statistics are never inf or nan
+        return dict.fromkeys(STATS, True)  # an integer or bool tensor's statistics are never inf or nan
     top = torch.finfo(dtype).max
     acc = torch.finfo(torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32).max
     n = target.numel
@@ -141,17 +105,17 @@ def non_finite_statistics(
         return []
     finite = _finite_implied(target, bound)
     found = []
-    for stat in _STATS:
-        value = _stat(target, stat)
-        if value is not None and not math.isfinite(value) and finite[stat]:
-            found.append(f"{where}: {stat} is {value} where its inputs' finite statistics make it finite "
+    for name in STATS:
+        value = stat(target, name)
+        if value is not None and not math.isfinite(value) and finite[name]:
+            found.append(f"{where}: {name} is {value} where its inputs' finite statistics make it finite "
                          f"(every element within {bound:.6g})")  # fmt: skip
     return found
 
 
-def _compared(output: _Output, where: str, ranks: int) -> Comparison:
+def _compared(output: Output, where: str, ranks: int) -> Comparison:
     target = output.target
-    tolerance = _tolerance(target, output.inputs, ranks)
+    tolerance = within(target, output.inputs, output.rounds or ranks + 1)
     checked, broken = [], non_finite_statistics(target, output.sources, where, output.how)
     for fact in output.facts:
         if not all(isinstance(v, float) and math.isfinite(v) for v in (fact.recorded, fact.expected)):
@@ -162,7 +126,8 @@ def _compared(output: _Output, where: str, ranks: int) -> Comparison:
     if not checked and not broken:
         raise CannotGrade("its statistics are not finite: nothing of them can be checked" if output.facts else
                           "its output's statistics follow from no identity precheck checks")  # fmt: skip
-    head = f"statistics dump: checked within {tolerance:.3g} (the dtype's rounding over {ranks} ranks)"
+    rounding = output.rounding or f"the dtype's rounding over {ranks} ranks"
+    head = f"statistics dump: checked within {tolerance:.3g} ({rounding})"
     message = f"{head}: broken: {'; '.join(broken)}" if broken else f"{head}: {'; '.join(checked)}"
     return Comparison(
         ERROR if broken else PASS,
@@ -176,62 +141,34 @@ def _compared(output: _Output, where: str, ranks: int) -> Comparison:
     )
 
 
-def _rms(spec: TensorSpec) -> float:
-    norm = spec.stats.norm
-    return norm / math.sqrt(spec.numel) if norm is not None and math.isfinite(norm) and spec.numel else 0.0
-
-
-def _tolerance(target: TensorSpec, inputs: list[TensorSpec], ranks: int) -> float:
-    """How far a correct collective's statistic may sit from the identity: each element rounded up to ``ranks``
-    times in the target's dtype (and each statistic computed in float32), bounded by the tensors' RMS."""
-    dtype = target.dtype
-    eps = max(torch.finfo(dtype).eps, torch.finfo(torch.float32).eps) if dtype.is_floating_point else 0.0
-    return (ranks + 1) * eps * (sum(_rms(s) for s in inputs) + _rms(target))
-
-
-def _stat(spec: TensorSpec, stat: str) -> float | None:
-    return getattr(spec.stats, stat.lower())
-
-
-def _same(source: TensorSpec, target: TensorSpec, whose: str) -> list[_Fact]:
-    """A copied tensor's statistics are its source's."""
-    return [_Fact(f"{s} = {whose}'s", _stat(target, s), _stat(source, s)) for s in _STATS]
-
-
-def _tensor(value: Any, where: str) -> TensorSpec:
-    if not isinstance(value, TensorSpec):
-        raise CannotGrade(f"{where} is not a tensor")
-    return value
-
-
-def _reduced(g: _Group, r: int) -> list[_Output]:
+def _reduced(g: Group, r: int) -> list[Output]:
     """all_reduce (and reduce on its dst): the output's statistics against the inputs' by the reduce op."""
-    target = _tensor(g.spec(r, "tensor", done=True), f"rank {r}: output")
-    inputs = [_tensor(g.spec(m, "tensor"), f"rank {m}: input") for m in g.members]
+    target = tensor(g.spec(r, "tensor", done=True), f"rank {r}: output")
+    inputs = [tensor(g.spec(m, "tensor"), f"rank {m}: input") for m in g.members]
     op = reduce_op(recorded_input(g.records[r], *PLACES[g.api]["op"]))
     n = len(inputs)
-    ins = {s: [_stat(i, s) for i in inputs] for s in _STATS}
+    ins = {s: [stat(i, s) for i in inputs] for s in STATS}
     if any(v is None for s in ("Max", "Min", "Mean") for v in ins[s]):
         raise CannotGrade("an input's statistics are missing")
     facts = {
-        "SUM": [_Fact("Mean = sum of the inputs' Means", _stat(target, "Mean"), math.fsum(ins["Mean"])),
-                _Fact("Max <= sum of the inputs' Maxes", _stat(target, "Max"), math.fsum(ins["Max"]), "<="),
-                _Fact("Min >= sum of the inputs' Mins", _stat(target, "Min"), math.fsum(ins["Min"]), ">=")],
-        "AVG": [_Fact("Mean = mean of the inputs' Means", _stat(target, "Mean"), math.fsum(ins["Mean"]) / n),
-                _Fact("Max <= mean of the inputs' Maxes", _stat(target, "Max"), math.fsum(ins["Max"]) / n, "<="),
-                _Fact("Min >= mean of the inputs' Mins", _stat(target, "Min"), math.fsum(ins["Min"]) / n, ">=")],
-        "MAX": [_Fact("Max = largest of the inputs' Maxes", _stat(target, "Max"), max(ins["Max"])),
-                _Fact("Min >= largest of the inputs' Mins", _stat(target, "Min"), max(ins["Min"]), ">=")],
-        "MIN": [_Fact("Min = smallest of the inputs' Mins", _stat(target, "Min"), min(ins["Min"])),
-                _Fact("Max <= smallest of the inputs' Maxes", _stat(target, "Max"), min(ins["Max"]), "<=")],
+        "SUM": [Fact("Mean = sum of the inputs' Means", stat(target, "Mean"), math.fsum(ins["Mean"])),
+                Fact("Max <= sum of the inputs' Maxes", stat(target, "Max"), math.fsum(ins["Max"]), "<="),
+                Fact("Min >= sum of the inputs' Mins", stat(target, "Min"), math.fsum(ins["Min"]), ">=")],
+        "AVG": [Fact("Mean = mean of the inputs' Means", stat(target, "Mean"), math.fsum(ins["Mean"]) / n),
+                Fact("Max <= mean of the inputs' Maxes", stat(target, "Max"), math.fsum(ins["Max"]) / n, "<="),
+                Fact("Min >= mean of the inputs' Mins", stat(target, "Min"), math.fsum(ins["Min"]) / n, ">=")],
+        "MAX": [Fact("Max = largest of the inputs' Maxes", stat(target, "Max"), max(ins["Max"])),
+                Fact("Min >= largest of the inputs' Mins", stat(target, "Min"), max(ins["Min"]), ">=")],
+        "MIN": [Fact("Min = smallest of the inputs' Mins", stat(target, "Min"), min(ins["Min"])),
+                Fact("Max <= smallest of the inputs' Maxes", stat(target, "Max"), min(ins["Max"]), "<=")],
         "PRODUCT": [],  # no identity, but finite inputs bound the product: its non-finite statistics are checked
     }.get(op)  # fmt: skip
     if facts is None:
         raise CannotGrade(f"reduce op {op}: its output's statistics follow from no input statistic")
-    return [_Output(target, facts, inputs, inputs, {"SUM": "sum", "PRODUCT": "product"}.get(op, "copy"))]
+    return [Output(target, facts, inputs, inputs, {"SUM": "sum", "PRODUCT": "product"}.get(op, "copy"))]
 
 
-def _reduce(g: _Group, r: int) -> list[_Output]:
+def _reduce(g: Group, r: int) -> list[Output]:
     dst = recorded_input(g.records[r], *PLACES["reduce"]["dst"])
     if (dst.get("value") if isinstance(dst, dict) else dst) != r:
         raise CannotGrade(f"rank {r} is not the reduce's dst: its tensor holds no defined result",
@@ -239,76 +176,78 @@ def _reduce(g: _Group, r: int) -> list[_Output]:
     return _reduced(g, r)
 
 
-def _broadcast(g: _Group, r: int) -> list[_Output]:
+def _broadcast(g: Group, r: int) -> list[Output]:
     src = recorded_input(g.records[r], *PLACES["broadcast"]["src"])
     src = src.get("value") if isinstance(src, dict) else src
     if src not in g.records:
         raise CannotGrade(f"broadcast src rank {src!r} is not in the group {g.members}")
-    source = _tensor(g.spec(src, "tensor"), f"rank {src}: input")
-    target = _tensor(g.spec(r, "tensor", done=True), f"rank {r}: output")
-    return [_Output(target, _same(source, target, f"src rank {src}'s input"), [source], [source])]
+    source = tensor(g.spec(src, "tensor"), f"rank {src}: input")
+    target = tensor(g.spec(r, "tensor", done=True), f"rank {r}: output")
+    return [Output(target, same(source, target, f"src rank {src}'s input"), [source], [source])]
 
 
-def _all_gather(g: _Group, r: int) -> list[_Output]:
+def _all_gather(g: Group, r: int) -> list[Output]:
     targets = g.spec(r, "tensor_list", done=True)
     if not isinstance(targets, tuple) or len(targets) != len(g.members):
         raise CannotGrade(f"rank {r}: its all_gather list is not one tensor per rank of its group",
                            Reason.SKIP_BAD_RECORD)  # fmt: skip
     out = []
     for m, target in zip(g.members, targets, strict=True):
-        source = _tensor(g.spec(m, "tensor"), f"rank {m}: input")
-        target = _tensor(target, f"rank {r}: output")
-        out.append(_Output(target, _same(source, target, f"rank {m}'s input"), [source], [source]))
+        source = tensor(g.spec(m, "tensor"), f"rank {m}: input")
+        target = tensor(target, f"rank {r}: output")
+        out.append(Output(target, same(source, target, f"rank {m}'s input"), [source], [source]))
     return out
 
 
-def _all_gather_into(g: _Group, r: int) -> list[_Output]:
-    target = _tensor(g.spec(r, "output", done=True), f"rank {r}: output")
-    inputs = [_tensor(g.spec(m, "input"), f"rank {m}: input") for m in g.members]
-    ins = {s: [_stat(i, s) for i in inputs] for s in _STATS}
+def _all_gather_into(g: Group, r: int) -> list[Output]:
+    target = tensor(g.spec(r, "output", done=True), f"rank {r}: output")
+    inputs = [tensor(g.spec(m, "input"), f"rank {m}: input") for m in g.members]
+    ins = {s: [stat(i, s) for i in inputs] for s in STATS}
     if any(v is None for values in ins.values() for v in values):
         raise CannotGrade("an input's statistics are missing")
     facts = [
-        _Fact("Max = largest of the inputs' Maxes", _stat(target, "Max"), max(ins["Max"])),
-        _Fact("Min = smallest of the inputs' Mins", _stat(target, "Min"), min(ins["Min"])),
-        _Fact("Mean = mean of the inputs' Means", _stat(target, "Mean"), math.fsum(ins["Mean"]) / len(inputs)),
-        _Fact(
+        Fact("Max = largest of the inputs' Maxes", stat(target, "Max"), max(ins["Max"])),
+        Fact("Min = smallest of the inputs' Mins", stat(target, "Min"), min(ins["Min"])),
+        Fact("Mean = mean of the inputs' Means", stat(target, "Mean"), math.fsum(ins["Mean"]) / len(inputs)),
+        Fact(
             "Norm = root of the sum of the inputs' squared Norms",
-            _stat(target, "Norm"),
+            stat(target, "Norm"),
             math.sqrt(math.fsum(v * v for v in ins["Norm"])),
         ),  # fmt: skip
     ]
-    return [_Output(target, facts, inputs, inputs)]
+    return [Output(target, facts, inputs, inputs)]
 
 
-def _reduce_scattered(g: _Group, r: int) -> list[_Output]:
+def _reduce_scattered(g: Group, r: int) -> list[Output]:
     """A reduce-scatter's output is one chunk of the reduction: its Max and Min are bounded as an all_reduce's, and
     the mean of the group's output Means is the reduction of the inputs' Means (every chunk of every input is in
     exactly one output: the group's outputs together, so a broken one is on every rank's row)."""
-    target = _tensor(g.spec(r, "output", done=True), f"rank {r}: output")
-    outputs = [_tensor(g.spec(m, "output", done=True), f"rank {m}: output") for m in g.members]
-    inputs = [_tensor(g.spec(m, "input"), f"rank {m}: input") for m in g.members]
+    target = tensor(g.spec(r, "output", done=True), f"rank {r}: output")
+    outputs = [tensor(g.spec(m, "output", done=True), f"rank {m}: output") for m in g.members]
+    inputs = [tensor(g.spec(m, "input"), f"rank {m}: input") for m in g.members]
     op, n = reduce_op(recorded_input(g.records[r], *PLACES[g.api]["op"])), len(inputs)
-    ins = {s: [_stat(i, s) for i in inputs] for s in ("Max", "Min", "Mean")}
-    means = [_stat(o, "Mean") for o in outputs]
+    ins = {s: [stat(i, s) for i in inputs] for s in ("Max", "Min", "Mean")}
+    means = [stat(o, "Mean") for o in outputs]
     if op not in ("SUM", "AVG") or any(v is None for values in [*ins.values(), means] for v in values):
         raise CannotGrade(f"reduce op {op} or missing statistics: nothing of them follows from the inputs'")
     scale, word = (1.0, "sum") if op == "SUM" else (1.0 / n, "mean")
     facts = [
-        _Fact(f"the group's outputs' mean Mean = {word} of the inputs' Means", math.fsum(means) / n,
+        Fact(f"the group's outputs' mean Mean = {word} of the inputs' Means", math.fsum(means) / n,
               math.fsum(ins["Mean"]) * scale),
-        _Fact(f"Max <= {word} of the inputs' Maxes", _stat(target, "Max"), math.fsum(ins["Max"]) * scale, "<="),
-        _Fact(f"Min >= {word} of the inputs' Mins", _stat(target, "Min"), math.fsum(ins["Min"]) * scale, ">="),
+        Fact(f"Max <= {word} of the inputs' Maxes", stat(target, "Max"), math.fsum(ins["Max"]) * scale, "<="),
+        Fact(f"Min >= {word} of the inputs' Mins", stat(target, "Min"), math.fsum(ins["Min"]) * scale, ">="),
     ]  # fmt: skip
-    return [_Output(target, facts, [*inputs, *outputs], inputs, "sum" if op == "SUM" else "copy")]
+    return [Output(target, facts, [*inputs, *outputs], inputs, "sum" if op == "SUM" else "copy")]
 
 
 # API -> rank -> each output's recorded spec, the identities its statistics must hold, the inputs they come from
-_CHECKS: dict[str, Callable[[_Group, int], list[_Output]]] = {
+_CHECKS: dict[str, Callable[[Group, int], list[Output]]] = {
     "all_reduce": _reduced,
     "reduce": _reduce,
     "broadcast": _broadcast,
     "all_gather": _all_gather,
+    "all_to_all": all_to_all,
+    "all_to_all_single": all_to_all_single,
     **dict.fromkeys(("all_gather_into_tensor", "_all_gather_base", "all_gather_single"), _all_gather_into),
     **dict.fromkeys(("reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_single"), _reduce_scattered),
 }
