@@ -507,7 +507,6 @@ def test_cli_csv_that_is_not_a_details_csv_exits_2(mlp_csv, tmp_path, capsys):
     assert "missing columns" in capsys.readouterr().err
 
 
-
 @pytest.mark.parametrize("which", ["npu", "gpu"])
 def test_cli_refuses_a_device_or_a_fifo_in_one_line_without_reading_it(mlp_csv, tmp_path, capsys, which):
     fifo = tmp_path / "details.csv"
@@ -517,6 +516,7 @@ def test_cli_refuses_a_device_or_a_fifo_in_one_line_without_reading_it(mlp_csv, 
         assert main(["api_precision_compare", "-npu", npu, "-gpu", gpu, "-o", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
         assert err == f"precheck: error: {bad}: not a regular file (-{which}): a details CSV is one\n"
+
 
 # =================================================================================== a real msprobe CSV
 

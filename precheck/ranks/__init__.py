@@ -6,7 +6,9 @@ are graded only from several ranks' records at once, and they live here:
 - ``step``: the step folder (``rank0``, ``rank1`` ... or ``proc*``) run as one run, each rank's CSV pair in a folder
   of its name, one summary (``run_step``, ``RanksSummary``);
 - ``collectives``: a collective's golden made in float64 from every rank's recorded inputs, read through
-  ``collective_records`` (tensor dumps) and ``collective_stats`` (statistics dumps: what the statistics imply);
+  ``collective_records`` (tensor dumps) and ``collective_stats`` (statistics dumps: what the statistics imply, in
+  the words of ``stat_facts``); an all-to-all's rows by its split sizes (``all_to_all_splits``) and its statistics
+  (``all_to_all_stats``);
 - ``p2p``: each receive graded against the matching send on its peer;
 - ``whole_calls``: a DTensor call put together from its shards across the mesh and graded as one call;
 - ``cannot_grade``: the one exception all of them raise when a call cannot be graded across ranks (its rows are

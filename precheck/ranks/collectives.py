@@ -25,6 +25,7 @@ from precheck.dump.record_names import COLLECTIVES, is_collective
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputError, load_tree
+from precheck.ranks.all_to_all_splits import incoming
 from precheck.ranks.cannot_grade import CannotGrade
 from precheck.ranks.collective_records import (
     PLACES,
@@ -168,6 +169,7 @@ class _Calls:
         self.records = records
         self.members = list(ranks)
         self._inputs: dict[tuple[int, str], Any] = {}  # each member's inputs loaded once, not once per rank graded
+        self._shared: dict[str, Any] = {}  # what every rank's statistics rows read, read once
 
     def raw(self, r: int, arg: str) -> Any:
         return recorded_input(self.records[r], *PLACES[self.api][arg])
@@ -222,7 +224,7 @@ class _Calls:
         call = CallRecord(self.name, self.ranks[r].orders[self.name])
         try:
             with readable(self.name):
-                rows = statistics_rows(self.name, r, self.members, self.records)
+                rows = statistics_rows(self.name, r, self.members, self.records, self._shared)
         except CannotGrade as e:
             return skipped(call, f"{no_values}; {e}", e.code)
         return graded(call, rows, [], "; ".join(f"{row.short_name}: {row.comparison.message}" for row in rows))
@@ -324,17 +326,23 @@ def _scatter(c: _Calls, r: int) -> tuple[list, list]:
 
 
 def _all_to_all(c: _Calls, r: int) -> tuple[list, list]:
-    i = c.members.index(r)
-    return list(c.output(r, "output")), [_copy(c.input(m, "input")[i]) for m in c.members]
+    """Rank ``r``'s j-th output tensor is member j's input tensor for ``r``, whatever the sizes."""
+    i, targets = c.members.index(r), list(c.output(r, "output"))
+    sent = [c.input(m, "input") for m in c.members]
+    for m, tensors in [(r, targets), *zip_strict(c.members, sent)]:
+        if len(tensors) != len(c.members):
+            raise CannotGrade(f"rank {m}: its all_to_all list holds {len(tensors)} tensors, its group "
+                               f"{len(c.members)} ranks", Reason.SKIP_BAD_RECORD)  # fmt: skip
+    return targets, [_copy(tensors[i]) for tensors in sent]
 
 
 def _all_to_all_single(c: _Calls, r: int) -> tuple[list, list]:
-    if any(c.raw(m, arg) is not None for m in c.members for arg in ("output_split", "input_split")):
-        raise CannotGrade("all_to_all_single with split sizes: precheck grades its even split only",
-                           Reason.SKIP_UNSUPPORTED)  # fmt: skip
-    target, i, n = c.output(r, "output"), c.members.index(r), len(c.members)
-    golden = torch.cat([_copy(c.input(m, "input")).chunk(n)[i] for m in c.members]).reshape(target.shape)
-    return [target], [golden]
+    """Rank ``r``'s output is the rows each member cut for it (its input_split_sizes, equal chunks where none),
+    in rank order: MoE's dispatch and combine, uneven splits and empty chunks included."""
+    target = c.output(r, "output")
+    chunks = incoming(c.members, c.records, r)
+    parts = [_copy(c.input(k.sender, "input")).reshape(-1, k.width)[k.start : k.start + k.rows] for k in chunks]
+    return [target], [torch.cat(parts).reshape(target.shape)]
 
 
 def _all_gather(c: _Calls, r: int) -> tuple[list, list]:

@@ -43,13 +43,14 @@ ASYNC_SIZE = 4000
 
 
 class _Msprobe:
-    """msprobe's PrecisionDebugger around the block, configured as a user configures it."""
+    """msprobe's PrecisionDebugger around the block, configured as a user configures it (``apis``: its "list",
+    the names of the calls it dumps, by substring; none: all)."""
 
-    def __init__(self, out: str, task: str, ranks: list[int], rank: int) -> None:
+    def __init__(self, out: str, task: str, ranks: list[int], rank: int, apis: list[str] | None = None) -> None:
         from msprobe.pytorch import PrecisionDebugger
 
         cfg = {"task": task, "dump_path": out, "rank": ranks, "step": [0], "level": "L1",
-               task: {"scope": [], "list": [], "data_mode": ["all"]}}  # fmt: skip
+               task: {"scope": [], "list": apis or [], "data_mode": ["all"]}}  # fmt: skip
         path = f"{out}.rank{rank}.json"
         Path(path).write_text(json.dumps(cfg))
         self.debugger = PrecisionDebugger(config_path=path)
