@@ -38,6 +38,15 @@ def test_every_public_name_is_its_home_modules_object():
         precheck.compare_dump  # noqa: B018
 
 
+def test_tab_completion_offers_every_public_name_before_it_is_loaded():
+    """``precheck.<TAB>`` (dir() of the module, as IPython and IDEs ask it) offered only the names already
+    loaded: not grade, assert_precise or honest_run in a fresh interpreter."""
+    code = "import precheck, sys; print(' '.join(dir(precheck))); print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    names, torch_loaded = done.stdout.splitlines()
+    assert set(FACE) | {"__version__"} <= set(names.split()) and torch_loaded == "False", done.stderr
+
+
 def test_the_grader_at_the_front_grades_and_asserts():
     golden = torch.linspace(-1, 1, 64, dtype=torch.float64)
     assert precheck.grade(golden.float(), golden).status == "pass"
