@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ MIN_TOL = re.compile(
 )
 MISMATCHED = re.compile(r"Mismatched elements: (\d+) / (\d+) \(([0-9.]+)%\)")
 GREATEST = re.compile(
-    rf"Greatest (absolute|relative) difference: ({_NUM}) at index \(([0-9, ]*)\) "
+    rf"Greatest (absolute|relative) difference among them: ({_NUM}) at index \(([0-9, ]*)\) "
     rf"\(target ({_NUM}), golden ({_NUM})\)"
 )
 ABS_LINE = re.compile(
@@ -147,7 +149,7 @@ def test_message_reports_the_worst_mismatched_element():
     # greatest relative difference among the mismatched elements: also (0, 1) (0.1 vs 0.0013 at (1, 1))
     err, idx, target, golden = found["relative"]
     assert idx == (0, 1) and err == pytest.approx(float(diff[0, 1] / 0.1), rel=1e-5)
-    assert "Greatest absolute difference: " in msg and "Greatest relative difference: " in msg
+    assert "Greatest absolute difference among them: " in msg and "Greatest relative difference among them: " in msg
 
 
 def test_message_relative_and_absolute_worst_can_differ():
@@ -443,3 +445,53 @@ def test_compare_options_reach_the_standard():
     assert_precise(g.float() + 1.0, g, max_abs=2.0, cosine=0.5)
     with pytest.raises(ValueError, match="standard"):
         assert_precise(t, g, standard="nope")
+
+
+def test_a_failing_assert_precise_in_pytest_leads_with_the_users_line_and_the_verdict(tmp_path):
+    """pytest printed about 25 lines of precheck's own source and tensors before the message: its frames are
+    hidden (``__tracebackhide__``), so the user's line and the verdict lead."""
+    (tmp_path / "test_kernel.py").write_text(
+        "import torch\nfrom precheck import assert_precise\n\n\n"
+        "def test_my_kernel():\n"
+        "    golden = torch.linspace(-1, 1, 64, dtype=torch.float64)\n"
+        "    assert_precise(golden.float() * 1.01, golden)  # the user's line\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_kernel.py"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "assert_precise(golden.float() * 1.01, golden)  # the user's line" in done.stdout
+    said = [line for line in done.stdout.splitlines() if line.startswith("E ")]
+    assert said[0].split(maxsplit=1)[1].startswith("AssertionError: output: error (torch.float32 vs golden")
+    assert "precheck/grader/assertion.py" not in done.stdout and "def assert_precise(" not in done.stdout
+
+
+def test_precheck_and_assert_close_worst_elements_are_named_apart():
+    """One message named two different "worst" elements: precheck's is the largest absolute error over every
+    element, assert_close's the greatest among the elements outside its tolerance."""
+    golden = torch.tensor([1000.0, 0.01, 0.5], dtype=F64)
+    actual = torch.tensor([1008.0, 0.02, 0.5]).bfloat16()  # 8 off within bf16's rtol at 0; 0.01 off at 1
+    with pytest.raises(AssertionError) as e:
+        assert_precise(actual, golden)
+    msg = str(e.value)
+    assert "(largest absolute error at index (0,): target 1008.0, golden 1000.0)" in msg and "worst at" not in msg
+    assert "Greatest absolute difference among them: 0.0100195 at index (1,)" in msg
+
+
+def test_a_ratio_printed_beside_its_limit_reads_above_it():
+    """ "error 2x the honest kernel's (normwise, 2x allowed)" graded error: the ratio gets the digits that show it
+    is above the limit."""
+    from precheck.grader.honest import above
+
+    assert above(2.0004, 2.0) == "2.0004" and above(89.2, 2.0) == "89.2" and above(8.00001, 8) == "8.00001"
+
+
+def test_astronomical_ulps_at_golden_values_near_zero_say_why():
+    torch.manual_seed(0)
+    golden = torch.randn(1000, dtype=F64) * 1e-3
+    golden[:500] = 1e-40  # a bf16 gradient's golden below bf16's smallest normal: one ULP there is 2**-133
+    actual = (golden + 1e-4 * torch.randn(1000, dtype=F64)).bfloat16()
+    with pytest.raises(AssertionError) as e:
+        assert_precise(actual, golden)
+    assert "(msprobe's ULP: near zero one ULP is 9.18e-41, so small errors there count as many)" in str(e.value)

@@ -34,6 +34,7 @@ def assert_precise(actual: Any, golden: Any, *, fail_on: str = ERROR, **options:
     ``options`` are those of :func:`precheck.grader.compare` (``standard``, ``target_dtype``, ``reference``,
     ``cosine``, ``max_abs``, ``api_class``); ``fail_on="warning"`` also fails on warnings.
     """
+    __tracebackhide__ = True  # pytest: the user's line and the verdict lead, not precheck's own frames
     if fail_on not in (ERROR, WARNING):
         raise ValueError(f"fail_on must be 'error' or 'warning', not {fail_on!r}")
     failures = [(path, c) for path, c in compare_tree(actual, golden, **options) if at_or_below(c.status, fail_on)]
@@ -60,10 +61,13 @@ def _leaves(actual: Any, golden: Any, path: str = "output") -> dict[str, tuple[A
 
 def explain(c: Comparison, actual: Any = None, golden: Any = None, path: str = "output") -> str:
     """The full failure text for one compared leaf."""
+    message = c.message
+    if c.place and message.endswith(c.place):  # precheck's worst element is the largest absolute error overall
+        message = message[: -len(c.place)] + c.place.replace(" (worst at", " (largest absolute error at", 1)
     lines = [
         f"{path}: {c.status} ({c.target_dtype} vs golden {c.golden_dtype}"
         + (f", shape {c.shape}" if c.shape is not None else "")
-        + f"): {c.message}"
+        + f"): {message}"
     ]
     if (
         isinstance(actual, torch.Tensor)
@@ -106,18 +110,14 @@ def _element_report(actual: torch.Tensor, golden: torch.Tensor, metrics: Metrics
         worst_rel = int(idx[rel_err[idx].argmax()])
         for label, i, err in (("absolute", worst_abs, abs_err), ("relative", worst_rel, rel_err)):
             lines.append(
-                f"Greatest {label} difference: {float(err[i]):.6g} at index {unravel(i, shape)} "
+                f"Greatest {label} difference among them: {float(err[i]):.6g} at index {unravel(i, shape)} "
                 f"(target {a64[i].item()!r}, golden {g64[i].item()!r})"
             )
     finite = torch.isfinite(abs_err)
     if bool(finite.any()):
         e = abs_err[finite]
         gf = g64[finite].abs()
-        ulp = (
-            f"; ULP ({dtype}): mean {metrics.ulp_mean:.3g}, max {metrics.ulp_max:.3g}"
-            if metrics is not None and metrics.ulp_max is not None
-            else ""
-        )
+        ulp = _ulp_said(metrics, dtype)
         lines.append(f"Absolute error: mean {float(e.mean()):.3g}, p99 {_p99(e):.3g}, max {float(e.max()):.3g}{ulp}")
         if bool(finite.all()):
             need_atol = float((e - rtol * gf).clamp(min=0).max())
@@ -134,6 +134,23 @@ def _element_report(actual: torch.Tensor, golden: torch.Tensor, metrics: Metrics
     if not bool(finite.all()):
         lines.append(f"Non-finite mismatches: {int((~finite).sum())} element(s) hold inf/nan on one side only")
     return lines
+
+
+# msprobe's ULP (the CSV's ULP columns): at a golden value below the dtype's smallest normal one ULP is the
+# subnormal spacing, 2**(min exponent - mantissa bits)
+_SUBNORMAL_ULP = {torch.bfloat16: 2.0**-133, torch.float16: 2.0**-24, torch.float32: 2.0**-149}
+
+
+def _ulp_said(metrics: Metrics | None, dtype: torch.dtype) -> str:
+    """The ULP figures, and why they are astronomical where they are: msprobe's ULP counts an error at a golden
+    value near zero in subnormal spacings (bf16: 2**-133), so an error of 1e-8 there is 1e32 ULPs."""
+    if metrics is None or metrics.ulp_max is None or metrics.ulp_mean is None:
+        return ""
+    said = f"; ULP ({dtype}): mean {metrics.ulp_mean:.3g}, max {metrics.ulp_max:.3g}"
+    spacing = _SUBNORMAL_ULP.get(dtype)
+    if spacing is not None and metrics.ulp_max > 2**24:
+        said += f" (msprobe's ULP: near zero one ULP is {spacing:.3g}, so small errors there count as many)"
+    return said
 
 
 def _p99(values: torch.Tensor) -> float:

@@ -196,16 +196,15 @@ def _worse(e: Error, honest: Error, dtype: torch.dtype) -> list[tuple[Reason, st
     why = []
     base = _floored(honest.normwise, e.count, dtype)
     if e.normwise > NORMWISE_FACTOR * base:
-        why.append(
-            (Reason.HONEST_NORMWISE, f"error {e.normwise / base:.3g}x {who} (normwise, {NORMWISE_FACTOR:g}x allowed)")
-        )
+        ratio = above(e.normwise / base, NORMWISE_FACTOR)
+        why.append((Reason.HONEST_NORMWISE, f"error {ratio}x {who} (normwise, {NORMWISE_FACTOR:g}x allowed)"))
     limit = max(WORST_FACTOR * honest.worst, _floors(dtype).worst)
     if e.worst > limit:
         why.append(
             (
                 Reason.HONEST_WORST_ELEMENT,
-                f"an element off by {e.worst:.3g} roundings at its scale, {who} worst {honest.worst:.3g} "
-                f"({limit:.3g} allowed)",
+                f"an element off by {above(e.worst, limit)} roundings at its scale, {who} worst "
+                f"{honest.worst:.3g} ({limit:.3g} allowed)",
             )
         )
     lean = max(BIAS_FACTOR * honest.lean, BIAS_FLOOR)
@@ -213,10 +212,21 @@ def _worse(e: Error, honest: Error, dtype: torch.dtype) -> list[tuple[Reason, st
         why.append(
             (
                 Reason.HONEST_LEAN,
-                f"errors lean one way (z-score {e.lean:.3g}, {who} {honest.lean:.3g}, {lean:.3g} allowed)",
+                f"errors lean one way (z-score {above(e.lean, lean)}, {who} {honest.lean:.3g}, {lean:.3g} allowed)",
             )
         )
     return why
+
+
+def above(value: float, limit: float) -> str:
+    """``value`` (above ``limit``) with the fewest significant digits, three at least, that still read above the
+    limit as it is printed: "2x allowed" beside an error of "2x" reads as a bug, "2.0004x" does not."""
+    shown = f"{limit:.3g}"
+    for digits in range(3, 17):
+        text = f"{value:.{digits}g}"
+        if float(text) > float(shown):
+            return text
+    return repr(value)
 
 
 def verdict(
