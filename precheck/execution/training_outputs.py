@@ -5,7 +5,10 @@ that was wrong in training, and is right here, passes. When the tensor dump save
 graded against the same golden, with the same honest kernel as yardstick. Where a recorded output is an error and
 the replay's is not, the kernel that ran in training (or the program around it) computed it: that output's details
 row becomes the recorded output's grading, labelled, the API's status follows it, and the row's Message says so
-(docs/guide/run_ut.md). A statistics dump saved no outputs: its inputs are generated, so its recorded statistics
+(docs/guide/run_ut.md). A recorded output that cannot be graded is never a silent pass beside a replay that
+passes: a selection's index outside its input is an error (the values beside it are still graded), and a file
+torn or of another dtype than its record, or an output the call does not make, is a bad record, an error row that
+says which and why. A statistics dump saved no outputs: its inputs are generated, so its recorded statistics
 describe other values than the replay's and cannot tell a wrong kernel from the generated inputs' spread.
 """
 
