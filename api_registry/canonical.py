@@ -23,6 +23,30 @@ from api_registry.calls import arg
 Canonical = Callable[[tuple, dict, list], list]
 
 
+class IndexOutOfRange(IndexError):
+    """An index output pointing outside the input it selects from: no value of the input is there to compare, and
+    Python would read a negative one from the end (an argmax of -1 as the last element). ``output`` is its place
+    among the outputs, so a caller can still grade the others."""
+
+    def __init__(self, output: int, detail: str) -> None:
+        super().__init__(f"output {output}: {detail}")
+        self.output, self.detail = output, detail
+
+
+def _within(index: torch.Tensor, size: int, output: int, what: str) -> None:
+    """Raises IndexOutOfRange, naming the first offending index and where it sits, when any of ``index`` is
+    outside [0, size)."""
+    bad = (index < 0) | (index >= size)
+    count = int(bad.sum())
+    if not count:
+        return
+    where = tuple(int(k) for k in bad.nonzero()[0])
+    share = f"{count} of {index.numel()} ({100 * count / index.numel():.1f}%)"
+    raise IndexOutOfRange(
+        output, f"{share} indices outside [0, {size}) ({what}): the first is {int(index[where])} at index {where}"
+    )
+
+
 def _input(args: tuple, kwargs: dict) -> torch.Tensor | None:
     x = arg(args, kwargs, 0, "input", None)
     if x is None:
@@ -30,11 +54,15 @@ def _input(args: tuple, kwargs: dict) -> torch.Tensor | None:
     return x if isinstance(x, torch.Tensor) else None
 
 
-def _picked(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
-    """The values of ``x`` that ``index`` selects along ``dim`` (index may have lost that dim: keepdim=False)."""
+def _picked(x: torch.Tensor, dim: int, index: torch.Tensor, output: int) -> torch.Tensor:
+    """The values of ``x`` that ``index`` (output number ``output``) selects along ``dim`` (index may have lost
+    that dim: keepdim=False); IndexOutOfRange for an index no value of ``x`` is at."""
     x = x.detach()
     if x.dim() == 0:
+        _within(index, 1, output, "a 0-dim input")
         return x.expand(index.shape).clone()
+    if -x.dim() <= dim < x.dim():
+        _within(index, x.shape[dim], output, f"the size of dim {dim % x.dim()} of the input, of shape {tuple(x.shape)}")
     squeezed = index.dim() < x.dim()
     index = index.unsqueeze(dim) if squeezed else index
     picked = x.gather(dim, index.to(device=x.device, dtype=torch.int64))
@@ -51,7 +79,7 @@ def selection(dim_pos: int, dim_default: int | None) -> Canonical:
         if x is None or not isinstance(dim, int) or len(index_at) != 1:
             return outputs  # the reduce-everything form (max(x)) has no index to rewrite
         i = index_at[0]
-        return [*outputs[:i], _picked(x, dim, outputs[i]), *outputs[i + 1 :]]
+        return [*outputs[:i], _picked(x, dim, outputs[i], i), *outputs[i + 1 :]]
 
     return canonical
 
@@ -63,8 +91,9 @@ def arg_extreme(args: tuple, kwargs: dict, outputs: list) -> list:
     if x is None or len(outputs) != 1 or not isinstance(outputs[0], torch.Tensor):
         return outputs
     if dim is None:
+        _within(outputs[0], x.numel(), 0, f"the {x.numel()} elements of the input, flattened")
         return [x.detach().reshape(-1)[outputs[0].to(x.device)]]
-    return [_picked(x, dim, outputs[0])]
+    return [_picked(x, dim, outputs[0], 0)]
 
 
 def unique(args: tuple, kwargs: dict, outputs: list) -> list:
@@ -75,10 +104,11 @@ def unique(args: tuple, kwargs: dict, outputs: list) -> list:
         return outputs
     order = torch.argsort(values, stable=True)
     rest = []
-    for extra in outputs[1:]:
+    for k, extra in enumerate(outputs[1:], 1):
         if isinstance(extra, torch.Tensor) and extra.dim() == 1 and extra.shape == values.shape:
             rest.append(extra[order])  # counts follow the values
         elif isinstance(extra, torch.Tensor):
+            _within(extra, len(values), k, f"the {len(values)} unique values")
             rest.append(values[extra])  # inverse: the reconstructed input
         else:
             rest.append(extra)

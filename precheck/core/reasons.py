@@ -34,6 +34,10 @@ class Reason(StrEnum):
     SHAPE_MISMATCH = "shape_mismatch"
     DTYPE_KIND = "dtype_kind"  # floating point on one side only: msprobe's check_dtype_comparable
     STRUCTURE_MISMATCH = "structure_mismatch"  # output or gradient counts, keys, a gradient on one side only
+    INDEX_OUT_OF_RANGE = "index_out_of_range"  # a selection's index output points outside its input (sort, argmax)
+    # A recorded output a replay cannot grade beside its own: its file unreadable or of another dtype than its
+    # record, or an output the call does not make. A bad record, never a pass (execution/training_outputs.py).
+    BAD_RECORDED_OUTPUT = "bad_recorded_output"
     RANDOM_LAW = "random_law"  # a random op judged by the law of its outputs (grader/stochastic.py)
     STATISTICS = "statistics"  # graded on a dump's recorded statistics only (execution/statistics.py)
     TARGET_FAILED = "target_failed"  # the API crashed or its target run failed: one error row

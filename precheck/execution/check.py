@@ -31,7 +31,7 @@ from precheck.execution.sides import GOLDEN, reference_side
 from precheck.execution.sizes import memory_problem
 from precheck.execution.statistics import recorded_output_notes
 from precheck.execution.targets import Ran, Target, target_for, target_raised
-from precheck.execution.training_outputs import recorded_rows, worse_in_training
+from precheck.execution.training_outputs import graded_refusing, recorded_rows, worse_in_training
 from precheck.grader import stochastic
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputBuilder, InputError, builder_for
@@ -253,7 +253,9 @@ def _graded(
         refs = reference.outputs if reference_ok else None
         sides = (ran.golden.outputs, refs)
         training = recorded_rows(case, call, builder, sides, grade, honest.output) if target.replays else []
-        forward = grade.outputs(case.name, ran.target.outputs, ran.golden.outputs, refs, honest.output)
+        forward = graded_refusing(
+            grade, case.name, (ran.target.outputs, ran.golden.outputs, refs), honest.output, ran.refused
+        )
         forward = worse_in_training(forward, training, target.device)
         ref_grads = (reference.grads if reference_ok else None) or {}
         rows = grade.grads(case.name, ran.target.grads, ran.golden.grads, ref_grads, honest.grad)

@@ -28,6 +28,7 @@ from precheck.dump.records import Case, TensorSpec
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import target_side
 from precheck.execution.statistics import crossed, recorded_output_notes, statistics_rows
+from precheck.execution.training_outputs import Refused, canonical_recorded
 from precheck.inputs.builder import InputBuilder, InputError
 from precheck.results import ApiResult, DetailRow, Direction, graded, skipped
 from precheck.walk import flatten
@@ -151,21 +152,22 @@ def recorded_run(
 
 def recorded_outcome(
     case: Case, call: Call, builder: InputBuilder, golden: SideRun
-) -> ApiResult | tuple[SideRun, SideRun, AtHook]:
-    """The recorded target of one call: its outputs and gradients, and the golden of each gradient where msprobe's
-    hook recorded it; or the case's result when it ends here (statistics only, a missing file)."""
+) -> ApiResult | tuple[SideRun, SideRun, AtHook, Refused]:
+    """The recorded target of one call: its outputs and gradients, the golden of each gradient where msprobe's
+    hook recorded it, and the error verdict of each output that cannot be graded (an index outside its input);
+    or the case's result when it ends here (statistics only, a missing file)."""
     if golden.error:
         return skipped(case, f"golden (CPU float64) failed: {golden.error}", Reason.SKIP_GOLDEN_FAILED)
     no_node = made_no_node(call)
     try:
         target, golden, at = recorded_run(case, builder, golden, no_node)
-        if call.entry.canonical:  # the recorded indices of a sort point into the recorded inputs
-            target = replace(target, outputs=call.entry.canonical(call.loaded_args, call.loaded_kwargs, target.outputs))
+        # the recorded indices of a sort point into the recorded inputs
+        outputs, refused = canonical_recorded(call, target.outputs)
     except StatisticsOnly:
         return _statistics_result(case, golden, builder, no_node)
     except InputError as e:
         return skipped(case, f"recorded output: {e}", Reason.SKIP_RECORDED_OUTPUT)
-    return target, golden, at
+    return replace(target, outputs=outputs), golden, at, refused
 
 
 def recorded_draw(case: Case, builder: InputBuilder) -> SideRun | ApiResult:

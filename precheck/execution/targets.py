@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
@@ -27,6 +27,7 @@ from precheck.execution.options import TARGETS, CheckOptions
 from precheck.execution.recorded import AtHook, recorded_draw, recorded_outcome
 from precheck.execution.runner import Call, SideRun, run_side
 from precheck.execution.sides import compiled, target_side
+from precheck.execution.training_outputs import Refused
 from precheck.inputs.builder import InputBuilder
 from precheck.inputs.synth import rng_for
 from precheck.results import ApiResult, failed, skipped, timed_out
@@ -47,11 +48,13 @@ __all__ = [
 @dataclass(frozen=True)
 class Ran:
     """What a target made of a call, and the golden it is graded against (the recorded target moves the golden's
-    gradients to where msprobe's hook recorded them: ``at``)."""
+    gradients to where msprobe's hook recorded them: ``at``, and refuses a recorded index outside its input:
+    ``refused``)."""
 
     target: SideRun
     golden: SideRun
     at: AtHook | None = None
+    refused: Refused = field(default_factory=dict)  # outputs not graded, each with its error verdict, by place
 
 
 class Target(ABC):
