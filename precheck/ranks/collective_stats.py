@@ -25,7 +25,7 @@ from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS
 from precheck.dump.decode import TensorSpec, decode_value
 from precheck.ranks.cannot_grade import CannotGrade
-from precheck.ranks.collective_records import PLACES, recorded_input, recorded_output, reduce_op
+from precheck.ranks.collective_records import PLACES, recorded_input, recorded_output, reduce_op, root
 from precheck.results import DetailRow, Direction
 
 __all__ = ["statistics_rows"]
@@ -153,16 +153,14 @@ def _reduced(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[Tens
 
 
 def _reduce(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[TensorSpec]]]:
-    dst = recorded_input(g.records[r], *PLACES["reduce"]["dst"])
-    if (dst.get("value") if isinstance(dst, dict) else dst) != r:
+    if root("reduce", g.records[r]) != r:
         raise CannotGrade(f"rank {r} is not the reduce's dst: its tensor holds no defined result",
                            Reason.SKIP_RECORDED_OUTPUT)  # fmt: skip
     return _reduced(g, r)
 
 
 def _broadcast(g: _Group, r: int) -> list[tuple[TensorSpec, list[_Fact], list[TensorSpec]]]:
-    src = recorded_input(g.records[r], *PLACES["broadcast"]["src"])
-    src = src.get("value") if isinstance(src, dict) else src
+    src = root("broadcast", g.records[r])
     if src not in g.records:
         raise CannotGrade(f"broadcast src rank {src!r} is not in the group {g.members}")
     source = _tensor(g.spec(src, "tensor"), f"rank {src}: input")
