@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from precheck.core.reasons import Reason
 from precheck.dump.steps import find_dumps
 from precheck.execution.options import CheckOptions
+from precheck.frames import reasons
 from precheck.ranks import run_step
 from precheck.run_files.csv_files import read_csv_rows
 
@@ -73,3 +75,87 @@ def test_a_broadcast_from_the_wrong_group_rank_is_an_error_there(tmp_path):
     rows = _rows(_run(step, tmp_path / "out"))
     verdicts = {rank: row["Forward Test Success"] for (rank, name), row in rows.items() if "broadcast" in name}
     assert verdicts == {"rank0": "error", "rank1": "pass", "rank2": "pass", "rank3": "pass"}
+
+
+def _p2p(summary) -> dict[tuple[str, str], dict[str, str]]:
+    """(rank folder, details row name) -> its details row, for every send's and receive's."""
+    return {
+        (rank, row["API Name"]): row
+        for rank, run in summary.ranks.items()
+        for row in read_csv_rows(run.details_path)[1]
+        if row["API Name"].startswith("Distributed.") and ("send" in row["API Name"] or "recv" in row["API Name"])
+    }
+
+
+@pytest.mark.parametrize("step", PIPELINES + BY_HAND)
+def test_every_transfer_of_a_clean_step_is_graded_and_none_is_an_error(tmp_path, step):
+    """Every send, recv, isend, irecv and batch_isend_irecv op: graded, or SKIP only where msprobe recorded the
+    received tensor at the wrong time (a batch's receive before it completed, an irecv rewritten by a later
+    batch), and the row says so. They were all SKIP ("argument has no 'type'", "names no dst rank (recorded
+    None)", "a collective needs its values")."""
+    summary = _run(DATA / step / "step0", tmp_path)
+    rows = _p2p(summary)
+    found = {rank: reasons.read(run.details_path) for rank, run in summary.ranks.items()}
+    assert rows and not [key for key, row in rows.items() if row["Status"] not in ("pass", "SKIP")]
+    for (rank, name), row in rows.items():
+        if row["Status"] == "SKIP":
+            assert found[rank][name].reason == Reason.SKIP_RECORDED_OUTPUT and "msprobe" in row["Message"], name
+        if ".isend." in name or ".send." in name or "batch" not in name and ".recv." in name:
+            assert row["Status"] == "pass", (rank, name, row["Message"])  # what msprobe recorded right: graded
+    graded = sum(row["Status"] == "pass" for row in rows.values())
+    assert graded >= 2 * len(rows) // 3
+    assert summary.collectives >= graded // 2  # the console counts them as graded across ranks
+
+
+def test_a_receive_by_group_src_is_matched_to_the_send_by_group_dst_in_its_subgroup(tmp_path):
+    """In the group [1, 3], group_dst=1 is global rank 3: rank 1's send(group_dst=1, tag=7) is rank 3's
+    recv(group_src=0, tag=7), and rank 1's isend row names the receive that got it."""
+    summary = _run(DATA / "p2p_calls_tensor" / "step0", tmp_path)
+    rows = _p2p(summary)
+    assert rows[("rank3", "Distributed.recv.1.forward.output.0")]["Status"] == "pass"
+    assert rows[("rank3", "Distributed.recv.0.forward.output.0")]["Status"] == "pass"  # recv(src=1), default group
+    isend = rows[("rank1", "Distributed.isend.0.forward.output.0")]
+    assert isend["Status"] == "pass" and "sent to rank 3: Distributed.irecv.0" in isend["Message"]
+    batch = rows[("rank1", "Distributed.batch_isend_irecv.0.forward.output.0")]  # its P2POp isend, group_peer=1
+    assert batch["Status"] == "pass"
+
+
+def test_a_wrong_received_value_is_an_error_on_the_receiving_rank_only(tmp_path):
+    """Rank 2's recv(group_src=0, tag=7) holds another tensor than rank 0 sent: its row is an error, and no row of
+    rank 0 (the sender) or of another rank is."""
+    step = _copy(tmp_path, "p2p_calls_tensor")
+    data = step / "rank2" / "dump_tensor_data"
+    shutil.copy(data / "Distributed.recv.0.forward.output.0.pt", data / "Distributed.recv.1.forward.output.0.pt")
+    rows = _p2p(_run(step, tmp_path / "out"))
+    errors = [key for key, row in rows.items() if row["Status"] == "error"]
+    assert errors == [("rank2", "Distributed.recv.1.forward.output.0")]
+
+
+def test_a_wrong_received_statistic_in_a_pipeline_is_an_error_on_that_rank_only(tmp_path):
+    """GPipe: rank 1's second activation received (irecv(group_src=0)) shows another Max than rank 0 sent."""
+    step = _copy(tmp_path, "pipeline_gpipe_statistics")
+
+    def corrupt(data):
+        data["Distributed.irecv.1.forward"]["output"][0]["Max"] = 7.5
+
+    _edit(step / "rank1" / "dump.json", corrupt)
+    rows = _p2p(_run(step, tmp_path / "out"))
+    errors = {key: row["Message"] for key, row in rows.items() if row["Status"] == "error"}
+    assert list(errors) == [("rank1", "Distributed.irecv.1.forward.output.0")]
+    assert "Max 7.5, sent 0.68" in errors[("rank1", "Distributed.irecv.1.forward.output.0")]
+
+
+def test_a_transfer_above_max_memory_is_skip_before_it_is_loaded(tmp_path, monkeypatch):
+    """A send/recv pair is sized as a collective is: above --max-memory its rows are SKIP skip_memory and no tensor
+    of it is loaded (a recv was loaded and graded pass whatever --max-memory said)."""
+    import precheck.ranks.p2p as p2p
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a transfer above --max-memory was loaded")
+
+    monkeypatch.setattr(p2p, "load", refused)
+    summary = _run(DATA / "p2p_calls_tensor" / "step0", tmp_path, max_memory=64)
+    rows = _p2p(summary)
+    recv = rows[("rank2", "Distributed.recv.0.forward.output.0")]
+    assert recv["Status"] == "SKIP" and "above --max-memory" in recv["Message"]
+    assert reasons.read(summary.ranks["rank2"].details_path)[recv["API Name"]].reason == Reason.SKIP_MEMORY

@@ -7,7 +7,8 @@ are graded only from several ranks' records at once, and they live here:
   of its name, one summary (``run_step``, ``RanksSummary``);
 - ``collectives``: a collective's golden made in float64 from every rank's recorded inputs, read through
   ``collective_records`` (tensor dumps) and ``collective_stats`` (statistics dumps: what the statistics imply);
-- ``p2p``: each receive graded against the matching send on its peer;
+- ``p2p``: each receive graded against the matching send on its peer (``batch_isend_irecv``'s P2POps and pipeline
+  transfers included; their records read by ``p2p_records``, a statistics dump's compared by ``p2p_stats``);
 - ``whole_calls``: a DTensor call put together from its shards across the mesh and graded as one call;
 - ``cannot_grade``: the one exception all of them raise when a call cannot be graded across ranks (its rows are
   SKIP with the reason).
