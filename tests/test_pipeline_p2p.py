@@ -142,7 +142,7 @@ def test_a_wrong_received_statistic_in_a_pipeline_is_an_error_on_that_rank_only(
     rows = _p2p(_run(step, tmp_path / "out"))
     errors = {key: row["Message"] for key, row in rows.items() if row["Status"] == "error"}
     assert list(errors) == [("rank1", "Distributed.irecv.1.forward.output.0")]
-    assert "Max 7.5, sent 0.68" in errors[("rank1", "Distributed.irecv.1.forward.output.0")]
+    assert "Max 7.5, there 0.68" in errors[("rank1", "Distributed.irecv.1.forward.output.0")]
 
 
 def test_a_transfer_above_max_memory_is_skip_before_it_is_loaded(tmp_path, monkeypatch):
@@ -159,3 +159,34 @@ def test_a_transfer_above_max_memory_is_skip_before_it_is_loaded(tmp_path, monke
     recv = rows[("rank2", "Distributed.recv.0.forward.output.0")]
     assert recv["Status"] == "SKIP" and "above --max-memory" in recv["Message"]
     assert reasons.read(summary.ranks["rank2"].details_path)[recv["API Name"]].reason == Reason.SKIP_MEMORY
+
+
+def _ops(data):
+    return data["Distributed.batch_isend_irecv.4.forward"]["input_args"][0]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: _ops(d)[0].__setitem__("peer", "1"),
+        lambda d: _ops(d)[1].__setitem__("op", "isendx"),
+        lambda d: _ops(d).__setitem__(0, "x"),
+        lambda d: _ops(d).clear(),
+        lambda d: d["Distributed.batch_isend_irecv.4.forward"].__setitem__("input_args", [{"a": 1}]),
+    ],
+    ids=["peer", "op", "not_a_p2pop", "empty", "not_a_list"],
+)
+def test_a_malformed_batch_is_a_skip_row_and_no_later_transfer_is_misread(tmp_path, edit):
+    """A batch whose P2POps cannot be read is SKIP skip_bad_record naming it; each later transfer of that rank, and
+    each its peer matched past it, is SKIP, never graded against the wrong message (an error before)."""
+    step = _copy(tmp_path, "pipeline_1f1b_statistics")
+    _edit(step / "rank0" / "dump.json", edit)
+    summary = _run(step, tmp_path / "out")
+    rows = _rows(summary)
+    batch = rows[("rank0", "Distributed.batch_isend_irecv.4")]
+    assert batch["Forward Test Success"] == "SKIP" and "Distributed.batch_isend_irecv.4" in batch["Message"]
+    assert (
+        reasons.read(summary.ranks["rank0"].details_path)["Distributed.batch_isend_irecv.4.forward.output.0"].reason
+        == Reason.SKIP_BAD_RECORD
+    )
+    assert not [key for key, row in _p2p(summary).items() if row["Status"] == "error"]

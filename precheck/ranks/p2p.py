@@ -121,21 +121,26 @@ class _Links:
         self._known(others[k])
         return others[k]
 
-    def rewritten(self, op: Op, got: TensorSpec) -> str:
+    def rewritten(self, op: Op, got: TensorSpec, send: Op) -> str:
         """Why a plain irecv's recorded tensor ``got`` is another message's, where it is: msprobe 26.2 rewrites the
-        rank's last isend/irecv record when a later batch_isend_irecv's inner irecv completes. Empty otherwise."""
+        rank's last isend/irecv record when a later batch_isend_irecv's inner irecv completes, with what that irecv
+        got, a later message from the same peer (``send``: the one this irecv got). Empty otherwise."""
         if op.batch or op.sends:
             return ""
-        later = [o for o in self.in_order[op.rank] if o.batch and not o.sends and self._order(o) > self._order(op)]
-        for other in later:
+        after = [o for o in self.in_order[op.rank] if o.batch and not o.sends and self._order(o) > self._order(op)]
+        if not any(o.peer == op.peer for o in after):
+            return ""
+        for later in (o for o in self.in_order.get(op.peer, []) if o.sends and o.peer == op.rank):
+            if self._order(later) <= self._order(send):
+                continue
             try:
-                sent = _spec(self.other_end(other).before, other.where)
+                sent = _spec(later.before, later.where)
             except CannotGrade:
                 continue
             if same_statistics(got, sent):
-                return (f"{op.where}: its recorded tensor is the message {other.where} received later: msprobe "
-                        "rewrites an irecv's record when a later batch_isend_irecv's inner irecv completes, so what "
-                        "this receive got is not recorded")  # fmt: skip
+                return (f"{op.where}: its recorded tensor is {later.where}'s, a later message a batch_isend_irecv of "
+                        "this rank received: msprobe rewrites an irecv's record when a later batch's inner irecv "
+                        "completes, so what this receive got is not recorded")  # fmt: skip
         return ""
 
 
@@ -156,7 +161,7 @@ def _received(links: _Links, op: Op, options: CheckOptions) -> DetailRow:
     row = _compared(links.ranks, op, op.after, send, send.before, options)
     if row.comparison.status == ERROR:
         got = _spec(op.after, op.where)
-        why = links.rewritten(op, got) or _unfinished(op, got)
+        why = links.rewritten(op, got, send) or _unfinished(op, got)
         if why:
             raise CannotGrade(why, Reason.SKIP_RECORDED_OUTPUT)
     return row
@@ -191,12 +196,12 @@ def _compared(ranks: dict[int, Rank], op: Op, target_raw: Any, source: Op, golde
     """``op``'s recorded tensor ``target_raw`` against ``golden_raw`` recorded by ``source``: statistics where either
     holds no file, else their values bit for bit, sized before they are loaded."""
     target, golden = _spec(target_raw, op.where), _spec(golden_raw, source.where)
-    whose = "its tensor before the call" if source is op else source.where
+    whose = "its tensor as given (a send leaves it unchanged)" if source is op else f"the tensor {source.where} sent"
     if target.data_name is None or golden.data_name is None:
         return DetailRow(op.name, Direction.FORWARD, op.index, copied_statistics(target, golden, whose))
     _sized(op, target, golden, options)
     values = load(ranks[op.rank], target_raw, f"{op.where}: tensor")
-    sent = load(ranks[source.rank], golden_raw, f"{whose}: tensor")
+    sent = load(ranks[source.rank], golden_raw, f"{source.where}: sent tensor")
     rows = RowGrader("binary", options.cosine, options.max_abs, "").outputs(op.name, [values], [sent], None,
                                                                           lambda *_: None)  # fmt: skip
     return replace(rows[0], index=op.index)

@@ -25,25 +25,26 @@ _ROUNDING = 8  # eps of the statistic's scale a reduction in another order may m
 
 
 def copied_statistics(target: TensorSpec, golden: TensorSpec, source: str) -> Comparison:
-    """The verdict on ``target``, recorded as a copy of ``golden`` (``source`` names where that was recorded)."""
+    """The verdict on ``target``, recorded as a copy of ``golden`` (``source`` names it: "the tensor rank 0:
+    Distributed.isend.0 sent")."""
     if (target.dtype, target.shape) != (golden.dtype, golden.shape):
-        why = (f"statistics dump: {_shown(target)} received, {_shown(golden)} sent by {source}")  # fmt: skip
+        why = f"statistics dump: {_shown(target)}, {source} {_shown(golden)}"
         return _verdict(ERROR, why, target, golden, Reason.SHAPE_MISMATCH)
     checked, broken = [], []
     for stat in _STATS:
         got, sent = _stat(target, stat), _stat(golden, stat)
-        if got is None and sent is None:
-            continue
+        if got is None or sent is None:
+            continue  # not recorded (an empty tensor's, an integer tensor's Mean) or not a number: nothing to check
         if _equal(stat, got, sent, golden):
             checked.append(stat)
         else:
-            broken.append(f"{stat} {got!r}, sent {sent!r}")
+            broken.append(f"{stat} {got!r}, there {sent!r}")
     if broken:
-        return _verdict(ERROR, f"statistics dump: not the tensor {source} sent: {'; '.join(broken)}", target, golden)
+        return _verdict(ERROR, f"statistics dump: differs from {source}: {'; '.join(broken)}", target, golden)
     if not checked and target.numel:
-        raise CannotGrade(f"no statistic of the tensor is recorded, nor of the one {source} sent")
+        raise CannotGrade(f"no statistic is recorded both of the tensor and of {source}")
     what = ", ".join(checked) if checked else "empty tensor: dtype and shape"
-    return _verdict(PASS, f"statistics dump: {what} equal to the tensor {source} sent", target, golden)
+    return _verdict(PASS, f"statistics dump: {what} equal to {source}'s", target, golden)
 
 
 def same_statistics(a: TensorSpec, b: TensorSpec) -> bool:
