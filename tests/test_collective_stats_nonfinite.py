@@ -2,6 +2,8 @@
 (issue 50 item 3): it was pass where only Min was finite (the other identities were skipped), and SKIP where every
 statistic was nan. Each step here is synthesised: two ranks' statistics dumps holding only collective records."""
 
+from __future__ import annotations
+
 import json
 import math
 from pathlib import Path

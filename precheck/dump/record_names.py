@@ -21,6 +21,7 @@ COLLECTIVES = frozenset({"all_reduce", "broadcast", "all_gather", "all_gather_in
                          "reduce_scatter_single"})  # fmt: skip
 # The point-to-point calls graded across a step's ranks (precheck.ranks.p2p): each one's argument naming its peer.
 POINT_TO_POINT = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
+BATCH_POINT_TO_POINT = "batch_isend_irecv"  # a list of P2POps, each an isend or an irecv with its peer
 MAX_NAME = 256  # characters of a record key (msprobe's longest are under 100); longer keys are malformed
 _REPLAY_KEY = re.compile(r"(?P<api>[A-Za-z_][\w]*(?:\.[\w]+)+)\.(?P<n>[0-9]+)\.(?P<kind>forward|backward)")
 # A tensor's name in a compare CSV: its record (``<call>.forward``, ``<module>.forward.<N>``), its role, the rest.
@@ -55,9 +56,11 @@ def is_collective(name: str) -> bool:
 
 
 def is_point_to_point(name: str) -> bool:
-    """Whether the call ``name`` (``Distributed.recv.0``) is a send or receive graded against its peer rank's."""
+    """Whether the call ``name`` (``Distributed.recv.0``, ``Distributed.batch_isend_irecv.0``) is a send or receive
+    graded against its peer rank's."""
     parts = name.split(".")
-    return len(parts) == 3 and parts[0] == "Distributed" and parts[1] in POINT_TO_POINT
+    return len(parts) == 3 and parts[0] == "Distributed" and (parts[1] in POINT_TO_POINT or
+                                                                 parts[1] == BATCH_POINT_TO_POINT)  # fmt: skip
 
 
 def is_module(key: str) -> bool:

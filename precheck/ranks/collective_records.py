@@ -26,11 +26,13 @@ __all__ = [
     "NoValues",
     "Rank",
     "agreed",
+    "global_rank",
     "members",
     "readable",
     "recorded_input",
     "recorded_output",
     "reduce_op",
+    "root",
     "started_async",
     "world_shown",
 ]
@@ -133,6 +135,57 @@ def recorded_input(record: dict, i: int, key: str) -> Any:
     """The recorded value of argument ``i`` (keyword ``key``) as the call was given it; None where not given."""
     args, kwargs = record.get("input_args") or [], record.get("input_kwargs") or {}
     return args[i] if i < len(args) else kwargs.get(key) if isinstance(kwargs, dict) else None
+
+
+# API -> its root's global-rank argument, that root as a rank of the group (torch 2.6+'s ``group_src``/``group_dst``,
+# which torch.distributed.pipelining passes), and torch's root where neither is given (gather and scatter: global
+# rank 0; a broadcast or a reduce needs one)
+_ROOTS: dict[str, tuple[str, tuple[int, str], int | None]] = {
+    "broadcast": ("src", (4, "group_src"), None),
+    "reduce": ("dst", (5, "group_dst"), None),
+    "gather": ("dst", (5, "group_dst"), 0),
+    "scatter": ("src", (5, "group_src"), 0),
+}
+
+
+def root(api: str, record: dict) -> Any:
+    """The global rank of a rooted collective's root (a broadcast's src, a gather's dst) as its record names it:
+    ``src=``, ``group_src=`` resolved through the record's group, or torch's default; what else is recorded as it
+    is, for the caller's message."""
+    arg, group_place, default = _ROOTS[api]
+    return global_rank(record, PLACES[api][arg], group_place, PLACES[api]["group"], default)
+
+
+def global_rank(
+    record: dict, place: tuple[int, str], group_place: tuple[int, str], group_at: tuple[int, str], default: Any = None
+) -> Any:
+    """The global rank an argument names: given as one (``dst=3``, at ``place``), or as a rank of the record's group
+    (``group_dst=1`` at ``group_place`` in the group [1, 3] at ``group_at``: rank 3; in the default group a group
+    rank is the global rank), else ``default``. A value of another kind is returned as it is, for the caller's
+    message; CannotGrade where the group does not hold that group rank or its ranks are not recorded."""
+    given = _plain(recorded_input(record, *place))
+    if given is not None:
+        return given
+    in_group = _plain(recorded_input(record, *group_place))
+    if in_group is None:
+        return default
+    group = recorded_input(record, *group_at)
+    if group is None or not isinstance(in_group, int) or isinstance(in_group, bool):
+        return in_group
+    ranks = group.get("group_ranks") if isinstance(group, dict) else None
+    if not isinstance(ranks, list):
+        raise CannotGrade(f"its {group_place[1]} {in_group} is a rank of a group whose ranks are not recorded",
+                           Reason.SKIP_BAD_RECORD)  # fmt: skip
+    members = group_members(ranks)
+    if not 0 <= in_group < len(members):
+        raise CannotGrade(f"its {group_place[1]} {in_group} is no rank of its group {list(members)}",
+                           Reason.SKIP_BAD_RECORD)  # fmt: skip
+    return members[in_group]
+
+
+def _plain(raw: Any) -> Any:
+    """A recorded scalar's value (``{"type": "int", "value": 1}``: 1)."""
+    return raw.get("value") if isinstance(raw, dict) else raw
 
 
 def started_async(api: str, record: dict) -> bool:

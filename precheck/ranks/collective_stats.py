@@ -33,7 +33,7 @@ from precheck.core.status import ERROR, PASS
 from precheck.dump.decode import TensorSpec
 from precheck.ranks.all_to_all_stats import all_to_all, all_to_all_single
 from precheck.ranks.cannot_grade import CannotGrade
-from precheck.ranks.collective_records import PLACES, recorded_input, reduce_op
+from precheck.ranks.collective_records import PLACES, recorded_input, reduce_op, root
 from precheck.ranks.stat_facts import STATS, Fact, Group, Output, same, stat, tensor, within
 from precheck.results import DetailRow, Direction
 
@@ -170,16 +170,14 @@ def _reduced(g: Group, r: int) -> list[Output]:
 
 
 def _reduce(g: Group, r: int) -> list[Output]:
-    dst = recorded_input(g.records[r], *PLACES["reduce"]["dst"])
-    if (dst.get("value") if isinstance(dst, dict) else dst) != r:
+    if root("reduce", g.records[r]) != r:
         raise CannotGrade(f"rank {r} is not the reduce's dst: its tensor holds no defined result",
                            Reason.SKIP_RECORDED_OUTPUT)  # fmt: skip
     return _reduced(g, r)
 
 
 def _broadcast(g: Group, r: int) -> list[Output]:
-    src = recorded_input(g.records[r], *PLACES["broadcast"]["src"])
-    src = src.get("value") if isinstance(src, dict) else src
+    src = root("broadcast", g.records[r])
     if src not in g.records:
         raise CannotGrade(f"broadcast src rank {src!r} is not in the group {g.members}")
     source = tensor(g.spec(src, "tensor"), f"rank {src}: input")

@@ -37,6 +37,7 @@ from precheck.ranks.collective_records import (
     recorded_input,
     recorded_output,
     reduce_op,
+    root,
     started_async,
     world_shown,
 )
@@ -286,9 +287,9 @@ def _all_reduce(c: _Calls, r: int) -> tuple[list, list]:
 
 
 def _peer(c: _Calls, r: int, arg: str) -> int:
-    """The rank named by argument ``arg`` (a broadcast's src, a reduce's dst) as rank ``r`` recorded it."""
-    peer = c.raw(r, arg)
-    peer = peer.get("value") if isinstance(peer, dict) else peer
+    """The rank named by argument ``arg`` (a broadcast's src, a reduce's dst) as rank ``r`` recorded it: given as a
+    global rank, as a rank of its group (``group_src=``) or by torch's default (a gather's dst: rank 0)."""
+    peer = root(c.api, c.records[r])
     if peer not in c.members:
         raise CannotGrade(f"{c.api} {arg} rank {clip(repr(peer), 40)}, which is not in the group {c.members}")
     return peer

@@ -1,34 +1,44 @@
-"""Point-to-point calls (``Distributed.send.0``, ``recv``, ``isend``, ``irecv``) graded across the ranks of one step.
+"""Point-to-point transfers (``Distributed.send.0``, ``recv``, ``isend``, ``irecv``, and each P2POp of a
+``batch_isend_irecv``, as torch.distributed.pipelining moves activations and gradients) graded across the ranks of
+one step.
 
-A receive's tensor holds what its peer sent, and the messages between two ranks arrive in the order they were
-sent (per tag): the k-th receive from rank s on rank r is the k-th send to r on rank s. Its recorded output must be
-that send's recorded input bit for bit: the values were copied, not computed. A send only reads its tensor, so its
-row grades the tensor after the call against the one before. A receive whose sender left no dump, recorded no
-matching send, or named no source (``recv(src=None)`` takes any rank's) is SKIP saying why: one rank's record alone
-says nothing of what arrived.
+A receive's tensor holds what its peer sent, and the messages of one channel (group, sender, receiver, tag) arrive
+in the order they were sent: the k-th receive of a channel on its receiver is the k-th send of that channel on its
+sender (precheck.ranks.p2p_records reads both ends, a peer named by its group rank resolved through the group). Its
+recorded tensor must be that send's recorded tensor: in a tensor dump bit for bit (the values were copied, not
+computed), in a statistics dump statistic for statistic (precheck.ranks.p2p_stats). A send only reads its tensor:
+its row grades the tensor after the call against the one before where both are recorded, and otherwise says which
+receive got it (msprobe records no isend's tensor after the call), so a wrong transfer is an error on the receiving
+rank only. A transfer is sized before anything is loaded, as a collective is: above ``--max-memory`` it is SKIP.
+
+A receive whose sender left no dump, recorded no matching send, or named no source (``recv(src=None)`` takes any
+rank's) is SKIP saying why; so is every later receive whose place in its channel such a record leaves unknown. So is
+a receive whose recorded tensor msprobe wrote at the wrong time, where the record shows it: a batch's receive still
+holding its buffer as given, an irecv rewritten with a later batch's message (make_pipeline_steps.py says when
+msprobe 26.2 does both).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
-from precheck.dump.decode import clip
-from precheck.dump.record_names import POINT_TO_POINT, is_point_to_point
+from precheck.core.status import ERROR, PASS, SKIP
+from precheck.dump.decode import TensorSpec, clip, decode_value
+from precheck.dump.index import RecordError
+from precheck.dump.record_names import is_point_to_point
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
 from precheck.ranks.cannot_grade import CannotGrade
-from precheck.ranks.collective_records import readable, recorded_input, recorded_output
+from precheck.ranks.collective_records import readable
 from precheck.ranks.collectives import CallRecord, Rank, load
-from precheck.results import ApiResult, graded, skipped
+from precheck.ranks.p2p_records import Channel, Op, ops_of
+from precheck.ranks.p2p_stats import copied_statistics, same_statistics
+from precheck.results import ApiResult, DetailRow, Direction, graded, skipped
 
 __all__ = ["grade_point_to_point", "is_point_to_point"]
-
-# torch.distributed.send(tensor, dst, group, tag) and recv(tensor, src, group, tag): the places of what is read
-_TENSOR, _TAG = (0, "tensor"), (3, "tag")
-_PEER = {"dst": (1, "dst"), "src": (1, "src")}
-
-_Key = tuple[int, int, Any]  # (from rank, to rank, tag) of a message
 
 
 def grade_point_to_point(
@@ -36,87 +46,195 @@ def grade_point_to_point(
 ) -> dict[int, dict[str, ApiResult]]:
     """Each rank's results of its sends and receives, by case name; ``missing`` says where a missing rank's dump
     was looked for."""
-    sends: dict[_Key, list[tuple[int, str, dict]]] = {}  # each message's sends: (rank, name, record)
-    receives: list[tuple[int, str, dict, _Key, int]] = []  # (rank, name, record, its message, its place among them)
+    world = max(ranks, default=-1) + 1
+    calls = {r: _read(rank, world) for r, rank in ranks.items()}
+    links = _Links(ranks, calls, missing)
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
-    for r, rank in ranks.items():
-        counted: dict[_Key, int] = {}
-        for name in sorted((n for n in rank.orders if is_point_to_point(n)), key=rank.orders.__getitem__):
-            try:
-                record = rank.record(name)
-                with readable(name):
-                    key = _message(r, name, record)
-            except CannotGrade as e:
-                out[r][name] = _skipped(rank, name, e)
-                continue
-            if POINT_TO_POINT[name.split(".")[1]] == "dst":
-                sends.setdefault(key, []).append((r, name, record))
-                out[r][name] = _graded(rank, name, record, rank, record, options)
+    for r, named in calls.items():
+        for name, ops in named.items():
+            call = CallRecord(name, ranks[r].orders[name])
+            if isinstance(ops, CannotGrade):
+                out[r][name] = skipped(call, str(ops), ops.code)
             else:
-                receives.append((r, name, record, key, counted.setdefault(key, 0)))
-                counted[key] += 1
-    for r, name, record, key, k in receives:
-        rank = ranks[r]
-        try:
-            sender, sent = _matching_send(ranks, sends, key, k, name, missing)
-            out[r][name] = _graded(rank, name, record, sender, sent, options)
-        except CannotGrade as e:
-            out[r][name] = _skipped(rank, name, e)
+                out[r][name] = _result(call, [_row(links, op, options) for op in ops])
     return out
 
 
-def _message(r: int, name: str, record: dict) -> _Key:
-    """The (from, to, tag) of the message the call ``name`` of rank ``r`` sends or receives."""
-    arg = POINT_TO_POINT[name.split(".")[1]]
-    peer = recorded_input(record, *_PEER[arg])
-    peer = peer.get("value") if isinstance(peer, dict) else peer
-    if not isinstance(peer, int) or isinstance(peer, bool):
-        raise CannotGrade(
-            f"{name} names no {arg} rank (recorded {clip(repr(peer), 40)}): which rank's send it got is unknown",
-            Reason.SKIP_MISSING_RANK,
-        )
-    tag = recorded_input(record, *_TAG)
-    tag = tag.get("value") if isinstance(tag, dict) else tag
-    if not (tag is None or isinstance(tag, int)):
-        raise CannotGrade(f"{name}: its tag {clip(repr(tag), 40)} is not a number", Reason.SKIP_BAD_RECORD)
-    return (r, peer, tag or 0) if arg == "dst" else (peer, r, tag or 0)
+def _read(rank: Rank, world: int) -> dict[str, list[Op] | CannotGrade]:
+    """Each send or receive call of ``rank``, in its run's order: its message ends, or why they cannot be read."""
+    found: dict[str, list[Op] | CannotGrade] = {}
+    for name in sorted((n for n in rank.orders if is_point_to_point(n)), key=rank.orders.__getitem__):
+        try:
+            record = rank.record(name)
+            with readable(name):
+                found[name] = ops_of(rank.rank, name, record, world)
+        except CannotGrade as e:
+            found[name] = e
+    return found
 
 
-def _matching_send(
-    ranks: dict[int, Rank], sends: dict[_Key, list[tuple[int, str, dict]]], key: _Key, k: int, name: str, missing: str
-) -> tuple[Rank, dict]:
-    """The rank and record of the k-th send of the message ``key``, which the receive ``name`` got."""
-    src = key[0]
-    if src not in ranks:
-        raise CannotGrade(f"rank {src} has no dump in {missing}: {name} is graded against its send",
-                           Reason.SKIP_MISSING_RANK)  # fmt: skip
-    matched = sends.get(key, [])
-    if k >= len(matched):
-        raise CannotGrade(
-            f"rank {src} recorded {len(matched)} sends to rank {key[1]} (tag {key[2]}), "
-            f"so none matches {name}, its receive number {k + 1}",
-            Reason.SKIP_MISSING_RANK,
-        )
-    return ranks[src], matched[k][2]
+class _Links:
+    """Which send each receive got: the k-th receive of a channel is the k-th send of that channel."""
+
+    def __init__(self, ranks: dict[int, Rank], calls: dict[int, dict[str, list[Op] | CannotGrade]], missing: str):
+        self.ranks, self.missing = ranks, missing
+        self.ends: dict[tuple[bool, Channel], list[Op]] = {}  # (sends, channel) -> its ops in their rank's order
+        self.unread: dict[int, str] = {}  # rank -> its first send or receive not read: later places are unknown
+        self.in_order: dict[int, list[Op]] = {r: [] for r in calls}
+        for r, named in calls.items():
+            for name, ops in named.items():
+                if isinstance(ops, CannotGrade):
+                    self.unread.setdefault(r, name)
+                    continue
+                for op in ops:
+                    self.ends.setdefault((op.sends, op.channel), []).append(op)
+                    self.in_order[r].append(op)
+
+    def _order(self, op: Op) -> tuple[int, int]:
+        return self.ranks[op.rank].orders[op.name], op.index
+
+    def _known(self, op: Op) -> None:
+        """CannotGrade where a record of ``op``'s rank before it was not read: its place in its channel is unknown."""
+        first = self.unread.get(op.rank)
+        if first is not None and self.ranks[op.rank].orders[first] < self.ranks[op.rank].orders[op.name]:
+            raise CannotGrade(f"rank {op.rank}'s {first} before {op.where} could not be read (its row says why): "
+                               "which message it is in its channel is unknown", Reason.SKIP_MISSING_RANK)  # fmt: skip
+
+    def other_end(self, op: Op) -> Op:
+        """The send a receive got, or the receive that got a send; CannotGrade saying why there is none."""
+        self._known(op)
+        peer, channel = op.peer, op.channel
+        if peer not in self.ranks:
+            raise CannotGrade(f"rank {peer} has no dump in {self.missing}: {op.where} is graded against its peer's",
+                               Reason.SKIP_MISSING_RANK)  # fmt: skip
+        k = next(i for i, o in enumerate(self.ends[(op.sends, channel)]) if o is op)
+        others = self.ends.get((not op.sends, channel), [])
+        if k >= len(others):
+            first = self.unread.get(peer)
+            raise CannotGrade(
+                f"rank {peer} recorded {len(others)} {'receives from' if op.sends else 'sends to'} rank {op.rank} "
+                f"(tag {channel[3]}, group {channel[0]}), so none matches {op.where}, its "
+                f"{'send' if op.sends else 'receive'} number {k + 1}"
+                + (f" (its {first} could not be read)" if first else ""),
+                Reason.SKIP_MISSING_RANK,
+            )
+        self._known(others[k])
+        return others[k]
+
+    def rewritten(self, op: Op, got: TensorSpec, send: Op) -> str:
+        """Why a plain irecv's recorded tensor ``got`` is another message's, where it is: msprobe 26.2 rewrites the
+        rank's last isend/irecv record when a later batch_isend_irecv's inner irecv completes, with what that irecv
+        got, a later message from the same peer (``send``: the one this irecv got). Empty otherwise."""
+        if op.batch or op.sends:
+            return ""
+        after = [o for o in self.in_order[op.rank] if o.batch and not o.sends and self._order(o) > self._order(op)]
+        if not any(o.peer == op.peer for o in after):
+            return ""
+        for later in (o for o in self.in_order.get(op.peer, []) if o.sends and o.peer == op.rank):
+            if self._order(later) <= self._order(send):
+                continue
+            try:
+                sent = _spec(later.before, later.where)
+            except CannotGrade:
+                continue
+            if same_statistics(got, sent):
+                return (f"{op.where}: its recorded tensor is {later.where}'s, a later message a batch_isend_irecv of "
+                        "this rank received: msprobe rewrites an irecv's record when a later batch's inner irecv "
+                        "completes, so what this receive got is not recorded")  # fmt: skip
+        return ""
 
 
-def _graded(rank: Rank, name: str, record: dict, sender: Rank, sent: dict, options: CheckOptions) -> ApiResult:
-    """Rank's row of ``name``: its tensor once the call had run against the sent tensor, bit for bit (a send's
-    own row: against its tensor before the call)."""
-    where = f"rank {rank.rank}: {name}"
+def _row(links: _Links, op: Op, options: CheckOptions) -> DetailRow:
+    """The details row of one message end; SKIP with the reason where it cannot be graded."""
     try:
-        done = recorded_output(record, *_TENSOR)
-        if done is None:
-            raise CannotGrade(f"{where}: the record holds no output of its tensor (msprobe writes none for an isend)")
-        with readable(name):
-            target = load(rank, done, f"{where} output tensor")
-            golden = load(sender, recorded_input(sent, *_TENSOR), f"rank {sender.rank}: sent tensor")
+        with readable(op.name):
+            return _received(links, op, options) if not op.sends else _sent(links, op, options)
     except CannotGrade as e:
-        return _skipped(rank, name, e)
-    rows = RowGrader("binary", options.cosine, options.max_abs, "").outputs(name, [target], [golden], None,
+        return DetailRow(op.name, Direction.FORWARD, op.index, Comparison.failed(str(e), e.code, SKIP))
+
+
+def _received(links: _Links, op: Op, options: CheckOptions) -> DetailRow:
+    """A receive's recorded tensor against the one its matching send sent."""
+    send = links.other_end(op)
+    if op.after is None:
+        raise CannotGrade(f"{op.where}: the record holds no received tensor", Reason.SKIP_RECORDED_OUTPUT)
+    row = _compared(links.ranks, op, op.after, send, send.before, options)
+    if row.comparison.status == ERROR:
+        got = _spec(op.after, op.where)
+        why = links.rewritten(op, got, send) or _unfinished(op, got)
+        if why:
+            raise CannotGrade(why, Reason.SKIP_RECORDED_OUTPUT)
+    return row
+
+
+def _unfinished(op: Op, got: TensorSpec) -> str:
+    """Why a batch's received tensor that is still its buffer as given is no error: msprobe wrote it when the batch
+    returned, before the receive completed. Empty where the record does not show that."""
+    if not op.batch or op.before is None or not same_statistics(got, _spec(op.before, op.where)):
+        return ""
+    return (f"{op.where}: its recorded tensor is its buffer as given: msprobe wrote batch_isend_irecv's output when "
+            "it returned, before the receive completed (on gloo the batch's Works are its inner irecv's, whose wait "
+            "hook fires instead), so what arrived is not recorded")  # fmt: skip
+
+
+def _sent(links: _Links, op: Op, options: CheckOptions) -> DetailRow:
+    """A send's tensor after the call against before (a send only reads it); where the record holds no tensor after
+    the call (an isend's in msprobe's dumps), the receive that got it, whose row grades what arrived."""
+    if op.after is not None and op.before is not None:
+        return _compared(links.ranks, op, op.after, op, op.before, options)
+    got = links.other_end(op)
+    spec = _spec(op.before, op.where)
+    message = (f"sent to {got.where}, whose row grades what arrived against this send's tensor; the record holds "
+               "no tensor after the call")  # fmt: skip
+    verdict = Comparison(PASS, message, None, golden_dtype=str(spec.dtype), target_dtype=str(spec.dtype),
+                         shape=spec.shape, standard="matched", reason=Reason.PASSED)  # fmt: skip
+    return DetailRow(op.name, Direction.FORWARD, op.index, verdict)
+
+
+def _compared(ranks: dict[int, Rank], op: Op, target_raw: Any, source: Op, golden_raw: Any,
+              options: CheckOptions) -> DetailRow:  # fmt: skip
+    """``op``'s recorded tensor ``target_raw`` against ``golden_raw`` recorded by ``source``: statistics where either
+    holds no file, else their values bit for bit, sized before they are loaded."""
+    target, golden = _spec(target_raw, op.where), _spec(golden_raw, source.where)
+    whose = "its tensor as given (a send leaves it unchanged)" if source is op else f"the tensor {source.where} sent"
+    if target.data_name is None or golden.data_name is None:
+        return DetailRow(op.name, Direction.FORWARD, op.index, copied_statistics(target, golden, whose))
+    _sized(op, target, golden, options)
+    values = load(ranks[op.rank], target_raw, f"{op.where}: tensor")
+    sent = load(ranks[source.rank], golden_raw, f"{source.where}: sent tensor")
+    rows = RowGrader("binary", options.cosine, options.max_abs, "").outputs(op.name, [values], [sent], None,
                                                                           lambda *_: None)  # fmt: skip
-    return graded(CallRecord(name, rank.orders[name]), rows, [], "")
+    return replace(rows[0], index=op.index)
 
 
-def _skipped(rank: Rank, name: str, e: CannotGrade) -> ApiResult:
-    return skipped(CallRecord(name, rank.orders[name]), str(e), e.code)
+def _sized(op: Op, target: TensorSpec, golden: TensorSpec, options: CheckOptions) -> None:
+    """Refuse a transfer whose check needs more than --max-memory before either tensor is loaded: both tensors,
+    each loaded and compared in 64 bits (as a collective is sized)."""
+    limit = options.max_memory
+    need = sum(s.numel * (s.dtype.itemsize + 16) for s in (target, golden))
+    if limit is not None and need > limit:
+        raise CannotGrade(
+            f"{op.where}: its check needs about {need / 2**30:.3g} GiB (the received and the sent tensor, compared in "
+            f"64 bits), above --max-memory {limit / 2**30:.3g} GiB",
+            Reason.SKIP_MEMORY,
+        )
+
+
+def _spec(raw: Any, where: str) -> TensorSpec:
+    """A recorded tensor, decoded; CannotGrade where it is not one."""
+    try:
+        spec = decode_value(raw, where)
+    except RecordError as e:
+        raise CannotGrade(clip(str(e)), Reason.SKIP_BAD_RECORD) from None
+    if not isinstance(spec, TensorSpec):
+        raise CannotGrade(f"{where}: its tensor is recorded as {clip(repr(raw), 40)}", Reason.SKIP_BAD_RECORD)
+    return spec
+
+
+def _result(call: CallRecord, rows: list[DetailRow]) -> ApiResult:
+    """A call's result from its ops' rows: SKIP only where none was graded (SKIP never hides a graded op)."""
+    batch = len(rows) > 1 or call.name.split(".")[1] == "batch_isend_irecv"
+    said = [(f"op {row.index}: " if batch else "") + row.comparison.message for row in rows if row.comparison.message]
+    if all(row.comparison.status == SKIP for row in rows):
+        return skipped(call, "; ".join(said), rows[0].comparison.reason or Reason.SKIPPED)
+    return graded(call, rows, [], "; ".join(said))
