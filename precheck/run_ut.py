@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from precheck.core.reasons import Reason
 from precheck.core.status import SKIP, at_or_below
 from precheck.dump.decode import clip
-from precheck.dump.records import Case, Dump, DumpError, load_dump, not_replayed
+from precheck.dump.records import Case, Dump, DumpError, ends_early, load_dump, not_replayed
 from precheck.dump.selection import ApiLists, SignatureFilter
 from precheck.dump.steps import find_dumps
 from precheck.errors import OptionError, PrecheckError
@@ -368,7 +368,11 @@ def _partial(dump: Dump) -> dict[str, str]:
     with one warning; the run record says it (``partial``), so its report says the run lacks APIs."""
     why = dump.index.header.get("partial")
     if not isinstance(why, str):
-        return {}
+        early = ends_early(dump)
+        if early is None:
+            return {}
+        warnings.warn(f"{dump.path}: {early}", stacklevel=3)
+        return {"partial": early}
     warnings.warn(f"{dump.path}: a partial recording ({clip(why, 200)}): some of its calls are missing", stacklevel=3)
     return {"partial": f"the dump is partial: {clip(why, 200)}"}
 

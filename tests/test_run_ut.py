@@ -334,3 +334,44 @@ def test_run_ut_takes_one_options_value_and_its_keywords_of_before(tmp_path):
         run_ut(MLP, tmp_path / "bad", device="cpu", worker=1)
     lines, _ = inspect.getsourcelines(run_ut)
     assert len(inspect.signature(run_ut).parameters) <= 6 and len(lines) <= 80
+
+
+def _cut_short(tmp_path: Path, output: bool) -> Path:
+    """The MLP dump as msprobe leaves it when it stops mid-step: records up to a forward, that forward without its
+    output (``output``: with it, a dump that merely ends there), nothing after."""
+    folder = tmp_path / "step0" / "proc1"
+    shutil.copytree(MLP.parent, folder)
+    doc = json.loads((folder / "dump.json").read_text(encoding="utf-8"))
+    keys = list(doc["data"])
+    last = keys.index("Functional.gelu.0.forward")
+    doc["data"] = {k: doc["data"][k] for k in keys[: last + 1]}
+    if not output:
+        doc["data"]["Functional.gelu.0.forward"].pop("output")
+    (folder / "dump.json").write_text(json.dumps(doc), encoding="utf-8")
+    return folder / "dump.json"
+
+
+def test_a_dump_msprobe_cut_short_says_where_it_ends_and_why(tmp_path):
+    """msprobe's activation-checkpointing recompute leaves a forward record with no output and nothing more of the
+    step (about 33 calls per rank lost): it was graded as complete. The run says it ends early, where and why,
+    and its run record (and so its report) says it is partial."""
+    dump = _cut_short(tmp_path / "cut", output=False)
+    with pytest.warns(UserWarning) as told:
+        summary = run_ut(dump, tmp_path / "out", workers=1, backend="inprocess")
+    [said] = [str(w.message) for w in told if "ends early" in str(w.message)]
+    assert said == (
+        f"{dump}: the dump ends early: its last record, Functional.gelu.0.forward, is a forward with no output, and "
+        "nothing of the step was recorded after it (msprobe stops so in activation checkpointing's recompute, "
+        "torch.utils.checkpoint; a process killed mid-call too): the calls after it are missing"
+    )
+    assert summary.counts["pass"] == 3
+    (sidecar,) = (tmp_path / "out").glob("*.run.json")
+    assert json.loads(sidecar.read_text(encoding="utf-8"))["partial"].startswith("the dump ends early: its last")
+
+
+def test_a_dump_whose_last_forward_has_its_output_is_not_said_to_end_early(tmp_path, recwarn):
+    run_ut(_cut_short(tmp_path / "whole", output=True), tmp_path / "out", workers=1, backend="inprocess")
+    run_ut(MLP, tmp_path / "out2", workers=1, backend="inprocess")  # msprobe's whole step: its last record a backward
+    assert not [w for w in recwarn if "ends early" in str(w.message)]
+    for sidecar in (*(tmp_path / "out").glob("*.run.json"), *(tmp_path / "out2").glob("*.run.json")):
+        assert "partial" not in json.loads(sidecar.read_text(encoding="utf-8"))

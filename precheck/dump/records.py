@@ -41,6 +41,7 @@ __all__ = [
     "Dump",
     "DumpError",
     "RecordError",
+    "ends_early",
     "Stats",
     "TensorSpec",
     "decode_value",
@@ -97,6 +98,31 @@ def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
     dialect = translate if framework == MINDSPORE else None
     return Dump(path=index.path, task=task, level=index.level, framework=framework,
                 cases=Cases(pairing, index.read, dialect), file=index.file, index=index)  # fmt: skip
+
+
+def ends_early(dump: Dump) -> str | None:
+    """Why the dump stops mid-step, or None. msprobe writes a forward record's inputs when the call starts and its
+    output when it returns: a last record that is a forward with no output is a call that never returned to the
+    recorder, and nothing after it was recorded. msprobe 26.2 stops so in activation checkpointing's recompute
+    (torch.utils.checkpoint re-runs a block's forward during the backward; its dump ends there, about 33 calls per
+    rank of a LLaMA step lost); a process killed or crashed mid-call leaves the same. Only the last record is read."""
+    keys = dump.index.keys
+    if not keys or is_module(keys[-1]):
+        return None
+    parts = replay_key(keys[-1])
+    if parts is None or parts[2] != "forward":
+        return None
+    try:
+        record = dump.index.read(len(keys) - 1)
+    except RecordError:
+        return None
+    if not isinstance(record, dict) or "output" in record:
+        return None
+    return (
+        f"the dump ends early: its last record, {clip(shown_name(keys[-1]), 120)}, is a forward with no output, "
+        "and nothing of the step was recorded after it (msprobe stops so in activation checkpointing's recompute, "
+        "torch.utils.checkpoint; a process killed mid-call too): the calls after it are missing"
+    )
 
 
 def _recorded_framework(index: RecordIndex, looked_at: int = 8) -> str:
