@@ -35,7 +35,7 @@ _FACE = {  # each public name: the module it lives in, and its name there
     "compare_dumps": ("precheck.compare.dumps", "compare_dumps"),
     "load": ("precheck.frames", "load"),
     "record": ("precheck.recording.api", "record"),
-    "grade": ("precheck.grader.verdict", "compare"),
+    "grade": ("precheck.grader.verdict", "grade"),
     "assert_precise": ("precheck.grader.assertion", "assert_precise"),
     "honest_run": ("precheck.grader.honest", "honest_run"),
     "PrecheckError": ("precheck.errors", "PrecheckError"),

@@ -1,6 +1,6 @@
 """The grader: the metrics of msprobe's details CSV and the verdicts built on them, importable in any test.
 
-from precheck.grader import compare, assert_precise
+from precheck.grader import grade, assert_precise
 assert_precise(my_kernel(x), reference_fp64(x), standard="ulp")
 
 The names below load on first use (PEP 562), so that reading a status or a :class:`Comparison` (the result
@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from precheck.grader.choices import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARD_CHOICES
     from precheck.grader.honest import honest_run
     from precheck.grader.metrics import exact_metrics, float_metrics
-    from precheck.grader.verdict import compare, compare_tree, judge
+    from precheck.grader.verdict import compare, compare_tree, grade, grade_tree, judge
 
 __all__ = [
+    "grade",
+    "grade_tree",
     "compare",
     "compare_tree",
     "judge",
@@ -42,8 +44,10 @@ __all__ = [
     "STANDARD_CHOICES",
 ]
 _HOME = {  # where each public name lives: a module of the grader, or of core by its full name
-    "compare": "verdict",
-    "compare_tree": "verdict",
+    "grade": "verdict",
+    "grade_tree": "verdict",
+    "compare": "verdict",  # grade's older name
+    "compare_tree": "verdict",  # grade_tree's older name
     "judge": "verdict",
     "assert_precise": "assertion",
     "honest_run": "honest",

@@ -16,7 +16,7 @@ import torch
 
 from precheck.core.status import ERROR, WARNING, at_or_below
 from precheck.grader.metrics import Metrics
-from precheck.grader.verdict import Comparison, compare_tree, unravel
+from precheck.grader.verdict import Comparison, grade_tree, unravel
 
 # torch.testing.assert_close defaults (rtol, atol) per dtype (REFERENCE §3).
 _ASSERT_CLOSE = {
@@ -31,13 +31,13 @@ def assert_precise(actual: Any, golden: Any, *, fail_on: str = ERROR, **options:
     """Raise AssertionError when any output leaf of ``actual`` is graded ``fail_on`` or worse against ``golden``.
 
     ``actual`` and ``golden`` may be tensors, Python numbers, or nested tuples / lists / dicts of them.
-    ``options`` are those of :func:`precheck.grader.compare` (``standard``, ``target_dtype``, ``reference``,
+    ``options`` are those of :func:`precheck.grader.grade` (``standard``, ``target_dtype``, ``reference``,
     ``cosine``, ``max_abs``, ``api_class``); ``fail_on="warning"`` also fails on warnings.
     """
     __tracebackhide__ = True  # pytest: the user's line and the verdict lead, not precheck's own frames
     if fail_on not in (ERROR, WARNING):
         raise ValueError(f"fail_on must be 'error' or 'warning', not {fail_on!r}")
-    failures = [(path, c) for path, c in compare_tree(actual, golden, **options) if at_or_below(c.status, fail_on)]
+    failures = [(path, c) for path, c in grade_tree(actual, golden, **options) if at_or_below(c.status, fail_on)]
     if not failures:
         return
     leaves = _leaves(actual, golden)

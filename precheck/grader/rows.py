@@ -16,7 +16,7 @@ import torch
 from precheck.core.comparison import Comparison
 from precheck.core.dtypes import computed_in
 from precheck.core.reasons import Reason
-from precheck.grader.verdict import compare
+from precheck.grader.verdict import grade
 from precheck.results import DetailRow, Direction
 
 __all__ = ["RowGrader"]
@@ -36,7 +36,7 @@ class RowGrader:
     ran_in: torch.dtype | None = None
 
     def _row(self, api: str, direction: Direction, i: int, target: Any, golden: Any, reference: Any, honest: Any):
-        comparison = compare(
+        comparison = grade(
             target,
             golden,
             standard=self.standard,

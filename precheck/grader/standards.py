@@ -72,7 +72,7 @@ def rule(m: Metrics, ctx: Context) -> list[str]:
 
 def default(m: Metrics, ctx: Context) -> Verdict:
     """The default standard on metrics alone (a details CSV row, ``judge``): the rule, then msprobe's cascade.
-    With the tensors at hand, ``compare`` judges against an honest kernel instead (grader/honest.py)."""
+    With the tensors at hand, ``grade`` judges against an honest kernel instead (grader/honest.py)."""
     reasons = rule(m, ctx)
     if not reasons:
         return PASS, ""
@@ -245,7 +245,7 @@ STANDARDS: dict[str, Standard] = {
 
 def register_standard(name: str, judge: Standard) -> None:
     """``judge`` becomes the standard ``name`` asks for (``CheckOptions(standard=name)``, ``--standard name``,
-    ``compare(..., standard=name)``); a float output it judges gets its verdict as the built-in ones' do."""
+    ``grade(..., standard=name)``); a float output it judges gets its verdict as the built-in ones' do."""
     STANDARDS[name] = judge
     if name not in STANDARD_CHOICES:
         STANDARD_CHOICES.insert(STANDARD_CHOICES.index("auto"), name)  # the command line's, torch-free

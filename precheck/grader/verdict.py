@@ -23,7 +23,7 @@ from precheck.grader.metrics import Metrics, exact_metrics, float_metrics
 from precheck.grader.standards import DEFAULT_COSINE, DEFAULT_MAX_ABS, STANDARDS, Context, resolve, rule
 
 
-def compare(
+def grade(
     target: Any,
     golden: Any,
     *,
@@ -85,8 +85,8 @@ def compare(
     )
 
 
-def compare_tree(target: Any, golden: Any, path: str = "output", **options: Any) -> list[tuple[str, Comparison]]:
-    """Compare nested tuples / lists / dicts of outputs leaf by leaf; a structural difference is an error."""
+def grade_tree(target: Any, golden: Any, path: str = "output", **options: Any) -> list[tuple[str, Comparison]]:
+    """Grade nested tuples / lists / dicts of outputs leaf by leaf; a structural difference is an error."""
     if (
         isinstance(target, (tuple, list))
         and not isinstance(target, torch.Size)
@@ -100,7 +100,7 @@ def compare_tree(target: Any, golden: Any, path: str = "output", **options: Any)
         return [
             leaf
             for i, (t, g, r) in enumerate(zip(target, golden, refs))
-            for leaf in compare_tree(t, g, f"{path}[{i}]", reference=r, **options)
+            for leaf in grade_tree(t, g, f"{path}[{i}]", reference=r, **options)
         ]
     if isinstance(target, dict) and isinstance(golden, dict):
         if target.keys() != golden.keys():
@@ -117,9 +117,9 @@ def compare_tree(target: Any, golden: Any, path: str = "output", **options: Any)
         return [
             leaf
             for k in target
-            for leaf in compare_tree(target[k], golden[k], f"{path}[{k!r}]", reference=refs.get(k), **options)
+            for leaf in grade_tree(target[k], golden[k], f"{path}[{k!r}]", reference=refs.get(k), **options)
         ]
-    return [(path, compare(target, golden, **options))]
+    return [(path, grade(target, golden, **options))]
 
 
 def _structure_error(message: str) -> Comparison:
@@ -259,3 +259,9 @@ def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
         flat, i = divmod(flat, size)
         index.append(i)
     return tuple(reversed(index))
+
+
+# The grader's names before "compare" came to mean only two dumps compared (``precheck compare``): kept so that
+# code written against them still runs; ``grade`` and ``grade_tree`` are the names to use.
+compare = grade
+compare_tree = grade_tree
