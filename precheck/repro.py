@@ -4,7 +4,8 @@ The script and its inputs go to one folder: ``repro_<API>.py`` and ``<API>.input
 argument place, loadable with ``weights_only=True``). Non-tensor arguments are written into the script as Python
 literals. It runs the call on a device in the recorded dtypes and on the CPU in float64, feeds the recorded
 gradients where the dump has a backward, and prints what differs, so a kernel owner can reproduce a finding
-without precheck, msprobe or the dump.
+without msprobe or the dump. Where precheck is installed it also prints each output's verdict as run_ut grades
+it and exits 1 on an error (a CI job or a bisect acts on it); without precheck, the numbers and exit code 3.
 """
 
 from __future__ import annotations
@@ -48,15 +49,23 @@ NEEDS_GRAD = {needs_grad!r}
 INPLACE = {inplace!r}
 
 
-def build(golden):
+HALF = (torch.float16, torch.bfloat16)
+
+
+def build(mode):
+    """The call's arguments: "target" on DEVICE as recorded, "golden" on the CPU in float64, "honest" on the CPU
+    with each bf16/fp16 tensor raised to float32 (run_ut's honest kernel, which the grader rounds once)."""
     leaves = {{}}
+    golden = mode == "golden"
 
     def t(place):
         x = T[place]
         if golden and (x.is_floating_point() or x.is_complex()):
             x = x.to("cpu", torch.complex128 if x.is_complex() else torch.float64)
+        elif mode == "honest":
+            x = x.to("cpu", torch.float32 if x.dtype in HALF else x.dtype)
         else:
-            x = x.to("cpu" if golden else DEVICE)
+            x = x.to(DEVICE)
         x = x.clone()
         if place in NEEDS_GRAD:
             x.requires_grad_(True)
@@ -65,9 +74,11 @@ def build(golden):
         return x
 
     def dt(dtype):
-        return torch.float64 if golden and dtype.is_floating_point else dtype
+        if golden and dtype.is_floating_point:
+            return torch.float64
+        return torch.float32 if mode == "honest" and dtype in HALF else dtype
 
-    device = torch.device("cpu" if golden else DEVICE)
+    device = torch.device(DEVICE if mode == "target" else "cpu")
     args = {args}
     kwargs = {kwargs}
     return args, kwargs, leaves
@@ -79,8 +90,8 @@ def flat(x):
     return [x]
 
 
-def run(golden):
-    args, kwargs, leaves = build(golden)
+def run(mode):
+    args, kwargs, leaves = build(mode)
     outputs = flat(FUNC(*args, **kwargs))
     grads = {{}}
     grad_outputs = {grad_outputs}
@@ -110,13 +121,39 @@ def report(label, target, golden):
           f"{{int((t.isfinite() != g.isfinite()).sum())}}")
 
 
-target_out, target_grads = run(golden=False)
-golden_out, golden_grads = run(golden=True)
-for i, (t, g) in enumerate(zip(target_out, golden_out)):
-    report(f"forward.output.{{i}}", t, g)
-for place, g in golden_grads.items():
-    if g is not None and target_grads.get(place) is not None:
-        report(f"gradient of {{ascii(place)[1:-1]}}", target_grads[place], g)
+def verdict(compared):
+    """Each output graded as run_ut grades it, by precheck's grader where precheck is installed; the exit code
+    says it: 1 where any output is an error, 3 where none could be graded (no precheck here), else 0."""
+    try:
+        import precheck
+    except ImportError:
+        print("verdict: not graded: precheck is not installed here (pip install precheck grades it as run_ut does)")
+        return 3
+    worst = 0
+    honest_out, honest_grads = run("honest")
+    honest = dict(labelled(honest_out, honest_grads))
+    for label, t, g in compared:
+        if not (isinstance(t, torch.Tensor) and isinstance(g, torch.Tensor)):
+            continue
+        h = honest.get(label)
+        h = h.detach() if isinstance(h, torch.Tensor) and h.shape == t.shape else None
+        c = precheck.grade(t.detach().cpu(), g.detach().cpu(), honest=h)
+        print(f"verdict {{label}}: {{c.status}}" + (f": {{c.message}}" if c.message else ""))
+        worst = max(worst, 1 if c.status == "error" else 0)
+    print("verdict: error" if worst else "verdict: no output is an error")
+    return worst
+
+
+def labelled(outputs, grads):
+    return [*((f"forward.output.{{i}}", o) for i, o in enumerate(outputs)),
+            *((f"gradient of {{ascii(place)[1:-1]}}", g) for place, g in grads.items() if g is not None)]
+
+
+target = dict(labelled(*run("target")))
+compared = [(label, target[label], g) for label, g in labelled(*run("golden")) if target.get(label) is not None]
+for label, t, g in compared:
+    report(label, t, g)
+sys.exit(verdict(compared))
 '''
 
 

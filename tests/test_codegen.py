@@ -192,3 +192,31 @@ def test_repro_of_an_inplace_call_runs_forward_and_backward(api, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("forward.output.0: (32, 32) torch.float32: max abs error ")
     assert "gradient of input_args[0]: (32, 32) torch.float32: max abs error 0 " in proc.stdout
+
+
+def test_a_repro_of_a_bad_kernel_prints_the_verdict_and_exits_1(tmp_path):
+    """The repro printed numbers but no verdict and exited 0 for a kernel run_ut graded error: the CPU's bf16
+    layer_norm backward (its weight and bias gradients worse than an honest kernel's). It grades each output as
+    run_ut does, with the honest kernel run, and exits 1."""
+    script = write_repro("Functional.layer_norm.0", real_dump_json("gpt2_bf16_tensor"), tmp_path / "repro")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = [line for line in proc.stdout.splitlines() if line.startswith("verdict")]
+    assert said[0].startswith("verdict forward.output.0: warning: ") and said[-1] == "verdict: error"
+    assert said[2].startswith("verdict gradient of input_args[2]: error: worse than an honest bf16 kernel: ")
+    assert "the honest kernel's (normwise, 2x allowed)" in said[2]  # run, not modeled
+
+
+def test_a_repro_of_a_sound_kernel_exits_0_and_without_precheck_3(tmp_path):
+    script = write_repro("Functional.linear.0", MLP, tmp_path / "repro")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "verdict: no output is an error", proc.stdout
+    blocked = tmp_path / "no_precheck"
+    blocked.mkdir()
+    (blocked / "precheck.py").write_text("raise ImportError('not installed here')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocked)}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == (
+        "verdict: not graded: precheck is not installed here (pip install precheck grades it as run_ut does)"
+    )
