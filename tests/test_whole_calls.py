@@ -1,0 +1,81 @@
+"""DTensor calls of tensor-parallel steps graded per rank and as a whole: a vocab-parallel embedding (DTensor's
+``_MaskPartial``), ``loss_parallel`` cross-entropy, the whole call's sizing and its replicated inputs. The steps
+are recorded by msprobe 26.2 on 2 gloo ranks (tests/data/sharded/make_whole_steps.py)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from precheck.dump.steps import find_dumps
+from precheck.execution.options import CheckOptions
+from precheck.ranks import run_step
+from precheck.run_files.csv_files import read_csv_rows
+
+SHARDED = Path(__file__).parent / "data" / "sharded"
+VOCAB = SHARDED / "tp_vocab_tensor_msprobe"  # embedding, output head (linear), loss_parallel cross_entropy
+DROPOUT = SHARDED / "tp_dropout_tensor_msprobe"  # the same with a dropout seeded per rank before the head
+EMBEDDING = "Functional.embedding.0"
+
+
+def _rows(step: Path, out: Path, target: str = "device", **options) -> dict[str, dict[str, tuple[str, str, str]]]:
+    """Each rank's result rows: name -> (forward, backward, message)."""
+    checks = CheckOptions(target=target, **options)
+    run_step(find_dumps(step / "step0"), out, device="cpu", workers=1, backend="inprocess", options=checks)
+    rows = {}
+    for rank in ("rank0", "rank1"):
+        (result,) = (out / rank).glob("accuracy_checking_result_*.csv")
+        rows[rank] = {
+            r["API name"]: (r["Forward Test Success"], r["Backward Test Success"], r["Message"])
+            for r in read_csv_rows(result)[1]
+        }
+    return rows
+
+
+def _copy(step: Path, tmp_path: Path) -> Path:
+    copied = tmp_path / "step"
+    shutil.copytree(step, copied)
+    return copied
+
+
+@pytest.fixture(scope="module", params=["device", "recorded"])
+def vocab(request, tmp_path_factory):
+    return _rows(VOCAB, tmp_path_factory.mktemp(f"vocab_{request.param}"), request.param)
+
+
+def test_a_vocab_parallel_embeddings_ranks_replay_its_kernel_on_ids_masked_to_their_rows(vocab):
+    for rank in ("rank0", "rank1"):
+        forward, backward, message = vocab[rank][EMBEDDING]
+        assert forward == "pass" and backward in ("pass", " "), (rank, message)
+        assert "its ids masked to this rank's rows of the embedding first" in message
+
+
+def test_a_vocab_parallel_embedding_is_put_together_with_dtensors_mask(vocab):
+    forward, backward, message = vocab["rank0"][f"{EMBEDDING}.whole"]
+    assert (forward, backward) == ("pass", "pass"), message
+    assert "output[0] Partial(sum)" in message and "outside its shard zeroed before the sum" in message
+
+
+def test_a_corrupted_embedding_shard_is_an_error_of_that_rank_and_of_the_whole(tmp_path):
+    step = _copy(VOCAB, tmp_path)
+    ids = torch.load(step / "step0" / "rank1" / "dump_tensor_data" / f"{EMBEDDING}.forward.input.0.pt")
+    row = int((ids.flatten() >= 4).nonzero()[0])  # an id of rank 1's rows: its output row enters the sum
+    path = step / "step0" / "rank1" / "dump_tensor_data" / f"{EMBEDDING}.forward.output.0.pt"
+    output = torch.load(path)
+    output.view(-1, output.shape[-1])[row, 0] += 1.0
+    torch.save(output, path)
+    rows = _rows(step, tmp_path / "out", "recorded")
+    assert rows["rank0"][f"{EMBEDDING}.whole"][0] == "error"
+    assert rows["rank1"][EMBEDDING][0] == "error"
+    assert rows["rank0"][EMBEDDING][0] == "pass"
+
+
+def test_one_ranks_dump_alone_skips_a_vocab_parallel_embedding_saying_why(tmp_path):
+    from precheck.run_ut import run_ut
+
+    run_ut(VOCAB / "step0" / "rank1" / "dump.json", tmp_path, device="cpu", workers=1, backend="inprocess")
+    (result,) = tmp_path.glob("accuracy_checking_result_*.csv")
+    rows = {r["API name"]: r for r in read_csv_rows(result)[1]}
+    assert rows[EMBEDDING]["Forward Test Success"] == "SKIP"
+    assert "run_ut the step folder of every rank" in rows[EMBEDDING]["Message"]
