@@ -79,3 +79,38 @@ def test_one_ranks_dump_alone_skips_a_vocab_parallel_embedding_saying_why(tmp_pa
     rows = {r["API name"]: r for r in read_csv_rows(result)[1]}
     assert rows[EMBEDDING]["Forward Test Success"] == "SKIP"
     assert "run_ut the step folder of every rank" in rows[EMBEDDING]["Message"]
+
+
+CROSS_ENTROPY = "Functional.cross_entropy.0"
+
+
+def test_a_loss_parallel_cross_entropys_whole_backward_is_the_gradient_of_the_logits_put_together(vocab):
+    forward, backward, message = vocab["rank0"][f"{CROSS_ENTROPY}.whole"]
+    assert (forward, backward) == ("pass", "pass"), message
+    assert "loss_parallel: its recorded gradient is the logits'" in message
+
+
+def test_a_loss_parallel_cross_entropys_ranks_are_graded_on_the_logits_put_together(vocab):
+    for rank in ("rank0", "rank1"):
+        forward, backward, message = vocab[rank][CROSS_ENTROPY]
+        assert (forward, backward) == ("pass", "pass"), (rank, message)
+        assert message.startswith("loss_parallel: DTensor computed it across the ranks' shards of the classes")
+
+
+def test_a_corrupted_logits_gradient_shard_is_the_whole_cross_entropys_backward_error(tmp_path):
+    step = _copy(VOCAB, tmp_path)
+    path = step / "step0" / "rank1" / "dump_tensor_data" / f"{CROSS_ENTROPY}.backward.output.0.pt"
+    gradient = torch.load(path)
+    gradient[0, 0] += 0.05
+    torch.save(gradient, path)
+    rows = _rows(step, tmp_path / "out", "recorded")
+    assert rows["rank0"][f"{CROSS_ENTROPY}.whole"][:2] == ("pass", "error")
+
+
+def test_one_ranks_dump_alone_skips_a_loss_parallel_cross_entropy_saying_why(tmp_path):
+    from precheck.run_ut import run_ut
+
+    run_ut(VOCAB / "step0" / "rank0" / "dump.json", tmp_path, device="cpu", workers=1, backend="inprocess")
+    (result,) = tmp_path.glob("accuracy_checking_result_*.csv")
+    row = {r["API name"]: r for r in read_csv_rows(result)[1]}[CROSS_ENTROPY]
+    assert row["Forward Test Success"] == "SKIP" and "a loss_parallel cross-entropy" in row["Message"]

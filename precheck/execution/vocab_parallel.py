@@ -1,4 +1,4 @@
-"""DTensor's vocab-parallel calls, whose kernels did not run on what one rank recorded as it stands.
+"""DTensor's two vocab-parallel calls, whose kernels did not run on what one rank recorded as it stands.
 
 A vocab-parallel embedding (torchtitan's ``RowwiseParallel(input_layouts=Replicate())`` on ``nn.Embedding``): the
 weight's rows are ``Shard(0)``, the ids ``Replicate``. DTensor's ``_MaskPartial`` gives each rank's kernel the ids
@@ -7,6 +7,11 @@ outside the shard are zeroed when it is reduced, not before. msprobe writes that
 saves the ids as the program passed them and the local output before masking (a row outside the shard holds the
 shard's row 0). A rank's kernel is replayed on its ids so masked; the whole output is the sum of the ranks' outputs
 with those rows zeroed.
+
+A loss-parallel cross-entropy (``loss_parallel()``, its logits ``Shard`` on the class dimension): DTensor computes
+the log-softmax and the loss across the ranks' shards, and its ``nll_loss`` backward returns the gradient of the
+logits (the log-softmax backward passes it through), so the gradient msprobe's hook saves at ``NllLossBackward0``
+is the logits' own, not the log-softmax output's as for a plain ``cross_entropy``. It has no kernel of one rank.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import torch
 from precheck.dump.sharding import Sharding
 from precheck.execution.shards import coordinates
 
-__all__ = ["embedding_rows", "ids_in_shard", "is_masked_embedding", "rows_outside_zeroed"]
+__all__ = ["embedding_rows", "ids_in_shard", "is_loss_parallel", "is_masked_embedding", "rows_outside_zeroed"]
 
 _EMBEDDINGS = frozenset({"Functional.embedding", "Torch.embedding"})
+_CROSS_ENTROPIES = frozenset({"Functional.cross_entropy"})
 
 
 def _sharding(leaf: Any) -> Sharding | None:
@@ -88,3 +94,16 @@ def rows_outside_zeroed(output: torch.Tensor, ids: torch.Tensor, first: int, row
     (``_MaskPartial``'s reduction)."""
     outside = (ids < first) | (ids >= first + rows)
     return output.masked_fill(outside.unsqueeze(-1), 0)
+
+
+def is_loss_parallel(case: Any) -> bool:
+    """Whether ``case`` is a cross-entropy DTensor ran under ``loss_parallel()``: its logits ``Shard`` on the class
+    dimension (dimension 1, or 0 for one sample's logits), as ``loss_parallel`` requires."""
+    if case.api not in _CROSS_ENTROPIES or not case.args:
+        return False
+    logits = case.args[0]
+    sharding = _sharding(logits)
+    if sharding is None:
+        return False
+    classes = 1 if len(logits.shape) >= 2 else 0
+    return any(p.kind == "shard" and p.dim in (classes, classes - len(logits.shape)) for p in sharding.placements)

@@ -34,7 +34,13 @@ from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
 from precheck.execution.shards import Layout, reduced_before_kernel
-from precheck.execution.vocab_parallel import embedding_rows, ids_in_shard, is_masked_embedding, rows_outside_zeroed
+from precheck.execution.vocab_parallel import (
+    embedding_rows,
+    ids_in_shard,
+    is_loss_parallel,
+    is_masked_embedding,
+    rows_outside_zeroed,
+)
 from precheck.ranks.cannot_grade import CannotGrade
 from precheck.ranks.shard_cases import Adjust, Assembly, StepRank, built, load, members, require_within, shardings
 from precheck.results import ApiResult, skipped
@@ -62,7 +68,8 @@ def _spec_sharding(leaf: Any) -> Any:
 def _own_row(case: Case) -> bool:
     """Whether each rank's row of the call is graded here: its kernel ran on what no rank's record holds as it
     stands."""
-    return reduced_before_kernel((case.args, case.kwargs), case.outputs) or is_masked_embedding(case)
+    inputs = (case.args, case.kwargs)
+    return reduced_before_kernel(inputs, case.outputs) or is_masked_embedding(case) or is_loss_parallel(case)
 
 
 def grade_sharded(
@@ -107,7 +114,8 @@ def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder
         layout = Layout(mesh[0], norm=_norm_order(case))
         masks = _output_masks(case, cases, ranks) if is_masked_embedding(case) else None
         whole, notes = built(case.name, cases, ranks, Assembly(layout, adjust=masks), folder)
-        result = check_case(replace(whole, name=row.name), folder, replace(options, target="recorded"))
+        whole = replace(whole, name=row.name, grads_of_inputs=is_loss_parallel(case))
+        result = check_case(whole, folder, replace(options, target="recorded"))
     except CannotGrade as e:
         return skipped(row, f"whole call: {e}", e.code)
     except Exception as e:  # precheck's own fault (a full scratch disk): this row's SKIP, never the step's end
@@ -117,22 +125,19 @@ def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder
     said = f"whole call over ranks {mesh}: shards put together by their placements ({_layouts(case)})"
     if masks is not None:
         said += "; each rank's output rows of the ids outside its shard zeroed before the sum (DTensor's mask)"
+    if is_loss_parallel(case):
+        said += "; loss_parallel: its recorded gradient is the logits' (DTensor's nll_loss backward returns it)"
     return _said(result, "; ".join([said, *notes]))
 
 
 def _rank_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: CheckOptions, folder: Path) -> ApiResult:
     """Rank ``rank``'s call ``mine`` on its inputs as its kernel got them: the Partial ones reduced across the
-    ranks, or a vocab-parallel embedding's ids masked to the rank's rows."""
-    masked = is_masked_embedding(mine)
+    ranks, a vocab-parallel embedding's ids masked to the rank's rows, a loss-parallel cross-entropy's logits put
+    together (DTensor computed it across the ranks' shards)."""
     try:
         _, cases = members(mine, ranks)
         require_within(cases, options.max_memory)
-        if masked:
-            assembly = Assembly(Layout(rank), own_only=True, adjust=_ids_masks(mine, cases))
-        else:
-            assembly = Assembly(Layout(rank, partial_only=True, norm=_norm_order(mine)))
-        case, _ = built(mine.name, cases, ranks, assembly, folder)
-        case, note = _whole_vocabulary_gradient(case, rank, cases) if masked else (case, "")
+        case, said = _rank_case(mine, rank, cases, ranks, folder)
         result = check_case(case, folder, options)
     except CannotGrade as e:
         return skipped(mine, f"{e}", e.code)
@@ -140,10 +145,29 @@ def _rank_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: CheckO
         return skipped(
             mine, f"precheck could not rebuild its kernel's inputs: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT
         )
-    if masked:
+    return _said(result, said)
+
+
+def _rank_case(
+    mine: Case, rank: int, cases: dict[int, Case], ranks: dict[int, StepRank], folder: Path
+) -> tuple[Case, str]:
+    """The case of rank ``rank``'s call as DTensor ran it, and what its Message says of it."""
+    if is_masked_embedding(mine):
+        assembly = Assembly(Layout(rank), own_only=True, adjust=_ids_masks(mine, cases))
+        case, _ = built(mine.name, cases, ranks, assembly, folder)
+        case, note = _whole_vocabulary_gradient(case, rank, cases)
         said = "its ids masked to this rank's rows of the embedding first, as DTensor ran it"
-        return _said(result, "; ".join(filter(None, [said, note])))
-    return _said(result, "its Partial inputs reduced across the ranks first, as DTensor ran it")
+        return case, "; ".join(filter(None, [said, note]))
+    if is_loss_parallel(mine):
+        case, _ = built(mine.name, cases, ranks, Assembly(Layout(rank)), folder)
+        own, _ = built(mine.name, cases, ranks, Assembly(Layout(rank), own_only=True), folder / "own")
+        said = (
+            "loss_parallel: DTensor computed it across the ranks' shards of the classes, so it is graded on the "
+            "logits put together, this rank's recorded loss its output"
+        )
+        return replace(case, outputs=own.outputs, grads_of_inputs=True), said
+    case, _ = built(mine.name, cases, ranks, Assembly(Layout(rank, partial_only=True, norm=_norm_order(mine))), folder)
+    return case, "its Partial inputs reduced across the ranks first, as DTensor ran it"
 
 
 def _whole_vocabulary_gradient(case: Case, rank: int, cases: dict[int, Case]) -> tuple[Case, str]:
