@@ -2,7 +2,9 @@
 ``_MaskPartial``), ``loss_parallel`` cross-entropy, the whole call's sizing and its replicated inputs. The steps
 are recorded by msprobe 26.2 on 2 gloo ranks (tests/data/sharded/make_whole_steps.py)."""
 
+import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ import torch
 
 from precheck.dump.steps import find_dumps
 from precheck.execution.options import CheckOptions
-from precheck.ranks import run_step
+from precheck.ranks import run_step, shard_cases
 from precheck.run_files.csv_files import read_csv_rows
 
 SHARDED = Path(__file__).parent / "data" / "sharded"
@@ -114,3 +116,35 @@ def test_one_ranks_dump_alone_skips_a_loss_parallel_cross_entropy_saying_why(tmp
     (result,) = tmp_path.glob("accuracy_checking_result_*.csv")
     row = {r["API name"]: r for r in read_csv_rows(result)[1]}[CROSS_ENTROPY]
     assert row["Forward Test Success"] == "SKIP" and "a loss_parallel cross-entropy" in row["Message"]
+
+
+def _forged_gradient(step: Path, n: int) -> None:
+    """Each rank's recorded logits gradient claims n x n elements, held by a file of a few bytes (an expanded
+    tensor: its storage one element)."""
+    for rank in ("rank0", "rank1"):
+        folder = step / "step0" / rank
+        doc = json.loads((folder / "dump.json").read_text())
+        gradient = doc["data"][f"{CROSS_ENTROPY}.backward"]["output"][0]
+        gradient["shape"] = [n, n]
+        torch.save(torch.zeros(1).expand(n, n), folder / "dump_tensor_data" / gradient["data_name"])
+        (folder / "dump.json").write_text(json.dumps(doc))
+
+
+def test_a_whole_call_is_sized_with_its_recorded_gradients_and_scratch_before_a_shard_is_read(tmp_path, monkeypatch):
+    step = _copy(VOCAB, tmp_path)
+    _forged_gradient(step, 1024)  # 4 MiB a rank as recorded, 16 MiB put together in float64
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    read = []
+    real = shard_cases.load_tensor
+    monkeypatch.setattr(
+        shard_cases, "load_tensor", lambda spec, *a, **k: read.append(spec.data_name) or real(spec, *a, **k)
+    )
+    rows = _rows(step, tmp_path / "out", "recorded", max_memory=2 * 2**20)
+    forward, backward, message = rows["rank0"][f"{CROSS_ENTROPY}.whole"]
+    assert (forward, backward) == ("SKIP", "SKIP")
+    assert "putting its shards together needs about" in message and "(scratch files included)" in message
+    assert rows["rank1"][CROSS_ENTROPY][0] == "SKIP"  # its rank rows put the logits together too
+    assert not [name for name in read if name.startswith(CROSS_ENTROPY)]  # no shard of it read, none saved
+    assert rows["rank0"][f"{EMBEDDING}.whole"][0] == "pass" and list(scratch.iterdir()) == []

@@ -1,5 +1,11 @@
 """One DTensor call of a step made into a case from its ranks' records: its shards read, put together (or kept a
 rank's own) and saved in a scratch folder, for precheck.ranks.whole_calls to grade.
+
+Everything it reads and writes is sized from the records before the first shard is read: the shards, their
+float64 copies while they are put together, the whole tensors written to the scratch folder (disk the run holds
+as much as memory) and the call on them, every recorded gradient counted. A call above ``--max-memory`` is a
+CannotGrade (SKIP_MEMORY) before any file is opened or folder made, and each shard is read with that limit, so a
+file whose storage holds more than its record says is refused unread.
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ from precheck.dump.records import Dump
 from precheck.execution.runner import one_line
 from precheck.execution.shards import Layout, put_together, replicas_apart
 from precheck.execution.sizes import estimated_bytes
-from precheck.inputs.builder import InputError, load_tensor
+from precheck.inputs.builder import InputError, iter_specs, load_tensor
 from precheck.ranks.cannot_grade import CannotGrade
 from precheck.walk import flatten, map_placed, placed
 
-__all__ = ["Assembly", "StepRank", "built", "load", "members", "require_within", "shardings"]
+__all__ = ["Assembly", "StepRank", "built", "load", "members", "need_bytes", "require_within", "shardings"]
 
 # a case's trees, by the names msprobe's record gives them (the places messages say)
 TREES = {"args": "input_args", "kwargs": "input_kwargs", "outputs": "output", "grad_outputs": "backward.input",
@@ -48,11 +54,13 @@ class StepRank:
 @dataclass(frozen=True)
 class Assembly:
     """How the case is made of the ranks' shards: ``layout`` puts each DTensor together (or, ``own_only``, keeps
-    the layout's rank's shard: its local kernel's inputs), ``adjust`` changes a shard first (DTensor's masks)."""
+    the layout's rank's shard: its local kernel's inputs), ``adjust`` changes a shard first (DTensor's masks),
+    ``limit`` bounds each file read (--max-memory)."""
 
     layout: Layout
     own_only: bool = False
     adjust: Adjust | None = None
+    limit: int | None = None
 
 
 def shardings(case: Case) -> list:
@@ -85,13 +93,24 @@ def members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[int
     return mesh, cases
 
 
+def need_bytes(cases: dict[int, Case]) -> float:
+    """What putting the ranks' records together holds, in memory and in the scratch folder, roughly: every shard
+    read (the recorded gradients too) and its float64 copy, the whole tensors saved (never more than the shards
+    they are made of) and the call on them, golden and honest runs included."""
+    specs = [s for c in cases.values() for s in iter_specs(tuple(getattr(c, t) for t in TREES))]
+    shards = sum(s.numel * (s.dtype.itemsize + 8) for s in specs)
+    scratch = 2 * sum(s.numel * s.dtype.itemsize for s in specs)  # a loss-parallel rank row saves its own beside
+    gradients = sum(s.numel * (2 * s.dtype.itemsize + 16) for c in cases.values() for s in iter_specs(c.grad_inputs))
+    return shards + scratch + sum(estimated_bytes(c) for c in cases.values()) + gradients
+
+
 def require_within(cases: dict[int, Case], limit: int | None) -> None:
-    """CannotGrade (SKIP_MEMORY) where putting the ranks' shards together would need more than ``limit`` bytes:
-    roughly the shards, their whole in float64 and the call on it."""
-    need = 5 * sum(estimated_bytes(c) for c in cases.values())
+    """CannotGrade (SKIP_MEMORY) where putting the ranks' records together would need more than ``limit`` bytes
+    (need_bytes): asked before the first shard is read or the scratch folder is made."""
+    need = need_bytes(cases)
     if limit is not None and need > limit:
         raise CannotGrade(
-            f"putting its shards together needs about {need / 2**30:.3g} GiB, "
+            f"putting its shards together needs about {need / 2**30:.3g} GiB (scratch files included), "
             f"above --max-memory {limit / 2**30:.3g} GiB",
             Reason.SKIP_MEMORY,
         )
@@ -114,7 +133,7 @@ def built(
         if not isinstance(leaf, TensorSpec):
             return leaf
         if leaf.sharding is None:
-            return _saved(_load(own, leaf, ranks, layout.rank), folder / f"{next(numbers)}.pt", leaf)
+            return _saved(_load(own, leaf, ranks, layout.rank, assembly.limit), folder / f"{next(numbers)}.pt", leaf)
         if leaf.sharding.placements is None:
             raise CannotGrade(leaf.sharding.problem, Reason.SKIP_UNSUPPORTED)  # a gradient's (the forward's were read)
         shards = _shards(cases, leaves, tree, place, ranks, assembly)
@@ -146,7 +165,7 @@ def _shards(
         spec = leaves[r][tree].get(place)
         if not isinstance(spec, TensorSpec):
             raise CannotGrade(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
-        shards[r] = _load(cases[r], spec, ranks, r)
+        shards[r] = _load(cases[r], spec, ranks, r, assembly.limit)
         if assembly.adjust is not None:
             shards[r] = assembly.adjust(tree, place, r, shards[r])
     return shards
@@ -161,16 +180,17 @@ def _replicas(leaf: TensorSpec, place: str, tree: str, shards: dict[int, torch.T
             f"{apart[1]:.3g}: graded on rank {layout.rank}'s"]  # fmt: skip
 
 
-def load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int) -> torch.Tensor:
-    """Rank ``rank``'s recorded tensor ``spec`` of ``case``; CannotGrade where it cannot be read."""
-    return _load(case, spec, ranks, rank)
+def load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, limit: int | None) -> torch.Tensor:
+    """Rank ``rank``'s recorded tensor ``spec`` of ``case``, a file whose storage needs more than ``limit`` bytes
+    refused unread; CannotGrade where it cannot be read."""
+    return _load(case, spec, ranks, rank, limit)
 
 
-def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int) -> torch.Tensor:
+def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, limit: int | None) -> torch.Tensor:
     if spec.data_name is None:
         raise CannotGrade(f"rank {rank}: {case.name}: no tensor file (a statistics dump): shards need their values")
     try:
-        return load_tensor(spec, ranks[rank].dump.data_dir)
+        return load_tensor(spec, ranks[rank].dump.data_dir, max_bytes=limit)
     except InputError as e:
         raise CannotGrade(f"rank {rank}: {clip(str(e))}", e.reason) from None
 

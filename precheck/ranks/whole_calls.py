@@ -86,15 +86,34 @@ def grade_sharded(
             if case.problem or not is_sharded(case) or api_lists is not None and api_lists.excluded(case):
                 continue
             hosted, own = _host(case, ranks) == r, _own_row(case)
-            if not (hosted or own):
-                continue  # another rank's whole row: no scratch folder made for it
-            with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:  # one call's files at a time
-                if hosted:
-                    whole = _whole(case, ranks, options, Path(scratch) / "whole")
-                    out[r][whole.name] = whole
-                if own:
-                    out[r][case.name] = _rank_row(case, r, ranks, options, Path(scratch) / "rank")
+            if hosted or own:  # else another rank's whole row: nothing read for it
+                out[r].update(_graded(case, r, ranks, options, hosted, own))
     return out
+
+
+def _graded(
+    case: Case, r: int, ranks: dict[int, StepRank], options: CheckOptions, hosted: bool, own: bool
+) -> dict[str, ApiResult]:
+    """The call's whole row (``hosted``) and rank ``r``'s own row (``own``), by name. Sized from the records
+    before any shard is read or scratch folder made: a call above --max-memory writes nothing. Each row's files
+    lie in a scratch folder of their own, removed before the next is made."""
+    whole = replace(case, name=case.name + WHOLE)
+    try:
+        mesh, cases = members(case, ranks)
+        require_within(cases, options.max_memory)
+    except CannotGrade as e:
+        return {
+            **({whole.name: skipped(whole, f"whole call: {e}", e.code)} if hosted else {}),
+            **({case.name: skipped(case, f"{e}", e.code)} if own else {}),
+        }
+    rows = {}
+    if hosted:
+        with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:
+            rows[whole.name] = _whole(case, mesh, cases, ranks, options, Path(scratch))
+    if own:
+        with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:
+            rows[case.name] = _rank_row(case, r, cases, ranks, options, Path(scratch))
+    return rows
 
 
 def _host(case: Case, ranks: dict[int, StepRank]) -> int:
@@ -105,15 +124,18 @@ def _host(case: Case, ranks: dict[int, StepRank]) -> int:
     return min((m for m in mesh if m in ranks), default=min(ranks))
 
 
-def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder: Path) -> ApiResult:
-    """The call put together from every rank of its mesh, its recorded outputs the target."""
+def _whole(
+    case: Case, mesh: list[int], cases: dict[int, Case], ranks: dict[int, StepRank], options: CheckOptions, folder: Path
+) -> ApiResult:
+    """The call put together from every rank of its mesh (``cases``: each one's record), its recorded outputs the
+    target."""
     row = replace(case, name=case.name + WHOLE)
+    masks = None
     try:
-        mesh, cases = members(case, ranks)
-        require_within(cases, options.max_memory)
         layout = Layout(mesh[0], norm=_norm_order(case))
-        masks = _output_masks(case, cases, ranks) if is_masked_embedding(case) else None
-        whole, notes = built(case.name, cases, ranks, Assembly(layout, adjust=masks), folder)
+        masks = _output_masks(case, cases, ranks, options.max_memory) if is_masked_embedding(case) else None
+        assembly = Assembly(layout, adjust=masks, limit=options.max_memory)
+        whole, notes = built(case.name, cases, ranks, assembly, folder)
         whole = replace(whole, name=row.name, grads_of_inputs=is_loss_parallel(case))
         result = check_case(whole, folder, replace(options, target="recorded"))
     except CannotGrade as e:
@@ -130,14 +152,14 @@ def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder
     return _said(result, "; ".join([said, *notes]))
 
 
-def _rank_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: CheckOptions, folder: Path) -> ApiResult:
+def _rank_row(
+    mine: Case, rank: int, cases: dict[int, Case], ranks: dict[int, StepRank], options: CheckOptions, folder: Path
+) -> ApiResult:
     """Rank ``rank``'s call ``mine`` on its inputs as its kernel got them: the Partial ones reduced across the
     ranks, a vocab-parallel embedding's ids masked to the rank's rows, a loss-parallel cross-entropy's logits put
     together (DTensor computed it across the ranks' shards)."""
     try:
-        _, cases = members(mine, ranks)
-        require_within(cases, options.max_memory)
-        case, said = _rank_case(mine, rank, cases, ranks, folder)
+        case, said = _rank_case(mine, rank, cases, ranks, folder, options.max_memory)
         result = check_case(case, folder, options)
     except CannotGrade as e:
         return skipped(mine, f"{e}", e.code)
@@ -149,24 +171,25 @@ def _rank_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: CheckO
 
 
 def _rank_case(
-    mine: Case, rank: int, cases: dict[int, Case], ranks: dict[int, StepRank], folder: Path
+    mine: Case, rank: int, cases: dict[int, Case], ranks: dict[int, StepRank], folder: Path, limit: int | None
 ) -> tuple[Case, str]:
     """The case of rank ``rank``'s call as DTensor ran it, and what its Message says of it."""
     if is_masked_embedding(mine):
-        assembly = Assembly(Layout(rank), own_only=True, adjust=_ids_masks(mine, cases))
+        assembly = Assembly(Layout(rank), own_only=True, adjust=_ids_masks(mine, cases), limit=limit)
         case, _ = built(mine.name, cases, ranks, assembly, folder)
         case, note = _whole_vocabulary_gradient(case, rank, cases)
         said = "its ids masked to this rank's rows of the embedding first, as DTensor ran it"
         return case, "; ".join(filter(None, [said, note]))
     if is_loss_parallel(mine):
-        case, _ = built(mine.name, cases, ranks, Assembly(Layout(rank)), folder)
-        own, _ = built(mine.name, cases, ranks, Assembly(Layout(rank), own_only=True), folder / "own")
+        case, _ = built(mine.name, cases, ranks, Assembly(Layout(rank), limit=limit), folder)
+        own, _ = built(mine.name, cases, ranks, Assembly(Layout(rank), own_only=True, limit=limit), folder / "own")
         said = (
             "loss_parallel: DTensor computed it across the ranks' shards of the classes, so it is graded on the "
             "logits put together, this rank's recorded loss its output"
         )
         return replace(case, outputs=own.outputs, grads_of_inputs=True), said
-    case, _ = built(mine.name, cases, ranks, Assembly(Layout(rank, partial_only=True, norm=_norm_order(mine))), folder)
+    layout = Layout(rank, partial_only=True, norm=_norm_order(mine))
+    case, _ = built(mine.name, cases, ranks, Assembly(layout, limit=limit), folder)
     return case, "its Partial inputs reduced across the ranks first, as DTensor ran it"
 
 
@@ -219,7 +242,7 @@ def _ids_masks(case: Case, cases: dict[int, Case]) -> Adjust:
     return adjust
 
 
-def _output_masks(case: Case, cases: dict[int, Case], ranks: dict[int, StepRank]) -> Adjust:
+def _output_masks(case: Case, cases: dict[int, Case], ranks: dict[int, StepRank], limit: int | None) -> Adjust:
     """A rank's embedding output as DTensor summed it: the rows of its ids outside its shard zeroed."""
     at, rows = _ids_place(case), _weights(case, cases)
 
@@ -227,7 +250,7 @@ def _output_masks(case: Case, cases: dict[int, Case], ranks: dict[int, StepRank]
         if tree != "outputs":
             return tensor
         spec = _spec_at(cases[rank], at)
-        return rows_outside_zeroed(tensor, load(cases[rank], spec, ranks, rank), *rows[rank])
+        return rows_outside_zeroed(tensor, load(cases[rank], spec, ranks, rank, limit), *rows[rank])
 
     return adjust
 
