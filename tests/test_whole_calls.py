@@ -148,3 +148,13 @@ def test_a_whole_call_is_sized_with_its_recorded_gradients_and_scratch_before_a_
     assert rows["rank1"][CROSS_ENTROPY][0] == "SKIP"  # its rank rows put the logits together too
     assert not [name for name in read if name.startswith(CROSS_ENTROPY)]  # no shard of it read, none saved
     assert rows["rank0"][f"{EMBEDDING}.whole"][0] == "pass" and list(scratch.iterdir()) == []
+
+
+def test_a_replicated_input_that_differs_between_ranks_names_the_input_and_rank_not_the_kernel(tmp_path):
+    rows = _rows(DROPOUT, tmp_path)  # a dropout seeded per rank before the output head
+    forward, backward, message = rows["rank0"]["Functional.linear.0.whole"]
+    assert (forward, backward) == ("SKIP", "SKIP")
+    assert message.startswith("whole call: input_args[0] is a replicated input, yet rank 1's differs from rank 0's")
+    assert "the ranks ran the call on different inputs" in message and "honest" not in message
+    for rank in ("rank0", "rank1"):
+        assert rows[rank]["Functional.linear.0"][:2] == ("pass", "pass")  # each kernel ran right on its input

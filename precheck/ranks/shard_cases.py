@@ -121,7 +121,8 @@ def built(
 ) -> tuple[Case, list[str]]:
     """The case of the call made by ``assembly``, its tensors saved in ``folder``, and what its Message must say
     of the shards (replicated outputs that differ); its arguments that are no DTensor are those of the layout's
-    rank."""
+    rank. A replicated argument whose ranks hold different values is a CannotGrade naming it and the rank: the
+    ranks ran the call on different inputs, and no whole is the call of any of them."""
     layout = assembly.layout
     own = cases[layout.rank]
     notes: list[str] = []
@@ -172,12 +173,22 @@ def _shards(
 
 
 def _replicas(leaf: TensorSpec, place: str, tree: str, shards: dict[int, torch.Tensor], layout: Layout) -> list[str]:
-    """A note where a replicated output's ranks differ (graded on the layout's rank's)."""
-    apart = replicas_apart(leaf.sharding, shards) if tree == "outputs" and not layout.partial_only else None
+    """What a replicated tensor whose ranks differ makes of the call: an argument, no whole to grade
+    (CannotGrade); an output, a note (graded on the layout's rank's)."""
+    if layout.partial_only or tree not in ("args", "kwargs", "outputs"):
+        return []
+    apart = replicas_apart(leaf.sharding, shards)
     if apart is None:
         return []
-    return [f"{place} is replicated, yet rank {apart[0]}'s differs from rank {layout.rank}'s by up to "
-            f"{apart[1]:.3g}: graded on rank {layout.rank}'s"]  # fmt: skip
+    if tree == "outputs":
+        return [f"{place} is replicated, yet rank {apart[0]}'s differs from rank {layout.rank}'s by up to "
+                f"{apart[1]:.3g}: graded on rank {layout.rank}'s"]  # fmt: skip
+    raise CannotGrade(
+        f"{place} is a replicated input, yet rank {apart[0]}'s differs from rank {layout.rank}'s by up to "
+        f"{apart[1]:.3g}: the ranks ran the call on different inputs (a rank gone its own way, such as a dropout "
+        f"not seeded alike), so it has no one whole to grade; each rank's own row grades its kernel",
+        Reason.SKIP_INPUTS,
+    )
 
 
 def load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, limit: int | None) -> torch.Tensor:
