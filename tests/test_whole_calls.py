@@ -158,3 +158,12 @@ def test_a_replicated_input_that_differs_between_ranks_names_the_input_and_rank_
     assert "the ranks ran the call on different inputs" in message and "honest" not in message
     for rank in ("rank0", "rank1"):
         assert rows[rank]["Functional.linear.0"][:2] == ("pass", "pass")  # each kernel ran right on its input
+
+
+def test_a_whole_call_of_an_argument_saved_without_data_in_a_tensor_dump_says_so(vocab):
+    """The head's input is the embedding's output once DTensor reduced it (an AsyncCollectiveTensor): msprobe
+    saved it with null statistics and no file, in a tensor dump."""
+    forward, _, message = vocab["rank0"]["Functional.linear.0.whole"]
+    assert forward == "SKIP"
+    assert "input_args[0] saved by msprobe without data (null statistics, no file) in a tensor dump" in message
+    assert "statistics dump" not in message

@@ -134,7 +134,9 @@ def built(
         if not isinstance(leaf, TensorSpec):
             return leaf
         if leaf.sharding is None:
-            return _saved(_load(own, leaf, ranks, layout.rank, assembly.limit), folder / f"{next(numbers)}.pt", leaf)
+            return _saved(
+                _load(own, leaf, ranks, layout.rank, assembly.limit, place), folder / f"{next(numbers)}.pt", leaf
+            )
         if leaf.sharding.placements is None:
             raise CannotGrade(leaf.sharding.problem, Reason.SKIP_UNSUPPORTED)  # a gradient's (the forward's were read)
         shards = _shards(cases, leaves, tree, place, ranks, assembly)
@@ -166,7 +168,7 @@ def _shards(
         spec = leaves[r][tree].get(place)
         if not isinstance(spec, TensorSpec):
             raise CannotGrade(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
-        shards[r] = _load(cases[r], spec, ranks, r, assembly.limit)
+        shards[r] = _load(cases[r], spec, ranks, r, assembly.limit, place)
         if assembly.adjust is not None:
             shards[r] = assembly.adjust(tree, place, r, shards[r])
     return shards
@@ -197,13 +199,28 @@ def load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, li
     return _load(case, spec, ranks, rank, limit)
 
 
-def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, limit: int | None) -> torch.Tensor:
+def _load(
+    case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, limit: int | None, place: str = ""
+) -> torch.Tensor:
     if spec.data_name is None:
-        raise CannotGrade(f"rank {rank}: {case.name}: no tensor file (a statistics dump): shards need their values")
+        raise CannotGrade(
+            f"rank {rank}: {case.name}: {_unsaved(spec, ranks[rank].dump.task, place)}: shards need their values"
+        )
     try:
         return load_tensor(spec, ranks[rank].dump.data_dir, max_bytes=limit)
     except InputError as e:
         raise CannotGrade(f"rank {rank}: {clip(str(e))}", e.reason) from None
+
+
+def _unsaved(spec: TensorSpec, task: str, place: str) -> str:
+    """Why a recorded tensor has no file, as its dump says: a statistics dump saves none; in a tensor dump msprobe
+    saved this one without data (null statistics: an AsyncCollectiveTensor, a RowwiseParallel output before its
+    all-reduce was waited on)."""
+    if task == "statistics":
+        return "no tensor file (a statistics dump)"
+    if all(v is None for v in (spec.stats.max, spec.stats.min, spec.stats.mean, spec.stats.norm)):
+        return f"{place or 'a tensor'} saved by msprobe without data (null statistics, no file) in a tensor dump"
+    return "no tensor file in a tensor dump (its record names none)"
 
 
 def _saved(tensor: torch.Tensor, path: Path, spec: TensorSpec) -> TensorSpec:
