@@ -96,6 +96,9 @@ class Case:
     framework: str = "pytorch"  # the dump's: a MindSpore case is its PyTorch equivalent (precheck.dump.mindspore)
     recorded_api: str | None = None  # the recorded API where ``api`` is another framework's equivalent
     recorded_call: tuple | None = None  # its recorded (args, kwargs), where ``args`` / ``kwargs`` are translated
+    # the recorded gradients are the call's own input gradients wherever msprobe's hook sat (a DTensor loss_parallel
+    # cross_entropy: its nll_loss backward returns the logits' gradient; precheck.execution.vocab_parallel)
+    grads_of_inputs: bool = False
 
     @property
     def has_backward(self) -> bool:

@@ -32,6 +32,7 @@ from precheck.execution.sizes import memory_problem
 from precheck.execution.statistics import recorded_output_notes
 from precheck.execution.targets import Ran, Target, target_for, target_raised
 from precheck.execution.training_outputs import graded_refusing, recorded_rows, worse_in_training
+from precheck.execution.vocab_parallel import is_loss_parallel, is_masked_embedding
 from precheck.grader import stochastic
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputBuilder, InputError, builder_for
@@ -140,6 +141,15 @@ _ONE_RANK = (
     "DTensor reduced its Partial input across the ranks before the kernel ran, and one rank's record holds only "
     "its own part: run_ut the step folder of every rank to grade it (precheck.ranks.whole_calls)"
 )
+_LOSS_PARALLEL = (
+    "a loss_parallel cross-entropy: DTensor computed it across every rank's shard of the classes, and one rank's "
+    "record holds only its own: run_ut the step folder of every rank to grade it (precheck.ranks.whole_calls)"
+)
+_MASKED_IDS = (
+    "a vocab-parallel embedding: DTensor masked its ids to this rank's rows of the weight before the kernel ran "
+    "(its _MaskPartial), and where those rows start is known from every rank's shard: run_ut the step folder of "
+    "every rank to grade it (precheck.ranks.whole_calls)"
+)
 
 
 def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | tuple[ApiEntry, str | None]:
@@ -149,6 +159,10 @@ def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | 
         return skipped(case, case.problem, case.problem_reason)
     if reduced_before_kernel((case.args, case.kwargs), case.outputs):
         return skipped(case, _ONE_RANK, Reason.SKIP_MISSING_RANK)
+    if is_masked_embedding(case):
+        return skipped(case, _MASKED_IDS, Reason.SKIP_MISSING_RANK)
+    if is_loss_parallel(case):
+        return skipped(case, _LOSS_PARALLEL, Reason.SKIP_MISSING_RANK)
     entry = lookup(case.api)
     if entry is None and case.recorded_api:
         return skipped(

@@ -144,10 +144,16 @@ def recorded_run(
     if any(isinstance(g, TensorSpec) and g.data_name is None for g in recorded):
         note = "backward: recorded gradients are statistics only, not graded"
         return target, replace(golden, grads={}), AtHook("", {}, {}, (note,))
-    at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, made_no_node, case.framework != MINDSPORE)
+    at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, made_no_node, _by_node(case))
     loaded = flatten(builder.load(case.grad_inputs, "backward.output"))
     grads = {k: loaded[k] for k in at.golden}
     return replace(target, grads=grads), replace(golden, grads=at.golden), at
+
+
+def _by_node(case: Case) -> bool:
+    """Whether the recorded gradients lie where msprobe's hook sat (the node that made the first output); not for
+    MindSpore's recorder, nor a call whose node hands on its inputs' own gradients (``grads_of_inputs``)."""
+    return case.framework != MINDSPORE and not case.grads_of_inputs
 
 
 def recorded_outcome(
@@ -220,7 +226,7 @@ def _statistics_result(case: Case, golden: SideRun, builder: InputBuilder, no_no
     messages = [r.comparison.message for r in forward if r.status != PASS] or [forward[0].comparison.message]
     backward, notes = [], ()
     if case.has_backward and golden.grads is not None:
-        at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, no_node, case.framework != MINDSPORE)
+        at = golden_at_hook(gradient_shapes(case.grad_inputs), golden, no_node, _by_node(case))
         specs = flatten(case.grad_inputs)
         triples = [(k, specs[k], g) for k, g in sorted(at.golden.items())]
         backward = placed(statistics_rows(case.name, Direction.BACKWARD, triples), at)

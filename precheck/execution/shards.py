@@ -23,7 +23,7 @@ import torch
 from precheck.dump.sharding import Placement, Sharding
 from precheck.walk import flatten
 
-__all__ = ["Layout", "put_together", "reduced_before_kernel", "replicas_apart"]
+__all__ = ["Layout", "coordinates", "put_together", "reduced_before_kernel", "replicas_apart"]
 
 _REDUCE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum": lambda x: x.sum(0),
@@ -48,7 +48,7 @@ def put_together(sharding: Sharding, shards: dict[int, torch.Tensor], layout: La
     """The tensor of the ranks' ``shards`` (by rank, every rank of the mesh) laid out by ``sharding``."""
     assert sharding.placements is not None, "a known layout"
     dtype = shards[sharding.mesh[0]].dtype
-    coords = _coordinates(sharding.mesh, sharding.shape)
+    coords = coordinates(sharding.mesh, sharding.shape)
     pieces = {coords[r]: _wide(t) for r, t in shards.items()}
     norm = layout.norm if layout.norm is not None and all(bool((t >= 0).all()) for t in pieces.values()) else None
     mine = coords[layout.rank]
@@ -70,7 +70,7 @@ def replicas_apart(sharding: Sharding, shards: dict[int, torch.Tensor]) -> tuple
     how much (largest absolute difference, inf where a NaN or inf stands against a number); None where every
     replica is the same. DTensor's ranks hold the same values there: a difference is a rank gone its own way."""
     assert sharding.placements is not None, "a known layout"
-    coords = _coordinates(sharding.mesh, sharding.shape)
+    coords = coordinates(sharding.mesh, sharding.shape)
     at = {coord: r for r, coord in coords.items()}
     replicated = [d for d, p in enumerate(sharding.placements) if p.kind == "replicate"]
     worst: tuple[int, float] | None = None
@@ -100,7 +100,7 @@ def reduced_before_kernel(inputs: Any, outputs: Any) -> bool:
     return any(partial(inputs)) and bool(found) and not all(found)
 
 
-def _coordinates(mesh: tuple[int, ...], shape: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
+def coordinates(mesh: tuple[int, ...], shape: tuple[int, ...]) -> dict[int, tuple[int, ...]]:
     """Each rank's place in the mesh's grid (row-major)."""
     out = {}
     for i, rank in enumerate(mesh):

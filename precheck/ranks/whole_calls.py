@@ -8,14 +8,17 @@ recorded outputs put together (the call ran on several devices: there is no one 
 ``<call>.whole`` in the CSVs of the first rank of its mesh (``rank0/``; each data parallel group's mesh its own),
 after the call's own row, its Message saying which ranks and layouts made it.
 
-One call's local kernel did not run on its recorded shards: a ``Partial`` input of a call whose outputs are not
-``Partial`` (a norm of FSDP2's clipping) was reduced across the ranks first (DTensor redistributes it). Each rank's
-row of such a call is graded here, on its inputs so reduced, in place of its run's.
+Some calls' local kernels did not run on their recorded shards as they stand, and each rank's row of them is graded
+here, in place of its run's: a ``Partial`` input of a call whose outputs are not ``Partial`` (a norm of FSDP2's
+clipping) was reduced across the ranks first (DTensor redistributes it); a vocab-parallel embedding's kernel ran on
+its ids masked to the rank's rows (DTensor's ``_MaskPartial``: precheck.execution.vocab_parallel), and its whole
+output is the sum of the ranks' outputs with the rows of the ids outside each rank's shard zeroed.
+
+The case a row grades is made by precheck.ranks.shard_cases (shards read, put together, saved in a scratch folder).
 """
 
 from __future__ import annotations
 
-import itertools
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -24,18 +27,24 @@ from typing import Any
 import torch
 
 from precheck.core.reasons import Reason
-from precheck.dump.decode import Case, Stats, TensorSpec, clip
+from precheck.dump.decode import Case, TensorSpec, clip
 from precheck.dump.records import Dump
 from precheck.dump.selection import ApiLists
 from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
 from precheck.execution.runner import one_line
-from precheck.execution.shards import Layout, put_together, reduced_before_kernel, replicas_apart
-from precheck.execution.sizes import estimated_bytes
-from precheck.inputs.builder import InputError, load_tensor
+from precheck.execution.shards import Layout, reduced_before_kernel
+from precheck.execution.vocab_parallel import (
+    embedding_rows,
+    ids_in_shard,
+    is_loss_parallel,
+    is_masked_embedding,
+    rows_outside_zeroed,
+)
 from precheck.ranks.cannot_grade import CannotGrade
+from precheck.ranks.shard_cases import Adjust, Assembly, StepRank, built, load, members, require_within, shardings
 from precheck.results import ApiResult, skipped
-from precheck.walk import flatten, map_placed, placed
+from precheck.walk import flatten, placed
 
 __all__ = ["WHOLE", "grade_sharded", "is_sharded"]
 
@@ -43,9 +52,6 @@ WHOLE = ".whole"  # the suffix of a whole call's row name: Functional.linear.0.w
 _NORMS = frozenset(
     {"Torch._foreach_norm", "Torch.vector_norm", "Torch.norm", "Tensor.norm", "Torch.linalg_vector_norm"}
 )
-# a case's trees, by the names msprobe's record gives them (the places messages say)
-_TREES = {"args": "input_args", "kwargs": "input_kwargs", "outputs": "output", "grad_outputs": "backward.input",
-          "grad_inputs": "backward.output"}  # fmt: skip
 
 
 def is_sharded(case: Case) -> bool:
@@ -59,191 +65,201 @@ def _spec_sharding(leaf: Any) -> Any:
     return leaf.sharding if isinstance(leaf, TensorSpec) else None
 
 
-class StepRank:
-    """One rank's dump as the whole calls read it: its cases by name (the index built at the first call asked
-    for: a step without DTensor calls builds none) and its data folder."""
-
-    def __init__(self, dump: Dump) -> None:
-        self.dump = dump
-        self._orders: dict[str, int] | None = None
-
-    def case(self, name: str) -> Case | None:
-        if self._orders is None:
-            self._orders = {n: i for i, n in enumerate(self.dump.cases.names)}
-        return self.dump.cases[self._orders[name]] if name in self._orders else None
+def _own_row(case: Case) -> bool:
+    """Whether each rank's row of the call is graded here: its kernel ran on what no rank's record holds as it
+    stands."""
+    inputs = (case.args, case.kwargs)
+    return reduced_before_kernel(inputs, case.outputs) or is_masked_embedding(case) or is_loss_parallel(case)
 
 
 def grade_sharded(
     dumps: dict[int, Dump], options: CheckOptions, api_lists: ApiLists | None = None
 ) -> dict[int, dict[str, ApiResult]]:
     """Rows graded here, by rank and row name: each whole call's in the CSVs of the first rank of its mesh found
-    (a step of data and tensor parallel groups has a mesh per group), and each rank's row of a call whose Partial
-    inputs were reduced before its kernel. A call ``api_lists`` leave out has none (its rank rows say so)."""
+    (a step of data and tensor parallel groups has a mesh per group), and each rank's row of a call whose kernel
+    ran on inputs its record does not hold as they stand. A call ``api_lists`` leave out has none (its rank rows
+    say so)."""
     ranks = {r: StepRank(d) for r, d in sorted(dumps.items())}
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
     for r, rank in ranks.items():
         for case in rank.dump.cases:
             if case.problem or not is_sharded(case) or api_lists is not None and api_lists.excluded(case):
                 continue
-            hosted, reduced = _host(case, ranks) == r, reduced_before_kernel((case.args, case.kwargs), case.outputs)
-            if not (hosted or reduced):
-                continue  # another rank's whole row: no scratch folder made for it
-            with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:  # one call's files at a time
-                if hosted:
-                    whole = _whole(case, ranks, options, Path(scratch) / "whole")
-                    out[r][whole.name] = whole
-                if reduced:
-                    out[r][case.name] = _reduced_row(case, r, ranks, options, Path(scratch) / "rank")
+            hosted, own = _host(case, ranks) == r, _own_row(case)
+            if hosted or own:  # else another rank's whole row: nothing read for it
+                out[r].update(_graded(case, r, ranks, options, hosted, own))
     return out
+
+
+def _graded(
+    case: Case, r: int, ranks: dict[int, StepRank], options: CheckOptions, hosted: bool, own: bool
+) -> dict[str, ApiResult]:
+    """The call's whole row (``hosted``) and rank ``r``'s own row (``own``), by name. Sized from the records
+    before any shard is read or scratch folder made: a call above --max-memory writes nothing. Each row's files
+    lie in a scratch folder of their own, removed before the next is made."""
+    whole = replace(case, name=case.name + WHOLE)
+    try:
+        mesh, cases = members(case, ranks)
+        require_within(cases, options.max_memory)
+    except CannotGrade as e:
+        return {
+            **({whole.name: skipped(whole, f"whole call: {e}", e.code)} if hosted else {}),
+            **({case.name: skipped(case, f"{e}", e.code)} if own else {}),
+        }
+    rows = {}
+    if hosted:
+        with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:
+            rows[whole.name] = _whole(case, mesh, cases, ranks, options, Path(scratch))
+    if own:
+        with tempfile.TemporaryDirectory(prefix="precheck-whole-") as scratch:
+            rows[case.name] = _rank_row(case, r, cases, ranks, options, Path(scratch))
+    return rows
 
 
 def _host(case: Case, ranks: dict[int, StepRank]) -> int:
     """The rank whose CSVs hold the call's whole row: the first of its mesh in the step; the step's first where
     its layout is unknown (one SKIP row, not one per rank)."""
-    meshes = {s.mesh if s.placements is not None else () for s in _shardings(case)}
+    meshes = {s.mesh if s.placements is not None else () for s in shardings(case)}
     mesh = next(iter(meshes)) if len(meshes) == 1 else ()
     return min((m for m in mesh if m in ranks), default=min(ranks))
 
 
-def _shardings(case: Case) -> list:
-    return [s for tree in (case.args, case.kwargs, case.outputs) for s in map(_spec_sharding, flatten(tree)) if s]
-
-
-def _whole(case: Case, ranks: dict[int, StepRank], options: CheckOptions, folder: Path) -> ApiResult:
-    """The call put together from every rank of its mesh, its recorded outputs the target."""
+def _whole(
+    case: Case, mesh: list[int], cases: dict[int, Case], ranks: dict[int, StepRank], options: CheckOptions, folder: Path
+) -> ApiResult:
+    """The call put together from every rank of its mesh (``cases``: each one's record), its recorded outputs the
+    target."""
     row = replace(case, name=case.name + WHOLE)
+    masks = None
     try:
-        members, cases = _members(case, ranks)
-        _require_within(cases, options.max_memory)
-        layout = Layout(members[0], norm=_norm_order(case))
-        built, notes = _built(case.name, cases, ranks, layout, folder)
-        result = check_case(replace(built, name=row.name), folder, replace(options, target="recorded"))
+        layout = Layout(mesh[0], norm=_norm_order(case))
+        masks = _output_masks(case, cases, ranks, options.max_memory) if is_masked_embedding(case) else None
+        assembly = Assembly(layout, adjust=masks, limit=options.max_memory)
+        whole, notes = built(case.name, cases, ranks, assembly, folder)
+        whole = replace(whole, name=row.name, grads_of_inputs=is_loss_parallel(case))
+        result = check_case(whole, folder, replace(options, target="recorded"))
     except CannotGrade as e:
         return skipped(row, f"whole call: {e}", e.code)
     except Exception as e:  # precheck's own fault (a full scratch disk): this row's SKIP, never the step's end
         return skipped(
             row, f"whole call: precheck could not put it together: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT
         )
-    said = f"whole call over ranks {members}: shards put together by their placements ({_layouts(case)})"
+    said = f"whole call over ranks {mesh}: shards put together by their placements ({_layouts(case)})"
+    if masks is not None:
+        said += "; each rank's output rows of the ids outside its shard zeroed before the sum (DTensor's mask)"
+    if is_loss_parallel(case):
+        said += "; loss_parallel: its recorded gradient is the logits' (DTensor's nll_loss backward returns it)"
     return _said(result, "; ".join([said, *notes]))
 
 
-def _reduced_row(mine: Case, rank: int, ranks: dict[int, StepRank], options: CheckOptions, folder: Path) -> ApiResult:
+def _rank_row(
+    mine: Case, rank: int, cases: dict[int, Case], ranks: dict[int, StepRank], options: CheckOptions, folder: Path
+) -> ApiResult:
     """Rank ``rank``'s call ``mine`` on its inputs as its kernel got them: the Partial ones reduced across the
-    ranks."""
-    name = mine.name
+    ranks, a vocab-parallel embedding's ids masked to the rank's rows, a loss-parallel cross-entropy's logits put
+    together (DTensor computed it across the ranks' shards)."""
     try:
-        _, cases = _members(mine, ranks)
-        _require_within(cases, options.max_memory)
-        built, _ = _built(name, cases, ranks, Layout(rank, partial_only=True, norm=_norm_order(mine)), folder)
-        result = check_case(built, folder, options)
+        case, said = _rank_case(mine, rank, cases, ranks, folder, options.max_memory)
+        result = check_case(case, folder, options)
     except CannotGrade as e:
         return skipped(mine, f"{e}", e.code)
     except Exception as e:
-        return skipped(mine, f"precheck could not reduce its Partial inputs: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT)
-    return _said(result, "its Partial inputs reduced across the ranks first, as DTensor ran it")
-
-
-def _members(case: Case, ranks: dict[int, StepRank]) -> tuple[list[int], dict[int, Case]]:
-    """The ranks of the call's mesh and each one's record of it; CannotGrade when one is missing or unreadable."""
-    shardings = _shardings(case)
-    unknown = next((s.problem for s in shardings if s.placements is None), None)
-    if unknown is not None:
-        raise CannotGrade(unknown, Reason.SKIP_UNSUPPORTED)
-    meshes = {s.mesh for s in shardings}
-    if len(meshes) != 1:
-        raise CannotGrade(
-            f"its DTensors lie on {len(meshes)} device meshes; precheck puts together one", Reason.SKIP_UNSUPPORTED
+        return skipped(
+            mine, f"precheck could not rebuild its kernel's inputs: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT
         )
-    members = list(next(iter(meshes)))
-    cases = {}
-    for r in members:
-        found = ranks[r].case(case.name) if r in ranks else None
-        if found is None:
-            where = "recorded no such call" if r in ranks else "has no dump in the step folder"
-            raise CannotGrade(f"rank {r} of its mesh {where}", Reason.SKIP_MISSING_RANK)
-        if found.problem:
-            raise CannotGrade(f"rank {r}: {found.problem}", found.problem_reason)
-        cases[r] = found
-    return members, cases
+    return _said(result, said)
 
 
-def _require_within(cases: dict[int, Case], limit: int | None) -> None:
-    """CannotGrade (SKIP_MEMORY) where putting the ranks' shards together would need more than ``limit`` bytes:
-    roughly the shards, their whole in float64 and the call on it."""
-    need = 5 * sum(estimated_bytes(c) for c in cases.values())
-    if limit is not None and need > limit:
-        raise CannotGrade(
-            f"putting its shards together needs about {need / 2**30:.3g} GiB, "
-            f"above --max-memory {limit / 2**30:.3g} GiB",
-            Reason.SKIP_MEMORY,
+def _rank_case(
+    mine: Case, rank: int, cases: dict[int, Case], ranks: dict[int, StepRank], folder: Path, limit: int | None
+) -> tuple[Case, str]:
+    """The case of rank ``rank``'s call as DTensor ran it, and what its Message says of it."""
+    if is_masked_embedding(mine):
+        assembly = Assembly(Layout(rank), own_only=True, adjust=_ids_masks(mine, cases), limit=limit)
+        case, _ = built(mine.name, cases, ranks, assembly, folder)
+        case, note = _whole_vocabulary_gradient(case, rank, cases)
+        said = "its ids masked to this rank's rows of the embedding first, as DTensor ran it"
+        return case, "; ".join(filter(None, [said, note]))
+    if is_loss_parallel(mine):
+        case, _ = built(mine.name, cases, ranks, Assembly(Layout(rank), limit=limit), folder)
+        own, _ = built(mine.name, cases, ranks, Assembly(Layout(rank), own_only=True, limit=limit), folder / "own")
+        said = (
+            "loss_parallel: DTensor computed it across the ranks' shards of the classes, so it is graded on the "
+            "logits put together, this rank's recorded loss its output"
         )
+        return replace(case, outputs=own.outputs, grads_of_inputs=True), said
+    layout = Layout(rank, partial_only=True, norm=_norm_order(mine))
+    case, _ = built(mine.name, cases, ranks, Assembly(layout, limit=limit), folder)
+    return case, "its Partial inputs reduced across the ranks first, as DTensor ran it"
 
 
-def _built(
-    name: str, cases: dict[int, Case], ranks: dict[int, StepRank], layout: Layout, folder: Path
-) -> tuple[Case, list[str]]:
-    """The case of the call put together by ``layout``, its tensors saved in ``folder``, and what its Message
-    must say of the shards (replicated outputs that differ); its arguments that are no DTensor are those of the
-    layout's rank."""
-    own = cases[layout.rank]
-    notes: list[str] = []
-    numbers = itertools.count()  # the saved files' names
-    leaves = {r: {t: dict(placed(getattr(c, t) or (), root)) for t, root in _TREES.items()} for r, c in cases.items()}
-    folder.mkdir(parents=True, exist_ok=True)
-
-    def together(leaf: Any, place: str, tree: str) -> Any:
-        if not isinstance(leaf, TensorSpec):
-            return leaf
-        if leaf.sharding is None:
-            return _saved(_load(own, leaf, ranks, layout.rank), folder / f"{next(numbers)}.pt", leaf)
-        if leaf.sharding.placements is None:
-            raise CannotGrade(leaf.sharding.problem, Reason.SKIP_UNSUPPORTED)  # a gradient's (the forward's were read)
-        shards = {}
-        for r, c in cases.items():
-            spec = leaves[r][tree].get(place)
-            if not isinstance(spec, TensorSpec):
-                raise CannotGrade(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
-            shards[r] = _load(c, spec, ranks, r)
-        apart = replicas_apart(leaf.sharding, shards) if tree == "outputs" and not layout.partial_only else None
-        if apart is not None:
-            notes.append(f"{place} is replicated, yet rank {apart[0]}'s differs from rank {layout.rank}'s by up to "
-                         f"{apart[1]:.3g}: graded on rank {layout.rank}'s")  # fmt: skip
-        try:
-            whole = put_together(leaf.sharding, shards, layout)
-        except (RuntimeError, IndexError, ValueError) as e:  # shards of other shapes than their placements say
-            raise CannotGrade(
-                f"{place}: shards that do not fit {leaf.sharding}: {one_line(e)}", Reason.SKIP_BAD_RECORD
-            ) from None
-        return _saved(whole, folder / f"{next(numbers)}.pt", leaf)
-
-    trees = {
-        t: None if getattr(own, t) is None else map_placed(getattr(own, t), lambda v, at, t=t: together(v, at, t), root)
-        for t, root in _TREES.items()
-    }
-    return replace(own, name=name, **trees), notes
-
-
-def _load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int) -> torch.Tensor:
-    if spec.data_name is None:
-        raise CannotGrade(f"rank {rank}: {case.name}: no tensor file (a statistics dump): shards need their values")
-    try:
-        return load_tensor(spec, ranks[rank].dump.data_dir)
-    except InputError as e:
-        raise CannotGrade(f"rank {rank}: {clip(str(e))}", e.reason) from None
-
-
-def _saved(tensor: torch.Tensor, path: Path, spec: TensorSpec) -> TensorSpec:
-    """``tensor`` saved at ``path`` (numbered: no name from the dump, a keyword, becomes a path) and described as
-    a recorded tensor, its statistics its own."""
-    torch.save(tensor.detach().clone(), path)
-    wide = tensor.detach().to(torch.float64) if tensor.is_floating_point() else None
-    stats = (
-        Stats(*(float(f(wide)) for f in (torch.max, torch.min, torch.mean, torch.norm)))
-        if wide is not None and wide.numel()
-        else Stats(None, None, None, None)
+def _whole_vocabulary_gradient(case: Case, rank: int, cases: dict[int, Case]) -> tuple[Case, str]:
+    """The rank's embedding case without a recorded weight gradient of the whole vocabulary (DTensor ran the
+    backward on the replicated gradient and every id: msprobe saves it ``Replicate``, the whole weight's shape),
+    and what its Message says of it; the whole row grades it."""
+    own = _weights(cases[rank], cases)[rank][1]
+    grads = [g for g in flatten(case.grad_inputs or ()) if isinstance(g, TensorSpec)]
+    if not any(g.shape and g.shape[0] != own for g in grads):
+        return case, ""
+    said = (
+        "backward: its recorded weight gradient is the whole vocabulary's (DTensor ran the backward on every id), "
+        "graded in the whole row"
     )
-    return replace(spec, shape=tuple(tensor.shape), stats=stats, data_name=path.name, sharding=None)
+    return replace(case, grad_inputs=None), said
+
+
+def _ids_place(case: Case) -> str:
+    """Where an embedding call's ids lie (``input_args[0]``): its first integer DTensor argument."""
+    found = [
+        at
+        for tree, root in ((case.args, "input_args"), (case.kwargs, "input_kwargs"))
+        for at, leaf in placed(tree, root)
+        if isinstance(leaf, TensorSpec) and leaf.sharding is not None and not leaf.dtype.is_floating_point
+    ]
+    if not found:
+        raise CannotGrade("a vocab-parallel embedding with no integer ids recorded", Reason.SKIP_BAD_RECORD)
+    return found[0]
+
+
+def _weights(case: Case, cases: dict[int, Case]) -> dict[int, tuple[int, int]]:
+    """Each rank's first weight row and row count (precheck.execution.vocab_parallel.embedding_rows)."""
+    shapes = {}
+    for r, c in cases.items():
+        floats = [s for s in flatten((c.args, c.kwargs)) if isinstance(s, TensorSpec) and s.dtype.is_floating_point]
+        if not floats or not floats[0].shape:
+            raise CannotGrade(f"rank {r}: a vocab-parallel embedding with no weight recorded", Reason.SKIP_BAD_RECORD)
+        shapes[r] = floats[0].shape
+    return embedding_rows(case, shapes)
+
+
+def _ids_masks(case: Case, cases: dict[int, Case]) -> Adjust:
+    """A rank's ids as its kernel got them (DTensor's ``_MaskPartial``): shifted to its rows, those outside 0."""
+    at, rows = _ids_place(case), _weights(case, cases)
+
+    def adjust(tree: str, place: str, rank: int, tensor: torch.Tensor) -> torch.Tensor:
+        return ids_in_shard(tensor, *rows[rank]) if tree in ("args", "kwargs") and place == at else tensor
+
+    return adjust
+
+
+def _output_masks(case: Case, cases: dict[int, Case], ranks: dict[int, StepRank], limit: int | None) -> Adjust:
+    """A rank's embedding output as DTensor summed it: the rows of its ids outside its shard zeroed."""
+    at, rows = _ids_place(case), _weights(case, cases)
+
+    def adjust(tree: str, place: str, rank: int, tensor: torch.Tensor) -> torch.Tensor:
+        if tree != "outputs":
+            return tensor
+        spec = _spec_at(cases[rank], at)
+        return rows_outside_zeroed(tensor, load(cases[rank], spec, ranks, rank, limit), *rows[rank])
+
+    return adjust
+
+
+def _spec_at(case: Case, place: str) -> TensorSpec:
+    found = dict(placed(case.args, "input_args") + placed(case.kwargs, "input_kwargs")).get(place)
+    if not isinstance(found, TensorSpec):
+        raise CannotGrade(f"{place}: {case.name} recorded no tensor there", Reason.SKIP_BAD_RECORD)
+    return found
 
 
 def _norm_order(case: Case) -> float | None:
