@@ -532,7 +532,7 @@ def test_a_call_that_changes_directory_leaves_later_calls_as_they_were(
         Path("dump/dump.json"), Path("out"), device="cpu", workers=workers, backend=backend, keep_results=True
     )
     got = {r.name: (r.forward, r.backward, r.message) for r in summary.results}
-    assert got.pop("Torch.precheck_chdir.0")[0] == "pass"
+    assert got.pop("Torch.precheck_chdir.0")[0] == "pass", summary.results[0].message
     assert got == {r.name: (r.forward, r.backward, r.message) for r in clean.results}
 
 

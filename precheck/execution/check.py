@@ -55,7 +55,8 @@ def check_case(case: Case, data_dir: Path, options: CheckOptions = CheckOptions(
     except OSError:  # a working directory this process cannot open: nothing to return to, the case still runs
         here = None
     try:
-        return _check_case(case, data_dir, options)
+        # files read after the call ran (its recorded outputs, its gradients) are read where they were before it
+        return _check_case(case, Path(os.path.abspath(data_dir)), options)
     except (SystemExit, GeneratorExit) as e:
         return failed(case, f"the call raised {one_line(e)}, which would have ended the run")
     finally:

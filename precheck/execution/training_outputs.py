@@ -97,9 +97,9 @@ def _verdict(why: str, reason: Reason, spec: Any, golden: Any) -> Comparison:
         ERROR,
         why,
         None,
-        str(golden.dtype) if isinstance(golden, torch.Tensor) else "",
-        str(spec.dtype) if isinstance(spec, TensorSpec) else "",
-        tuple(spec.shape) if isinstance(spec, TensorSpec) else None,
+        golden_dtype=str(golden.dtype) if isinstance(golden, torch.Tensor) else "",
+        target_dtype=str(spec.dtype) if isinstance(spec, TensorSpec) else "",
+        shape=tuple(spec.shape) if isinstance(spec, TensorSpec) else None,
         reason=reason,
     )
 
@@ -118,7 +118,10 @@ def canonical_recorded(call: Call, outputs: list) -> tuple[list, Refused]:
         index = outputs[e.output]
         why = f"out of range: {e.detail}"
         shape = tuple(index.shape)
-        verdict = Comparison(ERROR, why, None, "", str(index.dtype), shape, reason=Reason.INDEX_OUT_OF_RANGE)
+        verdict = Comparison(
+            ERROR, why, None, golden_dtype="", target_dtype=str(index.dtype), shape=shape,
+            reason=Reason.INDEX_OUT_OF_RANGE,
+        )  # fmt: skip
         return call.entry.canonical(call.loaded_args, call.loaded_kwargs, rest), {e.output: verdict}
 
 

@@ -61,13 +61,13 @@ def _leaves(actual: Any, golden: Any, path: str = "output") -> dict[str, tuple[A
 
 def explain(c: Comparison, actual: Any = None, golden: Any = None, path: str = "output") -> str:
     """The full failure text for one compared leaf."""
-    message = c.message
-    if c.place and message.endswith(c.place):  # precheck's worst element is the largest absolute error overall
-        message = message[: -len(c.place)] + c.place.replace(" (worst at", " (largest absolute error at", 1)
+    said = c.message
+    if c.place:  # the message ends with its place: precheck's worst element is the largest absolute error overall
+        said = said[: len(said) - len(c.place)] + c.place.replace(" (worst at", " (largest absolute error at", 1)
     lines = [
         f"{path}: {c.status} ({c.target_dtype} vs golden {c.golden_dtype}"
         + (f", shape {c.shape}" if c.shape is not None else "")
-        + f"): {message}"
+        + f"): {said}"
     ]
     if (
         isinstance(actual, torch.Tensor)
