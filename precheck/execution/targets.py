@@ -79,8 +79,9 @@ class Target(ABC):
         return f"on {self.device}"
 
     def trees(self, case: Case) -> tuple:
-        """The case's argument trees whose tensor files this target reads."""
-        return (case.args, case.kwargs, case.grad_outputs)
+        """The case's argument trees whose tensor files this target reads: a replaying target reads the recorded
+        outputs too, graded beside its run (a suite that copied no output file graded them as bad records)."""
+        return (case.args, case.kwargs, case.grad_outputs, *((case.outputs,) if self.replays else ()))
 
     @abstractmethod
     def run(self, call: Call, case: Case) -> SideRun:
@@ -144,7 +145,7 @@ class RecordedTarget(Target):
         return "against their recorded outputs"
 
     def trees(self, case: Case) -> tuple:
-        return (*super().trees(case), case.outputs, case.grad_inputs)
+        return (*super().trees(case), case.outputs, case.grad_inputs)  # replays nothing: none of them twice
 
     def run(self, call: Call, case: Case) -> SideRun:
         raise TypeError("the recorded target runs nothing: its outputs are the dump's")
