@@ -481,7 +481,7 @@ def test_a_full_disk_stops_the_run_with_the_command_that_continues_it(tmp_path, 
     import errno
 
     from precheck.commands.cli import main
-    from precheck.report import csv_files
+    from precheck.run_files import csv_files
 
     names = ["Torch.tanh.0", "Torch.exp.0", "Torch.sigmoid.0", "Torch.cos.0"]
     dump = make_dump(tmp_path / "dump.json", names)
