@@ -156,6 +156,7 @@ COMPARE_RESULT = "compare_result{}.csv"
 COMPARE_RECORDS = "compare_records{}.csv"
 COMPARE_SUMMARY = "compare_summary{}.json"
 COMPARE_REPORT = "compare_report{}.html"
+COMPARE_STEP = "compare_step{}.json"  # a step of ranks' verdict, beside its ranks' compares (precheck.compare.steps)
 COMPARE_KINDS = tuple(t.split("{")[0] for t in (COMPARE_RESULT, COMPARE_RECORDS, COMPARE_SUMMARY))
 
 

@@ -122,12 +122,16 @@ def _compare(args: argparse.Namespace) -> int:
     if not target or not bench:
         raise CompareInputError("give -target and -bench (two dumps), or -i compare.json")
     mapping = load_layer_mapping(args.layer_mapping) if args.layer_mapping else None
+    compared = []
     for pair in resolve(target, bench):
         out = Path(args.out_path) / pair.folder
         result = compare_dumps(
             pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix,
             max_memory=args.max_memory, timeout=args.timeout, **_budget(args),
         )  # fmt: skip
+        compared.append((pair, out, result))
+    steps = _steps(compared)  # a step's ranks read as one before any rank's suspects are named
+    for _, out, result in compared:
         if result.stack_problem:
             print(
                 escape(f"precheck: warning: {result.stack_problem}; compared without the call stacks"), file=sys.stderr
@@ -137,7 +141,25 @@ def _compare(args: argparse.Namespace) -> int:
         print(describe(result))
         if args.report:
             _report(result)
+    for path, verdict in steps:
+        print("\n".join(escape(line) for line in [*verdict.lines(), f"  step:    {path}"]))
     return 0
+
+
+def _steps(compared: list) -> list:
+    """The verdict of each step of two or more ranks (precheck.compare.steps) and the file it is written in."""
+    from precheck.compare.steps import step_verdict, write_step
+
+    folders: dict[Path, dict] = {}
+    for pair, out, result in compared:
+        if pair.rank is not None:
+            folders.setdefault(out, {})[pair.rank] = result
+    found = []
+    for out, ranks in folders.items():
+        if len(ranks) > 1:
+            verdict = step_verdict(ranks)
+            found.append((write_step(verdict, out), verdict))
+    return found
 
 
 def _budget(args: argparse.Namespace) -> dict[str, float]:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from precheck.compare.entries import Item, Record
-from precheck.dump.record_names import call_of
+from precheck.dump.record_names import call_of, is_collective, is_point_to_point
 
 AGREE, SUSPECT, AMPLIFIED, INHERITED, UNMATCHED, UNREADABLE = (
     "agree", "suspect", "amplified", "inherited", "unmatched", "unreadable",
@@ -60,6 +60,7 @@ _DTYPE_OF = {tol: dtype for dtype, tol in TOLERANCE.items()}
 MAX_PRODUCERS = 200_000  # output fingerprints remembered to name the producer of a differing input
 MAX_SUSPECTS = 200
 MAX_CANDIDATES = 2_000  # records kept for the honest-kernel rule (precheck.compare.localize replays fewer)
+MAX_EXCHANGES = 20_000  # collective, send and receive records kept for the step's verdict (precheck.compare.steps)
 UNDERFLOW = "underflow"  # an item whose deviation the target dtype's range explains (precheck.compare.metrics)
 TOLERANCE_RULE, HONEST_RULE = "tolerance", "honest kernel"  # which rule named the first divergent record
 
@@ -75,7 +76,9 @@ def tolerance(npu: Item, bench: Item) -> float:
     return max(known) if known else 0.0
 
 
-def _fingerprint(item: Item) -> tuple | None:
+def fingerprint(item: Item) -> tuple | None:
+    """A tensor as its statistics show it (shape, Max, Min, Mean, Norm): the same tensor handed from one record to
+    the next, or from one rank to another, has the same; None where the dump says too little."""
     if not item.tensor or any(s is None for s in item.stats):
         return None
     return (item.shape, *(str(s) for s in item.stats))
@@ -97,6 +100,10 @@ class Finding:
     rule: str = TOLERANCE_RULE
     honest: str | None = None  # HONEST_RULE: how the target is worse than an honest kernel and the bench is not
     overflow: str | None = None  # the side ("target" or "bench") whose worst output alone holds inf or nan
+    # In a step of ranks: the peer rank whose divergence reached this record, and the record it came through (this
+    # rank's collective, or the peer's send); its verdict is then INHERITED (precheck.compare.steps)
+    from_rank: int | None = None
+    through: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +119,7 @@ class Finding:
             "rule": self.rule,
             "honest_kernel": self.honest,
             "overflow": self.overflow,
+            "inherited_from": None if self.from_rank is None else {"rank": self.from_rank, "through": self.through},
         }
 
     @classmethod
@@ -124,13 +132,23 @@ class Finding:
             except (TypeError, ValueError):
                 return math.nan
 
+        peer = d.get("inherited_from") if isinstance(d.get("inherited_from"), dict) else {}
+        rank = peer.get("rank") if isinstance(peer.get("rank"), int) else None
         return cls(str(d.get("name", "")), str(d.get("direction", "")), str(d.get("verdict", "")),
                    bool(d.get("inputs_agree")), number(d.get("input_deviation")), number(d.get("output_deviation")),
                    d.get("worst_input"), d.get("worst_output"), d.get("produced_by"),
-                   str(d.get("rule") or TOLERANCE_RULE), d.get("honest_kernel"), d.get("overflow"))  # fmt: skip
+                   str(d.get("rule") or TOLERANCE_RULE), d.get("honest_kernel"), d.get("overflow"), rank,
+                   None if rank is None else str(peer.get("through")))  # fmt: skip
 
     def why(self) -> str:
         """Why the runs part at this record, in one sentence: the console and the report say the same."""
+        if self.from_rank is not None:
+            how = (
+                f"this call: its inputs agree on this rank and rank {self.from_rank}'s inputs to it already differ"
+                if self.through == self.name
+                else f"{self.through}: what rank {self.from_rank} handed this rank already differed"
+            )
+            return f"{self.name}: inherited from rank {self.from_rank} through {how} ({self.output_deviation:.3g})"
         if self.rule == HONEST_RULE:
             return (
                 f"{self.name}: each side graded against the float64 golden of its own inputs, {self.honest} "
@@ -188,6 +206,9 @@ class Divergence:
     # gradient sums the batch) to that times the input's norm over its own: the deviation its terms carry, over
     # what is left of them once they cancel.
     replayable: bool = True
+    # A step's collective, send and receive records (at most MAX_EXCHANGES, first seen kept), in execution order:
+    # record -> (its finding, the names of its items beyond their tolerance), for precheck.compare.steps
+    exchanges: dict[str, tuple[Finding, frozenset[str]]] = field(default_factory=dict)
     _forward_inputs: dict[str, tuple[float, float]] = field(default_factory=dict)  # call -> (excess, deviation)
     _producers: OrderedDict = field(default_factory=OrderedDict)
 
@@ -232,6 +253,9 @@ class Divergence:
             finding.producer = self._producer(record, worst_in)
         self._remember(record, deviations)
         self._tally(finding, finer)
+        call = call_of(record.key)
+        if (is_collective(call) or is_point_to_point(call)) and len(self.exchanges) < MAX_EXCHANGES:
+            self.exchanges[record.key] = (finding, frozenset(n for n, (dev, tol) in deviations.items() if dev > tol))
         return finding
 
     def _tally(self, finding: Finding, finer: bool) -> None:
@@ -270,7 +294,7 @@ class Divergence:
     def _remember(self, record: Record, deviations: dict) -> None:
         for item in record.outputs:
             dev = deviations.get(item.name)
-            mark = _fingerprint(item)
+            mark = fingerprint(item)
             if mark is not None and dev is not None and dev[0] > dev[1]:
                 self._producers[mark] = record.key
                 self._producers.move_to_end(mark)
@@ -279,7 +303,7 @@ class Divergence:
 
     def _producer(self, record: Record, worst: str) -> str | None:
         item = next((i for i in record.inputs if i.name == worst), None)
-        mark = _fingerprint(item) if item else None
+        mark = fingerprint(item) if item else None
         return self._producers.get(mark) if mark else None
 
 

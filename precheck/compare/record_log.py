@@ -54,13 +54,16 @@ def add_verdicts(path: Path, verdicts: dict[str, dict[str, str]]) -> None:
     _rewrite(path, fill)
 
 
-def mark_verdict(path: Path, record: str, verdict: str) -> None:
+def mark_verdict(path: Path, record: str, verdict: str, producer: str | None = None) -> None:
     """The record's verdict as precheck.compare.localize settled it: the record the honest-kernel rule named is a
-    suspect, not agreeing; a record its replay cleared agrees."""
+    suspect, not agreeing; a record its replay cleared agrees. In a step of ranks (precheck.compare.steps) a record
+    whose divergence came from a peer rank is inherited, ``producer`` naming the rank and the record."""
 
     def mark(row: list[str]) -> None:
         if row[0] == cell(record):
             row[2] = verdict
+            if producer is not None:
+                row[8] = cell(producer)
 
     _rewrite(path, mark)
 

@@ -24,6 +24,7 @@ class DumpPair:
     bench: Path
     suffix: str  # "" for one pair, "_rank3" (msprobe's naming, which its merge_result reads) for a rank
     folder: str  # sub-folder of the output for this pair ("" or "step1")
+    rank: int | None = None  # the rank of a step's pair (rank3): the step's ranks are read as one (compare.steps)
 
 
 def read_compare_json(path: str | os.PathLike) -> tuple[str, str, str | None]:
@@ -72,7 +73,7 @@ def _step_pairs(t: Path, b: Path) -> list[DumpPair]:
     for folder, other in zip_strict(tr, br):
         number = rank_number(folder.name)
         suffix = f"_{folder.name}" if number is None else f"_rank{number}"
-        pairs.append(DumpPair(folder / "dump.json", other / "dump.json", suffix, ""))
+        pairs.append(DumpPair(folder / "dump.json", other / "dump.json", suffix, "", number))
     return pairs
 
 
@@ -114,9 +115,8 @@ def resolve(target: str | os.PathLike, bench: str | os.PathLike) -> list[DumpPai
     for (step, rank), other in _matched(t, b, ts, bs).items():
         number = rank_number(rank)
         suffix = f"_{rank}" if number is None else f"_rank{number}"
-        pairs.append(
-            DumpPair(ts[(step, rank)] / "dump.json", other / "dump.json", suffix, step if len(steps) > 1 else "")
-        )
+        where = step if len(steps) > 1 else ""
+        pairs.append(DumpPair(ts[(step, rank)] / "dump.json", other / "dump.json", suffix, where, number))
     return pairs
 
 

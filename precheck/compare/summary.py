@@ -41,6 +41,7 @@ class DumpComparison:
     records_total: int = 0  # the aligned records to compare
     complete: bool = False  # every record compared: until then the summary says how far it got
     undefined: list[str] = field(default_factory=list)  # records not comparable: neither run defined their tensors
+    step: dict[str, Any] | None = None  # a rank's compare in a step of ranks: the step's verdict (compare.steps)
 
     def not_comparable(self, record: str) -> None:
         """A record whose tensors neither run defined: counted as UNDEFINED, never named, listed (bounded)."""
@@ -75,6 +76,7 @@ class DumpComparison:
             "not_comparable": self.undefined,
             "precheck_csv": str(self.precheck_csv) if self.precheck_csv else None,
             "seconds": round(self.wall_seconds, 3),
+            "step": self.step,
         }
 
     def _verdict(self, name: str) -> dict[str, Any]:

@@ -26,14 +26,15 @@ MAX_PRECHECKED = 50  # calls replayed by one compare
 
 
 def suspect_calls(comparison: DumpComparison) -> list[str]:
-    """The calls (``Functional.gelu.0``) of the suspects and of the first divergent record, first seen first."""
+    """The calls (``Functional.gelu.0``) of the suspects and of the first divergent record, first seen first; not a
+    record whose divergence a peer rank handed over (precheck.compare.steps): its call is not in question."""
     findings = list(comparison.divergence.suspects)
     if comparison.divergence.first is not None:
         findings.insert(0, comparison.divergence.first)
     calls: list[str] = []
     for finding in findings:
         call = call_of(finding.name)
-        if call not in calls and finding.direction != "parameters_grad":
+        if call not in calls and finding.direction != "parameters_grad" and finding.from_rank is None:
             calls.append(call)
     return calls[:MAX_PRECHECKED]
 

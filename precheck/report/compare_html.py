@@ -113,6 +113,7 @@ def _summary(frame: pandas.DataFrame, entries: list[dict], summary: dict, run_pa
         f"{_badges(results, RESULT_COLOURS)}</p><p>verdicts: {_badges(verdicts, VERDICT_COLOURS)}</p>",
         f'<p id="first">{_first(first, summary)}</p>',
         _rule(summary.get("localization"), named=bool(first)),
+        _step(summary.get("step")),
     ]
     if summary.get("first_overflow"):
         lines.append(f"<p>First overflow on the target only: {esc(summary['first_overflow'])}</p>")
@@ -127,6 +128,15 @@ def _summary(frame: pandas.DataFrame, entries: list[dict], summary: dict, run_pa
         rows += f'<tr><th>pre-check of the suspects</th><td><a href="{esc(run_page.name)}">{esc(run_page.name)}</a>'
         rows += "</td></tr>"
     return f'<section id="summary"><h2>Summary</h2>{"".join(lines)}<table class="options">{rows}</table></section>'
+
+
+def _step(step: object) -> str:
+    """A rank's page in a step of ranks: the step's verdict (precheck.compare.steps), where it first went wrong and
+    how it reached the other ranks."""
+    lines = step.get("lines") if isinstance(step, dict) else None
+    if not isinstance(lines, list) or not lines:
+        return ""
+    return '<p id="step"><b>The step</b>: ' + "<br>".join(esc(str(line).strip()) for line in lines) + "</p>"
 
 
 def _unfinished(entries: list[dict], summary: dict) -> str:

@@ -23,8 +23,13 @@ capacity (6 tokens), as GShard's capacity-bound dispatch does.
   (msprobe's "list"), their call numbers as in the whole dump;
 - moe_precheck_statistics: moe recorded by precheck.record, to hold its records against msprobe's (on torch 2.13
   and msprobe 26.2 its dump.json files are msprobe's byte for byte).
+- moe_bug1_statistics: moe with a bug on rank 1 alone (issue 51 item 7): its expert's linear computes in bf16 and
+  returns fp32, patched into ``torch.nn.functional.linear`` before msprobe's PrecisionDebugger is made, so msprobe
+  records it as the ``Functional.linear.1`` it wraps. Its twin is moe_statistics (rank 0 runs the same code in
+  both): tests/test_compare_steps.py compares the two step folders, the bug's rows reaching rank 0 through the
+  combine's all-to-all.
 
-Committed: the three statistics dumps and moe_zero_a2a_tensor (about 210 KB together; a whole tensor dump holds a
+Committed: the four statistics dumps and moe_zero_a2a_tensor (about 260 KB together; a whole tensor dump holds a
 file per tensor, 350 KB; moe_zero's is the one with an empty chunk). stack.json and construct.json are left out
 (run_ut reads neither).
 """
@@ -77,7 +82,24 @@ def _tokens(router: torch.nn.Linear, rank: int, counts: list[int]) -> torch.Tens
     return picked[torch.randperm(len(picked), generator=gen)]
 
 
-def moe(rank: int, out: str, task: str, who: str, step: str, port: int, apis: list[str] | None = None) -> None:
+def _low_precision(weight: torch.Tensor) -> None:
+    """The bug of moe_bug1: ``F.linear`` of ``weight`` computed in bf16 (its result returned in fp32), any other
+    linear as it was. Patched before msprobe wraps the API, so msprobe's wrapper calls it as the API itself."""
+    honest = torch.nn.functional.linear
+
+    def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+        if w is not weight:
+            return honest(x, w, b)
+        low = None if b is None else b.to(torch.bfloat16)
+        return honest(x.to(torch.bfloat16), w.to(torch.bfloat16), low).to(x.dtype)
+
+    torch.nn.functional.linear = linear
+
+
+def moe(
+    rank: int, out: str, task: str, who: str, step: str, port: int, apis: list[str] | None = None,
+    bug: int | None = None,
+) -> None:  # fmt: skip
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
     torch.manual_seed(0)
@@ -85,6 +107,8 @@ def moe(rank: int, out: str, task: str, who: str, step: str, port: int, apis: li
     torch.manual_seed(10 + rank)
     expert_layer = torch.nn.Linear(HIDDEN, HIDDEN)  # this rank's expert
     x = _tokens(router, rank, ROUTES[step][rank]).requires_grad_()  # a previous layer's activations
+    if rank == bug:
+        _low_precision(expert_layer.weight)
     with _Msprobe(out, task, [], rank, apis) if apis else _recorder(who, out, task, rank):
         probs = torch.softmax(router(x), dim=-1)
         gate, expert = probs.max(dim=-1)
@@ -106,20 +130,21 @@ def moe(rank: int, out: str, task: str, who: str, step: str, port: int, apis: li
 
 # msprobe's "list" (names by substring) for a tensor dump of the dispatch, the combine and the list form alone
 A2A = ["Distributed.all_to_all_single.1.", "Distributed.all_to_all_single.2.", "Distributed.all_to_all.0."]
-STEPS = {  # name -> (the routes, task, recorder, port, msprobe's list)
+STEPS = {  # name -> (the routes, task, recorder, port, msprobe's list[, the rank whose expert is bf16])
     "moe_statistics": ("moe", "statistics", "msprobe", 29651, None),
     "moe_tensor": ("moe", "tensor", "msprobe", 29652, None),
     "moe_zero_statistics": ("moe_zero", "statistics", "msprobe", 29653, None),
     "moe_zero_tensor": ("moe_zero", "tensor", "msprobe", 29654, None),
     "moe_zero_a2a_tensor": ("moe_zero", "tensor", "msprobe", 29656, A2A),
     "moe_precheck_statistics": ("moe", "statistics", "precheck", 29655, None),
+    "moe_bug1_statistics": ("moe", "statistics", "msprobe", 29657, None, 1),
 }
 
 
 def record(name: str, into: Path = HERE) -> None:
-    step, task, who, port, apis = STEPS[name]
+    step, task, who, port, apis, *bug = STEPS[name]
     out = tempfile.mkdtemp()
-    mp.spawn(moe, args=(f"{out}/dump", task, who, step, port, apis), nprocs=2)
+    mp.spawn(moe, args=(f"{out}/dump", task, who, step, port, apis, *bug), nprocs=2)
     target = into / name
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(f"{out}/dump", target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))

@@ -1,0 +1,248 @@
+"""A step of ranks compared rank by rank, read as one step: where the runs first part, on which rank, and how that
+reached the other ranks.
+
+Each rank's compare names the first record whose outputs differ while its inputs agree, and on a rank that only
+received the divergence that is the collective or the receive that handed it over: rank 0's all_to_all_single is
+"suspect" when rank 1's expert was wrong and sent rank 0 its tokens back. A rank's own records cannot tell, the
+step's can: a record is inherited from a peer rank when
+
+- it is a collective (or an all-to-all) and, on a rank of its group, the same record's inputs already differ
+  (msprobe numbers each rank's calls, and the ranks of a group make the same collective calls in the same order:
+  ``Distributed.all_to_all_single.2`` is one call on every rank that holds it);
+- it is a receive whose differing tensor, or a record whose differing input no record of its rank produced (a
+  receive msprobe wrote before its message arrived), has exactly the statistics of a tensor a peer's send or
+  collective gave while that tensor differed on the peer (the message, as the compare names a producer within one
+  rank: precheck.compare.divergence).
+
+Such a record is no suspect: its verdict becomes inherited, naming the rank and the record it came through, in the
+rank's summary and records CSV. The step's verdict follows each rank's first divergence back to the rank where it
+was born: that rank and its record, then every rank it reached and through what. It reads the summaries' findings
+and a few records of the target dumps (no tensor is loaded, torch is not imported).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from precheck.compare.divergence import AMPLIFIED, INHERITED, SUSPECT, Finding, fingerprint
+from precheck.compare.dumps import write_summary
+from precheck.compare.entries import DumpIndex, Item, open_dump
+from precheck.compare.record_log import mark_verdict
+from precheck.compare.summary import DumpComparison
+from precheck.dump.index import RecordError
+from precheck.dump.record_names import call_of, is_collective, is_point_to_point, split_item
+from precheck.paths import claim_stamp
+from precheck.schema import COMPARE_STEP
+
+MAX_DEPTH = 8  # nesting searched for a recorded process group's ranks
+
+
+@dataclass
+class StepVerdict:
+    """One verdict for a step of ranks: where the runs first part and how it reached the other ranks."""
+
+    origins: list[tuple[int, Finding]] = field(default_factory=list)  # (rank, its first divergence): its own
+    reached: list[tuple[int, Finding]] = field(default_factory=list)  # (rank, its first divergence): a peer's
+    unexplained: list[tuple[int, Finding]] = field(default_factory=list)  # inherited from no record of the step
+    agree: list[int] = field(default_factory=list)  # ranks whose runs do not part
+
+    def lines(self) -> list[str]:
+        """The step's lines on the console, and in the summary and the report."""
+        if not (self.origins or self.reached or self.unexplained):
+            return [f"step: the runs part on no rank ({len(self.agree)} ranks compared)"]
+        lines = []
+        if len(self.origins) == 1:
+            rank, first = self.origins[0]
+            lines.append(f"step: the runs first part on rank {rank}, at {first.name} ({first.verdict})")
+        elif self.origins:
+            each = "; ".join(f"rank {r} at {f.name} ({f.verdict})" for r, f in self.origins)
+            lines.append(f"step: the runs part on {len(self.origins)} ranks on their own: {each}")
+        for rank, first in self.reached:
+            own = "" if first.through == first.name else f" (its first divergent record {first.name})"
+            lines.append(f"  it reached rank {rank} from rank {first.from_rank} through {first.through}{own}")
+        for rank, first in self.unexplained:
+            lines.append(
+                f"  rank {rank} first parts at {first.name}, inherited from an input no record of the step's "
+                f"ranks produced ({first.worst_input})"
+            )
+        if self.agree:
+            lines.append(f"  the runs agree on rank{'s' * (len(self.agree) > 1)} {', '.join(map(str, self.agree))}")
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        def one(rank: int, f: Finding) -> dict[str, Any]:
+            return {"rank": rank, "record": f.name, "verdict": f.verdict}
+
+        first = self.origins[0] if len(self.origins) == 1 else None
+        return {
+            "first": one(*first) if first else None,
+            "origins": [one(r, f) for r, f in self.origins],
+            "reached": [one(r, f) | {"from_rank": f.from_rank, "through": f.through} for r, f in self.reached],
+            "unexplained": [one(r, f) for r, f in self.unexplained],
+            "agree": self.agree,
+            "lines": self.lines(),
+        }
+
+
+def step_verdict(results: dict[int, DumpComparison]) -> StepVerdict:
+    """The step's verdict from each rank's compare (rank -> its comparison), once every rank is compared. A
+    record whose divergence came from a peer rank is made inherited in its rank's summary and records CSV, which
+    are written again, each with the step's verdict."""
+    dumps = _Dumps(results)
+    for rank, result in results.items():
+        d = result.divergence
+        named: list[Finding] = []
+        for finding in (f for f in [d.first, *d.suspects] if f is not None):
+            if not any(finding is f for f in named):
+                named.append(finding)
+        for finding in named:
+            source = _source(dumps, rank, finding)
+            if source is not None:
+                _inherit(result, finding, *source)
+    verdict = _verdict(results)
+    for result in results.values():
+        result.step = verdict.as_dict()
+        write_summary(result)
+    return verdict
+
+
+def _inherit(result: DumpComparison, finding: Finding, peer: int, through: str) -> None:
+    """The finding as inherited from ``peer`` through ``through``: no longer a suspect of its rank."""
+    d = result.divergence
+    d.verdicts[finding.verdict] -= 1
+    d.verdicts[INHERITED] += 1
+    finding.verdict, finding.from_rank, finding.through = INHERITED, peer, through
+    d.suspects = [f for f in d.suspects if f is not finding]
+    mark_verdict(result.records_path, finding.name, INHERITED, f"rank {peer}: {through}")
+
+
+def _source(dumps: _Dumps, rank: int, finding: Finding) -> tuple[int, str] | None:
+    """(peer rank, the record it came through) where ``finding``'s divergence came from a peer rank; None where it
+    is this rank's own, or its source is not known."""
+    call = call_of(finding.name)
+    if is_collective(call) and finding.verdict in (SUSPECT, AMPLIFIED):
+        members = dumps.group(rank, finding.name)
+        for peer in sorted(dumps.results):
+            if peer != rank and (members is None or peer in members) and dumps.differed(peer, finding.name):
+                return peer, finding.name
+        return None
+    if is_point_to_point(call) and finding.verdict in (SUSPECT, AMPLIFIED):
+        wanted = finding.worst_output
+    elif finding.verdict == INHERITED and finding.producer is None and finding.direction != "parameters_grad":
+        wanted = finding.worst_input
+    else:
+        return None
+    item = dumps.item(rank, finding.name, wanted)
+    mark = fingerprint(item) if item is not None else None
+    if mark is None:
+        return None
+    for peer in sorted(dumps.results):
+        sent = dumps.sent_as(peer, mark) if peer != rank else None
+        if sent is not None:
+            received = (
+                f"{finding.name} ({sent} of rank {peer})" if is_point_to_point(call) else f"{sent} of rank {peer}"
+            )
+            return peer, received
+    return None
+
+
+def _verdict(results: dict[int, DumpComparison]) -> StepVerdict:
+    """Each rank's first divergence followed to where it was born."""
+    verdict = StepVerdict()
+    for rank, result in sorted(results.items()):
+        first = result.divergence.first
+        if first is None:
+            verdict.agree.append(rank)
+        elif first.from_rank is not None:
+            verdict.reached.append((rank, first))
+        elif first.verdict == INHERITED and first.producer is None and first.direction != "parameters_grad":
+            verdict.unexplained.append((rank, first))
+        else:
+            verdict.origins.append((rank, first))
+    return verdict
+
+
+class _Dumps:
+    """The target dumps of the step's ranks, read record by record where a finding needs one."""
+
+    def __init__(self, results: dict[int, DumpComparison]) -> None:
+        self.results = results
+        self._index: dict[int, tuple[DumpIndex, dict[str, int]]] = {}
+
+    def differed(self, rank: int, record: str) -> bool:
+        """Whether an input of ``record`` already differed on ``rank`` beyond its own dtype's rounding: a rank that
+        went through bf16 holds its later records to bf16's, but what it hands a peer is held there to the peer's."""
+        kept = self.results[rank].divergence.exchanges.get(record)
+        return kept is not None and (not kept[0].inputs_agree or bool(_inputs(kept[1])))
+
+    def _read(self, rank: int, record: str) -> Any:
+        if rank not in self._index:
+            index = open_dump(Path(self.results[rank].target))
+            self._index[rank] = (index, {k: i for i, k in enumerate(index.keys)})
+        index, at = self._index[rank]
+        if record not in at:
+            return None
+        try:
+            return index.read(at[record])
+        except (RecordError, ValueError):
+            return None
+
+    def group(self, rank: int, record: str) -> set[int] | None:
+        """The ranks of the process group ``rank``'s record names (``group_ranks``); None: the default group."""
+        raw = self._read(rank, record)
+        if not isinstance(raw, dict):
+            return None
+        ranks = _group_ranks(raw.get("input_kwargs"), 0) or _group_ranks(raw.get("input_args"), 0)
+        return set(ranks) if ranks else None
+
+    def item(self, rank: int, record: str, name: str | None) -> Item | None:
+        """The item ``name`` of ``rank``'s record, as the compare reads it."""
+        if name is None or self._read(rank, record) is None:
+            return None
+        index, at = self._index[rank]
+        with index.file() as f:
+            found = index.record(at[record], f)
+        return next((i for i in found.items if i.name == name), None)
+
+    def sent_as(self, rank: int, mark: tuple) -> str | None:
+        """The record of ``rank`` (a send or a collective) that gave a tensor with the fingerprint ``mark`` while
+        that tensor already differed on ``rank``; None where none did."""
+        for record, (_, beyond) in self.results[rank].divergence.exchanges.items():
+            for name in _inputs(beyond):
+                item = self.item(rank, record, name)
+                if item is not None and fingerprint(item) == mark:
+                    return record
+        return None
+
+
+def _inputs(names: frozenset[str]) -> list[str]:
+    """The input items among ``names`` (``<record>.input.1``, ``<record>.input.0.0.tensor``), in a stable order."""
+    return sorted(n for n in names if split_item(n)[4] == "input")
+
+
+def _group_ranks(value: Any, depth: int) -> list[int] | None:
+    """The first ``group_ranks`` list of ints found in a record's arguments."""
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(value, dict):
+        ranks = value.get("group_ranks")
+        if isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+            return ranks
+        value = list(value.values())
+    if isinstance(value, list):
+        for v in value:
+            found = _group_ranks(v, depth + 1)
+            if found:
+                return found
+    return None
+
+
+def write_step(verdict: StepVerdict, folder: Path) -> Path:
+    """The step's verdict as ``compare_step_{ts}.json`` in ``folder``, beside its ranks' compares."""
+    stem = claim_stamp(folder, COMPARE_STEP.format("_{}"))
+    path = folder / COMPARE_STEP.format(f"_{stem}")
+    path.write_text(json.dumps(verdict.as_dict(), indent=1) + "\n", encoding="utf-8")
+    return path
