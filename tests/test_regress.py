@@ -451,10 +451,12 @@ def test_json(pair: tuple[Path, Path], tmp_path: Path) -> None:
         "outcome": "FAIL",
         "baseline": {"forward": "error", "backward": "pass"},
         "current": {"forward": "SKIP", "backward": "SKIP"},
+        "rank": None,  # one run's CSVs: no rank (a step's run names each API's, tests/test_regress_steps.py)
     }
     assert by_api["Torch.warn_stays.0"]["current"] == {"forward": "warning", "backward": None}
     assert by_api["Torch.gone.0"]["current"] is None and by_api["Torch.fresh.0"]["baseline"] is None
-    assert set(doc) == {"baseline", "current", "counts", "settings_differ", "apis"}
+    assert set(doc) == {"baseline", "current", "counts", "settings_differ", "ranks", "apis"}
+    assert doc["ranks"] == []
     assert doc["settings_differ"] == []  # CSVs without run records: nothing says how they were graded
     assert md_path.read_bytes() == regress(base, cur).to_markdown().encode("utf-8")
 

@@ -98,10 +98,16 @@ def _precision_compare(args: argparse.Namespace) -> int:
 
 def _regress_arguments(reg: argparse.ArgumentParser) -> None:
     reg.add_argument(
-        "--baseline", required=True, metavar="OLD_RESULT_CSV", help="the accepted result CSV, or its run's folder"
+        "--baseline",
+        required=True,
+        metavar="OLD_RESULT_CSV",
+        help="the accepted result CSV, or its run's folder, or a step's run folder (rank0/, rank1/ ... or proc*/)",
     )
     reg.add_argument(
-        "--current", required=True, metavar="NEW_RESULT_CSV", help="the result CSV to judge, or its run's folder"
+        "--current",
+        required=True,
+        metavar="NEW_RESULT_CSV",
+        help="the result CSV to judge, or its run's folder, or a step's run folder (paired rank by rank)",
     )
     reg.add_argument(
         "-o",
@@ -126,7 +132,10 @@ def _regress(args: argparse.Namespace) -> int:
 
     report = regress(args.baseline, args.current)
     md_path, json_path = write_report(report, args.out_path)
-    print(f"precheck regress: {report.summary()}\n  markdown: {md_path}\n  json:     {json_path}")
+    print(f"precheck regress: {report.summary()}")
+    for runs in report.ranks:  # a step's run: each rank's outcome, so the log says which rank went wrong
+        print(f"  {escape(runs.rank)}: {report.rank_outcome(runs)}")
+    print(f"  markdown: {md_path}\n  json:     {json_path}")
     if report.settings:
         warning_line("the two runs were made with different settings: " + escape("; ".join(report.settings)))
     code = report.exit_code(args.strict, args.settings_may_differ)
@@ -203,7 +212,7 @@ COMMANDS = (
         "regress",
         help="regression gate: compare a result CSV with a baseline result CSV",
         description="Compare two result CSVs (precheck's or msprobe's; a run's output folder stands for its newest "
-        "run's) API by API on their "
+        "run's, a step's run folder for each rank's, paired by rank) API by API on their "
         "Forward and Backward statuses; writes regress_report.md and "
         "regress_report.json. Exit 1 when an API got worse (FAIL) or went "
         "MISSING (with --strict also when one IMPROVED), 0 otherwise.",

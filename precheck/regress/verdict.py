@@ -1,4 +1,5 @@
-"""``precheck regress``: the regression gate between two result CSVs of the same dump.
+"""The regression gate's verdict on two result CSVs of the same dump (``precheck regress``; a step's ranks are
+paired in precheck.regress.runs, each pair judged here).
 
 A team keeps the result CSV of a run it accepted (the *baseline*) and compares every new run (the *current*) with
 it, so that CI goes red when an API's precision gets worse, not merely when some API is imperfect (a bf16 model
@@ -59,10 +60,9 @@ from typing import Optional
 from precheck.core.status import ERROR, SKIP
 from precheck.errors import PrecheckError
 from precheck.escape import markdown, markdown_code, unescape, unformula
-from precheck.frames.run import LoadError, csv_pair
 from precheck.run_files.csv_files import read_csv_rows
 from precheck.run_files.run_state import RunFileError, read_sidecar
-from precheck.schema import RESULT, SEVERITY, read_status
+from precheck.schema import SEVERITY, read_status
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
     "PASS",
@@ -109,12 +109,15 @@ class Statuses:
 
 @dataclass(frozen=True)
 class ApiOutcome:
-    """One API's verdict; ``baseline`` / ``current`` is None where the API is absent from that file."""
+    """One API's verdict; ``baseline`` / ``current`` is None where the API is absent from that file. ``rank`` is
+    the rank of a step's run it belongs to (``rank1``; ``proc`` for a one-process step, whose folder is named after
+    a PID that changes every recording), "" for one run's CSVs: one API name is a row in every rank."""
 
     api: str
     outcome: str
     baseline: Statuses | None
     current: Statuses | None
+    rank: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -122,7 +125,21 @@ class ApiOutcome:
             "outcome": self.outcome,
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "current": None if self.current is None else self.current.to_dict(),
+            "rank": self.rank or None,
         }
+
+
+@dataclass(frozen=True)
+class RankRuns:
+    """One rank of a step's two runs: its result CSV on each side, None on the side that lacks the rank (its APIs
+    are then all MISSING, or all NEW)."""
+
+    rank: str
+    baseline: str | None
+    current: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rank": self.rank, "baseline": self.baseline, "current": self.current}
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,7 @@ class RegressReport:
     current_path: str
     apis: list[ApiOutcome]
     settings: tuple[str, ...] = ()  # "target: device in the baseline, recorded in the current run", each that differ
+    ranks: tuple[RankRuns, ...] = ()  # a step's runs, rank by rank; empty for two CSVs
 
     @property
     def counts(self) -> dict[str, int]:
@@ -161,13 +179,24 @@ class RegressReport:
             "current": self.current_path,
             "counts": self.counts,
             "settings_differ": list(self.settings),
+            "ranks": [r.to_dict() for r in self.ranks],
             "apis": [a.to_dict() for a in self.apis],
         }
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
+    def rank_outcome(self, runs: RankRuns) -> str:
+        """A rank's outcome: MISSING or NEW when one side lacks it, else the first outcome of its APIs in report
+        order (FAIL first), PASS when it has none."""
+        if runs.current is None:
+            return MISSING
+        if runs.baseline is None:
+            return NEW
+        found = {a.outcome for a in self.apis if a.rank == runs.rank}
+        return next((o for o in OUTCOMES if o in found), PASS_OUTCOME)
+
     def to_markdown(self) -> str:
-        """A title, the counts, then one table per non-PASS outcome that occurred (for a CI job summary or a PR
-        comment: PASS rows are the bulk and tell nobody anything)."""
+        """A title, the counts, a step's ranks, then one table per non-PASS outcome that occurred (for a CI job
+        summary or a PR comment: PASS rows are the bulk and tell nobody anything)."""
         counts = self.counts
         lines = [
             "# precheck regress",
@@ -183,20 +212,26 @@ class RegressReport:
         if self.settings:
             lines += ["", "## The two runs were made with different settings", ""]
             lines += [f"- {markdown(difference)}" for difference in self.settings]
+        if self.ranks:
+            lines += ["", "## Ranks", "", "| rank | outcome | baseline | current |", "|---|---|---|---|"]
+            for r in self.ranks:
+                paths = [markdown(p) if p is not None else "absent" for p in (r.baseline, r.current)]
+                lines.append(f"| {markdown(r.rank)} | {self.rank_outcome(r)} | {' | '.join(paths)} |")
+        rank = ["rank"] if self.ranks else []
         for outcome in OUTCOMES:
             rows = [a for a in self.apis if a.outcome == outcome]
             if outcome == PASS_OUTCOME or not rows:
                 continue
-            lines += [
-                "",
-                f"## {outcome} ({len(rows)})",
-                "",
-                "| API | baseline forward | baseline backward | current forward | current backward |",
-                "|---|---|---|---|---|",
-            ]
+            header = [*rank, "API", "baseline forward", "baseline backward", "current forward", "current backward"]
+            lines += ["", f"## {outcome} ({len(rows)})", "", _md_row(header), "|---" * len(header) + "|"]
             for a in rows:
-                lines.append("| " + " | ".join([markdown(a.api), *_md_side(a.baseline), *_md_side(a.current)]) + " |")
+                named = [markdown(a.rank)] if rank else []
+                lines.append(_md_row([*named, markdown(a.api), *_md_side(a.baseline), *_md_side(a.current)]))
         return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def _md_side(side: Statuses | None) -> list[str]:
@@ -297,22 +332,14 @@ def api_outcome(baseline: Statuses | None, current: Statuses | None) -> str:
     )
 
 
-def regress(baseline: str | os.PathLike, current: str | os.PathLike) -> RegressReport:
-    """Compare two result CSVs (or run folders: their newest run's) API by API; RegressError when either cannot
-    be used.
-
-    APIs are listed in baseline order, then the current file's new ones in its order, so the report reads like
-    the dump and is identical from run to run."""
-    baseline, current = _result_csv(baseline), _result_csv(current)
-    old = read_result_csv(baseline)
-    new = read_result_csv(current)
-    apis = [ApiOutcome(api, api_outcome(s, new.get(api)), s, new.get(api)) for api, s in old.items()]
-    apis += [ApiOutcome(api, NEW, None, s) for api, s in new.items() if api not in old]
-    settings = settings_differ(_settings(Path(baseline)), _settings(Path(current)))
-    return RegressReport(os.fspath(baseline), os.fspath(current), apis, settings)
+def judge(old: dict[str, Statuses], new: dict[str, Statuses], rank: str = "") -> list[ApiOutcome]:
+    """Every API of two files' rows and its outcome: baseline order, then the current file's new APIs in its
+    order, so the report reads like the dump and is identical from run to run."""
+    apis = [ApiOutcome(api, api_outcome(s, new.get(api)), s, new.get(api), rank) for api, s in old.items()]
+    return apis + [ApiOutcome(api, NEW, None, s, rank) for api, s in new.items() if api not in old]
 
 
-def _settings(result: Path) -> dict[str, object] | None:
+def run_settings(result: Path) -> dict[str, object] | None:
     """What graded the run of ``result``, from its record beside it; None for a CSV without one (msprobe's, a
     stage-2 CSV, one copied alone), whose settings nothing says."""
     try:
@@ -333,19 +360,6 @@ def settings_differ(baseline: dict[str, object] | None, current: dict[str, objec
         for key in (*SETTINGS, "torch")
         if baseline[key] != current[key]
     )
-
-
-def _result_csv(path: str | os.PathLike) -> str | os.PathLike:
-    """A run's output folder stands for its newest run's result CSV (as ``precheck report`` reads a folder)."""
-    if not Path(path).is_dir():
-        return path
-    try:
-        _, result = csv_pair(path)
-    except LoadError as e:
-        raise RegressError(str(e)) from None
-    if result is None:
-        raise RegressError(f"{path}: its newest run has no {RESULT.format('*')}")
-    return result
 
 
 def write_report(report: RegressReport, out_dir: str | os.PathLike = ".") -> tuple[Path, Path]:

@@ -1,0 +1,114 @@
+"""precheck regress on what run_ut writes for a step folder (issue 52 items 2-5, issue 50 item 12): a step's run of
+ranks (``out/rank0/`` ...) or of one process (``out/proc6724/``, its PID in the name) gated as a whole, rank by
+rank; a baseline folder of the result CSV alone; the APIs that got worse printed with their reason and on a page of
+their own; a baseline without its run record said once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_regress import cli, write_result
+
+from precheck.regress import FAIL, MISSING, NEW, PASS_OUTCOME, RegressError, regress
+
+STAMP = "20261129040354"
+ROWS = [("Functional.linear.0", "pass", "pass"), ("Distributed.all_reduce.0", "pass", ""), ("Tensor.add.0", "pass", "")]
+
+
+def run_folder(folder: Path, rows: list[tuple[str, ...]], stamp: str = STAMP, details: bool = True) -> Path:
+    """A run's output folder as run_ut writes it: the result CSV, the details CSV beside it (its content unread by
+    regress), and the run record; returns the result CSV."""
+    folder.mkdir(parents=True, exist_ok=True)
+    result = write_result(folder / f"accuracy_checking_result_{stamp}.csv", rows)
+    if details:
+        (folder / f"accuracy_checking_details_{stamp}.csv").write_bytes(b"")
+    record = {"target": "device", "device": "cpu", "standard": "default", "cosine": 0.99, "max_abs": 1e-4,
+              "bench_device": None, "versions": {"torch": "2.13.0+cpu"}}  # fmt: skip
+    (folder / f"accuracy_checking_result_{stamp}.run.json").write_text(json.dumps(record))
+    return result
+
+
+def worse(rows: list[tuple[str, ...]], api: str, *statuses: str) -> list[tuple[str, ...]]:
+    return [(r[0], *statuses) if r[0] == api else r for r in rows]
+
+
+# ================================================================================================= item 2
+
+
+def test_a_one_process_step_is_gated_whatever_the_pids(tmp_path, capsys) -> None:
+    # "no accuracy_checking_details_*.csv in this folder", exit 2: the step's run has its CSVs in proc6724/.
+    run_folder(tmp_path / "night1" / "proc6724", ROWS)
+    run_folder(tmp_path / "night2" / "proc9912", ROWS, stamp="20261130040354")
+    code, out, err = cli(
+        capsys, "--baseline", str(tmp_path / "night1"), "--current", str(tmp_path / "night2"), "-o", str(tmp_path)
+    )
+    assert (code, err) == (0, "")
+    assert "3 APIs; FAIL 0, MISSING 0, IMPROVED 0, STILL_FAILING 0, NEW 0, PASS 3" in out
+    report = regress(tmp_path / "night1", tmp_path / "night2")
+    assert {a.rank for a in report.apis} == {"proc"}  # the PID is no rank: a baseline's path stays the same
+    run_folder(tmp_path / "night3" / "proc31", worse(ROWS, "Tensor.add.0", "error", ""), stamp="20261201040354")
+    code, _, err = cli(
+        capsys, "--baseline", str(tmp_path / "night1"), "--current", str(tmp_path / "night3"), "-o", str(tmp_path)
+    )
+    assert code == 1 and "1 got worse (FAIL)" in err
+
+
+def test_ranks_are_paired_by_rank_with_a_rank_column_and_the_worst_rank_decides(tmp_path, capsys) -> None:
+    for rank in (0, 1):
+        run_folder(tmp_path / "night1" / f"rank{rank}", ROWS)
+    run_folder(tmp_path / "night2" / "rank0", ROWS, stamp="20261130040354")
+    run_folder(tmp_path / "night2" / "rank1", worse(ROWS, "Functional.linear.0", "pass", "error"), "20261130040354")
+    report = regress(tmp_path / "night1", tmp_path / "night2")
+    assert [(a.rank, a.api, a.outcome) for a in report.apis if a.outcome != PASS_OUTCOME] == [
+        ("rank1", "Functional.linear.0", FAIL)
+    ]
+    assert report.exit_code() == 1 and len(report.apis) == 6
+    code, out, _ = cli(
+        capsys, "--baseline", str(tmp_path / "night1"), "--current", str(tmp_path / "night2"), "-o", str(tmp_path / "r")
+    )
+    assert code == 1 and "rank0: PASS" in out and "rank1: FAIL" in out
+    md = (tmp_path / "r" / "regress_report.md").read_text()
+    assert "| rank | API | baseline forward |" in md and "| rank1 | Functional.linear.0 | pass | pass |" in md
+    doc = json.loads((tmp_path / "r" / "regress_report.json").read_text())
+    assert [r["rank"] for r in doc["ranks"]] == ["rank0", "rank1"]
+    assert {a["rank"] for a in doc["apis"]} == {"rank0", "rank1"}
+
+
+def test_a_rank_on_one_side_only_is_missing_or_new(tmp_path, capsys) -> None:
+    for rank in (0, 1):
+        run_folder(tmp_path / "night1" / f"rank{rank}", ROWS)
+    for rank in (0, 2):
+        run_folder(tmp_path / "night2" / f"rank{rank}", ROWS, stamp="20261130040354")
+    report = regress(tmp_path / "night1", tmp_path / "night2")
+    assert [(r.rank, report.rank_outcome(r)) for r in report.ranks] == [
+        ("rank0", PASS_OUTCOME),
+        ("rank1", MISSING),
+        ("rank2", NEW),
+    ]
+    assert {a.outcome for a in report.apis if a.rank == "rank1"} == {MISSING}
+    code, out, err = cli(
+        capsys, "--baseline", str(tmp_path / "night1"), "--current", str(tmp_path / "night2"), "-o", str(tmp_path)
+    )
+    assert code == 1 and "rank1: MISSING" in out and "rank2: NEW" in out and "3 went MISSING" in err
+
+
+def test_one_run_against_a_one_process_step_and_not_against_several_ranks(tmp_path) -> None:
+    # A baseline committed as its result CSV alone against tonight's out/ of a one-process step.
+    baseline = run_folder(tmp_path / "accepted", ROWS)
+    run_folder(tmp_path / "night" / "proc77", ROWS, stamp="20261130040354")
+    report = regress(baseline, tmp_path / "night")
+    assert report.exit_code() == 0 and {a.rank for a in report.apis} == {"proc"}
+    for rank in (0, 1):
+        run_folder(tmp_path / "ranks" / f"rank{rank}", ROWS)
+    with pytest.raises(RegressError, match=r"a step's run of 2 ranks \(rank0, rank1\)"):
+        regress(baseline, tmp_path / "ranks")
+
+
+def test_two_plain_runs_keep_their_report_without_ranks(tmp_path) -> None:
+    base = run_folder(tmp_path / "a", ROWS)
+    cur = run_folder(tmp_path / "b", ROWS)
+    report = regress(tmp_path / "a", tmp_path / "b")
+    assert (report.baseline_path, report.current_path, report.ranks) == (str(base), str(cur), ())
+    assert "## Ranks" not in report.to_markdown() and {a.rank for a in report.apis} == {""}
