@@ -305,7 +305,7 @@ def test_cli_takes_run_folders_and_reads_their_newest_runs(tmp_path, capsys) -> 
     assert report["current"] == str(tmp_path / "cur" / "accuracy_checking_result_20260102000000.csv")
     code, _, err = cli(capsys, "--baseline", str(tmp_path / "rep"), "--current", folders[1])
     assert (
-        code == 2 and err == f"precheck: error: {tmp_path / 'rep'}: no accuracy_checking_details_*.csv in this folder\n"
+        code == 2 and err == f"precheck: error: {tmp_path / 'rep'}: no accuracy_checking_result_*.csv in this folder\n"
     )
 
 
@@ -330,7 +330,7 @@ def put(path: Path, data: bytes) -> Path:
     "make,needle",
     [
         (lambda d: d / "nope.csv", "no such file"),
-        (lambda d: d, "no accuracy_checking_details_*.csv in this folder"),  # a folder that holds no run
+        (lambda d: d, "no accuracy_checking_result_*.csv in this folder"),  # a folder that holds no run
         (_details_csv, "no 'Forward Test Success', 'Backward Test Success' column"),
         (lambda d: put(d / "x.json", b'{"a": 1}'), "not a result CSV"),
         (lambda d: put(d / "e.csv", b""), "not a result CSV"),

@@ -112,3 +112,33 @@ def test_two_plain_runs_keep_their_report_without_ranks(tmp_path) -> None:
     report = regress(tmp_path / "a", tmp_path / "b")
     assert (report.baseline_path, report.current_path, report.ranks) == (str(base), str(cur), ())
     assert "## Ranks" not in report.to_markdown() and {a.rank for a in report.apis} == {""}
+
+
+# ================================================================================================= item 3
+
+
+@pytest.mark.parametrize("step", [False, True], ids=["run", "step"])
+def test_a_baseline_of_the_result_csv_and_its_record_alone_is_read(tmp_path, capsys, step) -> None:
+    # Refused with "no accuracy_checking_details_*.csv in this folder", a file regress does not read.
+    where = "proc1/" if step else ""
+    run_folder(tmp_path / "baseline" / where, ROWS, details=False)
+    run_folder(tmp_path / "current" / where, worse(ROWS, "Tensor.add.0", "warning", ""), "20261130040354")
+    assert not list((tmp_path / "baseline").rglob("accuracy_checking_details_*"))
+    code, out, err = cli(
+        capsys, "--baseline", str(tmp_path / "baseline"), "--current", str(tmp_path / "current"), "-o", str(tmp_path)
+    )
+    assert code == 1 and "FAIL 1" in out and "details" not in err
+
+
+def test_a_folder_without_a_result_csv_names_the_result_csv(tmp_path, capsys) -> None:
+    run_folder(tmp_path / "current", ROWS)
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli(capsys, "--baseline", str(tmp_path / "empty"), "--current", str(tmp_path / "current"))
+    assert (
+        code == 2
+        and err == f"precheck: error: {tmp_path / 'empty'}: no accuracy_checking_result_*.csv in this folder\n"
+    )
+    newer = tmp_path / "current" / "accuracy_checking_details_20261231000000.csv"
+    newer.write_bytes(b"")  # a run stopped before its result CSV: its newest run, and it has none
+    code, _, err = cli(capsys, "--baseline", str(tmp_path / "current"), "--current", str(tmp_path / "current"))
+    assert code == 2 and "its newest run (20261231000000) has no accuracy_checking_result_*.csv" in err

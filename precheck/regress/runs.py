@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from precheck.dump.steps import StepError, rank_folders
-from precheck.frames.run import LoadError, csv_pair
 from precheck.regress.verdict import (
     RankRuns,
     RegressError,
@@ -31,7 +30,7 @@ from precheck.regress.verdict import (
     run_settings,
     settings_differ,
 )
-from precheck.schema import RESULT
+from precheck.schema import DETAILS, DETAILS_PREFIX, RESULT, RESULT_PREFIX
 
 ONE_PROCESS = "proc"  # the rank of a one-process step's run, whatever its PID
 _RUN_FILES = "accuracy_checking_*.csv"  # what makes a rank folder part of a step's run
@@ -71,14 +70,21 @@ def _holds_a_run(folder: Path) -> bool:
 
 
 def newest_result(folder: Path) -> Path:
-    """The result CSV of the newest run in ``folder`` (as ``precheck report`` reads a folder)."""
-    try:
-        _, result = csv_pair(folder)
-    except LoadError as e:
-        raise RegressError(str(e)) from None
-    if result is None:
-        raise RegressError(f"{folder}: its newest run has no {RESULT.format('*')}")
-    return result
+    """The result CSV of the newest run in ``folder``, by the timestamp both of a run's CSVs carry. Regress reads
+    only the result CSV (and its run record): a baseline committed as those two files is a whole baseline, and a
+    folder is refused for lacking what regress would read, never for a details CSV it would not."""
+    results = {_stem(f.name, RESULT_PREFIX): f for f in folder.glob(RESULT.format("*")) if f.is_file()}
+    stems = set(results) | {_stem(f.name, DETAILS_PREFIX) for f in folder.glob(DETAILS.format("*")) if f.is_file()}
+    if not stems:
+        raise RegressError(f"{folder}: no {RESULT.format('*')} in this folder")
+    newest = max(stems)
+    if newest not in results:  # a run stopped before its result CSV was written: its newest run has no verdict
+        raise RegressError(f"{folder}: its newest run ({newest}) has no {RESULT.format('*')}")
+    return results[newest]
+
+
+def _stem(name: str, prefix: str) -> str:
+    return name[len(prefix) : -len(".csv")]
 
 
 def paired(baseline: Side, current: Side) -> list[RankRuns]:
