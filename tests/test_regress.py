@@ -314,7 +314,7 @@ def test_cli_default_report_dir_is_the_current_folder(pair, tmp_path, capsys, mo
     work.mkdir()
     monkeypatch.chdir(work)
     cli(capsys, "--baseline", str(pair[0]), "--current", str(pair[1]))
-    assert sorted(p.name for p in work.iterdir()) == ["regress_report.json", "regress_report.md"]
+    assert sorted(p.name for p in work.iterdir()) == ["regress_report.html", "regress_report.json", "regress_report.md"]
 
 
 def _details_csv(tmp_path: Path) -> Path:
@@ -395,34 +395,34 @@ def test_markdown(pair: tuple[Path, Path]) -> None:
 
 ## FAIL (2)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.worse.0 | pass | pass | pass | warning |
-| Torch.lost.0 | error | pass | SKIP | SKIP |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.worse.0 | pass | pass | pass | warning |  |
+| Torch.lost.0 | error | pass | SKIP | SKIP | random op |
 
 ## MISSING (1)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.gone.0 | pass | pass | absent | absent |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.gone.0 | pass | pass | absent | absent | absent from the current run |
 
 ## IMPROVED (1)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.better.0 | error | warning | pass | pass |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.better.0 | error | warning | pass | pass |  |
 
 ## STILL_FAILING (1)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.still.0 | error | error | error | error |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.still.0 | error | error | error | error |  |
 
 ## NEW (1)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.fresh.0 | absent | absent | warning | pass |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.fresh.0 | absent | absent | warning | pass |  |
 """
     )
 
@@ -431,7 +431,7 @@ def test_markdown_lists_only_outcomes_that_occurred_and_blank_as_dash(tmp_path: 
     base = write_result(tmp_path / "b.csv", [("A.a.0", "pass", ""), ("A.b.0", "pass", "pass")])
     cur = write_result(tmp_path / "c.csv", [("A.a.0", "warning", ""), ("A.b.0", "pass", "pass")])
     md = regress(base, cur).to_markdown()
-    assert "## FAIL (1)" in md and "| A.a.0 | pass | - | warning | - |" in md
+    assert "## FAIL (1)" in md and "| A.a.0 | pass | - | warning | - |  |" in md
     assert "## PASS" not in md and "## MISSING" not in md and "A.b.0" not in md
 
 
@@ -452,6 +452,7 @@ def test_json(pair: tuple[Path, Path], tmp_path: Path) -> None:
         "baseline": {"forward": "error", "backward": "pass"},
         "current": {"forward": "SKIP", "backward": "SKIP"},
         "rank": None,  # one run's CSVs: no rank (a step's run names each API's, tests/test_regress_steps.py)
+        "reason": "random op",  # its current row's Message, the first clause
     }
     assert by_api["Torch.warn_stays.0"]["current"] == {"forward": "warning", "backward": None}
     assert by_api["Torch.gone.0"]["current"] is None and by_api["Torch.fresh.0"]["baseline"] is None
@@ -495,14 +496,15 @@ def test_runs_graded_with_different_settings_are_named_and_fail_the_gate(tmp_pat
 def test_reports_are_byte_identical_for_the_same_inputs(pair, tmp_path, capsys) -> None:
     base, cur = pair
     outputs = []
+    files = ("regress_report.html", "regress_report.json", "regress_report.md")
     for name in ("one", "two"):
         cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path / name))
-        outputs.append([(tmp_path / name / f).read_bytes() for f in ("regress_report.md", "regress_report.json")])
+        outputs.append([(tmp_path / name / f).read_bytes() for f in files])
     assert outputs[0] == outputs[1]
-    assert b"\r\n" not in outputs[0][0] + outputs[0][1]
+    assert b"\r\n" not in b"".join(outputs[0])
     cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path / "one"))  # overwrite
-    assert [(tmp_path / "one" / f).read_bytes() for f in ("regress_report.md", "regress_report.json")] == outputs[0]
-    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["regress_report.json", "regress_report.md"]
+    assert [(tmp_path / "one" / f).read_bytes() for f in files] == outputs[0]
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == list(files)
 
 
 # ================================================================================================= real files

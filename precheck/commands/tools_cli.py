@@ -128,14 +128,16 @@ def _regress_arguments(reg: argparse.ArgumentParser) -> None:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from precheck.regress import FAIL, IMPROVED, MISSING, regress, write_report
+    from precheck.regress import FAIL, IMPROVED, MISSING, REPORT_HTML, regress, write_report
 
     report = regress(args.baseline, args.current)
     md_path, json_path = write_report(report, args.out_path)
     print(f"precheck regress: {report.summary()}")
     for runs in report.ranks:  # a step's run: each rank's outcome, so the log says which rank went wrong
         print(f"  {escape(runs.rank)}: {report.rank_outcome(runs)}")
-    print(f"  markdown: {md_path}\n  json:     {json_path}")
+    for line in report.worse_lines():  # each API that fails the gate, before and after, and why
+        print(line)
+    print(f"  markdown: {md_path}\n  json:     {json_path}\n  page:     {md_path.with_name(REPORT_HTML)}")
     if report.settings:
         warning_line("the two runs were made with different settings: " + escape("; ".join(report.settings)))
     code = report.exit_code(args.strict, args.settings_may_differ)

@@ -6,6 +6,7 @@ needs are here: ``regress(baseline, current)`` gives a :class:`RegressReport`, `
 ``report.exit_code()`` is the command's.
 """
 
+from precheck.regress.files import REPORT_HTML, to_html, write_report
 from precheck.regress.runs import regress
 from precheck.regress.verdict import (
     FAIL,
@@ -28,7 +29,6 @@ from precheck.regress.verdict import (
     direction_outcome,
     read_result_csv,
     settings_differ,
-    write_report,
 )
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "NEW",
     "OUTCOMES",
     "PASS_OUTCOME",
+    "REPORT_HTML",
     "REPORT_JSON",
     "REPORT_MD",
     "SETTINGS",
@@ -53,5 +54,6 @@ __all__ = [
     "read_result_csv",
     "regress",
     "settings_differ",
+    "to_html",
     "write_report",
 ]

@@ -53,13 +53,13 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from precheck.core.status import ERROR, SKIP
 from precheck.errors import PrecheckError
-from precheck.escape import markdown, markdown_code, unescape, unformula
+from precheck.escape import escape, markdown, markdown_code, unescape, unformula
 from precheck.run_files.csv_files import read_csv_rows
 from precheck.run_files.run_state import RunFileError, read_sidecar
 from precheck.schema import SEVERITY, read_status
@@ -80,6 +80,9 @@ _RANK = {s: rank for s, rank in SEVERITY.items() if s != SKIP}  # graded statuse
 _API_COLUMN = "api name"  # "API name" (stage 1) or "API Name" (stage 2), any case
 _FORWARD_COLUMN = "forward test success"
 _BACKWARD_COLUMN = "backward test success"
+_MESSAGE_COLUMN = "message"
+REASON_CHARS = 200  # of a reason on the terminal and in the reports: the Message has every clause
+SHOWN_WORSE = 50  # APIs that got worse named on the terminal; the reports name them all
 REPORT_MD = "regress_report.md"
 REPORT_JSON = "regress_report.json"
 # What in a run's record decides its verdicts (a dump's path, a seed or a saved-data folder does not).
@@ -98,10 +101,13 @@ class ReportUnwritable(RegressError, OSError):
 
 @dataclass(frozen=True)
 class Statuses:
-    """One API's statuses in one file, in precheck's spelling; None is a blank cell (no backward)."""
+    """One API's statuses in one file, in precheck's spelling; None is a blank cell (no backward). ``message`` is
+    the row's Message, why it is what it is (blank in msprobe's rows but a SKIP's): it explains an outcome and is
+    no part of it, so two rows of the same statuses are equal whatever their messages."""
 
     forward: Status
     backward: Status
+    message: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Status]:
         return {"forward": self.forward, "backward": self.backward}
@@ -126,7 +132,36 @@ class ApiOutcome:
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "current": None if self.current is None else self.current.to_dict(),
             "rank": self.rank or None,
+            "reason": self.reason,
         }
+
+    @property
+    def worsened(self) -> list[str]:
+        """The directions (forward, backward) whose outcome is FAIL, the worse status now first (a check lost
+        to a SKIP before an error, an error before a warning)."""
+        if self.baseline is None or self.current is None:
+            return []
+        pairs = (("forward", self.baseline.forward, self.current.forward),
+                 ("backward", self.baseline.backward, self.current.backward))  # fmt: skip
+        failed = [(name, new) for name, old, new in pairs if direction_outcome(old, new) == FAIL]
+        return [name for name, new in sorted(failed, key=lambda f: -_RANK.get(f[1], len(_RANK)))]
+
+    @property
+    def reason(self) -> str:
+        """Why the API is what it is now, in one clause of its current row's Message: the first that names a
+        direction that got worse (``backward.output.1: worse than an honest fp32 kernel ...``), else the first; a
+        MISSING API's is that it is absent."""
+        if self.current is None:
+            return "absent from the current run"
+        clauses = [c.strip() for c in self.current.message.split("; ") if c.strip()]
+        named = [c for d in self.worsened for c in clauses if c.startswith(f"{d}.")]
+        clause = (named or clauses or [""])[0]
+        return clause if len(clause) <= REASON_CHARS else clause[: REASON_CHARS - 3] + "..."
+
+    def change(self) -> str:
+        """``forward pass -> pass, backward pass -> error``: each direction's status before and after."""
+        sides = [_md_side(self.baseline), _md_side(self.current)]
+        return ", ".join(f"{d} {sides[0][i]} -> {sides[1][i]}" for i, d in enumerate(("forward", "backward")))
 
 
 @dataclass(frozen=True)
@@ -170,6 +205,21 @@ class RegressReport:
         """One line of counts per outcome, for the terminal."""
         counts = self.counts
         return f"{len(self.apis)} APIs; " + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES)
+
+    def worse_lines(self, limit: int = SHOWN_WORSE) -> list[str]:
+        """A line per API that fails the gate, for the CI log: a count alone sends everyone to the report. A FAIL
+        names its rank, its statuses before and after and why; a MISSING API that it is absent, unless its whole
+        rank is (the rank's own line says so). At most ``limit``, then how many more."""
+        gone = {r.rank for r in self.ranks if r.current is None}
+        worse = [a for a in self.apis if a.outcome == FAIL or (a.outcome == MISSING and a.rank not in gone)]
+        lines = []
+        for a in worse[:limit]:
+            where = f"{a.rank} " if a.rank else ""
+            what = a.change() + (f": {a.reason}" if a.reason else "") if a.outcome == FAIL else a.reason
+            lines.append(escape(f"  {a.outcome} {where}{a.api}: {what}"))
+        if len(worse) > limit:
+            lines.append(f"  ... and {len(worse) - limit} more (the reports name every one)")
+        return lines
 
     def to_json(self) -> str:
         """Deterministic JSON (sorted keys, no timestamps): same inputs, byte-identical file, so it can be diffed
@@ -223,10 +273,12 @@ class RegressReport:
             if outcome == PASS_OUTCOME or not rows:
                 continue
             header = [*rank, "API", "baseline forward", "baseline backward", "current forward", "current backward"]
+            header.append("reason")
             lines += ["", f"## {outcome} ({len(rows)})", "", _md_row(header), "|---" * len(header) + "|"]
             for a in rows:
                 named = [markdown(a.rank)] if rank else []
-                lines.append(_md_row([*named, markdown(a.api), *_md_side(a.baseline), *_md_side(a.current)]))
+                sides = [*_md_side(a.baseline), *_md_side(a.current)]
+                lines.append(_md_row([*named, markdown(a.api), *sides, markdown(a.reason)]))
         return "\n".join(lines) + "\n"
 
 
@@ -299,6 +351,7 @@ def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:
         out[api] = Statuses(
             _status(row[fwd_col], api, "Forward Test Success", p),
             _status(row[bwd_col], api, "Backward Test Success", p),
+            unescape(unformula((row.get(columns.get(_MESSAGE_COLUMN, "")) or "").strip())),
         )
     return out
 
@@ -360,20 +413,3 @@ def settings_differ(baseline: dict[str, object] | None, current: dict[str, objec
         for key in (*SETTINGS, "torch")
         if baseline[key] != current[key]
     )
-
-
-def write_report(report: RegressReport, out_dir: str | os.PathLike = ".") -> tuple[Path, Path]:
-    """Write regress_report.md and regress_report.json into out_dir (made if needed); fixed names, so a CI job
-    can publish them without globbing. Returns (markdown path, JSON path); ReportUnwritable says why not."""
-    folder = Path(out_dir)
-    md_path, json_path = folder / REPORT_MD, folder / REPORT_JSON
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for path, text in ((md_path, report.to_markdown()), (json_path, report.to_json())):
-            tmp = path.with_name(path.name + ".tmp")
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # LF on every OS: byte-identical files
-                f.write(text)
-            os.replace(tmp, path)  # no reader ever sees half a report
-    except OSError as e:
-        raise ReportUnwritable(f"cannot write the report: {e}") from e
-    return md_path, json_path
