@@ -285,7 +285,8 @@ def test_cli_exit_codes(tmp_path, capsys, current_rows, strict, expected) -> Non
         capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path), *(["--strict"] if strict else [])
     )
     assert code == expected
-    assert (err == "") == (expected == 0)
+    assert ("precheck: regress:" in err) == (expected != 0)
+    assert err.startswith("precheck: warning: neither run has a run record")  # CSVs alone: settings not compared
     if strict and expected:
         assert "--strict" in err
 
@@ -393,6 +394,11 @@ def test_markdown(pair: tuple[Path, Path]) -> None:
 | PASS | 2 |
 | total | 8 |
 
+## The settings were not compared
+
+- neither run has a run record (accuracy\\_checking\\_result\\_&lt;ts&gt;.run.json beside its result CSV): \
+the settings the two runs were graded with (torch version, target, device, standard, thresholds) were not compared
+
 ## FAIL (2)
 
 | API | baseline forward | baseline backward | current forward | current backward | reason |
@@ -456,9 +462,10 @@ def test_json(pair: tuple[Path, Path], tmp_path: Path) -> None:
     }
     assert by_api["Torch.warn_stays.0"]["current"] == {"forward": "warning", "backward": None}
     assert by_api["Torch.gone.0"]["current"] is None and by_api["Torch.fresh.0"]["baseline"] is None
-    assert set(doc) == {"baseline", "current", "counts", "settings_differ", "ranks", "apis"}
+    assert set(doc) == {"baseline", "current", "counts", "settings_differ", "settings_unchecked", "ranks", "apis"}
     assert doc["ranks"] == []
     assert doc["settings_differ"] == []  # CSVs without run records: nothing says how they were graded
+    assert doc["settings_unchecked"] == ["baseline", "current"]  # and the report says so
     assert md_path.read_bytes() == regress(base, cur).to_markdown().encode("utf-8")
 
 

@@ -203,3 +203,35 @@ def test_the_log_names_at_most_fifty_and_says_how_many_more(tmp_path) -> None:
     cur = run_folder(tmp_path / "b", [(n, "error", "") for n in names])
     lines = regress(base, cur).worse_lines()
     assert len(lines) == 51 and lines[-1] == "  ... and 10 more (the reports name every one)"
+
+
+# ================================================================================================= item 5
+
+
+def test_a_baseline_without_its_run_record_is_said_once(tmp_path, capsys) -> None:
+    # A baseline committed as the CSV alone skipped the settings check (torch version, target, device) silently.
+    for rank in (0, 1, 2):
+        run_folder(tmp_path / "night1" / f"rank{rank}", ROWS)
+        run_folder(tmp_path / "night2" / f"rank{rank}", ROWS, stamp="20261130040354")
+        for record in (tmp_path / "night1" / f"rank{rank}").glob("*.run.json"):
+            record.unlink()
+    code, _, err = cli(
+        capsys, "--baseline", str(tmp_path / "night1"), "--current", str(tmp_path / "night2"), "-o", str(tmp_path)
+    )
+    assert code == 0  # said, not failed: msprobe's CSVs have no record
+    assert err.count("\n") == 1 and err.startswith("precheck: warning: the baseline has no run record")
+    assert "torch version, target, device" in err and "were not compared" in err
+    assert json.loads((tmp_path / "regress_report.json").read_text())["settings_unchecked"] == ["baseline"]
+    for record in (tmp_path / "night2").rglob("*.run.json"):
+        record.unlink()
+    code, _, err = cli(
+        capsys, "--baseline", str(tmp_path / "night1"), "--current", str(tmp_path / "night2"), "-o", str(tmp_path)
+    )
+    assert code == 0 and err.count("\n") == 1 and err.startswith("precheck: warning: neither run has a run record")
+
+
+def test_runs_with_their_records_say_nothing_of_them(tmp_path, capsys) -> None:
+    run_folder(tmp_path / "a", ROWS)
+    run_folder(tmp_path / "b", ROWS, stamp="20261130040354")
+    code, _, err = cli(capsys, "--baseline", str(tmp_path / "a"), "--current", str(tmp_path / "b"), "-o", str(tmp_path))
+    assert (code, err) == (0, "")

@@ -140,6 +140,8 @@ def _regress(args: argparse.Namespace) -> int:
     print(f"  markdown: {md_path}\n  json:     {json_path}\n  page:     {md_path.with_name(REPORT_HTML)}")
     if report.settings:
         warning_line("the two runs were made with different settings: " + escape("; ".join(report.settings)))
+    if report.unchecked():
+        warning_line(escape(report.unchecked() or ""))
     code = report.exit_code(args.strict, args.settings_may_differ)
     if code:
         counts = report.counts

@@ -32,6 +32,7 @@ from precheck.regress.verdict import (
 )
 from precheck.schema import DETAILS, DETAILS_PREFIX, RESULT, RESULT_PREFIX
 
+SIDES = ("baseline", "current")
 ONE_PROCESS = "proc"  # the rank of a one-process step's run, whatever its PID
 _RUN_FILES = "accuracy_checking_*.csv"  # what makes a rank folder part of a step's run
 
@@ -116,14 +117,16 @@ def regress(baseline: str | os.PathLike, current: str | os.PathLike) -> RegressR
     """
     old, new = read_side(baseline), read_side(current)
     ranks = paired(old, new)
-    apis, settings = [], []
+    apis, settings, unrecorded = [], [], set()
     for runs in ranks:
         before = {} if runs.baseline is None else read_result_csv(runs.baseline)
         after = {} if runs.current is None else read_result_csv(runs.current)
         apis += judge(before, after, runs.rank)
         if runs.baseline is not None and runs.current is not None:
-            differ = settings_differ(run_settings(Path(runs.baseline)), run_settings(Path(runs.current)))
-            settings += [d for d in differ if d not in settings]
+            records = run_settings(Path(runs.baseline)), run_settings(Path(runs.current))
+            settings += [d for d in settings_differ(*records) if d not in settings]
+            unrecorded |= {side for side, record in zip(SIDES, records) if record is None}
     step = old.step or new.step
     paths = (old.path, new.path) if step else (ranks[0].baseline, ranks[0].current)
-    return RegressReport(*paths, apis, tuple(settings), tuple(ranks) if step else ())
+    unchecked = tuple(side for side in SIDES if side in unrecorded)  # said once for the step, not per rank
+    return RegressReport(*paths, apis, tuple(settings), tuple(ranks) if step else (), unchecked)

@@ -62,7 +62,7 @@ from precheck.errors import PrecheckError
 from precheck.escape import escape, markdown, markdown_code, unescape, unformula
 from precheck.run_files.csv_files import read_csv_rows
 from precheck.run_files.run_state import RunFileError, read_sidecar
-from precheck.schema import SEVERITY, read_status
+from precheck.schema import SEVERITY, SIDECAR, read_status
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
     "PASS",
@@ -186,6 +186,18 @@ class RegressReport:
     apis: list[ApiOutcome]
     settings: tuple[str, ...] = ()  # "target: device in the baseline, recorded in the current run", each that differ
     ranks: tuple[RankRuns, ...] = ()  # a step's runs, rank by rank; empty for two CSVs
+    unrecorded: tuple[str, ...] = ()  # "baseline", "current": a side whose CSV has no run record (settings unchecked)
+
+    def unchecked(self) -> str | None:
+        """The line saying the settings were not compared, and why, or None when they were: a baseline committed
+        as its CSV alone (or msprobe's) would otherwise pass a torch upgrade or another target without a word."""
+        if not self.unrecorded:
+            return None
+        who = "neither run has a" if len(self.unrecorded) == 2 else f"the {self.unrecorded[0]} has no"
+        return (
+            f"{who} run record ({SIDECAR.format('<ts>')} beside its result CSV): the settings the two runs were "
+            "graded with (torch version, target, device, standard, thresholds) were not compared"
+        )
 
     @property
     def counts(self) -> dict[str, int]:
@@ -229,6 +241,7 @@ class RegressReport:
             "current": self.current_path,
             "counts": self.counts,
             "settings_differ": list(self.settings),
+            "settings_unchecked": list(self.unrecorded),
             "ranks": [r.to_dict() for r in self.ranks],
             "apis": [a.to_dict() for a in self.apis],
         }
@@ -262,6 +275,8 @@ class RegressReport:
         if self.settings:
             lines += ["", "## The two runs were made with different settings", ""]
             lines += [f"- {markdown(difference)}" for difference in self.settings]
+        if self.unchecked():
+            lines += ["", "## The settings were not compared", "", f"- {markdown(self.unchecked() or '')}"]
         if self.ranks:
             lines += ["", "## Ranks", "", "| rank | outcome | baseline | current |", "|---|---|---|---|"]
             for r in self.ranks:
