@@ -16,12 +16,14 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from precheck.core.status import ERROR, SKIP, WARNING
 from precheck.dump import safe_files
 from precheck.dump.records import Case, Dump, TensorSpec, load_dump
+from precheck.dump.steps import DUMP_JSON, RankDump
 from precheck.errors import PrecheckError
 from precheck.escape import escape
 from precheck.execution.check import check_case
@@ -84,8 +86,9 @@ def generate(
     *,
     options: CheckOptions = CheckOptions(),
     copy_data: bool = False,
+    test_name: str = TEST_NAME,
 ) -> Path:
-    """Write a suite for every forward API of the dump; returns the test module's path.
+    """Write a suite for every forward API of the dump; returns the test module's path (``test_name``).
 
     Regenerating into a suite's folder replaces it whole: the copied data is built beside the old one and swapped
     in only once complete, and an earlier suite's ``data/`` is removed, so no file of another dump stays behind."""
@@ -121,11 +124,36 @@ def generate(
         "apis": [case.name for case in dump.cases],
     }
     _write(root / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    test = root / TEST_NAME
+    test = root / test_name
     _write(test, _TEST_MODULE)
     if copy_data:
         _write(conftest, _CONFTEST)
     return test
+
+
+def generate_step(
+    ranks: Sequence[RankDump],
+    out_dir: str | os.PathLike,
+    *,
+    options: CheckOptions = CheckOptions(),
+    copy_data: bool = False,
+) -> list[Path]:
+    """A step folder of several ranks' dumps (the folder run_ut runs as one) as one suite folder: each rank's
+    suite in ``out_dir/<rank folder>/``, so ``pytest out_dir`` runs every rank's. Its test module is named after
+    the rank (``test_precheck_apis_rank0.py``): two modules of one name in folders without an ``__init__.py``
+    collide in pytest's default import mode. A rank's collectives are SKIP tests, as in a run of that rank alone:
+    only run_ut of the whole step grades them across ranks. Returns the test modules' paths."""
+    root = output_folder(out_dir)
+    return [
+        generate(
+            rank.folder / DUMP_JSON,
+            root / rank.name,
+            options=options,
+            copy_data=copy_data,
+            test_name=f"{Path(TEST_NAME).stem}_{rank.name}.py",
+        )  # fmt: skip
+        for rank in ranks
+    ]
 
 
 def _read(path: Path) -> str | None:

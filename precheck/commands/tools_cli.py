@@ -25,13 +25,26 @@ def _generate_arguments(gen: argparse.ArgumentParser) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from precheck.dump.steps import find_dumps
+    """The suite of what ``-api_info`` names, as run_ut reads it: a dump, a step folder (several ranks: a suite
+    per rank in one folder) or a dump's top folder."""
+    from precheck.dump.steps import DUMP_JSON, find_dumps
 
-    find_dumps(args.api_info).require()  # before torch is loaded: a path typed wrong is answered at once
-    from precheck.testgen import generate
+    found = find_dumps(args.api_info).require()  # before torch is loaded: a path typed wrong is answered at once
+    if found.note:
+        warning_line(escape(found.note))
+    from precheck.testgen import generate, generate_step
 
     options = CheckOptions(device=args.device, **grading_of(args))
-    test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
+    dump = found.ranks[0].folder / DUMP_JSON if found.ranks and len(found.ranks) == 1 else found.path
+    if found.ranks and len(found.ranks) > 1:
+        tests = generate_step(found.ranks, args.out_path, options=options, copy_data=args.copy_data)
+        names = ", ".join(escape(t.parent.name) for t in tests)
+        run = shell_command("pytest", args.out_path)
+        print(
+            f"precheck generate: {len(tests)} ranks' suites written to {escape(args.out_path)} ({names}) (run: {run})"
+        )
+        return 0
+    test = generate(dump, args.out_path, options=options, copy_data=args.copy_data)
     run = shell_command("pytest", test.parent)
     print(f"precheck generate: suite written to {escape(str(test.parent))} (run: {run})")
     return 0
