@@ -53,3 +53,68 @@ def test_generate_takes_a_step_folder_of_ranks_as_one_suite_of_every_rank(tmp_pa
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout.splitlines()[-1]  # both ranks' tests collected and run, none colliding
+
+
+# ================================================================================================= item 7
+
+
+def result_rows(out: Path) -> list[list[str]]:
+    import csv
+
+    result = next(out.rglob("accuracy_checking_result_*.csv"))
+    with open(result, encoding="utf-8-sig", newline="") as f:
+        return list(csv.reader(f))[1:]
+
+
+def test_a_copy_data_suite_is_a_dump_run_ut_replays(tmp_path, capsys) -> None:
+    # Its tensor files are renamed (000000.pt ...): run_ut found none of them, every API SKIP.
+    suite = tmp_path / "suite"
+    assert run(capsys, "generate", "-api_info", str(MLP_STEP), "-o", str(suite), "-d", "cpu", "--copy-data")[0] == 0
+    code, out, err = run(capsys, "run_ut", "-api_info", str(suite / "data"), "-o", str(tmp_path / "out"), "-q")
+    assert code == 0, err
+    assert "forward:  pass 6, warning 0, error 0, SKIP 0" in out
+    assert {row[1] for row in result_rows(tmp_path / "out")} == {"pass"}
+
+
+def test_a_suite_generated_from_a_suites_data_travels_too(tmp_path, capsys) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert run(capsys, "generate", "-api_info", str(MLP_STEP), "-o", str(first), "-d", "cpu", "--copy-data")[0] == 0
+    assert (
+        run(capsys, "generate", "-api_info", str(first / "data"), "-o", str(second), "-d", "cpu", "--copy-data")[0] == 0
+    )
+    listing = json.loads((second / "data" / "files.json").read_text())
+    assert listing["refused"] == {} and "Functional.linear.0.forward.input.0.pt" in listing["copied"]
+
+
+def all_skip_dump(tmp_path: Path) -> Path:
+    """The MLP dump without its tensor files: every API SKIP, nothing graded."""
+    folder = tmp_path / "dump"
+    folder.mkdir()
+    (folder / "dump.json").write_bytes((MLP_STEP / "proc8486" / "dump.json").read_bytes())
+    return folder / "dump.json"
+
+
+def test_a_run_that_graded_nothing_exits_3(tmp_path, capsys) -> None:
+    # It exited 0: a nightly job whose tensor files went missing stayed green.
+    dump = all_skip_dump(tmp_path)
+    code, out, err = run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out"), "-q")
+    assert code == 3
+    assert "forward:  pass 0, warning 0, error 0, SKIP 6" in out
+    assert err.splitlines()[-1] == (
+        "precheck: nothing was graded: all 6 APIs are SKIP (exit 3; --allow-empty to exit 0 all the same)"
+    )
+    code, _, err = run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o2"), "-q", "--allow-empty")
+    assert (code, err) == (0, "")
+
+
+def test_fail_on_and_allow_empty_together(tmp_path, capsys) -> None:
+    dump = all_skip_dump(tmp_path)
+    base = ["run_ut", "-api_info", str(dump), "-q"]
+    assert run(capsys, *base, "-o", str(tmp_path / "a"), "--fail-on", "error")[0] == 3  # nothing graded wins
+    assert run(capsys, *base, "-o", str(tmp_path / "b"), "--fail-on", "error", "--allow-empty")[0] == 0
+    assert run(capsys, *base, "-o", str(tmp_path / "c"), "--fail-on", "skip", "--allow-empty")[0] == 1
+
+
+def test_a_step_that_graded_something_exits_0(tmp_path, capsys) -> None:
+    code, _, err = run(capsys, "run_ut", "-api_info", str(DDP_STEP), "-o", str(tmp_path / "out"), "-q")
+    assert code == 0, err
