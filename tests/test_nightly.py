@@ -118,3 +118,47 @@ def test_fail_on_and_allow_empty_together(tmp_path, capsys) -> None:
 def test_a_step_that_graded_something_exits_0(tmp_path, capsys) -> None:
     code, _, err = run(capsys, "run_ut", "-api_info", str(DDP_STEP), "-o", str(tmp_path / "out"), "-q")
     assert code == 0, err
+
+
+# ================================================================================================= the recipe
+
+
+def recipe() -> list[list[str]]:
+    """The precheck commands of docs/guide/regress.md's nightly job, as typed there (the record line left out:
+    the bundled step stands for its recording)."""
+    import re
+    import shlex
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "guide" / "regress.md").read_text(encoding="utf-8")
+    block = re.search(r"## A nightly job\n.*?```bash\n(.*?)```", text, re.S)[1]
+    commands = [shlex.split(line.split("#")[0]) for line in block.splitlines() if line.strip()]
+    assert [c[1] for c in commands] == ["record", "run_ut", "regress", "report"]
+    return [c[1:] for c in commands[1:]]
+
+
+def test_the_nightly_recipe_gates_a_step_of_ranks_one_command_per_step(tmp_path, capsys, monkeypatch) -> None:
+    import shutil
+
+    shutil.copytree(DDP_STEP, tmp_path / "dump" / "step0")
+    monkeypatch.chdir(tmp_path)
+    run_ut, gate, report = recipe()
+    assert run(capsys, *run_ut)[0] == 0  # last night's run, accepted as the baseline
+    (tmp_path / "out").rename(tmp_path / "baseline")
+    assert run(capsys, *run_ut)[0] == 0
+    code, out, _ = run(capsys, *gate)
+    assert code == 0 and "rank0: PASS" in out and "rank1: PASS" in out
+    code, out, _ = run(capsys, *report)
+    assert code == 0 and len(list((tmp_path / "regress").glob("report_*.html"))) == 1
+    # Tonight rank 1's linear got worse: the gate goes red and the log says which, where and why.
+    result = next((tmp_path / "out" / "rank1").glob("accuracy_checking_result_*.csv"))
+    text = result.read_text(encoding="utf-8-sig")
+    row = next(line for line in text.splitlines() if line.startswith("Functional.linear.0,"))
+    result.write_text(text.replace(row, 'Functional.linear.0,pass,error,"backward.output.0: worse than it was"'))
+    code, out, err = run(capsys, *gate)
+    assert code == 1 and "rank1: FAIL" in out and "1 got worse (FAIL)" in err
+    assert "  FAIL rank1 Functional.linear.0: forward pass -> pass, backward pass -> error: backward.output.0: " in out
+    # Tonight's tensor files went missing: nothing is graded, and run_ut says so with its own code.
+    shutil.rmtree(tmp_path / "dump" / "step0" / "rank0" / "dump_tensor_data")
+    shutil.rmtree(tmp_path / "dump" / "step0" / "rank1" / "dump_tensor_data")
+    code, _, err = run(capsys, *run_ut)
+    assert code == 3 and "nothing was graded" in err
