@@ -121,6 +121,15 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
         help="save the inputs, target and golden outputs of every API that is not pass under "
         "OUT_PATH/ut_error_data/<API>/",
     )
+    _add_gates(run)
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--report", action="store_true", help="also write report_{ts}.html beside the CSVs (see precheck report)"
+    )
+
+
+def _add_gates(run: argparse.ArgumentParser) -> None:
+    """``run_ut``'s exit codes for CI: --fail-on (1) and --allow-empty (0 instead of 3 when nothing was graded)."""
     run.add_argument(
         "--fail-on",
         choices=("error", "warning", "skip"),
@@ -133,10 +142,6 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 0 when nothing was graded (every API SKIP), instead of 3; with --fail-on, such a run is then "
         "judged by its threshold alone",
-    )
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    run.add_argument(
-        "--report", action="store_true", help="also write report_{ts}.html beside the CSVs (see precheck report)"
     )
 
 
