@@ -15,6 +15,9 @@ from typing import ClassVar
 
 USAGE_EXIT_CODE = 2  # unusable input, also argparse's code for a command line it cannot parse
 BUG_EXIT_CODE = 70  # EX_SOFTWARE (sysexits.h): an internal error, apart from 1 (--fail-on) and 2
+# A run_ut that graded nothing (every API SKIP: its tensor files missing, every call unsupported): no evidence is
+# not a pass, so a CI job goes red, apart from 1 (a gate on what was graded) and 2 (unusable input).
+NOTHING_GRADED_EXIT_CODE = 3
 
 
 class PrecheckError(Exception):

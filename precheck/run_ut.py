@@ -89,13 +89,21 @@ class RunSummary:
         included."""
         return any(at_or_below(s, threshold) for pair in self._all_statuses() for s in pair if s is not None)
 
-    def gate(self, threshold: str) -> str | None:
+    def nothing_graded(self) -> str | None:
+        """Why the run graded nothing (every API SKIP, a resumed run's rows too), or None when it graded some: a
+        dump whose tensor files are missing is all SKIP rows, and no evidence is no pass."""
+        if any(forward != SKIP for forward, _ in self._all_statuses()):
+            return None
+        return f"nothing was graded: all {self.checked + sum(self.previous.values())} APIs are SKIP"
+
+    def gate(self, threshold: str, allow_empty: bool = False) -> str | None:
         """Why ``--fail-on threshold`` (error, warning or skip) fails the run, or None. Every row of the CSV
-        counts, those of a resumed run too, and a run that graded nothing fails: a gate never passes on no
-        evidence (a dump whose tensor files are missing is all SKIP rows)."""
+        counts, those of a resumed run too, and a run that graded nothing fails unless ``allow_empty``: a gate
+        never passes on no evidence unless asked to."""
         pairs = self._all_statuses()
-        if not any(forward != SKIP for forward, _ in pairs):
-            return f"nothing was graded: all {self.checked + sum(self.previous.values())} APIs are SKIP"
+        empty = None if allow_empty else self.nothing_graded()
+        if empty:
+            return empty
         if threshold == "skip":
             return "some APIs are SKIP (--fail-on skip)" if any(SKIP in pair for pair in pairs) else None
         return f"some APIs are at or below '{threshold}' (--fail-on)" if self.any_at_or_below(threshold) else None

@@ -16,12 +16,15 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from precheck.core.status import ERROR, SKIP, WARNING
 from precheck.dump import safe_files
-from precheck.dump.records import Case, Dump, TensorSpec, load_dump
+from precheck.dump.records import Case, Dump, load_dump
+from precheck.dump.steps import DUMP_JSON, RankDump
+from precheck.dump.suite_files import FILES_NAME
 from precheck.errors import PrecheckError
 from precheck.escape import escape
 from precheck.execution.check import check_case
@@ -29,13 +32,12 @@ from precheck.execution.options import CheckOptions
 from precheck.execution.sides import resolve_device
 from precheck.execution.targets import target_for
 from precheck.grader.assertion import explain
-from precheck.inputs.builder import InputError, iter_specs, load_tensor, map_specs, resolve, shown
+from precheck.inputs.builder import InputError, iter_specs, load_tensor, resolve, shown
 from precheck.paths import output_folder
 
 CONFIG_NAME = "precheck_suite.json"
 TEST_NAME = "test_precheck_apis.py"
 CONFTEST_NAME = "conftest.py"
-FILES_NAME = "files.json"  # in data/: the copied file of each data_name the tests read, or why it was not copied
 # The options a suite keeps (a generated suite grades as the run_ut it was generated for).
 _SUITE_OPTIONS = ("cosine", "max_abs", "seed", "standard", "target", "device")
 
@@ -84,12 +86,13 @@ def generate(
     *,
     options: CheckOptions = CheckOptions(),
     copy_data: bool = False,
+    test_name: str = TEST_NAME,
 ) -> Path:
-    """Write a suite for every forward API of the dump; returns the test module's path.
+    """Write a suite for every forward API of the dump; returns the test module's path (``test_name``).
 
     Regenerating into a suite's folder replaces it whole: the copied data is built beside the old one and swapped
     in only once complete, and an earlier suite's ``data/`` is removed, so no file of another dump stays behind."""
-    dump = load_dump(api_info)
+    dump = load_dump(api_info, through_copies=False)  # its own names: they key the suite's map of copies
     root = output_folder(out_dir)
     data = root / "data"
     stale = _copied_data(root)
@@ -121,11 +124,36 @@ def generate(
         "apis": [case.name for case in dump.cases],
     }
     _write(root / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    test = root / TEST_NAME
+    test = root / test_name
     _write(test, _TEST_MODULE)
     if copy_data:
         _write(conftest, _CONFTEST)
     return test
+
+
+def generate_step(
+    ranks: Sequence[RankDump],
+    out_dir: str | os.PathLike,
+    *,
+    options: CheckOptions = CheckOptions(),
+    copy_data: bool = False,
+) -> list[Path]:
+    """A step folder of several ranks' dumps (the folder run_ut runs as one) as one suite folder: each rank's
+    suite in ``out_dir/<rank folder>/``, so ``pytest out_dir`` runs every rank's. Its test module is named after
+    the rank (``test_precheck_apis_rank0.py``): two modules of one name in folders without an ``__init__.py``
+    collide in pytest's default import mode. A rank's collectives are SKIP tests, as in a run of that rank alone:
+    only run_ut of the whole step grades them across ranks. Returns the test modules' paths."""
+    root = output_folder(out_dir)
+    return [
+        generate(
+            rank.folder / DUMP_JSON,
+            root / rank.name,
+            options=options,
+            copy_data=copy_data,
+            test_name=f"{Path(TEST_NAME).stem}_{rank.name}.py",
+        )  # fmt: skip
+        for rank in ranks
+    ]
 
 
 def _read(path: Path) -> str | None:
@@ -165,17 +193,18 @@ def _copy_data(dump: Dump, data: Path, options: CheckOptions) -> None:
     refused: dict[str, str] = {}
     chosen: dict[Path, str] = {}  # a file reached by several spellings (``sub/../a.pt``) is copied once
     target = target_for(options)
+    stored = dump.copies or {}  # a suite's data copied again: each file lies under its copy's name
     for case in dump.cases:
         for spec in iter_specs(target.trees(case)):
             name = spec.data_name
             if not name or name in copied or name in refused:
                 continue
             try:
-                load_tensor(spec, dump.data_dir, options.max_memory)
-                source = resolve(dump.data_dir, name)
+                load_tensor(replace(spec, data_name=stored.get(name, name)), dump.data_dir, options.max_memory)
+                source = resolve(dump.data_dir, stored.get(name, name))
                 if source not in chosen:
                     place = f"{len(chosen):06d}{source.suffix.lower()}"
-                    _copy_file(dump.data_dir, name, files / place)
+                    _copy_file(dump.data_dir, stored.get(name, name), files / place)
                     chosen[source] = place
             except InputError as e:
                 refused[name] = str(e)
@@ -239,11 +268,10 @@ def check_api(suite: Suite, api: str) -> None:
     if api not in cases:
         pytest.fail(escape(f"{api}: not in {suite.dump_path} any more (regenerate the suite)"))
     case = cases[api]
-    if suite.copied is not None:
+    if suite.copied is not None:  # the dump names its files by their copies (precheck.dump.suite_files)
         why = _not_copied(case, suite)
         if why is not None:
             pytest.skip(escape(f"{why} (not copied into the suite)"))
-        case = _in_copied_data(case, suite.copied)
     result = check_case(case, dump.data_dir, _resolved(suite.options))
     if result.forward == SKIP and result.backward in (None, SKIP):
         pytest.skip(escape(result.message))  # names from the dump: no terminal control reaches pytest's output
@@ -263,19 +291,3 @@ def _not_copied(case: Case, suite: Suite) -> str | None:
     refused = suite.refused or {}
     specs = iter_specs(target_for(suite.options).trees(case))
     return next((refused[s.data_name] for s in specs if s.data_name in refused), None)
-
-
-def _in_copied_data(case: Case, copied: dict[str, str]) -> Case:
-    """The case reading the suite's copies of its files, under the names generate chose."""
-
-    def copy_of(spec: TensorSpec) -> TensorSpec:
-        return replace(spec, data_name=copied.get(spec.data_name, spec.data_name)) if spec.data_name else spec
-
-    return replace(
-        case,
-        args=map_specs(case.args, copy_of),
-        kwargs=map_specs(case.kwargs, copy_of),
-        outputs=map_specs(case.outputs, copy_of),
-        grad_outputs=map_specs(case.grad_outputs, copy_of),
-        grad_inputs=map_specs(case.grad_inputs, copy_of),
-    )

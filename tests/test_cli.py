@@ -152,7 +152,7 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # both records SKIP: nothing was graded
     assert "Traceback" not in proc.stderr
     assert "SKIP 2" in proc.stdout
     result = next((tmp_path / "out").glob("accuracy_checking_result_*.csv")).read_text(encoding="utf-8-sig")
@@ -161,16 +161,20 @@ def test_installed_entry_point_runs_without_traceback(tmp_path):
 
 
 def test_fail_on_fails_a_run_that_graded_nothing(tmp_path, capsys):
-    """A dump copied without its tensor files is all SKIP rows: no gate may pass it."""
+    """A dump copied without its tensor files is all SKIP rows: no gate may pass it, and without a gate it is
+    not green either (exit 3, its own code) unless --allow-empty."""
     dump = tmp_path / "dump.json"
     dump.write_bytes(GPT2.read_bytes())
+    said = "precheck: nothing was graded: all 47 APIs are SKIP (exit 3; --allow-empty to exit 0 all the same)\n"
     for gate in ("error", "warning", "skip"):
         code, out, err = run(
             capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / gate), "-q", "--fail-on", gate
         )
-        assert code == 1 and "SKIP 47" in out
-        assert err == "precheck: nothing was graded: all 47 APIs are SKIP\n"
-    assert run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "no_gate"), "-q")[0] == 0
+        assert code == 3 and "SKIP 47" in out
+        assert err == said
+    assert run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "no_gate"), "-q")[0] == 3
+    code, _, err = run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "empty"), "-q", "--allow-empty")
+    assert (code, err) == (0, "")
 
 
 def test_fail_on_skip_gates_skip_rows(tmp_path, capsys):
@@ -523,7 +527,7 @@ def test_an_all_skip_run_says_why_and_what_to_do(tmp_path, capsys):
     dump = tmp_path / "d" / "dump.json"
     dump.write_bytes(MLP.read_bytes())
     code, out, _ = run(capsys, "run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o"), "-q")
-    assert code == 0
+    assert code == 3  # nothing was graded: not green in CI
     lines = out.splitlines()
     at = lines.index("  nothing was graded: every API is SKIP; why (the result CSV's Message has each):")
     assert lines[at + 1] == (

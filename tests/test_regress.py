@@ -285,7 +285,8 @@ def test_cli_exit_codes(tmp_path, capsys, current_rows, strict, expected) -> Non
         capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path), *(["--strict"] if strict else [])
     )
     assert code == expected
-    assert (err == "") == (expected == 0)
+    assert ("precheck: regress:" in err) == (expected != 0)
+    assert err.startswith("precheck: warning: neither run has a run record")  # CSVs alone: settings not compared
     if strict and expected:
         assert "--strict" in err
 
@@ -305,7 +306,7 @@ def test_cli_takes_run_folders_and_reads_their_newest_runs(tmp_path, capsys) -> 
     assert report["current"] == str(tmp_path / "cur" / "accuracy_checking_result_20260102000000.csv")
     code, _, err = cli(capsys, "--baseline", str(tmp_path / "rep"), "--current", folders[1])
     assert (
-        code == 2 and err == f"precheck: error: {tmp_path / 'rep'}: no accuracy_checking_details_*.csv in this folder\n"
+        code == 2 and err == f"precheck: error: {tmp_path / 'rep'}: no accuracy_checking_result_*.csv in this folder\n"
     )
 
 
@@ -314,7 +315,7 @@ def test_cli_default_report_dir_is_the_current_folder(pair, tmp_path, capsys, mo
     work.mkdir()
     monkeypatch.chdir(work)
     cli(capsys, "--baseline", str(pair[0]), "--current", str(pair[1]))
-    assert sorted(p.name for p in work.iterdir()) == ["regress_report.json", "regress_report.md"]
+    assert sorted(p.name for p in work.iterdir()) == ["regress_report.html", "regress_report.json", "regress_report.md"]
 
 
 def _details_csv(tmp_path: Path) -> Path:
@@ -330,7 +331,7 @@ def put(path: Path, data: bytes) -> Path:
     "make,needle",
     [
         (lambda d: d / "nope.csv", "no such file"),
-        (lambda d: d, "no accuracy_checking_details_*.csv in this folder"),  # a folder that holds no run
+        (lambda d: d, "no accuracy_checking_result_*.csv in this folder"),  # a folder that holds no run
         (_details_csv, "no 'Forward Test Success', 'Backward Test Success' column"),
         (lambda d: put(d / "x.json", b'{"a": 1}'), "not a result CSV"),
         (lambda d: put(d / "e.csv", b""), "not a result CSV"),
@@ -393,36 +394,41 @@ def test_markdown(pair: tuple[Path, Path]) -> None:
 | PASS | 2 |
 | total | 8 |
 
+## The settings were not compared
+
+- neither run has a run record (accuracy\\_checking\\_result\\_&lt;ts&gt;.run.json beside its result CSV): \
+the settings the two runs were graded with (torch version, target, device, standard, thresholds) were not compared
+
 ## FAIL (2)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.worse.0 | pass | pass | pass | warning |
-| Torch.lost.0 | error | pass | SKIP | SKIP |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.worse.0 | pass | pass | pass | warning |  |
+| Torch.lost.0 | error | pass | SKIP | SKIP | random op |
 
 ## MISSING (1)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.gone.0 | pass | pass | absent | absent |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.gone.0 | pass | pass | absent | absent | absent from the current run |
 
 ## IMPROVED (1)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.better.0 | error | warning | pass | pass |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.better.0 | error | warning | pass | pass |  |
 
 ## STILL_FAILING (1)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.still.0 | error | error | error | error |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.still.0 | error | error | error | error |  |
 
 ## NEW (1)
 
-| API | baseline forward | baseline backward | current forward | current backward |
-|---|---|---|---|---|
-| Torch.fresh.0 | absent | absent | warning | pass |
+| API | baseline forward | baseline backward | current forward | current backward | reason |
+|---|---|---|---|---|---|
+| Torch.fresh.0 | absent | absent | warning | pass |  |
 """
     )
 
@@ -431,7 +437,7 @@ def test_markdown_lists_only_outcomes_that_occurred_and_blank_as_dash(tmp_path: 
     base = write_result(tmp_path / "b.csv", [("A.a.0", "pass", ""), ("A.b.0", "pass", "pass")])
     cur = write_result(tmp_path / "c.csv", [("A.a.0", "warning", ""), ("A.b.0", "pass", "pass")])
     md = regress(base, cur).to_markdown()
-    assert "## FAIL (1)" in md and "| A.a.0 | pass | - | warning | - |" in md
+    assert "## FAIL (1)" in md and "| A.a.0 | pass | - | warning | - |  |" in md
     assert "## PASS" not in md and "## MISSING" not in md and "A.b.0" not in md
 
 
@@ -451,11 +457,15 @@ def test_json(pair: tuple[Path, Path], tmp_path: Path) -> None:
         "outcome": "FAIL",
         "baseline": {"forward": "error", "backward": "pass"},
         "current": {"forward": "SKIP", "backward": "SKIP"},
+        "rank": None,  # one run's CSVs: no rank (a step's run names each API's, tests/test_regress_steps.py)
+        "reason": "random op",  # its current row's Message, the first clause
     }
     assert by_api["Torch.warn_stays.0"]["current"] == {"forward": "warning", "backward": None}
     assert by_api["Torch.gone.0"]["current"] is None and by_api["Torch.fresh.0"]["baseline"] is None
-    assert set(doc) == {"baseline", "current", "counts", "settings_differ", "apis"}
+    assert set(doc) == {"baseline", "current", "counts", "settings_differ", "settings_unchecked", "ranks", "apis"}
+    assert doc["ranks"] == []
     assert doc["settings_differ"] == []  # CSVs without run records: nothing says how they were graded
+    assert doc["settings_unchecked"] == ["baseline", "current"]  # and the report says so
     assert md_path.read_bytes() == regress(base, cur).to_markdown().encode("utf-8")
 
 
@@ -493,14 +503,15 @@ def test_runs_graded_with_different_settings_are_named_and_fail_the_gate(tmp_pat
 def test_reports_are_byte_identical_for_the_same_inputs(pair, tmp_path, capsys) -> None:
     base, cur = pair
     outputs = []
+    files = ("regress_report.html", "regress_report.json", "regress_report.md")
     for name in ("one", "two"):
         cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path / name))
-        outputs.append([(tmp_path / name / f).read_bytes() for f in ("regress_report.md", "regress_report.json")])
+        outputs.append([(tmp_path / name / f).read_bytes() for f in files])
     assert outputs[0] == outputs[1]
-    assert b"\r\n" not in outputs[0][0] + outputs[0][1]
+    assert b"\r\n" not in b"".join(outputs[0])
     cli(capsys, "--baseline", str(base), "--current", str(cur), "-o", str(tmp_path / "one"))  # overwrite
-    assert [(tmp_path / "one" / f).read_bytes() for f in ("regress_report.md", "regress_report.json")] == outputs[0]
-    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["regress_report.json", "regress_report.md"]
+    assert [(tmp_path / "one" / f).read_bytes() for f in files] == outputs[0]
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == list(files)
 
 
 # ================================================================================================= real files

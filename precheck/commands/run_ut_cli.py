@@ -17,7 +17,7 @@ from precheck.commands.cluster_options import add_tls_options, tls_of
 from precheck.commands.command import FRAMEWORKS, Command, add_dump_grading, grading_of
 from precheck.commands.console import closing, warning_line
 from precheck.commands.values import positive_float, positive_int, size
-from precheck.errors import OptionError
+from precheck.errors import NOTHING_GRADED_EXIT_CODE, OptionError
 from precheck.escape import escape, shell_command
 from precheck.execution.options import BACKENDS, CheckOptions
 from precheck.paths import output_folder
@@ -121,16 +121,27 @@ def _add_run_ut_execution(run: argparse.ArgumentParser) -> None:
         help="save the inputs, target and golden outputs of every API that is not pass under "
         "OUT_PATH/ut_error_data/<API>/",
     )
+    _add_gates(run)
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--report", action="store_true", help="also write report_{ts}.html beside the CSVs (see precheck report)"
+    )
+
+
+def _add_gates(run: argparse.ArgumentParser) -> None:
+    """``run_ut``'s exit codes for CI: --fail-on (1) and --allow-empty (0 instead of 3 when nothing was graded)."""
     run.add_argument(
         "--fail-on",
         choices=("error", "warning", "skip"),
         default=None,
-        help="exit 1 when any API's forward or backward status is this or worse, or (skip) any is SKIP; a run "
-        "that graded nothing (every API SKIP) fails whatever the choice (for CI gates)",
+        help="exit 1 when any API's forward or backward status is this or worse, or (skip) any is SKIP (for CI "
+        "gates; a run that graded nothing exits 3 whatever the choice)",
     )
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     run.add_argument(
-        "--report", action="store_true", help="also write report_{ts}.html beside the CSVs (see precheck report)"
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 when nothing was graded (every API SKIP), instead of 3; with --fail-on, such a run is then "
+        "judged by its threshold alone",
     )
 
 
@@ -164,7 +175,18 @@ def _run(args: argparse.Namespace) -> int:
         print(_closing(summary, args.report))
     except (OSError, ValueError) as e:  # the run's rows are on disk: a report it cannot write costs only the report
         warning_line(f"no report: {e}")
-    why = summary.gate(args.fail_on) if args.fail_on else None
+    return _exit_code(summary, args)
+
+
+def _exit_code(summary: RunSummary, args: argparse.Namespace) -> int:
+    """3 when nothing was graded (unless --allow-empty): a run of every API SKIP is not green in CI, whatever
+    --fail-on says; else 1 when --fail-on trips, else 0. Each but 0 says why on stderr, in one line."""
+    empty = summary.nothing_graded()
+    if empty and not args.allow_empty:
+        print(f"precheck: {empty} (exit {NOTHING_GRADED_EXIT_CODE}; --allow-empty to exit 0 all the same)",
+              file=sys.stderr)  # fmt: skip
+        return NOTHING_GRADED_EXIT_CODE
+    why = summary.gate(args.fail_on, allow_empty=args.allow_empty) if args.fail_on else None
     if why:
         print(f"precheck: {why}", file=sys.stderr)
         return 1

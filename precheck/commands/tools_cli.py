@@ -25,13 +25,26 @@ def _generate_arguments(gen: argparse.ArgumentParser) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from precheck.dump.steps import find_dumps
+    """The suite of what ``-api_info`` names, as run_ut reads it: a dump, a step folder (several ranks: a suite
+    per rank in one folder) or a dump's top folder."""
+    from precheck.dump.steps import DUMP_JSON, find_dumps
 
-    find_dumps(args.api_info).require()  # before torch is loaded: a path typed wrong is answered at once
-    from precheck.testgen import generate
+    found = find_dumps(args.api_info).require()  # before torch is loaded: a path typed wrong is answered at once
+    if found.note:
+        warning_line(escape(found.note))
+    from precheck.testgen import generate, generate_step
 
     options = CheckOptions(device=args.device, **grading_of(args))
-    test = generate(args.api_info, args.out_path, options=options, copy_data=args.copy_data)
+    dump = found.ranks[0].folder / DUMP_JSON if found.ranks and len(found.ranks) == 1 else found.path
+    if found.ranks and len(found.ranks) > 1:
+        tests = generate_step(found.ranks, args.out_path, options=options, copy_data=args.copy_data)
+        names = ", ".join(escape(t.parent.name) for t in tests)
+        run = shell_command("pytest", args.out_path)
+        print(
+            f"precheck generate: {len(tests)} ranks' suites written to {escape(args.out_path)} ({names}) (run: {run})"
+        )
+        return 0
+    test = generate(dump, args.out_path, options=options, copy_data=args.copy_data)
     run = shell_command("pytest", test.parent)
     print(f"precheck generate: suite written to {escape(str(test.parent))} (run: {run})")
     return 0
@@ -98,10 +111,16 @@ def _precision_compare(args: argparse.Namespace) -> int:
 
 def _regress_arguments(reg: argparse.ArgumentParser) -> None:
     reg.add_argument(
-        "--baseline", required=True, metavar="OLD_RESULT_CSV", help="the accepted result CSV, or its run's folder"
+        "--baseline",
+        required=True,
+        metavar="OLD_RESULT_CSV",
+        help="the accepted result CSV, or its run's folder, or a step's run folder (rank0/, rank1/ ... or proc*/)",
     )
     reg.add_argument(
-        "--current", required=True, metavar="NEW_RESULT_CSV", help="the result CSV to judge, or its run's folder"
+        "--current",
+        required=True,
+        metavar="NEW_RESULT_CSV",
+        help="the result CSV to judge, or its run's folder, or a step's run folder (paired rank by rank)",
     )
     reg.add_argument(
         "-o",
@@ -122,13 +141,20 @@ def _regress_arguments(reg: argparse.ArgumentParser) -> None:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from precheck.regress import FAIL, IMPROVED, MISSING, regress, write_report
+    from precheck.regress import FAIL, IMPROVED, MISSING, REPORT_HTML, regress, write_report
 
     report = regress(args.baseline, args.current)
     md_path, json_path = write_report(report, args.out_path)
-    print(f"precheck regress: {report.summary()}\n  markdown: {md_path}\n  json:     {json_path}")
+    print(f"precheck regress: {report.summary()}")
+    for runs in report.ranks:  # a step's run: each rank's outcome, so the log says which rank went wrong
+        print(f"  {escape(runs.rank)}: {report.rank_outcome(runs)}")
+    for line in report.worse_lines():  # each API that fails the gate, before and after, and why
+        print(line)
+    print(f"  markdown: {md_path}\n  json:     {json_path}\n  page:     {md_path.with_name(REPORT_HTML)}")
     if report.settings:
         warning_line("the two runs were made with different settings: " + escape("; ".join(report.settings)))
+    if report.unchecked():
+        warning_line(escape(report.unchecked() or ""))
     code = report.exit_code(args.strict, args.settings_may_differ)
     if code:
         counts = report.counts
@@ -203,7 +229,7 @@ COMMANDS = (
         "regress",
         help="regression gate: compare a result CSV with a baseline result CSV",
         description="Compare two result CSVs (precheck's or msprobe's; a run's output folder stands for its newest "
-        "run's) API by API on their "
+        "run's, a step's run folder for each rank's, paired by rank) API by API on their "
         "Forward and Backward statuses; writes regress_report.md and "
         "regress_report.json. Exit 1 when an API got worse (FAIL) or went "
         "MISSING (with --strict also when one IMPROVED), 0 otherwise.",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from precheck.dump import suite_files
 from precheck.dump.decode import (
     Case,
     DeviceArg,
@@ -68,6 +69,7 @@ class Dump:
     cases: Cases
     file: Callable[[], BinaryIO]  # dump.json open: the file that was indexed, or Refused (a link swapped in)
     index: RecordIndex  # where each record lies: a step's collectives read theirs through it (precheck.ranks)
+    copies: dict[str, str] | None = None  # a generated suite's data: each name's copy (precheck.dump.suite_files)
 
     @property
     def data_dir(self) -> Path:
@@ -75,14 +77,17 @@ class Dump:
         return self.path.parent / "dump_tensor_data"
 
 
-def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
+def load_dump(path: str | os.PathLike, framework: str | None = None, *, through_copies: bool = True) -> Dump:
     """Index dump.json; raise DumpError with a one-line reason when the file is not a usable msprobe dump.
     ``framework`` (pytorch or mindspore) overrides the dump's own ``framework`` field; a MindSpore dump's cases
     are their PyTorch equivalents (precheck.dump.mindspore).
 
     The file is read once to find where each record lies and to pair forwards with backwards; each case is
     decoded from its bytes when it is used. A gigabyte dump is never held in memory, decoded or not: what stays
-    is a name and two byte spans per record."""
+    is a name and two byte spans per record.
+
+    A generated suite's copied dump (precheck.dump.suite_files) names its files by their copies, unless
+    ``through_copies`` is False: generate copying it again keys its own map by the dump's names."""
     index = RecordIndex.open(path, DumpError)
     task = index.task
     if task not in ("tensor", "statistics"):
@@ -95,9 +100,13 @@ def load_dump(path: str | os.PathLike, framework: str | None = None) -> Dump:
     pairing = _Pairing()
     for handle, key in enumerate(index.keys):
         pairing.add(key, handle)
+    copies = suite_files.copied_names(index.path)
+    renamed = suite_files.through_copies(copies) if copies and through_copies else None
     dialect = translate if framework == MINDSPORE else None
+    if renamed is not None:  # the dump's names first, as recorded; then another framework's call translated
+        dialect = renamed if dialect is None else (lambda case, translated=dialect: translated(renamed(case)))
     return Dump(path=index.path, task=task, level=index.level, framework=framework,
-                cases=Cases(pairing, index.read, dialect), file=index.file, index=index)  # fmt: skip
+                cases=Cases(pairing, index.read, dialect), file=index.file, index=index, copies=copies)  # fmt: skip
 
 
 def ends_early(dump: Dump) -> str | None:

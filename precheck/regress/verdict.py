@@ -1,4 +1,5 @@
-"""``precheck regress``: the regression gate between two result CSVs of the same dump.
+"""The regression gate's verdict on two result CSVs of the same dump (``precheck regress``; a step's ranks are
+paired in precheck.regress.runs, each pair judged here).
 
 A team keeps the result CSV of a run it accepted (the *baseline*) and compares every new run (the *current*) with
 it, so that CI goes red when an API's precision gets worse, not merely when some API is imperfect (a bf16 model
@@ -52,17 +53,16 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from precheck.core.status import ERROR, SKIP
 from precheck.errors import PrecheckError
-from precheck.escape import markdown, markdown_code, unescape, unformula
-from precheck.frames.run import LoadError, csv_pair
+from precheck.escape import escape, markdown, markdown_code, unescape, unformula
 from precheck.run_files.csv_files import read_csv_rows
 from precheck.run_files.run_state import RunFileError, read_sidecar
-from precheck.schema import RESULT, SEVERITY, read_status
+from precheck.schema import SEVERITY, SIDECAR, read_status
 
 PASS_OUTCOME, FAIL, IMPROVED, STILL_FAILING, MISSING, NEW = (
     "PASS",
@@ -80,6 +80,9 @@ _RANK = {s: rank for s, rank in SEVERITY.items() if s != SKIP}  # graded statuse
 _API_COLUMN = "api name"  # "API name" (stage 1) or "API Name" (stage 2), any case
 _FORWARD_COLUMN = "forward test success"
 _BACKWARD_COLUMN = "backward test success"
+_MESSAGE_COLUMN = "message"
+REASON_CHARS = 200  # of a reason on the terminal and in the reports: the Message has every clause
+SHOWN_WORSE = 50  # APIs that got worse named on the terminal; the reports name them all
 REPORT_MD = "regress_report.md"
 REPORT_JSON = "regress_report.json"
 # What in a run's record decides its verdicts (a dump's path, a seed or a saved-data folder does not).
@@ -98,10 +101,13 @@ class ReportUnwritable(RegressError, OSError):
 
 @dataclass(frozen=True)
 class Statuses:
-    """One API's statuses in one file, in precheck's spelling; None is a blank cell (no backward)."""
+    """One API's statuses in one file, in precheck's spelling; None is a blank cell (no backward). ``message`` is
+    the row's Message, why it is what it is (blank in msprobe's rows but a SKIP's): it explains an outcome and is
+    no part of it, so two rows of the same statuses are equal whatever their messages."""
 
     forward: Status
     backward: Status
+    message: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Status]:
         return {"forward": self.forward, "backward": self.backward}
@@ -109,12 +115,15 @@ class Statuses:
 
 @dataclass(frozen=True)
 class ApiOutcome:
-    """One API's verdict; ``baseline`` / ``current`` is None where the API is absent from that file."""
+    """One API's verdict; ``baseline`` / ``current`` is None where the API is absent from that file. ``rank`` is
+    the rank of a step's run it belongs to (``rank1``; ``proc`` for a one-process step, whose folder is named after
+    a PID that changes every recording), "" for one run's CSVs: one API name is a row in every rank."""
 
     api: str
     outcome: str
     baseline: Statuses | None
     current: Statuses | None
+    rank: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -122,7 +131,50 @@ class ApiOutcome:
             "outcome": self.outcome,
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "current": None if self.current is None else self.current.to_dict(),
+            "rank": self.rank or None,
+            "reason": self.reason,
         }
+
+    @property
+    def worsened(self) -> list[str]:
+        """The directions (forward, backward) whose outcome is FAIL, the worse status now first (a check lost
+        to a SKIP before an error, an error before a warning)."""
+        if self.baseline is None or self.current is None:
+            return []
+        pairs = (("forward", self.baseline.forward, self.current.forward),
+                 ("backward", self.baseline.backward, self.current.backward))  # fmt: skip
+        failed = [(name, new) for name, old, new in pairs if direction_outcome(old, new) == FAIL]
+        return [name for name, new in sorted(failed, key=lambda f: -_RANK.get(f[1], len(_RANK)))]
+
+    @property
+    def reason(self) -> str:
+        """Why the API is what it is now, in one clause of its current row's Message: the first that names a
+        direction that got worse (``backward.output.1: worse than an honest fp32 kernel ...``), else the first; a
+        MISSING API's is that it is absent."""
+        if self.current is None:
+            return "absent from the current run"
+        clauses = [c.strip() for c in self.current.message.split("; ") if c.strip()]
+        named = [c for d in self.worsened for c in clauses if c.startswith(f"{d}.")]
+        clause = (named or clauses or [""])[0]
+        return clause if len(clause) <= REASON_CHARS else clause[: REASON_CHARS - 3] + "..."
+
+    def change(self) -> str:
+        """``forward pass -> pass, backward pass -> error``: each direction's status before and after."""
+        sides = [_md_side(self.baseline), _md_side(self.current)]
+        return ", ".join(f"{d} {sides[0][i]} -> {sides[1][i]}" for i, d in enumerate(("forward", "backward")))
+
+
+@dataclass(frozen=True)
+class RankRuns:
+    """One rank of a step's two runs: its result CSV on each side, None on the side that lacks the rank (its APIs
+    are then all MISSING, or all NEW)."""
+
+    rank: str
+    baseline: str | None
+    current: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rank": self.rank, "baseline": self.baseline, "current": self.current}
 
 
 @dataclass(frozen=True)
@@ -133,6 +185,19 @@ class RegressReport:
     current_path: str
     apis: list[ApiOutcome]
     settings: tuple[str, ...] = ()  # "target: device in the baseline, recorded in the current run", each that differ
+    ranks: tuple[RankRuns, ...] = ()  # a step's runs, rank by rank; empty for two CSVs
+    unrecorded: tuple[str, ...] = ()  # "baseline", "current": a side whose CSV has no run record (settings unchecked)
+
+    def unchecked(self) -> str | None:
+        """The line saying the settings were not compared, and why, or None when they were: a baseline committed
+        as its CSV alone (or msprobe's) would otherwise pass a torch upgrade or another target without a word."""
+        if not self.unrecorded:
+            return None
+        who = "neither run has a" if len(self.unrecorded) == 2 else f"the {self.unrecorded[0]} has no"
+        return (
+            f"{who} run record ({SIDECAR.format('<ts>')} beside its result CSV): the settings the two runs were "
+            "graded with (torch version, target, device, standard, thresholds) were not compared"
+        )
 
     @property
     def counts(self) -> dict[str, int]:
@@ -153,6 +218,21 @@ class RegressReport:
         counts = self.counts
         return f"{len(self.apis)} APIs; " + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES)
 
+    def worse_lines(self, limit: int = SHOWN_WORSE) -> list[str]:
+        """A line per API that fails the gate, for the CI log: a count alone sends everyone to the report. A FAIL
+        names its rank, its statuses before and after and why; a MISSING API that it is absent, unless its whole
+        rank is (the rank's own line says so). At most ``limit``, then how many more."""
+        gone = {r.rank for r in self.ranks if r.current is None}
+        worse = [a for a in self.apis if a.outcome == FAIL or (a.outcome == MISSING and a.rank not in gone)]
+        lines = []
+        for a in worse[:limit]:
+            where = f"{a.rank} " if a.rank else ""
+            what = a.change() + (f": {a.reason}" if a.reason else "") if a.outcome == FAIL else a.reason
+            lines.append(escape(f"  {a.outcome} {where}{a.api}: {what}"))
+        if len(worse) > limit:
+            lines.append(f"  ... and {len(worse) - limit} more (the reports name every one)")
+        return lines
+
     def to_json(self) -> str:
         """Deterministic JSON (sorted keys, no timestamps): same inputs, byte-identical file, so it can be diffed
         and committed."""
@@ -161,13 +241,25 @@ class RegressReport:
             "current": self.current_path,
             "counts": self.counts,
             "settings_differ": list(self.settings),
+            "settings_unchecked": list(self.unrecorded),
+            "ranks": [r.to_dict() for r in self.ranks],
             "apis": [a.to_dict() for a in self.apis],
         }
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
+    def rank_outcome(self, runs: RankRuns) -> str:
+        """A rank's outcome: MISSING or NEW when one side lacks it, else the first outcome of its APIs in report
+        order (FAIL first), PASS when it has none."""
+        if runs.current is None:
+            return MISSING
+        if runs.baseline is None:
+            return NEW
+        found = {a.outcome for a in self.apis if a.rank == runs.rank}
+        return next((o for o in OUTCOMES if o in found), PASS_OUTCOME)
+
     def to_markdown(self) -> str:
-        """A title, the counts, then one table per non-PASS outcome that occurred (for a CI job summary or a PR
-        comment: PASS rows are the bulk and tell nobody anything)."""
+        """A title, the counts, a step's ranks, then one table per non-PASS outcome that occurred (for a CI job
+        summary or a PR comment: PASS rows are the bulk and tell nobody anything)."""
         counts = self.counts
         lines = [
             "# precheck regress",
@@ -183,20 +275,30 @@ class RegressReport:
         if self.settings:
             lines += ["", "## The two runs were made with different settings", ""]
             lines += [f"- {markdown(difference)}" for difference in self.settings]
+        if self.unchecked():
+            lines += ["", "## The settings were not compared", "", f"- {markdown(self.unchecked() or '')}"]
+        if self.ranks:
+            lines += ["", "## Ranks", "", "| rank | outcome | baseline | current |", "|---|---|---|---|"]
+            for r in self.ranks:
+                paths = [markdown(p) if p is not None else "absent" for p in (r.baseline, r.current)]
+                lines.append(f"| {markdown(r.rank)} | {self.rank_outcome(r)} | {' | '.join(paths)} |")
+        rank = ["rank"] if self.ranks else []
         for outcome in OUTCOMES:
             rows = [a for a in self.apis if a.outcome == outcome]
             if outcome == PASS_OUTCOME or not rows:
                 continue
-            lines += [
-                "",
-                f"## {outcome} ({len(rows)})",
-                "",
-                "| API | baseline forward | baseline backward | current forward | current backward |",
-                "|---|---|---|---|---|",
-            ]
+            header = [*rank, "API", "baseline forward", "baseline backward", "current forward", "current backward"]
+            header.append("reason")
+            lines += ["", f"## {outcome} ({len(rows)})", "", _md_row(header), "|---" * len(header) + "|"]
             for a in rows:
-                lines.append("| " + " | ".join([markdown(a.api), *_md_side(a.baseline), *_md_side(a.current)]) + " |")
+                named = [markdown(a.rank)] if rank else []
+                sides = [*_md_side(a.baseline), *_md_side(a.current)]
+                lines.append(_md_row([*named, markdown(a.api), *sides, markdown(a.reason)]))
         return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def _md_side(side: Statuses | None) -> list[str]:
@@ -264,6 +366,7 @@ def read_result_csv(path: str | os.PathLike) -> dict[str, Statuses]:
         out[api] = Statuses(
             _status(row[fwd_col], api, "Forward Test Success", p),
             _status(row[bwd_col], api, "Backward Test Success", p),
+            unescape(unformula((row.get(columns.get(_MESSAGE_COLUMN, "")) or "").strip())),
         )
     return out
 
@@ -297,22 +400,14 @@ def api_outcome(baseline: Statuses | None, current: Statuses | None) -> str:
     )
 
 
-def regress(baseline: str | os.PathLike, current: str | os.PathLike) -> RegressReport:
-    """Compare two result CSVs (or run folders: their newest run's) API by API; RegressError when either cannot
-    be used.
-
-    APIs are listed in baseline order, then the current file's new ones in its order, so the report reads like
-    the dump and is identical from run to run."""
-    baseline, current = _result_csv(baseline), _result_csv(current)
-    old = read_result_csv(baseline)
-    new = read_result_csv(current)
-    apis = [ApiOutcome(api, api_outcome(s, new.get(api)), s, new.get(api)) for api, s in old.items()]
-    apis += [ApiOutcome(api, NEW, None, s) for api, s in new.items() if api not in old]
-    settings = settings_differ(_settings(Path(baseline)), _settings(Path(current)))
-    return RegressReport(os.fspath(baseline), os.fspath(current), apis, settings)
+def judge(old: dict[str, Statuses], new: dict[str, Statuses], rank: str = "") -> list[ApiOutcome]:
+    """Every API of two files' rows and its outcome: baseline order, then the current file's new APIs in its
+    order, so the report reads like the dump and is identical from run to run."""
+    apis = [ApiOutcome(api, api_outcome(s, new.get(api)), s, new.get(api), rank) for api, s in old.items()]
+    return apis + [ApiOutcome(api, NEW, None, s, rank) for api, s in new.items() if api not in old]
 
 
-def _settings(result: Path) -> dict[str, object] | None:
+def run_settings(result: Path) -> dict[str, object] | None:
     """What graded the run of ``result``, from its record beside it; None for a CSV without one (msprobe's, a
     stage-2 CSV, one copied alone), whose settings nothing says."""
     try:
@@ -333,33 +428,3 @@ def settings_differ(baseline: dict[str, object] | None, current: dict[str, objec
         for key in (*SETTINGS, "torch")
         if baseline[key] != current[key]
     )
-
-
-def _result_csv(path: str | os.PathLike) -> str | os.PathLike:
-    """A run's output folder stands for its newest run's result CSV (as ``precheck report`` reads a folder)."""
-    if not Path(path).is_dir():
-        return path
-    try:
-        _, result = csv_pair(path)
-    except LoadError as e:
-        raise RegressError(str(e)) from None
-    if result is None:
-        raise RegressError(f"{path}: its newest run has no {RESULT.format('*')}")
-    return result
-
-
-def write_report(report: RegressReport, out_dir: str | os.PathLike = ".") -> tuple[Path, Path]:
-    """Write regress_report.md and regress_report.json into out_dir (made if needed); fixed names, so a CI job
-    can publish them without globbing. Returns (markdown path, JSON path); ReportUnwritable says why not."""
-    folder = Path(out_dir)
-    md_path, json_path = folder / REPORT_MD, folder / REPORT_JSON
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for path, text in ((md_path, report.to_markdown()), (json_path, report.to_json())):
-            tmp = path.with_name(path.name + ".tmp")
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:  # LF on every OS: byte-identical files
-                f.write(text)
-            os.replace(tmp, path)  # no reader ever sees half a report
-    except OSError as e:
-        raise ReportUnwritable(f"cannot write the report: {e}") from e
-    return md_path, json_path
