@@ -15,6 +15,8 @@ the record names of rank 0's dump.json so written for tp, fsdp2 and zero (config
 [0], rank [], data_mode all; /root/.cache/precheck/msprobe's torch 2.13 CPU + mindstudio-probe 26.2).
 """
 
+from __future__ import annotations
+
 import os
 import sys
 from contextlib import nullcontext

@@ -27,6 +27,8 @@ Each step runs its ranks with mp.spawn on gloo (CPU) and records them by msprobe
 stack.json and construct.json are left out (run_ut reads neither).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import shutil

@@ -34,6 +34,8 @@ file per tensor, 350 KB; moe_zero's is the one with an empty chunk). stack.json 
 (run_ut reads neither).
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import sys

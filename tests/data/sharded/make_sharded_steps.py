@@ -23,6 +23,8 @@ stack.json and construct.json, which run_ut and compare do not read) with the ms
 - fsdp1_statistics: FSDP1 (FullyShardedDataParallel, one unit per layer), clip_grad_norm_ and SGD, 2 ranks.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import shutil
