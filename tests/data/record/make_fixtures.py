@@ -128,9 +128,10 @@ def record_by_precheck(name: str, task: str, step: Callable[[], object]) -> None
 
 
 def copy_in(out: Path, target: Path) -> None:
-    """A recorded dump into the tests' data, without stack.json and construct.json (run_ut reads neither)."""
+    """A recorded dump into the tests' data, without stack.json and construct.json (run_ut reads neither) and
+    without the run_ut/ folder record_vs_msprobe.py leaves beside it (precheck's output, made again on demand)."""
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
+    shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json", "run_ut"))
     print("wrote", target)
 
 
