@@ -71,8 +71,13 @@ def _archive(path: Path, member: tarfile.TarInfo, blob: bytes = b"") -> Path:
     return path
 
 
+@pytest.mark.parametrize("filtered", [True, False], ids=["data_filter", "no_data_filter"])
 @pytest.mark.parametrize("name, kind", [("/etc/x", "file"), ("../x", "file"), ("a/../../x", "file"), ("l", "link")])
-def test_an_archive_that_would_write_outside_its_folder_or_a_link_is_refused(tmp_path, name, kind):
+def test_an_archive_that_would_write_outside_its_folder_or_a_link_is_refused(
+    tmp_path, monkeypatch, name, kind, filtered
+):
+    if not filtered:  # Python before 3.9.17 and 3.11.4: the members are checked by fixtures.py alone
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
     member = tarfile.TarInfo(name)
     if kind == "link":
         member.type, member.linkname = tarfile.SYMTYPE, "/etc/passwd"

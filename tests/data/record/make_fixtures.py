@@ -4,7 +4,8 @@ Run it in the throwaway venv that has msprobe (mindstudio-probe 26.2, torch 2.13
 the CPU kernels pinned to AVX2 as tests/conftest.py pins them for the tests that record the same steps:
 
     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
-        /tmp/j3msp/bin/python tests/data/record/make_fixtures.py [DUMP ...]
+        .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision -- \\
+            tests/data/record/make_fixtures.py [DUMP ...]
 
 It writes, each with the msprobe_config.json it used:
 - tests/data/record/edge_{tensor,statistics,all_statistics}/: edge_model.py's step at level L1 (step0/procNNNN/
