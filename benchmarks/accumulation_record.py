@@ -9,7 +9,7 @@ patched before msprobe wraps it (benchmarks/detection_bugs.py: msprobe records w
 - ``linear_fp16``: the second linear accumulates its dot products in fp16, one rounding per term (an fp16 step).
 
 Run it in msprobe's throwaway venv (its torch is the main venv's), from the repository root:
-    PYTHONPATH=benchmarks /tmp/j3msp/bin/python benchmarks/accumulation_record.py OUT_DIR [VARIANT ...]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- benchmarks/accumulation_record.py OUT_DIR [VARIANT ...]
 Each variant lands in OUT_DIR/VARIANT/step0/proc<pid>/; tests/data/compare holds them as acc_VARIANT/step0/rank0.
 """
 

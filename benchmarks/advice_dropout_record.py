@@ -3,7 +3,7 @@ rescale the values it keeps by 1/(1-p), so its outputs break dropout's law (ever
 
 The patch is installed before msprobe is imported: msprobe wraps torch.nn.functional when it loads, and records
 what the function it wrapped computes. Run it in a throwaway venv (pip install torch==2.13.0 mindstudio-probe):
-    /tmp/msprobe/bin/python benchmarks/advice_dropout_record.py OUT_DIR
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- benchmarks/advice_dropout_record.py OUT_DIR
 tests/data/advice/dropout_unscaled holds its output.
 """
 

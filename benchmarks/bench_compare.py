@@ -1,13 +1,15 @@
 """precheck compare against msprobe compare on the same pairs of dumps: whole process, wall clock, best of N.
 
 usage: python benchmarks/bench_compare.py MSPROBE_BIN [--repeat N] [--heavy] [TARGET BENCH ...]
-  MSPROBE_BIN: msprobe's command in its throwaway venv (e.g. /tmp/msprobe/bin/msprobe)
+  MSPROBE_BIN: msprobe's command in its throwaway venv, VENV/bin/msprobe, where
+  VENV=$(.venv/bin/python tests/data/recipes/msprobe_venv.py) makes the venv
 Without pairs it uses the bundled ones (tests/data/compare). ``--heavy`` measures the heavy pairs instead: a
 LLaMA-style bf16 training step (benchmarks/heavy_model.py, 1.1 GB of .pt tensors per side) recorded into
 $TMPDIR/precheck-heavy, against the same step with a wrong SiLU recorded into $TMPDIR/precheck-heavy-b, and
-against itself. Record them with msprobe's venv (PYTHONPATH=benchmarks, from the repository root):
-    VENV/bin/python ../shared/tools/make_dump.py heavy_model:llama bf16 tensor $TMPDIR/precheck-heavy
-    VENV/bin/python ../shared/tools/make_dump.py heavy_model:llama_silu_bug bf16 tensor $TMPDIR/precheck-heavy-b
+against itself. Record them with msprobe's venv, from the repository root
+(M=".venv/bin/python tests/data/recipes/msprobe_venv.py --"):
+    $M tests/data/recipes/make_dump.py heavy_model:llama bf16 tensor $TMPDIR/precheck-heavy
+    $M tests/data/recipes/make_dump.py heavy_model:llama_silu_bug bf16 tensor $TMPDIR/precheck-heavy-b
 Each pair is timed in one window, msprobe and precheck interleaved run by run (whole processes, wall clock,
 best of N); both tools write their CSVs to a fresh folder each time; the ratio is msprobe's time over
 precheck's (whole process, the honest-kernel rule's replay included). The replay's own cost is printed apart, from

@@ -3,10 +3,9 @@ sizes (benchmarks/heavy_model.py: hidden 1024, intermediate 2816, 4 layers, batc
 
     python benchmarks/bench_heavy.py --venv VENV [--dump DIR] [--repeat 3] [--msprobe]
 
-VENV has torch 2.13 and mindstudio-probe (``python3.11 -m venv V && V/bin/pip install torch==2.13.0
-mindstudio-probe``); it records the dump into DIR (default /tmp/precheck-heavy) when DIR holds none, through
-../shared/tools/make_dump.py, and with ``--msprobe`` runs the incumbent's acc_check through
-../shared/tools/msprobe_cpu.py.
+VENV has torch 2.13 and mindstudio-probe (``VENV=$(.venv/bin/python tests/data/recipes/msprobe_venv.py)`` makes it); it
+records the dump into DIR (default /tmp/precheck-heavy) when DIR holds none, through tests/data/recipes/make_dump.py,
+and with ``--msprobe`` runs the incumbent's acc_check through tests/data/recipes/msprobe_cpu.py.
 
 Every tool runs as the command a user types, in one interleaved window (each repeat runs each tool once), and is
 measured by its wall time and by the peak resident memory of its whole process tree (sampled every 20 ms, the sum
@@ -35,7 +34,7 @@ from detection_honest import decode
 from process_tree import measure
 
 HERE = Path(__file__).resolve().parent
-TOOLS = HERE.parent.parent / "shared" / "tools"  # ../shared beside the repository
+TOOLS = HERE.parent / "tests" / "data" / "recipes"  # make_dump.py, msprobe_cpu.py
 
 
 def _cast(value, dtype: torch.dtype | None):

@@ -3,7 +3,7 @@ each tool made of the records (rows per status).
 
 usage: python benchmarks/bench_mindspore.py MINDSPORE_PYTHON [--repeat N] [DUMP_JSON ...]
   MINDSPORE_PYTHON: a Python with mindspore 2.10 and mindstudio-probe 26.2 (numpy<2); it runs msprobe's acc_check
-  through ../shared/tools/msprobe_ms_cpu.py, and precheck's MindSpore worker for statistics dumps.
+  through tests/data/recipes/msprobe_ms_cpu.py, and precheck's MindSpore worker for statistics dumps.
 Without dumps it uses the bundled ones (tests/data/mindspore: fp32/fp16/bf16, tensor and statistics). The ratio
 is msprobe's time over precheck's.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "mindspore"
-RUNNER = ROOT.parent / "shared" / "tools" / "msprobe_ms_cpu.py"
+RUNNER = ROOT / "tests" / "data" / "recipes" / "msprobe_ms_cpu.py"
 
 
 def timed(argv: list[str], repeat: int, env: dict[str, str]) -> tuple[float, Counter]:

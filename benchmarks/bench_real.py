@@ -4,14 +4,15 @@ MobileNetV3 tensor dump; ViT-B/16; T5-small's encoder-decoder; a Qwen2-shaped GQ
 
     python benchmarks/bench_real.py --venv VENV [--dumps DIR] [--msprobe] [MODEL ...]
 
-VENV has torch 2.13, mindstudio-probe, transformers and torchvision (the torchvision wheel ``--no-deps``); each
-dump is recorded into DIR (default: precheck-real in the temp folder) through ../shared/tools/make_dump.py unless
-DIR holds it already. Without --venv the dumps in DIR are used as they are.
+VENV has torch 2.13, mindstudio-probe, transformers and torchvision
+(``VENV=$(.venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision)``); each dump is
+recorded into DIR (default: precheck-real in the temp folder) through tests/data/recipes/make_dump.py unless DIR
+holds it already. Without --venv the dumps in DIR are used as they are.
 
 For each dump it prints the records in dump.json, the APIs run_ut graded, its SKIP and error APIs (forward or
 backward) with the commonest SKIP reasons, the whole process's wall time and the peak resident memory of its
 process tree (workers included, sampled every 20 ms), and with --msprobe the same two numbers for msprobe's
-acc_check (run on the CPU through ../shared/tools/msprobe_cpu.py) and its error count. The target is this
+acc_check (run on the CPU through tests/data/recipes/msprobe_cpu.py) and its error count. The target is this
 machine's CPU, so an error on a half-precision dump is the CPU kernel's own.
 """
 
@@ -30,7 +31,7 @@ import pandas as pd
 from process_tree import measure, run_measured
 
 HERE = Path(__file__).resolve().parent
-TOOLS = HERE.parent.parent / "shared" / "tools"  # ../shared beside the repository
+TOOLS = HERE.parent / "tests" / "data" / "recipes"  # make_dump.py, msprobe_cpu.py
 # name: (real_models function, dtype, task)
 MODELS = {
     "resnet50": ("resnet50", "fp32", "statistics"),

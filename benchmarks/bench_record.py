@@ -2,7 +2,8 @@
 statistics tasks, on GPT-2 (make_dump.py's config), the LLaMA-style model of model_dumps.py and torchvision's
 ResNet-18.
 
-    /tmp/j3msp/bin/python benchmarks/bench_record.py [--repeats 3] [--dtype fp32] [MODEL ...]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision -- \\
+        benchmarks/bench_record.py [--repeats 3] [--dtype fp32] [MODEL ...]
 
 Run it with the python of a venv that has msprobe 26.2 and precheck's torch (both recorders then share one torch).
 Every run is a fresh process of that python; per model the variants alternate (none, msprobe tensor, precheck

@@ -1,7 +1,8 @@
 """precheck record --check against record-then-run_ut: the same rows, no tensor file on disk, and the training
 process's peak memory against the unrecorded step's (the target: within 1.5x).
 
-    PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/bench_record_check.py [MODEL ...] [--dtype fp32]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision -- \\
+        benchmarks/bench_record_check.py [MODEL ...] [--dtype fp32]
 
 Each variant runs in a fresh process (models as bench_record.py builds them; one untimed, unrecorded step first):
   none       the step, unrecorded;

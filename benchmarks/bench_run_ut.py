@@ -28,7 +28,7 @@ DEFAULT_DUMPS = [
     next((DATA / name).glob("step0/*/dump.json"))
     for name in ("gpt2_bf16_tensor", "gpt2_bf16_statistics", "mlp_fp32_tensor")
 ]
-MSPROBE_CPU = DATA.parent.parent.parent / "shared" / "tools" / "msprobe_cpu.py"  # beside the repository
+MSPROBE_CPU = DATA / "recipes" / "msprobe_cpu.py"
 
 
 def count_forward(dump: Path) -> int:

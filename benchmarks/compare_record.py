@@ -7,7 +7,7 @@ the patched function computes), with layer_norm written out by hand on one side 
 and with the modules renamed on one side (for a layer mapping).
 
 Run it in a throwaway venv (pip install torch==2.13.0 mindstudio-probe):
-    /tmp/msprobe/bin/python benchmarks/compare_record.py OUT_DIR [VARIANT ...]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- benchmarks/compare_record.py OUT_DIR [VARIANT ...]
 Each variant lands in OUT_DIR/VARIANT/step0/proc<pid>/; tests/data/compare holds them as step0/rank0.
 """
 

@@ -1,12 +1,12 @@
 """A detection benchmark: does precheck grade real kernel precision bugs error, and honest kernels not?
 
-    python benchmarks/detection.py record --venv /tmp/msprobe-venv --corpus /work/corpus [--split dev holdout]
+    python benchmarks/detection.py record --venv VENV --corpus CORPUS [--split dev holdout]
     python benchmarks/detection.py [evaluate] [--corpus DIR] [--standards default,msprobe,benchmark,auto,...]
 
 The corpus defaults to the fraction bundled in tests/data/detection (dev bugs only).
 
-``record`` runs benchmarks/detection_record.py in a venv with torch 2.13 and mindstudio-probe (``python3.11 -m venv
-V && V/bin/pip install torch==2.13.0 mindstudio-probe``) once per dump: each bug of detection_bugs.BUGS in each of
+``record`` runs benchmarks/detection_record.py in a venv with torch 2.13 and mindstudio-probe (``VENV=$(.venv/bin/python
+tests/data/recipes/msprobe_venv.py)`` makes it) once per dump: each bug of detection_bugs.BUGS in each of
 its (dtype, loss scale) runs, and each model clean, into CORPUS/SPLIT/NAME/ (an msprobe L1 tensor dump under
 step0/, and truth.json). A split is finished when CORPUS/SPLIT/READY exists. ``dev`` bugs are for developing a
 grader; ``holdout`` bugs (other models, other ops) are for the final measurement only.

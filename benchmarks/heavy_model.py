@@ -3,7 +3,8 @@
 records every one (RMS norm written out, rotary embeddings, causal SDPA, a SwiGLU MLP, an LM head and cross
 entropy). No transformers needed:
 
-    VENV/bin/python ../shared/tools/make_dump.py heavy_model:llama bf16 tensor OUT   (PYTHONPATH=benchmarks)
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- \\
+        tests/data/recipes/make_dump.py heavy_model:llama bf16 tensor OUT
 
 heavy_model:llama_silu_bug is the same step with a wrong SiLU patched in (the other side of a compare pair).
 """

@@ -10,7 +10,8 @@ samples the responses from the 8 likeliest tokens only (a generation setting tha
 the runs part in the sampled tokens.
 
 Run it in a throwaway venv (pip install torch==2.13.0 mindstudio-probe):
-    /tmp/msprobe/bin/python benchmarks/keydata_record.py OUT_DIR VARIANT [--steps 3] [--bug-step 1]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- \\
+        benchmarks/keydata_record.py OUT_DIR VARIANT [--steps 3] [--bug-step 1]
 """
 
 from __future__ import annotations

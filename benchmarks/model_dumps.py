@@ -3,12 +3,10 @@ LLaMA (RMSNorm, rotary embeddings, grouped-query attention, SiLU gates), a CNN w
 Dropout2d and an LSTM, and torch's own TransformerEncoder in training mode (multi-head attention with dropout).
 Each function takes a dtype and returns (model, run) for make_dump.py's MODEL argument.
 
-Regenerate the bundled dumps (the throwaway venv of opinfo_dump.py; risk_level ALL as there):
-    cd /work/main/benchmarks
-    PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:bert bf16 tensor /tmp/bert
-    PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:cnn bf16 tensor /tmp/cnn
-    PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:llama fp32 statistics /tmp/llama
-    PYTHONPATH=. /work/msprobe_venv/bin/python /tmp/make_dump_all.py model_dumps:encoder fp32 tensor /tmp/encoder
+Regenerate the bundled dumps from the repository root (msprobe's throwaway venv; risk_level ALL as opinfo_dump.py):
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers -- \
+        tests/data/recipes/make_dump.py --risk-level ALL model_dumps:bert bf16 tensor OUT
+(likewise model_dumps:cnn bf16 tensor, model_dumps:llama fp32 statistics, model_dumps:encoder fp32 tensor)
 then copy each OUT/step0 into tests/data/{bert_bf16_tensor,cnn_bf16_tensor,llama_fp32_statistics,
 encoder_fp32_tensor}/.
 """

@@ -3,8 +3,9 @@ inputs, for `precheck compare`'s cross-framework test: linear, relu, linear, sof
 
 usage (MindSpore side, in its venv: mindspore 2.10, mindstudio-probe 26.2, numpy<2; "mindspore_bug" patches a
 wrong ReLU in):
-    PYTHONPATH=../shared/tools /tmp/msvenv/bin/python benchmarks/ms_record.py mindspore[_bug] OUT_DIR
-usage (PyTorch side, msprobe's venv):  /tmp/msprobe/bin/python benchmarks/ms_record.py pytorch OUT_DIR
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --mindspore -- benchmarks/ms_record.py mindspore[_bug] OUT_DIR
+usage (PyTorch side, msprobe's venv):  .venv/bin/python tests/data/recipes/msprobe_venv.py -- \\
+    benchmarks/ms_record.py pytorch OUT_DIR
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ sub, mul, div and transpose, so the bf16 step is mixed precision: bf16 in the mi
 Bundled in tests/data/mindspore.
 
 usage (MindSpore's venv: mindspore 2.10, mindstudio-probe 26.2, numpy<2, pandas<3, ml_dtypes<0.6):
-    PYTHONPATH=../shared/tools /tmp/msvenv/bin/python benchmarks/ms_run_ut_record.py fp32 tensor OUT_DIR
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --mindspore -- \\
+        benchmarks/ms_run_ut_record.py fp32 tensor OUT_DIR
 """
 
 from __future__ import annotations

@@ -11,23 +11,14 @@ ops that fail to make samples, raise, take more than MAX_SECONDS, or whose backw
 backward pass that make_dump.py runs under msprobe cannot fail. run() then calls only the survivors on fresh copies of
 the same inputs (seeded, so the dump is deterministic up to ops that are random by nature).
 
-Regenerate (throwaway venv outside the repo; torch==2.13.0 first so the CPU wheel is taken):
-    python3.11 -m venv /work/msprobe_venv
-    /work/msprobe_venv/bin/pip install torch==2.13.0
-    /work/msprobe_venv/bin/pip install mindstudio-probe transformers expecttest
-    cd /work/main/benchmarks
-    PYTHONPATH=/work/main/benchmarks /work/msprobe_venv/bin/python /work/shared/tools/make_dump.py \
-        opinfo_dump:model fp32 tensor /work/opinfo/fp32
-    PYTHONPATH=/work/main/benchmarks /work/msprobe_venv/bin/python /work/shared/tools/make_dump.py \
-        opinfo_dump:model bf16 tensor /work/opinfo/bf16
-    PYTHONPATH=/work/main/benchmarks /work/msprobe_venv/bin/python /work/shared/tools/make_dump.py \
-        opinfo_dump:model bf16 statistics /work/opinfo/bf16_stats
-make_dump.py leaves msprobe's "risk_level" at its default, FOCUS, which drops "LOW"-risk APIs (cat, stack, clamp,
-reshape, view, to, zeros, clone, ... see msprobe/pytorch/dump/api_dump/api_risk_level.py). For a dump with those too,
-run a copy of make_dump.py whose config asks for "risk_level": "ALL":
-    sed 's/"level": "L1",/"level": "L1", "risk_level": "ALL",/' /work/shared/tools/make_dump.py > /tmp/make_dump_all.py
-    PYTHONPATH=/work/main/benchmarks /work/msprobe_venv/bin/python /tmp/make_dump_all.py \
-        opinfo_dump:model fp32 tensor /work/opinfo/fp32_all
+Regenerate from the repository root, in msprobe's throwaway venv (tests/data/recipes/msprobe_venv.py makes it, with
+the torch of the python that runs it; tests/data/README.md):
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers expecttest -- \
+        tests/data/recipes/make_dump.py --risk-level ALL opinfo_dump:model fp32 tensor OUT   # opinfo_fp32_all
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers expecttest -- \
+        tests/data/recipes/make_dump.py --risk-level ALL opinfo_dump:model bf16 statistics OUT   # opinfo_bf16_all_stats
+then OUT/step0 becomes the fixture's step0. ``--risk-level ALL``: msprobe's default, FOCUS, drops its "LOW"-risk APIs
+(cat, stack, clamp, reshape, view, to, zeros, clone, ... see msprobe/pytorch/dump/api_dump/api_risk_level.py).
 Set OPINFO_DUMP_VERBOSE=1 to print the skipped ops (and why) to stderr. Not every op that runs leaves a record: msprobe
 hooks only the APIs in its support_wrap_ops.yaml (no torch.fft.*, most torch.special.*, no torch.ops.aten.*).
 """

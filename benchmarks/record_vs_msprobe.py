@@ -4,10 +4,14 @@ record, dump.json's bytes (the machine's paths aside), every tensor file, and th
 each dump.
 
 Run it with the msprobe venv's python (it needs msprobe and transformers; precheck from this checkout):
-    PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity
-    PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity mlp cnn --dtype fp32
-    PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity mobilenet_v3 t5
-    PYTHONPATH=.:benchmarks /tmp/j3msp/bin/python benchmarks/record_vs_msprobe.py /tmp/fidelity --steps
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision -- \\
+        benchmarks/record_vs_msprobe.py /tmp/fidelity
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision -- \\
+        benchmarks/record_vs_msprobe.py /tmp/fidelity mlp cnn --dtype fp32
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision -- \\
+        benchmarks/record_vs_msprobe.py /tmp/fidelity mobilenet_v3 t5
+    .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision -- \\
+        benchmarks/record_vs_msprobe.py /tmp/fidelity --steps
 
 --steps takes training_steps.py's steps as users write them (autocast, GradScaler, clipping, checkpointing,
 LSTM/GRU; ConvNeXt, Swin, BERT, Mistral, Gemma, BART, Whisper): each its whole step, in its own dtypes (--dtype

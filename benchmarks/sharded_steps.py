@@ -4,13 +4,14 @@ msprobe's acc_check on the same step, rank by rank.
     python benchmarks/sharded_steps.py [--venv VENV] [-n WORKERS] [STEP ...]
 
 STEP is a folder of tests/data/sharded/ (default: every step tests/data/sharded/make_sharded_steps.py records).
-precheck runs once on the step folder (every rank, its collectives graded across them), on the CPU. With --venv
-(a venv with mindstudio-probe 26.2 and torch 2.13: /root/.cache/precheck/msprobe) msprobe's acc_check runs on each
-rank's dump.json in turn through msprobe_cpu.py (--runner, default ../shared/tools/msprobe_cpu.py; the incumbent
-has no step folder: one process a rank). For each side it prints the whole wall time (all ranks, process start
-included), its CPU seconds (user and system: on a loaded machine wall time is mostly waiting for a core), and
-the API rows of all ranks: graded (pass, warning or error in the forward), SKIP, and error (forward or backward);
-then the commonest SKIP reasons of precheck. The target is this machine's CPU.
+precheck runs once on the step folder (every rank, its collectives graded across them), on the CPU. With --venv (a
+venv with mindstudio-probe 26.2 and torch 2.13: ``VENV=$(.venv/bin/python tests/data/recipes/msprobe_venv.py)``)
+msprobe's acc_check runs on each rank's dump.json in turn through msprobe_cpu.py (--runner, default
+tests/data/recipes/msprobe_cpu.py; the incumbent has no step folder: one process a rank). For each side it prints
+the whole wall time (all ranks, process start included), its CPU seconds (user and system: on a loaded machine wall
+time is mostly waiting for a core), and the API rows of all ranks: graded (pass, warning or error in the forward),
+SKIP, and error (forward or backward); then the commonest SKIP reasons of precheck. The target is this machine's
+CPU.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from process_tree import measure, run_measured
 
 HERE = Path(__file__).resolve().parent
 SHARDED = HERE.parent / "tests" / "data" / "sharded"
-RUNNER = HERE.parent.parent / "shared" / "tools" / "msprobe_cpu.py"  # ../shared beside the repository
+RUNNER = HERE.parent / "tests" / "data" / "recipes" / "msprobe_cpu.py"
 sys.path.insert(0, str(SHARDED))
 from make_sharded_steps import STEPS  # noqa: E402 - the corpus' own list of steps
 

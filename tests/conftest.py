@@ -4,7 +4,10 @@ The CPU kernels are pinned to AVX2 (torch's own kernels, MKL and oneDNN) before 
 process a test starts: their vectorised paths round differently on an AVX-512 machine, and the pinned CSVs
 (tests/golden_csv.py, written on an AVX2 machine) hold every cell to 14 decimals. A machine without AVX2 keeps
 its own kernels. torch.compile's kernels get a cache of their own: inductor's cache key leaves out the pinned ISA,
-and a softmax compiled for AVX-512 earlier on the same machine, read back under AVX2, computes garbage."""
+and a softmax compiled for AVX-512 earlier on the same machine, read back under AVX2, computes garbage.
+
+The recorded dumps' tensor folders are tracked as archives (tests/data/fixtures.py): each session first unpacks
+those whose folder is missing or stale, before collection, so a fresh clone's first run finds every fixture."""
 
 from __future__ import annotations
 
@@ -19,12 +22,30 @@ for _name, _isa in (
     os.environ.setdefault(_name, _isa)
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), "torchinductor_precheck_avx2"))
 
+import importlib.util  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "data" / "fixtures.py"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Unpack the fixtures' archives once per checkout. A hook, not a fixture: it runs before collection (a test
+    module may list a dump's files while it is collected) and, under pytest-xdist, in the controller before the
+    workers start; each worker then finds every folder fresh (fixtures.unpack locks and renames into place)."""
+    spec = importlib.util.spec_from_file_location("precheck_test_fixtures", FIXTURES)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    start = time.monotonic()
+    done = module.unpack()
+    if done:
+        print(f"fixtures: unpacked {len(done)} archives ({time.monotonic() - start:.1f} s)", file=sys.stderr)
 
 
 @pytest.fixture

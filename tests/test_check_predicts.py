@@ -1,8 +1,7 @@
 """``precheck apis --check`` names exactly the SKIP rows a run of the same dump makes, on every bundled dump.
 
 The check reads the dump and runs nothing; each SKIP it misses is a call a user learns is unchecked only after
-the run, and each it invents is a call they needlessly distrust. /work/shared/dumps holds copies of three of these
-dumps (mlp_fp32_tensor, gpt2_bf16_tensor, gpt2_bf16_statistics, same records), so they are not run twice.
+the run, and each it invents is a call they needlessly distrust.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ composite call's record holds an internal node's gradients: cross_entropy's at i
 its input's and its weight's transposed gradient (both (6, 6)), matmul's on 3-D and 4-D inputs a flattened view.
 The loss is scaled by 1024 as mixed-precision training does. Recorded with msprobe 26.2 and torch 2.13:
 
-    python ../shared/tools/make_dump.py composite_model:build fp32 tensor OUT   (PYTHONPATH=tests/data, risk_level ALL)
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- tests/data/recipes/make_dump.py --risk-level ALL \
+        composite_model:build fp32 tensor OUT
 """
 
 import torch

@@ -1,4 +1,4 @@
-"""One training step that walks into every trap of msprobe's L1 dump (/tmp/msprobe_record_spec.md, issue 31): the
+"""One training step that walks into every trap of msprobe's L1 dump (issue 31): the
 step of tests/test_record.py, recorded by msprobe 26.2 into the edge_* dumps beside this file (make_fixtures.py)
 and by ``precheck.record`` in the test, which wants the two dumps equal.
 

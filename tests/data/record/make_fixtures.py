@@ -4,7 +4,8 @@ Run it in the throwaway venv that has msprobe (mindstudio-probe 26.2, torch 2.13
 the CPU kernels pinned to AVX2 as tests/conftest.py pins them for the tests that record the same steps:
 
     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
-        /tmp/j3msp/bin/python tests/data/record/make_fixtures.py [DUMP ...]
+        .venv/bin/python tests/data/recipes/msprobe_venv.py --pip transformers torchvision -- \\
+            tests/data/record/make_fixtures.py [DUMP ...]
 
 It writes, each with the msprobe_config.json it used:
 - tests/data/record/edge_{tensor,statistics,all_statistics}/: edge_model.py's step at level L1 (step0/procNNNN/
@@ -128,9 +129,10 @@ def record_by_precheck(name: str, task: str, step: Callable[[], object]) -> None
 
 
 def copy_in(out: Path, target: Path) -> None:
-    """A recorded dump into the tests' data, without stack.json and construct.json (run_ut reads neither)."""
+    """A recorded dump into the tests' data, without stack.json and construct.json (run_ut reads neither) and
+    without the run_ut/ folder record_vs_msprobe.py leaves beside it (precheck's output, made again on demand)."""
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
+    shutil.copytree(out, target, ignore=shutil.ignore_patterns("stack.json", "construct.json", "run_ut"))
     print("wrote", target)
 
 

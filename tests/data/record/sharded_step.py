@@ -12,7 +12,7 @@ OUT/loss<R>.txt. With ``--msprobe CONFIG`` (a venv with mindstudio-probe) step 0
 PrecisionDebugger as its guide places it: made before the model, start(model) before the first forward, stop()
 and step() before the optimizer's update (where precheck record's step ends). sharded_msprobe_names.json holds
 the record names of rank 0's dump.json so written for tp, fsdp2 and zero (config: task tensor, level L1, step
-[0], rank [], data_mode all; /root/.cache/precheck/msprobe's torch 2.13 CPU + mindstudio-probe 26.2).
+[0], rank [], data_mode all; msprobe's venv: torch 2.13 CPU + mindstudio-probe 26.2).
 """
 
 from __future__ import annotations

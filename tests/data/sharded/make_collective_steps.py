@@ -2,7 +2,7 @@
 
 Each step runs its ranks with mp.spawn on gloo (CPU) and records them by msprobe 26.2 or by ``precheck.record``:
 
-    /root/.cache/precheck/msprobe/bin/python tests/data/sharded/make_collective_steps.py [STEP ...]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- tests/data/sharded/make_collective_steps.py [STEP ...]
     (PYTHONPATH=. for the steps precheck records; the msprobe venv has torch 2.13 and mindstudio-probe 26.2)
 
 - megatron_subgroups_{tensor,statistics}: 4 ranks as Megatron-style tensor parallelism runs them (MindSpeed on

@@ -3,7 +3,7 @@ all-to-all with uneven split sizes.
 
 Each step runs 2 ranks with mp.spawn on gloo (CPU) and records them by msprobe 26.2 or by ``precheck.record``:
 
-    /root/.cache/precheck/msprobe/bin/python tests/data/sharded/make_moe_steps.py [STEP ...]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- tests/data/sharded/make_moe_steps.py [STEP ...]
     (PYTHONPATH=. for the steps precheck records; the msprobe venv has torch 2.13 and mindstudio-probe 26.2)
 
 The step is a top-1 mixture of experts with one expert per rank, as Megatron's and DeepSpeed's expert parallelism

@@ -4,7 +4,7 @@ Run it in the venv that has msprobe (mindstudio-probe 26.2, torch 2.13 CPU), fro
 CPU kernels pinned to AVX2 as tests/conftest.py pins them:
 
     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
-        /root/.cache/precheck/msprobe/bin/python tests/data/sharded/make_sharded_steps.py [STEP ...]
+        .venv/bin/python tests/data/recipes/msprobe_venv.py -- tests/data/sharded/make_sharded_steps.py [STEP ...]
 
 Each STEP (default: all of STEPS) is llama_model.py's decoder trained one step on gloo, its ranks spawned by
 torch.multiprocessing, recorded at level L1 from the first forward to the optimizer step, and written to
