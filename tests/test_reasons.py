@@ -164,7 +164,12 @@ def test_a_device_failure_is_a_code_decided_where_it_was_caught_not_its_words(mo
 
 
 # Text a program may match because it is no verdict's: argparse's own error message (a required option misspelt).
-_MATCHED_ON_PURPOSE = {("precheck/commands/parser.py", "startswith")}
+_MATCHED_ON_PURPOSE = {
+    ("precheck/commands/parser.py", "startswith"),
+    # regress shows the clause of the current row's Message that names the direction that got worse, to a person:
+    # its verdict is the statuses', and the clause is quoted, never matched for a phrase
+    ("precheck/regress/verdict.py", "split"),
+}
 _TEXT_METHODS = {"find", "rfind", "index", "startswith", "endswith", "split", "rsplit", "partition", "rpartition",
                  "replace", "removeprefix", "removesuffix", "count"}  # fmt: skip
 _PATTERN_METHODS = {"match", "search", "fullmatch", "findall", "finditer", "sub", "split"}

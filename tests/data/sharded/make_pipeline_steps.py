@@ -3,7 +3,7 @@
 Each step runs its ranks with mp.spawn on gloo (CPU) and records them by msprobe 26.2 (PrecisionDebugger, level L1)
 or by ``precheck.record``:
 
-    /root/.cache/precheck/msprobe/bin/python tests/data/sharded/make_pipeline_steps.py [STEP ...]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- tests/data/sharded/make_pipeline_steps.py [STEP ...]
     (PYTHONPATH=. for the steps precheck records; the msprobe venv has torch 2.13 and mindstudio-probe 26.2)
 
 - pipeline_gpipe_statistics: 2 ranks, ``torch.distributed.pipelining`` as a user runs it: a 3-layer MLP cut
