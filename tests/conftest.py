@@ -48,6 +48,24 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         print(f"fixtures: unpacked {len(done)} archives ({time.monotonic() - start:.1f} s)", file=sys.stderr)
 
 
+# The modules whose tests start processes, record or train programs, or run whole dumps under every standard: 610 of
+# the suite's 750 seconds of tests (pytest --durations=0, 2026-11-29). `pytest -m "not slow" -n 2` is the fast suite
+# a developer runs between edits (tests/README.md); CI runs them all. A module joins when its tests together take
+# more than about 10 s.
+SLOW_MODULES = frozenset({
+    "test_survive.py", "test_resume.py", "test_record_sharded.py", "test_hostile_bounds.py", "test_golden_csv.py",
+    "test_check_predicts.py", "test_testgen.py", "test_random_checks.py", "test_mindspore.py", "test_dask.py",
+    "test_record_processes.py", "test_style.py", "test_codegen.py", "test_record_online.py", "test_record_hostile.py",
+    "test_fuzz.py", "test_targets.py", "test_report.py", "test_forkserver.py", "test_nightly.py",
+})  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow modules' tests ``slow``: ``-m "not slow"`` leaves them out."""
+    for item in items:
+        if Path(str(item.fspath)).name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
 @pytest.fixture
 def write_dump(tmp_path: Path) -> Callable[..., Path]:
     """Write ``{"task", "level", "framework", "dump_data_dir", "data"}`` to tmp_path/dump.json.

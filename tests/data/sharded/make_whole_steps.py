@@ -2,7 +2,10 @@
 tests/test_whole_calls.py.
 
 Run it in the msprobe venv (torch 2.13 CPU + mindstudio-probe), from the repository root:
-``.venv/bin/python tests/data/recipes/msprobe_venv.py -- tests/data/sharded/make_whole_steps.py [STEP ...]`` (default: all of
+
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- tests/data/sharded/make_whole_steps.py [STEP ...]
+
+(default: all of
 STEPS), each written to tests/data/sharded/STEP/step0/rank0, rank1 (tensor task, level L1; msprobe's stack.json and
 construct.json left out, as they are no input of run_ut).
 
