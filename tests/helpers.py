@@ -197,3 +197,23 @@ def report_with_a_full_disk(folder: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", _WRITE_STOPS, str(folder)], capture_output=True, text=True, env=env, timeout=120
     )
+
+
+def run_step_inprocess(step: Path, out: Path) -> Any:
+    """A step folder of ranks run as one (precheck.ranks.run_step) in this process, one worker."""
+    from precheck.dump.steps import find_dumps
+    from precheck.ranks import run_step
+
+    return run_step(find_dumps(step), out, device="cpu", workers=1, backend="inprocess")
+
+
+def collective_rows(summary: Any) -> dict[tuple[str, str], dict[str, str]]:
+    """(rank folder, API name) -> its result row, for every Distributed.* row of a step's run."""
+    from precheck.run_files.csv_files import read_csv_rows
+
+    return {
+        (rank, row["API name"]): row
+        for rank, run in summary.ranks.items()
+        for row in read_csv_rows(run.result_path)[1]
+        if row["API name"].startswith("Distributed.")
+    }

@@ -11,30 +11,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import collective_rows, run_step_inprocess
 
 from precheck.core.reasons import Reason
-from precheck.dump.steps import find_dumps
 from precheck.frames import reasons
-from precheck.ranks import run_step
-from precheck.run_files.csv_files import read_csv_rows
 
 DATA = Path(__file__).parent / "data" / "sharded"
 A2A = [f"Distributed.all_to_all_single.{i}" for i in range(5)] + ["Distributed.all_to_all.0"]
 TENSOR_A2A = ["Distributed.all_to_all_single.1", "Distributed.all_to_all_single.2", "Distributed.all_to_all.0"]
 
 
-def _run(step: Path, out: Path):
-    return run_step(find_dumps(step), out, device="cpu", workers=1, backend="inprocess")
-
-
-def _collectives(summary) -> dict[tuple[str, str], dict[str, str]]:
-    """(rank folder, API name) -> its result row, for every Distributed.* row."""
-    return {
-        (rank, row["API name"]): row
-        for rank, run in summary.ranks.items()
-        for row in read_csv_rows(run.result_path)[1]
-        if row["API name"].startswith("Distributed.")
-    }
+_run = run_step_inprocess
+_collectives = collective_rows
 
 
 def _verdicts(rows, name: str) -> dict[str, str]:

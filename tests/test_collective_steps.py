@@ -7,28 +7,16 @@ import shutil
 from pathlib import Path
 
 import torch
+from helpers import collective_rows, run_step_inprocess
 
 from precheck.core.reasons import Reason
-from precheck.dump.steps import find_dumps
 from precheck.frames import reasons
-from precheck.ranks import run_step
-from precheck.run_files.csv_files import read_csv_rows
 
 DATA = Path(__file__).parent / "data" / "sharded"
 
 
-def _run(step: Path, out: Path):
-    return run_step(find_dumps(step), out, device="cpu", workers=1, backend="inprocess")
-
-
-def _collectives(summary) -> dict[tuple[str, str], dict[str, str]]:
-    """(rank folder, API name) -> its result row, for every Distributed.* row."""
-    return {
-        (rank, row["API name"]): row
-        for rank, run in summary.ranks.items()
-        for row in read_csv_rows(run.result_path)[1]
-        if row["API name"].startswith("Distributed.")
-    }
+_run = run_step_inprocess
+_collectives = collective_rows
 
 
 def test_each_subgroup_collective_is_graded_among_its_own_group(tmp_path):

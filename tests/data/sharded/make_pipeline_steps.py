@@ -37,7 +37,6 @@ What msprobe 26.2 records of them on gloo (precheck.ranks.p2p reads these as the
 stack.json and construct.json are left out (run_ut reads neither).
 """
 
-import json
 import os
 import shutil
 import sys
@@ -49,31 +48,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 HERE = Path(__file__).resolve().parent
-
-
-class _Msprobe:
-    """msprobe's PrecisionDebugger around the block, configured as a user configures it."""
-
-    def __init__(self, out: str, task: str, rank: int) -> None:
-        from msprobe.pytorch import PrecisionDebugger
-
-        cfg = {"task": task, "dump_path": out, "rank": [], "step": [0], "level": "L1",
-               task: {"scope": [], "list": [], "data_mode": ["all"]}}  # fmt: skip
-        path = f"{out}.rank{rank}.json"
-        Path(path).write_text(json.dumps(cfg))
-        self.debugger = PrecisionDebugger(config_path=path)
-
-    def __enter__(self) -> None:
-        self.debugger.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.debugger.stop()
-        self.debugger.step()
+sys.path.insert(0, str(HERE))
+from make_collective_steps import _Msprobe  # noqa: E402  (msprobe's debugger as its steps configure it)
 
 
 def _recorder(who: str, out: str, task: str, rank: int):
     if who == "msprobe":
-        return _Msprobe(out, task, rank)
+        return _Msprobe(out, task, [], rank)  # every rank dumps
     import precheck
 
     return precheck.record(out, task=task)
