@@ -58,6 +58,8 @@ class Reason(StrEnum):
     SKIP_MISSING_FILE = "skip_missing_file"  # a tensor file of its inputs is not in the dump's data folder
     SKIP_MISSING_RANK = "skip_missing_rank"  # a collective whose golden needs a rank's dump or record not given
     SKIP_INPUTS = "skip_inputs"  # its inputs cannot be rebuilt: a file refused or unreadable, odd statistics
+    # a call on FakeTensors (DTensor's shape propagation: loss_parallel's): it computed no values, nothing to check
+    SKIP_NO_DATA = "skip_no_data"
     SKIP_GOLDEN_FAILED = "skip_golden_failed"  # the golden (CPU float64) run failed: nothing to grade against
     SKIP_COMPILE_FAILED = "skip_compile_failed"  # torch.compile could not compile the call
     SKIP_NO_MINDSPORE = "skip_no_mindspore"  # no interpreter with MindSpore, or its worker cannot start

@@ -28,6 +28,9 @@ TENSOR_TYPES = frozenset(
         "mindspore.Parameter",
     }
 )
+# msprobe's type of a FakeTensor: DTensor propagates shapes on them (loss_parallel's cross_entropy), and msprobe
+# records those calls too; a record holding one is of a call that computed no values
+FAKE_TYPES = frozenset({"torch._subclasses.fake_tensor.FakeTensor"})
 MAX_PROBLEM = 500  # characters of a decoding problem (a message quoting a huge recorded value is cut)
 MAX_ELEMENTS = 2**63 - 1  # torch sizes and element counts are int64
 
@@ -124,6 +127,10 @@ class Unsaved(RecordError):
     """An argument msprobe recorded without data (null statistics, no file): its call cannot be rebuilt."""
 
 
+class NoData(RecordError):
+    """A call on fake tensors: no value was computed, so there is nothing to check (not a bad record)."""
+
+
 def unreadable(stem: str, api: str, order: int, problem: str, backward: bool, reason: Reason | None = None) -> Case:
     """The SKIP case of a record that cannot be decoded; ``backward``: a backward was recorded, so its row's
     backward is SKIP too (msprobe's SKIP/SKIP), not blank."""
@@ -150,6 +157,8 @@ def decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:
         if not isinstance(outputs, tuple):
             outputs = (outputs,)
         case = Case(name=stem, api=api, order=order, args=args, kwargs=kwargs, outputs=outputs)
+    except NoData as e:
+        return unreadable(stem, api, order, clip(str(e)), bwd is not None, Reason.SKIP_NO_DATA)
     except Unsaved as e:
         return unreadable(stem, api, order, clip(str(e)), bwd is not None, Reason.SKIP_INPUTS)
     except RecordError as e:
@@ -185,6 +194,8 @@ def _with_backward(case: Case, bwd: Any) -> Case:
             raise RecordError("backward record is not a map")
         grad_outputs = decode_value(bwd.get("input", []), "backward.input")
         grad_inputs = decode_value(bwd.get("output", []), "backward.output")
+    except NoData as e:
+        return unreadable(case.name, case.api, case.order, clip(str(e)), True, Reason.SKIP_NO_DATA)
     except Unsaved as e:
         return unreadable(case.name, case.api, case.order, clip(str(e)), True, Reason.SKIP_INPUTS)
     except RecordError as e:
@@ -221,6 +232,10 @@ def decode_value(raw: Any, where: str) -> Any:
         return replace(_decode_tensor(raw, where), sharding=decode_sharding(raw, where))
     if kind in UNSAVED_TYPES:
         return _unsaved(raw, kind, where)
+    if kind in FAKE_TYPES:
+        raise NoData(
+            f"no data: nothing to check ({where} is a FakeTensor: DTensor's shape propagation, loss_parallel's)"
+        )
     value = raw.get("value")
     if kind in ("int", "float", "bool", "str"):
         return _scalar(kind, value, where)

@@ -13,6 +13,11 @@ the statistics, shape and file of its local shard (a plain tensor: run_ut loads 
 its ``device_mesh`` (the ranks) and ``placements`` (``{"Shard": {"dim": 0}}``, ``{"Replicate": {}}``,
 ``{"Partial": {"reduce_op": "sum"}}``). An AsyncCollectiveTensor, a collective's result not yet waited for, is
 written with its type and shape only: reading it would wait for the collective, which the program had not done.
+So is a FakeTensor (DTensor propagates shapes on them, loss_parallel's cross_entropy among its calls): it holds
+no values, and reading one raised inside the call ("DataDependentOutputException"), which lost the call and said
+the dump partial. A ``torch.distributed.P2POp`` (batch_isend_irecv's list: pipeline stages' activations and
+gradients) is msprobe's map of its ``op``, ``peer``, ``tag``, ``group_id`` and its ``tensor`` (before: null, the
+tensors a pipeline exchanges missing from its records).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ _SPECIAL += (torch.dtype, torch.device, np.integer, np.floating, np.bool_, np.nd
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # the tensor types no subclass check is needed for
 DTENSOR = "torch.distributed.tensor.DTensor"  # msprobe's type names of these subclasses
 ASYNC_COLLECTIVE = "torch.distributed._functional_collectives.AsyncCollectiveTensor"
+FAKE = "torch._subclasses.fake_tensor.FakeTensor"
 
 
 def stats_of(t: torch.Tensor) -> tuple[Any, Any, Any, Any]:
@@ -101,7 +107,22 @@ class Encoder:
             return [self._walk(v, stem, [*keys, i], depth + 1) for i, v in enumerate(value)]
         if isinstance(value, dict):
             return {k: self._walk(v, stem, [*keys, k], depth + 1) for k, v in value.items()}
+        p2p = _class("torch.distributed.distributed_c10d", "P2POp")
+        if p2p is not None and isinstance(value, p2p):
+            return self._p2p(value, ".".join([stem, *map(str, keys)]))
         return _distributed(value)
+
+    def _p2p(self, op: Any, name: str) -> dict:
+        """msprobe's record of a P2POp: its tensor (saved under the op's own place) and where it goes; a field it
+        cannot read ends the map there, as msprobe's does."""
+        out: dict = {"class_type": "torch.distributed.P2POp"}
+        with contextlib.suppress(Exception):
+            out["tensor"] = self._tensor(op.tensor, name)
+            out["op"] = op.op.__name__
+            out["peer"] = op.peer
+            out["tag"] = op.tag
+            out["group_id"] = _group_id(op.group or torch.distributed.distributed_c10d._get_default_group())
+        return out
 
     def _leaf(self, value: Any, stem: str, keys: list) -> Any:
         if keys and keys[-1] in _OBJECT_KEYS:
@@ -130,7 +151,7 @@ class Encoder:
         strided = local.layout == torch.strided and not local.is_nested
         # a sparse or nested tensor has no max() to take, nor always a shape: it is written without them, and the
         # user's step goes on (the recorder must never make a call fail); a pending collective's are not read
-        readable = strided and not _is_async(local)
+        readable = strided and not _is_async(local) and not _is_fake(local)
         plain = _plain(local)
         with _outside_transforms(plain is not local):
             high, low, mean, norm = stats_of(plain) if readable else (None, None, None, None)
@@ -195,6 +216,8 @@ def _subclass(t: torch.Tensor) -> tuple[str, torch.Tensor, dict]:
         return DTENSOR, local, {"device_mesh": t.device_mesh.mesh.tolist(), "placements": _placements(t.placements)}
     if _is_async(t):
         return ASYNC_COLLECTIVE, t, {}
+    if _is_fake(t):
+        return FAKE, t, {}
     return "torch.Tensor", t, {}
 
 
@@ -217,6 +240,12 @@ def _is_async(t: torch.Tensor) -> bool:
     return cls is not None and isinstance(t, cls)
 
 
+def _is_fake(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a FakeTensor: a shape and dtype without values (msprobe saves no data of one)."""
+    cls = _class("torch._subclasses.fake_tensor", "FakeTensor")
+    return cls is not None and isinstance(t, cls)
+
+
 def _class(module: str, name: str) -> type | None:
     """A class of a module the program has imported (none of its instances can exist otherwise), not imported
     here: torch.distributed.tensor costs a second to import."""
@@ -236,13 +265,17 @@ def _distributed(value: Any) -> dict | None:
             ranks = dist.get_process_group_ranks(value)
         except (RuntimeError, ValueError):  # a group this process is not in
             return {"type": "torch.ProcessGroup"}
-        # msprobe's group_id: the CRC-32 of the ranks' list as 8 hex digits
-        return {
-            "type": "torch.ProcessGroup",
-            "group_ranks": ranks,
-            "group_id": f"{zlib.crc32(str(ranks).encode()):08x}",
-        }
+        return {"type": "torch.ProcessGroup", "group_ranks": ranks, "group_id": _crc(ranks)}
     return None
+
+
+def _group_id(group: Any) -> str:
+    """msprobe's group_id of a process group: the CRC-32 of its ranks' list as 8 hex digits."""
+    return _crc(torch.distributed.get_process_group_ranks(group))
+
+
+def _crc(ranks: list[int]) -> str:
+    return f"{zlib.crc32(str(ranks).encode()):08x}"
 
 
 def _device(value: Any) -> dict:

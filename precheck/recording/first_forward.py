@@ -15,6 +15,14 @@ step 0.) A call torch makes for itself is not the program's computing: ``init_de
 sharded trainings make it (FSDP2, tensor parallelism), started step 0 there, with the model's build, its RoPE
 tables and FSDP2's sharding narrows in it (249 records of an FSDP2 step against msprobe's 177, every name after
 them shifted).
+
+A pipeline stage's step does not begin with a forward: a later stage first receives its input (and a schedule
+infers the stages' shapes and splits the batch into micro-batches before any of them). Held back until its first
+forward, stage 1 lost those calls, and with them every number after them (batch_isend_irecv.2 recorded as .0). So
+two calls start step 0 even once a model is built, where msprobe's user calls start() before them: a call made
+inside a pipeline schedule's ``step()`` (torch.distributed.pipelining: the iteration's entry, like ``model(x)``),
+and a point-to-point call (send, recv, isend, irecv, batch_isend_irecv: a stage receives or sends what an
+iteration computes, which building a model never does; Megatron's schedules call them from its own code).
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ __all__ = ["FirstForward"]
 
 _TORCH = str(Path(torch.__file__).parent)
 _PRECHECK = str(Path(__file__).parent.parent)
+_SCHEDULES = str(Path(_TORCH) / "distributed" / "pipelining" / "schedules.py")
+_SCHEDULE_ENTRIES = frozenset({"step", "eval"})  # a pipeline schedule's methods a training loop calls
+_EXCHANGES = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})  # torch.distributed's point-to-point
 
 
 class FirstForward:
@@ -73,11 +84,14 @@ class FirstForward:
         if not _constructing():
             self._begin()
 
-    def _call(self) -> None:
-        """A recorded API is called before step 0 started: it starts the step only in a program with no model."""
-        if self._model or _constructing():
+    def _call(self, prefix: str, api: str) -> None:
+        """A recorded API is called before step 0 started: it starts the step in a program with no model, or
+        where a pipeline stage's iteration begins (a point-to-point call, a schedule's step)."""
+        if _constructing():
             self._model = True
-        elif not _by_torch():
+        elif (prefix == "Distributed" and api in _EXCHANGES) or _scheduled():
+            self._begin()
+        elif not self._model and not _by_torch():
             self._begin()
 
 
@@ -87,6 +101,16 @@ def _by_torch() -> bool:
     while frame is not None and frame.f_code.co_filename.startswith(_PRECHECK):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename.startswith(_TORCH)
+
+
+def _scheduled() -> bool:
+    """Whether the recorded call being made runs inside a pipeline schedule's step() (or eval())."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name in _SCHEDULE_ENTRIES and frame.f_code.co_filename == _SCHEDULES:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _constructing() -> bool:

@@ -7,8 +7,10 @@ to 9 of 10 runs). Its output is read when its work completes: in the program's `
 returns (msprobe reads it there too); in the future ``Work.get_future()`` gives the program (DDP's comm hooks
 wait on it), which completes once the record is filled; or, for a program that waits otherwise (a barrier), in a
 callback as the work completes. msprobe does neither: its record keeps the tensors as they were when the call
-returned. A work still running at the step's end is waited for there. ``Work.wait`` and ``Work.get_future`` are
-replaced only while a recording is installed, and put back after where they are still precheck's.
+returned. A work still running at the step's end is waited for there, but one without a future (gloo's send and
+recv), whose second wait() never returns: the program may wait for it after the step. ``Work.wait`` and
+``Work.get_future`` are replaced only while a recording is installed, and put back after where they are still
+precheck's.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class _Entry:
     def __init__(self, works: list, fill: Callable[[], None]) -> None:
         self.works, self.fill = works, fill
         self.left = {id(w) for w in works}
+        self.futureless: set[int] = set()  # works without a future (gloo's send and recv): never waited by precheck
         self.claimed = False  # its fill has been taken by a thread (at most one ever runs it)
         self.filled = threading.Event()
 
@@ -102,8 +105,8 @@ class Pending:
         for work in works:
             try:
                 get_future(work).then(lambda _, w=work: self._done(w, waiting=False))
-            except Exception:  # noqa: S112 - a backend without futures: its wait() or the step's end completes it
-                continue
+            except Exception:  # a backend without futures (gloo's p2p): its wait() or the step's end completes it
+                entry.futureless.add(id(work))
 
     def _done(self, work: Any, waiting: bool) -> None:
         """``work`` has completed: its record is filled here if it was the last of its works; a ``wait()`` whose
@@ -131,16 +134,21 @@ class Pending:
             entry.filled.set()
 
     def finish(self, lost: Callable[[Exception], None]) -> None:
-        """Complete every record still waiting (the step ends): its works waited for here, as the program would
-        have; a work that fails to complete leaves its record as read now, and ``lost`` is told why. Called
-        without the recorder's lock: a future's callback filling a record takes it."""
+        """Complete every record still waiting (the step ends): its works not yet seen complete waited for here,
+        as the program would have. Not a work without a future (gloo's send and recv: no future, is_completed()
+        always False), whose wait() is not idempotent: a second one waits for another message, for ever, so the
+        program's own wait after the step's end (a send waited late, as overlapped pipelines do), or this one of a
+        work it had waited, hung the training; its record is read as it is now. A work that fails to complete
+        leaves its record as read now, and ``lost`` is told why. Called without the recorder's lock: a future's
+        callback filling a record takes it."""
         with self._lock:
             entries = list({id(e): e for e in self._by_work.values()}.values())
             mine = [e for e in entries if not e.claimed]
             for entry in mine:
                 entry.claimed = True
+            running = {id(e): [w for w in e.works if id(w) in e.left and id(w) not in e.futureless] for e in mine}
         for entry in mine:
-            for work in entry.works:
+            for work in running[id(entry)]:
                 try:
                     (self._original or type(work).wait)(work)
                 except Exception as e:  # the program's own failure is its to see at its wait(), not here

@@ -99,8 +99,8 @@ class Recorder:
     ranks_only: bool = False  # True: calls count once torch.distributed is initialised (an mp.spawn rank's)
     closes_when_done: bool = False  # the step() that ends the last chosen step also closes (the library's)
     on_close: Callable[[], None] | None = None  # told when the recorder closes (an online check's store released)
-    # told of a recorded API called before the first start(), which it may make (recording.first_forward)
-    waiting: Callable[[], None] | None = None
+    # told of a recorded API (prefix, name) called before the first start(), which it may make (first_forward)
+    waiting: Callable[[str, str], None] | None = None
     current_step: int = 0
     written: list[Path] = field(default_factory=list)  # the dump.json of each finished step
     results: list[Path] = field(default_factory=list)  # the result CSV of each step an online check graded
@@ -227,7 +227,7 @@ class Recorder:
     def call(self, prefix: str, api: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         """One outermost call of a wrapped API (precheck.recording.wrap): run, and recorded if it is kept."""
         if self.waiting is not None and not self._running:
-            self.waiting()
+            self.waiting(prefix, api)
         if not self.recording():
             return func(*args, **kwargs)
         key = f"{prefix}.{api}."

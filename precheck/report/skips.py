@@ -44,6 +44,7 @@ _SAID: dict[Reason | None, tuple[str, bool, str]] = {
     ),
     Reason.SKIP_UNSUPPORTED: ("not supported", True, "precheck apis lists the APIs precheck checks"),
     Reason.SKIP_INPUTS: ("inputs that cannot be rebuilt", True, ""),
+    Reason.SKIP_NO_DATA: ("calls on fake tensors (shape propagation): no data, nothing to check", False, ""),
     Reason.SKIP_BAD_RECORD: ("records precheck cannot decode", True, ""),
     Reason.SKIP_LISTED_OUT: ("left out by the white or black list", False, ""),
     Reason.SKIP_DEVICE_OP: ("another device's fused ops", False, "--target recorded grades their recorded outputs"),
