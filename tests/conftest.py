@@ -66,6 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if Path(str(item.fspath)).name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
 
+
 @pytest.fixture
 def write_dump(tmp_path: Path) -> Callable[..., Path]:
     """Write ``{"task", "level", "framework", "dump_data_dir", "data"}`` to tmp_path/dump.json.
