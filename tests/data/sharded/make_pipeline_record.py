@@ -1,6 +1,6 @@
 """Record the steps of tests/test_record_pipeline.py by msprobe 26.2 (issue 51, items 2 and 6):
 
-    /root/.cache/precheck/msprobe/bin/python tests/data/sharded/make_pipeline_record.py [STEP ...]
+    .venv/bin/python tests/data/recipes/msprobe_venv.py -- tests/data/sharded/make_pipeline_record.py [STEP ...]
     (the msprobe venv has torch 2.13 and mindstudio-probe 26.2)
 
 Each step runs its 2 ranks with mp.spawn on gloo (CPU), recorded by msprobe's PrecisionDebugger in the statistics
