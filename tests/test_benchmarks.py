@@ -52,3 +52,19 @@ def test_the_heavy_floor_makes_every_call_it_can_on_a_bundled_dump(capsys):
     bench = _module(ROOT / "benchmarks" / "bench_heavy.py")
     dump = next((ROOT / "tests" / "data" / "mlp_fp32_tensor").glob("step0/*/dump.json"))
     assert bench.floor(dump) == 6  # linear, layer_norm, gelu, softmax, linear, sum: forward and backward
+
+
+def test_the_device_check_records_replays_and_grades_on_the_cpu_where_no_gpu_is(capsys, tmp_path):
+    """benchmarks/device_check.py is the GPU path's proof on a machine with one; on the CPU the same checks run, so
+    the script is known to work before a GPU is lent: both autocast steps recorded and replayed, the collectives
+    graded as a step folder, every run with APIs graded."""
+    bench = _module(ROOT / "benchmarks" / "device_check.py")
+    assert bench.main(["--device", "cpu", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("torch ") and lines[0].endswith("device cpu")
+    rows = [line.split(" | ") for line in lines[3:]]
+    assert [(r[0].lstrip("| "), r[1]) for r in rows] == [
+        ("autocast bf16 on cpu", "cpu"), ("autocast fp16 on cpu", "cpu"), ("collectives on cpu", "cpu")
+    ]  # fmt: skip
+    assert all(int(r[2]) > 0 and int(r[6]) == 0 for r in rows[:2])  # every API graded, none SKIP
+    assert rows[2][2:7] == ["3", "3", "0", "0", "0"]  # all_reduce, broadcast, all_gather graded across the ranks
