@@ -78,11 +78,6 @@ def record_collectives(device: str, into: Path) -> Path:
     return into / "step0"
 
 
-def counts(summary) -> tuple[int, Counter]:
-    """APIs run and their forward statuses."""
-    return sum(summary.counts.values()), summary.counts
-
-
 def run_row(what: str, where: str, run) -> list[str]:
     """One table row from a run: ``run()`` returns a RunSummary."""
     start = time.perf_counter()
@@ -91,7 +86,8 @@ def run_row(what: str, where: str, run) -> list[str]:
     except Exception as e:  # a run that raises is this script's finding, not its end
         return [what, where, "-", f"raised {type(e).__name__}: {str(e)[:120]}", "-", "-", "-", "-"]
     seconds = time.perf_counter() - start
-    apis, by = counts(summary)
+    by: Counter = summary.counts  # APIs per forward status
+    apis = sum(by.values())
     return [
         what,
         where,
@@ -152,5 +148,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     sys.exit(main())

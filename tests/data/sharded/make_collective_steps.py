@@ -199,6 +199,14 @@ def _unfinished(step: Path) -> bool:
     return not torch.equal(done, torch.linspace(-1, 1, ASYNC_SIZE) * 3)
 
 
+def keep_dump(out: str, target: Path) -> None:
+    """The recorded step folder ``out/dump`` kept as ``target``, without stack.json and construct.json (no input of
+    run_ut): the recipes' one way to replace a fixture."""
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(f"{out}/dump", target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
+    print("wrote", target)
+
+
 def record(name: str) -> None:
     func, world, args = STEPS[name]
     for attempt in range(20):
@@ -207,10 +215,7 @@ def record(name: str) -> None:
         if name != "async_msprobe_tensor" or _unfinished(Path(out) / "dump" / "step0"):
             break
         print("attempt", attempt, "recorded a finished all_reduce: again")
-    target = HERE / name
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(f"{out}/dump", target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
-    print("wrote", target)
+    keep_dump(out, HERE / name)
 
 
 if __name__ == "__main__":

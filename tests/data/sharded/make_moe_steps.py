@@ -37,7 +37,6 @@ file per tensor, 350 KB; moe_zero's is the one with an empty chunk). stack.json 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -47,7 +46,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_collective_steps import _Msprobe, _recorder  # noqa: E402  (msprobe's PrecisionDebugger, precheck.record)
+from make_collective_steps import _Msprobe, _recorder, keep_dump  # noqa: E402  (msprobe's PrecisionDebugger, precheck.record)
 
 HERE = Path(__file__).resolve().parent
 HIDDEN = 4
@@ -147,10 +146,7 @@ def record(name: str, into: Path = HERE) -> None:
     step, task, who, port, apis, *bug = STEPS[name]
     out = tempfile.mkdtemp()
     mp.spawn(moe, args=(f"{out}/dump", task, who, step, port, apis, *bug), nprocs=2)
-    target = into / name
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(f"{out}/dump", target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
-    print("wrote", target)
+    keep_dump(out, into / name)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ stack.json and construct.json are left out (run_ut reads neither).
 """
 
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -49,7 +48,7 @@ import torch.multiprocessing as mp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from make_collective_steps import _Msprobe  # noqa: E402  (msprobe's debugger as its steps configure it)
+from make_collective_steps import _Msprobe, keep_dump  # noqa: E402  (msprobe's debugger as its steps configure it)
 
 
 def _recorder(who: str, out: str, task: str, rank: int):
@@ -130,10 +129,7 @@ def record(name: str) -> None:
     func, world, args = STEPS[name]
     out = tempfile.mkdtemp()
     mp.spawn(func, args=(f"{out}/dump", *args), nprocs=world)
-    target = HERE / name
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(f"{out}/dump", target, ignore=shutil.ignore_patterns("stack.json", "construct.json"))
-    print("wrote", target)
+    keep_dump(out, HERE / name)
 
 
 if __name__ == "__main__":
