@@ -60,20 +60,27 @@ def main(argv: list[str] | None = None) -> int:
         print(BUG_HINT, file=sys.stderr)
         code = BUG_EXIT_CODE
     if argv is None:
-        _leave_if_a_case_runs(code)
+        _leave(code)
     return code
 
 
-def _leave_if_a_case_runs(code: int) -> None:
-    """The program's end when a case is still running on an in-process helper (a Ctrl-C or SIGTERM mid-case, or
-    a case past its timeout): the exit handlers run, then the process ends at once with ``code``. The
-    interpreter's own shutdown would meet that thread in torch's C++ and end in std::terminate (exit -6)."""
-    inprocess = sys.modules.get("precheck.scheduling.inprocess")  # not imported: no helper was ever started
-    if inprocess is None or not inprocess.in_flight():
+def _leave(code: int) -> None:
+    """The program's end, once a command that loaded torch is done: its threads finished and its exit handlers
+    run, then the process ends at once with ``code``. The interpreter's own shutdown would take apart every module
+    torch loaded (0.3-0.9 s of the heavy bf16 step's run, after its last row was on disk), and would meet a case
+    still running on an in-process helper (a Ctrl-C or SIGTERM mid-case, or a case past its timeout) in torch's
+    C++ and end in std::terminate (exit -6). A command that never loaded torch ends as Python ends."""
+    if "torch" not in sys.modules:
         return
     import atexit
     import os
+    import threading
 
+    inprocess = sys.modules.get("precheck.scheduling.inprocess")
+    if inprocess is None or not inprocess.in_flight():  # nothing stuck in torch: wait for threads as Python does
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join()
     atexit._run_exitfuncs()  # what the shutdown would have run first (a MindSpore worker's close ...)
     for stream in (sys.stdout, sys.stderr):
         try:
