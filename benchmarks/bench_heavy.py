@@ -14,8 +14,14 @@ over the process and its descendants):
   in float64, both backwards from the recorded gradients, and one cosine + max-abs pass per output and gradient;
   once with one intra-op thread (what one worker has: ``-n 1`` is held against it) and once with torch's default,
   a thread per core (what the machine can do: ``-n 2`` is held against it);
+- the floor with the honest kernel (``floor --honest``, one thread): each call a third time with its bf16/fp16
+  tensors raised to float32, as precheck's honest kernel runs it (the default standard's yardstick); precheck runs
+  it only where a verdict asks, the floor on every call, so this is its most;
 - precheck ``run_ut -n 1`` and ``-n 2``;
 - msprobe ``acc_check`` (``--msprobe``).
+
+``--isa avx2`` runs every tool on torch's AVX2 kernels (``ATEN_CPU_CAPABILITY=avx2``, ``ONEDNN_MAX_CPU_ISA=AVX2``):
+on a CPU with native bf16 (AVX-512 BF16, AMX) that is what an AVX2-only CPU computes with, bf16 emulated.
 """
 
 from __future__ import annotations
@@ -69,8 +75,9 @@ def _side(func, args, kwargs, grads, dtype):
     return outs, [g for g in got if g is not None]
 
 
-def floor(dump_json: Path) -> int:
-    """The floor's work on every record with a registry entry: returns how many calls it made."""
+def floor(dump_json: Path, honest: bool = False) -> int:
+    """The floor's work on every record with a registry entry: returns how many calls it made. ``honest``: each
+    call also in float32 where it holds bf16/fp16 (the honest kernel), graded against the golden too."""
     from api_registry import lookup
 
     data = json.loads(dump_json.read_text())["data"]
@@ -87,11 +94,13 @@ def floor(dump_json: Path) -> int:
         try:
             target = _side(entry.func, args, kwargs, grads, None)
             golden = _side(entry.func, args, kwargs, grads, torch.float64)
+            sides = [target, _side(entry.func, args, kwargs, grads, torch.float32)] if honest else [target]
         except Exception:  # a call the floor cannot make is left out of it, as precheck reports it
             continue
-        for t, g in zip(target[0] + target[1], golden[0] + golden[1]):
-            if t.is_floating_point() and t.shape == g.shape and t.numel():
-                _cosine_max_abs(t, g)
+        for side in sides:
+            for t, g in zip(side[0] + side[1], golden[0] + golden[1]):
+                if t.is_floating_point() and t.shape == g.shape and t.numel():
+                    _cosine_max_abs(t, g)
         calls += 1
     return calls
 
@@ -117,7 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dump", type=Path, help="the dump's folder (default: precheck-heavy in the temp folder)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--msprobe", action="store_true", help="also time msprobe's acc_check (needs --venv)")
+    parser.add_argument("--honest", action="store_true", help="floor: also run each call as the honest kernel")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native", help="the CPU kernels every tool uses")
     return parser
+
+
+AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 def main() -> None:
@@ -125,7 +139,7 @@ def main() -> None:
     if args.command == "floor":
         if args.threads:
             torch.set_num_threads(args.threads)
-        print(floor(args.dump_json), "calls")
+        print(floor(args.dump_json, args.honest), "calls")
         return
     folder = args.dump or Path(tempfile.gettempdir()) / "precheck-heavy"
     dump = record(args.venv, folder) if args.venv else next(folder.glob("step0/*/dump.json"), None)
@@ -135,6 +149,7 @@ def main() -> None:
     tools = {
         "floor 1 thread": [sys.executable, __file__, "floor", str(dump), "--threads", "1"],
         "floor": [sys.executable, __file__, "floor", str(dump)],
+        "floor+honest 1t": [sys.executable, __file__, "floor", str(dump), "--threads", "1", "--honest"],
         "precheck -n 1": [sys.executable, "-m", "precheck", "run_ut", "-api_info", str(dump), "-o", str(out), "-q"],
         "precheck -n 2": [sys.executable, "-m", "precheck", "run_ut", "-api_info", str(dump), "-o", str(out), "-q"],
     }
@@ -143,16 +158,18 @@ def main() -> None:
     if args.msprobe:
         acc = [str(args.venv / "bin" / "python"), str(TOOLS / "msprobe_cpu.py"), "acc_check", "-api_info"]
         tools["msprobe"] = [*acc, str(dump), "-o", str(out)]
+    env = {**os.environ, **AVX2} if args.isa == "avx2" else None
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
     for _ in range(args.repeat):
         for name, cmd in tools.items():
-            runs[name].append(measure(cmd))
+            runs[name].append(measure(cmd, env))
     walls = {name: statistics.median(w for w, _ in r) for name, r in runs.items()}
     print(f"{'tool':16} {'wall s':>8} {'x floor':>8} {'x floor 1 thread':>17} {'peak MiB':>9}")
     for name, r in runs.items():
         ratios = f"{walls[name] / walls['floor']:8.2f} {walls[name] / walls['floor 1 thread']:17.2f}"
         print(f"{name:16} {walls[name]:8.2f} {ratios} {max(m for _, m in r):9.0f}")
     print(f"-n 2 speed-up over -n 1: {walls['precheck -n 1'] / walls['precheck -n 2']:.2f}x")
+    print(f"-n 1 / the floor with the honest kernel: {walls['precheck -n 1'] / walls['floor+honest 1t']:.2f}x")
     if "msprobe" in walls:
         print(f"msprobe / precheck -n 1: {walls['msprobe'] / walls['precheck -n 1']:.2f}x")
 

@@ -52,6 +52,7 @@ def test_the_heavy_floor_makes_every_call_it_can_on_a_bundled_dump(capsys):
     bench = _module(ROOT / "benchmarks" / "bench_heavy.py")
     dump = next((ROOT / "tests" / "data" / "mlp_fp32_tensor").glob("step0/*/dump.json"))
     assert bench.floor(dump) == 6  # linear, layer_norm, gelu, softmax, linear, sum: forward and backward
+    assert bench.floor(dump, honest=True) == 6  # the honest kernel's run of each call too
 
 
 def test_the_device_check_records_replays_and_grades_on_the_cpu_where_no_gpu_is(capsys, tmp_path):
