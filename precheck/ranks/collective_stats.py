@@ -211,12 +211,7 @@ def _gather(g: Group, r: int) -> list[Output]:
     if r != _peer(g, r):
         target = tensor(g.spec(r, "tensor", done=True), f"rank {r}: output")
         return [Output(target, same(source, target, f"rank {r}'s own input"), [source], [source])]
-    out = []
-    for m, target in zip_strict(g.members, _listed(g, r, "gather_list", done=True)):
-        source = tensor(g.spec(m, "tensor"), f"rank {m}: input")
-        target = tensor(target, f"rank {r}: gather_list[{len(out)}]")
-        out.append(Output(target, same(source, target, f"rank {m}'s input"), [source], [source]))
-    return out
+    return _all_gather(g, r, "gather_list")
 
 
 def _scatter(g: Group, r: int) -> list[Output]:
@@ -228,11 +223,12 @@ def _scatter(g: Group, r: int) -> list[Output]:
     return [Output(target, same(source, target, f"src rank {src}'s scatter_list[{i}]"), [source], [source])]
 
 
-def _all_gather(g: Group, r: int) -> list[Output]:
+def _all_gather(g: Group, r: int, arg: str = "tensor_list") -> list[Output]:
+    """The i-th tensor of rank ``r``'s list ``arg`` has member i's input's statistics."""
     out = []
-    for m, target in zip_strict(g.members, _listed(g, r, "tensor_list", done=True)):
+    for m, target in zip_strict(g.members, _listed(g, r, arg, done=True)):
         source = tensor(g.spec(m, "tensor"), f"rank {m}: input")
-        target = tensor(target, f"rank {r}: output")
+        target = tensor(target, f"rank {r}: {arg}[{len(out)}]")
         out.append(Output(target, same(source, target, f"rank {m}'s input"), [source], [source]))
     return out
 
