@@ -93,6 +93,57 @@ def test_a_wrong_output_of_each_collective_is_an_error(tmp_path, call, rank, wro
     assert _results(summary.ranks[rank].result_path)[call]["Forward Test Success"] == "error"
 
 
+def _statistics_step(tmp_path: Path, edit=None) -> Path:
+    """The step as a statistics dump (its records, no tensor files), ``edit`` (rank, data) applied to each rank's."""
+    import json
+
+    for rank in ("rank0", "rank1"):
+        doc = json.loads(re.sub(r',\s*"data_name": "[^"]*"', "", (STEP / rank / "dump.json").read_text()))
+        doc["task"] = "statistics"
+        if edit is not None:
+            edit(rank, doc["data"])
+        (tmp_path / "step0" / rank).mkdir(parents=True)
+        (tmp_path / "step0" / rank / "dump.json").write_text(json.dumps(doc))
+    return tmp_path / "step0"
+
+
+def _gather_scatter(tmp_path: Path, edit=None) -> dict[tuple[str, str], tuple[str, str]]:
+    summary = _run(_statistics_step(tmp_path, edit), tmp_path / "out")
+    calls = ("Distributed.gather.0", "Distributed.scatter.0")
+    return {(rank, call): (row["Forward Test Success"], row["Message"])
+            for rank, run in summary.ranks.items() for call, row in _results(run.result_path).items()
+            if call in calls}  # fmt: skip
+
+
+def test_a_statistics_dumps_gather_and_scatter_are_checked_on_their_statistics(tmp_path):
+    """gather(dst=0): on rank 0 the list's i-th tensor has rank i's input's statistics, on rank 1 the sent tensor
+    is unchanged; scatter(src=1): each rank's output has the statistics of rank 1's scatter_list tensor for it.
+    Both were SKIP ("gather's statistics hold no identity precheck checks")."""
+    rows = _gather_scatter(tmp_path)
+    assert {key: status for key, (status, _) in rows.items()} == dict.fromkeys(rows, "pass") and len(rows) == 4
+    assert "Mean = rank 1's input's (1.75 vs 1.75)" in rows[("rank0", "Distributed.gather.0")][1]
+    assert "Mean = rank 1's own input's" in rows[("rank1", "Distributed.gather.0")][1]
+    assert "Max = src rank 1's scatter_list[0]'s (2.5 vs 2.5)" in rows[("rank0", "Distributed.scatter.0")][1]
+
+
+def test_a_statistics_dumps_gather_or_scatter_holding_the_wrong_tensor_is_an_error(tmp_path):
+    """Rank 0's gather list holds its own tensor in rank 1's slot, and its scatter output is rank 1's chunk: the
+    statistics alone prove both wrong, on rank 0 only."""
+
+    def swap(rank, data):
+        if rank == "rank0":
+            gathered = data["Distributed.gather.0.forward"]["output"][1]
+            gathered[1] = dict(gathered[0])
+            scattered = data["Distributed.scatter.0.forward"]["output"][0]
+            scattered.update(Max=3.5, Min=3.5, Mean=3.5, Norm=4.949747562408447)
+
+    rows = _gather_scatter(tmp_path, swap)
+    assert {key: status for key, (status, _) in rows.items()} == {
+        ("rank0", "Distributed.gather.0"): "error", ("rank1", "Distributed.gather.0"): "pass",
+        ("rank0", "Distributed.scatter.0"): "error", ("rank1", "Distributed.scatter.0"): "pass"}  # fmt: skip
+    assert "broken: Max = rank 1's input's (0.75 vs 1.75)" in rows[("rank0", "Distributed.gather.0")][1]
+
+
 def test_a_recv_is_its_peers_send_bit_for_bit(tmp_path):
     """The recv's recorded tensor one ULP off the send's: a copy is exact, so it is an error, not a rounding; so is
     a send whose tensor changed in the call."""

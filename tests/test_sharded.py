@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from precheck.core.reasons import Reason
+from precheck.core.status import PASS, WARNING
 from precheck.dump.decode import decode_case
 from precheck.dump.selection import ApiLists
 from precheck.dump.steps import find_dumps
@@ -199,20 +200,31 @@ def _statistics_only(step: Path) -> None:
         )
 
 
-@pytest.mark.parametrize(("statistics", "line"), [(False, "7 graded, 0 SKIP"), (True, "0 graded, 7 SKIP")])
-def test_the_console_counts_the_whole_calls_graded_apart_from_those_skipped(tmp_path, statistics, line):
+def test_the_console_counts_the_whole_calls_graded_apart_from_those_skipped(tmp_path):
     step = tmp_path / "step"
     shutil.copytree(TP, step)
-    if statistics:
-        _statistics_only(step)
     summary = run_step(find_dumps(step / "step0"), tmp_path / "out", device="cpu", workers=1, backend="inprocess")
-    assert f"  sharded: 7 DTensor calls as a whole (<call>.whole rows of each mesh's first rank): {line}" in (
-        summary.describe()
-    )
-    whole = [r for r in summary.results if r.name.endswith(".whole")]
-    assert len(whole) == 7
-    if statistics:
-        assert all("no tensor file (a statistics dump): shards need their values" in r.message for r in whole)
+    line = "  sharded: 7 DTensor calls as a whole (<call>.whole rows of each mesh's first rank): 7 graded, 0 SKIP"
+    assert line in summary.describe()
+    assert len([r for r in summary.results if r.name.endswith(".whole")]) == 7
+
+
+def test_a_statistics_dumps_dtensor_calls_have_no_whole_row_and_the_run_says_so_once(tmp_path):
+    """A statistics dump's shards hold no values: its whole rows were 7 SKIPs ("shards need their values"); a
+    whole of shards generated from their statistics would grade a call no device ran, so it has none, and the
+    console says so in one line. Each rank's own rows are graded as before."""
+    step = tmp_path / "step"
+    shutil.copytree(TP, step)
+    _statistics_only(step)
+    summary = run_step(find_dumps(step / "step0"), tmp_path / "out", device="cpu", workers=1, backend="inprocess")
+    text = summary.describe()
+    assert not [r.name for r in summary.results if r.name.endswith(".whole")]
+    assert "as a whole (<call>.whole rows" not in text
+    line = "  sharded: 7 DTensor calls of a statistics dump, none put together as a whole (no <call>.whole rows)"
+    assert text.count(line) == 1
+    own = [r for r in summary.results if r.name == "Functional.linear.4"]
+    assert len(own) == 2 and {r.forward for r in own} <= {PASS, WARNING}
+    assert all("inputs generated from statistics" in r.message for r in own)
 
 
 @pytest.mark.parametrize("mesh", ["x", [0, 0], [[0, 1], [2]], []])

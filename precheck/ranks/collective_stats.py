@@ -4,8 +4,9 @@ Without the tensors there is no golden to grade a collective's output against, b
 its inputs, or copies them, so some of the output's statistics follow from the inputs' across the group's ranks:
 an all_reduce(SUM)'s output Mean is the sum of its inputs' Means, its Max at most the sum of their Maxes; a MAX's
 Max is the largest of the inputs' Maxes; a broadcast's output has its src's statistics; each tensor of an
-all_gather's list has its rank's; the mean of a reduce-scatter's output Means over the group is the reduction of
-its inputs' Means. Each such identity is checked within a tolerance from the dtype: the rounding
+all_gather's list (and of a gather's list on its dst) has its rank's; a scatter's output has the statistics of its
+src's tensor for it; the mean of a reduce-scatter's output Means over the group is the reduction of its inputs'
+Means. Each such identity is checked within a tolerance from the dtype: the rounding
 of the reduction (a ring of n ranks rounds each element up to n times, by at most eps of its magnitude each time),
 bounded by the tensors' root mean square (Norm over the square root of the size). An identity broken beyond that
 is an error, proven from the statistics alone; each row says what was checked.
@@ -30,7 +31,7 @@ from precheck.core.comparison import Comparison
 from precheck.core.older_python import zip_strict
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS
-from precheck.dump.decode import TensorSpec
+from precheck.dump.decode import TensorSpec, clip
 from precheck.ranks.all_to_all_stats import all_to_all, all_to_all_single
 from precheck.ranks.cannot_grade import CannotGrade
 from precheck.ranks.collective_records import PLACES, recorded_input, reduce_op, root
@@ -185,15 +186,49 @@ def _broadcast(g: Group, r: int) -> list[Output]:
     return [Output(target, same(source, target, f"src rank {src}'s input"), [source], [source])]
 
 
-def _all_gather(g: Group, r: int) -> list[Output]:
-    targets = g.spec(r, "tensor_list", done=True)
-    if not isinstance(targets, tuple) or len(targets) != len(g.members):
-        raise CannotGrade(f"rank {r}: its all_gather list is not one tensor per rank of its group",
+def _peer(g: Group, r: int) -> int:
+    """The root rank ``r``'s record names (a gather's dst, a scatter's src: torch's rank 0 where none is given)."""
+    peer = root(g.api, g.records[r])
+    if peer not in g.records:
+        raise CannotGrade(f"{g.api} {'dst' if g.api == 'gather' else 'src'} rank {clip(repr(peer), 40)} is not "
+                          f"in the group {g.members}")  # fmt: skip
+    return peer
+
+
+def _listed(g: Group, r: int, arg: str, done: bool) -> tuple:
+    """Rank ``r``'s list argument ``arg``: one tensor per rank of the group, else CannotGrade."""
+    found = g.spec(r, arg, done=done)
+    if not isinstance(found, tuple) or len(found) != len(g.members):
+        raise CannotGrade(f"rank {r}: its {g.api} list is not one tensor per rank of its group",
                            Reason.SKIP_BAD_RECORD)  # fmt: skip
+    return found
+
+
+def _gather(g: Group, r: int) -> list[Output]:
+    """On the dst the gather_list's i-th tensor has member i's input's statistics; another rank's tensor was only
+    sent, so it is unchanged (its statistics as given), as the tensor dump's check has it."""
+    source = tensor(g.spec(r, "tensor"), f"rank {r}: input")
+    if r != _peer(g, r):
+        target = tensor(g.spec(r, "tensor", done=True), f"rank {r}: output")
+        return [Output(target, same(source, target, f"rank {r}'s own input"), [source], [source])]
+    return _all_gather(g, r, "gather_list")
+
+
+def _scatter(g: Group, r: int) -> list[Output]:
+    """Rank ``r``'s output has the statistics of the src's scatter_list tensor of its place in the group."""
+    src = _peer(g, r)
+    i = g.members.index(r)
+    source = tensor(_listed(g, src, "scatter_list", done=False)[i], f"rank {src}: scatter_list[{i}]")
+    target = tensor(g.spec(r, "tensor", done=True), f"rank {r}: output")
+    return [Output(target, same(source, target, f"src rank {src}'s scatter_list[{i}]"), [source], [source])]
+
+
+def _all_gather(g: Group, r: int, arg: str = "tensor_list") -> list[Output]:
+    """The i-th tensor of rank ``r``'s list ``arg`` has member i's input's statistics."""
     out = []
-    for m, target in zip_strict(g.members, targets):
+    for m, target in zip_strict(g.members, _listed(g, r, arg, done=True)):
         source = tensor(g.spec(m, "tensor"), f"rank {m}: input")
-        target = tensor(target, f"rank {r}: output")
+        target = tensor(target, f"rank {r}: {arg}[{len(out)}]")
         out.append(Output(target, same(source, target, f"rank {m}'s input"), [source], [source]))
     return out
 
@@ -244,6 +279,8 @@ _CHECKS: dict[str, Callable[[Group, int], list[Output]]] = {
     "all_reduce": _reduced,
     "reduce": _reduce,
     "broadcast": _broadcast,
+    "gather": _gather,
+    "scatter": _scatter,
     "all_gather": _all_gather,
     "all_to_all": all_to_all,
     "all_to_all_single": all_to_all_single,

@@ -46,7 +46,8 @@ class RanksSummary(RunSummary):
     step: Path = Path()
     collectives: int = 0  # collective calls graded across the ranks (rows of every rank; not a SKIP)
     whole: int = 0  # DTensor calls put together as a whole (``<call>.whole`` rows of each mesh's first rank) ...
-    whole_skipped: int = 0  # ... of which SKIP (a statistics dump, a missing rank): not graded
+    whole_skipped: int = 0  # ... of which SKIP (a missing rank, an unreadable shard): not graded
+    whole_statistics: int = 0  # DTensor calls of a statistics dump: no whole row (said once)
     left_out: dict[str, str] = field(default_factory=dict)  # rank folders whose dump could not be read, and why
 
     def _files(self) -> str:
@@ -59,6 +60,12 @@ class RanksSummary(RunSummary):
             lines.append(
                 f"  sharded: {self.whole} DTensor calls as a whole (<call>{WHOLE} rows of each mesh's first rank): "
                 f"{graded} graded, {self.whole_skipped} SKIP"
+            )
+        if self.whole_statistics:
+            lines.append(
+                f"  sharded: {self.whole_statistics} DTensor calls of a statistics dump, none put together as a "
+                f"whole (no <call>{WHOLE} rows): its shards hold no values, and shards generated from their "
+                f"statistics make a call no device ran (each rank's own row is as in any statistics dump)"
             )
         for name, why in self.left_out.items():
             lines.append(f"  {name}: left out, not graded: {why}")
@@ -86,7 +93,7 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
     options = kwargs.get("options") or CheckOptions()
     dumps, left_out = _readable(found, kwargs.get("framework"))  # each read once
     readable = replace(found, ranks=[d for d in found.ranks if d.name in dumps])
-    graded = _collectives(readable, dumps, options, kwargs.get("api_lists"), left_out)
+    graded, statistics_calls = _collectives(readable, dumps, options, kwargs.get("api_lists"), left_out)
     runs = {}
     for dump in readable.ranks or ():
         folder = output_folder(Path(out_path) / dump.name)
@@ -94,7 +101,7 @@ def run_step(found: Found, out_path: str | os.PathLike = ".", **kwargs: Any) -> 
             dump.folder / DUMP_JSON, folder, graded=graded.get(dump.name), loaded=dumps[dump.name], **kwargs
         )
     summary = _summary(found, Path(out_path), runs, time.perf_counter() - start, graded)
-    summary.left_out = left_out
+    summary.left_out, summary.whole_statistics = left_out, statistics_calls
     return summary
 
 
@@ -132,14 +139,15 @@ def _why_unreadable(path: Path, e: DumpError) -> str:
 
 def _collectives(
     found: Found, dumps: dict[str, Dump], options: CheckOptions, api_lists: ApiLists | None, left_out: dict[str, str]
-) -> dict[str, dict[str, ApiResult]]:
+) -> tuple[dict[str, dict[str, ApiResult]], int]:
     """Each rank's rows of its collectives, sends and receives, and of its DTensor calls graded across the ranks
     (precheck.ranks.whole_calls; none of a call ``api_lists`` leave out), by the rank's folder name. A ``proc*``
     folder's rank is not recorded (a launcher that called an API in its own process while it started the ranks): its
-    collectives go through run_ut, which skips them, and the ranks beside it are graded as if it were not there."""
+    collectives go through run_ut, which skips them, and the ranks beside it are graded as if it were not there.
+    Also how many DTensor calls of a statistics dump have no whole row (precheck.ranks.whole_calls)."""
     numbered: list[tuple[int, RankDump]] = [(d.rank, d) for d in found.ranks if d.rank is not None]
     if not numbered:
-        return {}
+        return {}, 0
     ranks = {}
     for number, dump in numbered:
         names = dumps[dump.name].cases.names
@@ -154,7 +162,8 @@ def _collectives(
     graded = grade_collectives(ranks, world, missing, options)
     sent = grade_point_to_point(ranks, missing, options)
     whole = grade_sharded({number: dumps[dump.name] for number, dump in numbered}, options, api_lists)
-    return {dump.name: graded[number] | sent[number] | whole[number] for number, dump in numbered}
+    rows = {dump.name: graded[number] | sent[number] | whole.rows[number] for number, dump in numbered}
+    return rows, whole.statistics_calls
 
 
 def _summary(

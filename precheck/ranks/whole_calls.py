@@ -15,12 +15,18 @@ its ids masked to the rank's rows (DTensor's ``_MaskPartial``: precheck.executio
 output is the sum of the ranks' outputs with the rows of the ids outside each rank's shard zeroed.
 
 The case a row grades is made by precheck.ranks.shard_cases (shards read, put together, saved in a scratch folder).
+
+A statistics dump's DTensor calls have no whole row, and the run says so once (``ShardedRows.statistics_calls``): its
+shards hold no values, and a whole made of shards generated from their statistics grades nothing the ranks ran.
+Its target would be this machine's kernel on a call no device ran as one (each rank's own row already grades that
+kernel on its shard's inputs), or the ranks' recorded statistics put together against the golden of generated
+inputs, which describe other values than those (the statistics' verdict is then the generator's, not the call's).
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +52,7 @@ from precheck.ranks.shard_cases import Adjust, Assembly, StepRank, built, load, 
 from precheck.results import ApiResult, skipped
 from precheck.walk import flatten, placed
 
-__all__ = ["WHOLE", "grade_sharded", "is_sharded"]
+__all__ = ["WHOLE", "ShardedRows", "grade_sharded", "is_sharded"]
 
 WHOLE = ".whole"  # the suffix of a whole call's row name: Functional.linear.0.whole
 _NORMS = frozenset(
@@ -72,23 +78,33 @@ def _own_row(case: Case) -> bool:
     return reduced_before_kernel(inputs, case.outputs) or is_masked_embedding(case) or is_loss_parallel(case)
 
 
-def grade_sharded(
-    dumps: dict[int, Dump], options: CheckOptions, api_lists: ApiLists | None = None
-) -> dict[int, dict[str, ApiResult]]:
+@dataclass(frozen=True)
+class ShardedRows:
+    """What grade_sharded made: the rows, by rank and row name, and how many DTensor calls of a statistics dump
+    have no whole row (the run says so once)."""
+
+    rows: dict[int, dict[str, ApiResult]]
+    statistics_calls: int = 0
+
+
+def grade_sharded(dumps: dict[int, Dump], options: CheckOptions, api_lists: ApiLists | None = None) -> ShardedRows:
     """Rows graded here, by rank and row name: each whole call's in the CSVs of the first rank of its mesh found
-    (a step of data and tensor parallel groups has a mesh per group), and each rank's row of a call whose kernel
-    ran on inputs its record does not hold as they stand. A call ``api_lists`` leave out has none (its rank rows
-    say so)."""
+    (a step of data and tensor parallel groups has a mesh per group), but for a statistics dump's (counted
+    instead: no whole to grade), and each rank's row of a call whose kernel ran on inputs its record does not hold
+    as they stand. A call ``api_lists`` leave out has none (its rank rows say so)."""
     ranks = {r: StepRank(d) for r, d in sorted(dumps.items())}
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
+    statistics_calls = 0
     for r, rank in ranks.items():
         for case in rank.dump.cases:
             if case.problem or not is_sharded(case) or api_lists is not None and api_lists.excluded(case):
                 continue
             hosted, own = _host(case, ranks) == r, _own_row(case)
+            if hosted and rank.dump.task == "statistics":
+                hosted, statistics_calls = False, statistics_calls + 1
             if hosted or own:  # else another rank's whole row: nothing read for it
                 out[r].update(_graded(case, r, ranks, options, hosted, own))
-    return out
+    return ShardedRows(out, statistics_calls)
 
 
 def _graded(
