@@ -4,8 +4,10 @@ msprobe writes a DTensor argument as ``"type": "torch.distributed.tensor.DTensor
 its local shard, the ranks of its device mesh (``mesh.tolist()``: nested lists, one level per mesh dimension) and
 one placement per mesh dimension: ``{"Shard": {"dim": d}}``, ``{"Replicate": {}}``, ``{"Partial": {"reduce_op":
 "sum"}}``. The local shard is what a rank's kernel ran on; the placements say how the shards make the whole tensor
-(precheck.ranks.whole_calls puts them together). A placement msprobe could not write (it leaves it out) makes the
-layout unknown: the local shard is still graded, the whole call is not.
+(precheck.ranks.whole_calls puts them together). A placement msprobe could not write it leaves out: a
+``_StridedShard`` (FSDP2 over tensor parallelism) is rebuilt from the mesh and the placements kept where one layout
+alone fits (precheck.dump.strided); otherwise the layout is unknown: the local shard is still graded, the whole
+call is not, and its row says why.
 """
 
 from __future__ import annotations
@@ -23,27 +25,35 @@ _REDUCE_OPS = frozenset({"sum", "avg", "max", "min"})
 
 @dataclass(frozen=True)
 class Placement:
-    """One mesh dimension's placement: ``shard`` along ``dim``, ``replicate``, or ``partial`` values still to
-    reduce by ``reduce_op``."""
+    """One mesh dimension's placement: ``shard`` along ``dim``, ``replicate``, ``partial`` values still to
+    reduce by ``reduce_op``, or ``strided`` (DTensor's ``_StridedShard``: ``dim`` cut into ``split_factor``
+    pieces, each rank holding its chunk of every piece; rebuilt, as msprobe does not write it)."""
 
-    kind: str  # "shard", "replicate", "partial"
-    dim: int = 0  # shard: the tensor dimension split
+    kind: str  # "shard", "replicate", "partial", "strided"
+    dim: int = 0  # shard, strided: the tensor dimension split
     reduce_op: str = "sum"  # partial: how the ranks' values make the whole
+    split_factor: int = 1  # strided: the pieces ``dim`` is cut into before each is sharded
 
     def __str__(self) -> str:
-        return {"shard": f"Shard({self.dim})", "replicate": "Replicate()"}.get(self.kind, f"Partial({self.reduce_op})")
+        return {
+            "shard": f"Shard({self.dim})",
+            "replicate": "Replicate()",
+            "strided": f"_StridedShard({self.dim}, split_factor={self.split_factor})",
+        }.get(self.kind, f"Partial({self.reduce_op})")
 
 
 @dataclass(frozen=True)
 class Sharding:
     """A DTensor's layout: the mesh's ranks (row-major, ``shape`` its dimensions) and a placement per dimension;
-    ``placements`` None when the layout is unknown (msprobe left a placement out, wrote one precheck does not know,
-    or a mesh that is no grid of ranks), ``problem`` saying why: the shard is still graded, the whole call is not."""
+    ``placements`` None when the layout is unknown (msprobe left a placement out that cannot be rebuilt, wrote one
+    precheck does not know, or a mesh that is no grid of ranks), ``problem`` saying why: the shard is still graded,
+    the whole call is not. ``rebuilt`` says which placements precheck put back (precheck.dump.strided)."""
 
     mesh: tuple[int, ...]
     shape: tuple[int, ...]
     placements: tuple[Placement, ...] | None
     problem: str = ""
+    rebuilt: str = ""
 
     def __str__(self) -> str:
         laid = "unknown placements" if self.placements is None else ", ".join(map(str, self.placements))
@@ -58,10 +68,20 @@ def decode_sharding(raw: dict, where: str) -> Sharding:
         return Sharding((), (), None, f"{where}: {e}")
     placements = raw.get("placements")
     decoded = tuple(_placement(p) for p in placements) if isinstance(placements, list) else ()
-    if len(decoded) != len(shape) or None in decoded:
-        shown = str(placements) if len(str(placements)) <= 120 else f"{str(placements)[:120]}..."
+    shown = str(placements) if len(str(placements)) <= 120 else f"{str(placements)[:120]}..."
+    if None in decoded or len(decoded) > len(shape) or not isinstance(placements, list):
         why = f"{where}: placements {shown} are not one per mesh dimension of Shard, Replicate or Partial"
         return Sharding(mesh, shape, None, why)
+    if len(decoded) < len(shape):  # msprobe left placements out: the _StridedShard it does not write
+        from precheck.dump.strided import rebuilt_placements  # it builds Placements: imported once they exist
+
+        ndim = len(raw["shape"]) if isinstance(raw.get("shape"), list) else None
+        layout, said = rebuilt_placements(decoded, shape, ndim)  # type: ignore[arg-type]
+        if layout is None:
+            return Sharding(
+                mesh, shape, None, f"{where}: placements {shown} on a mesh of {len(shape)} dimensions: {said}"
+            )
+        return Sharding(mesh, shape, layout, rebuilt=f"{where}: {said}")
     return Sharding(mesh, shape, decoded)  # type: ignore[arg-type]
 
 
