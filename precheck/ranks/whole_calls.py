@@ -284,7 +284,7 @@ def _layouts(case: Case) -> str:
 
 
 def _rebuilt(case: Case) -> str:
-    """What the Message says of the placements precheck put back (precheck.dump.strided): the first, and how many
+    """What the Message says of the placements precheck put back (precheck.dump.sharding): the first, and how many
     more tensors were rebuilt alike; empty where none was."""
     said = [s.rebuilt for s in shardings(case) if s.rebuilt]
     if not said:

@@ -11,7 +11,7 @@ sharded by sequence; the norms SequenceParallel; q/k/v, gate and up ColwiseParal
 back to sequence shards; the head ColwiseParallel, its logits replicated), then ``fully_shard`` on the ``dp``
 dimension (each layer and the root), clip_grad_norm_ and SGD. A weight that tensor parallelism shards on dim 0
 (q, k, v, gate, up, head) is sharded on dim 0 again by FSDP2: DTensor lays it out ``(_StridedShard(0,
-split_factor=2), Shard(0))``, which msprobe 26.2 writes without its first placement (precheck.dump.strided
+split_factor=2), Shard(0))``, which msprobe 26.2 writes without its first placement (precheck.dump.sharding
 rebuilds it). The data-parallel ranks (0 and 2, 1 and 3 share a ``tp`` group) see their own sequences.
 
 - fsdp2_tp_sp_statistics_msprobe: the step recorded by msprobe (statistics task, level L1, from the first forward
@@ -20,8 +20,7 @@ rebuilds it). The data-parallel ranks (0 and 2, 1 and 3 share a ``tp`` group) se
   ``list``: ``_foreach_norm`` takes every gradient, seven of them laid out by a _StridedShard), so that its whole
   calls are graded (a statistics dump has no shards to put together) and the fixture stays small;
 - fsdp2_tp_sp_tensor_msprobe, fsdp2_tp_sp_statistics_precheck (precheck.record): the whole step in the tensor
-  task, and the statistics step recorded by precheck, measured (docs/sharded.md) but not committed (1 MB and
-  540 KB).
+  task, and the statistics step recorded by precheck: run and counted by hand, not committed (1 MB and 540 KB).
 
 Each run also trains the step bare (no recorder): every rank's loss, and the sum of its parameters after the
 step, must be bit-identical bare and recorded (the recipe stops otherwise). stack.json and construct.json are
