@@ -6,11 +6,13 @@ tests/data/sharded/make_collective_steps.py (msprobe 26.2, or precheck.record wh
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 from helpers import collective_rows, run_step_inprocess
 
 from precheck.core.reasons import Reason
 from precheck.frames import reasons
+from precheck.ranks.collective_stats import statistics_rows
 
 DATA = Path(__file__).parent / "data" / "sharded"
 
@@ -242,3 +244,31 @@ def test_a_record_showing_a_huge_world_widens_no_default_group(tmp_path):
     rows = _collectives(_run(step, tmp_path / "out"))
     row = rows[("rank0", "Distributed.all_gather.0")]
     assert row["Forward Test Success"] == "SKIP" and "2 of 4 ranks of its group missing" in row["Message"]
+
+
+def _gathered(norms: tuple[float, float], out_norm: float, size: int = 1040) -> dict[int, dict]:
+    """Two ranks' records of an all_gather_single of ``size`` floats each, statistics as FSDP2's first parameter
+    all-gather of make_2d_steps.py recorded them (precheck record, statistics task)."""
+    group = {"type": "torch.ProcessGroup", "group_ranks": [0, 2], "group_id": "5ca9ce4f"}
+
+    def t(n: int, norm: float, mean: float) -> dict:
+        return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [n], "Max": 4.1014933586120605,
+                "Min": -3.153724431991577, "Mean": mean, "Norm": norm, "requires_grad": False}  # fmt: skip
+
+    means = (0.045958518981933594, 0.018826749175786972)
+    out = t(2 * size, out_norm, 0.032392632216215134)
+    return {r: {"input_args": [None, t(size, norms[i], means[i])], "input_kwargs": {"group": group},
+                "output": [out, t(size, norms[i], means[i]), group]} for i, r in enumerate((0, 2))}  # fmt: skip
+
+
+@pytest.mark.parametrize(("out_norm", "status"), [(33.54365539550781, "pass"), (33.5470, "error")])
+def test_an_all_gathers_norm_is_held_to_its_inputs_in_rms_so_a_clean_fsdp2_gather_passes(out_norm, status):
+    """FSDP2 over TP's parameter all-gather (2 x 1040 floats): its recorded Norm is 9e-8 of itself from the root
+    of the inputs' squared Norms, which a tolerance sized for elements (8e-7) called broken on every rank of the
+    clean step; compared in RMS it passes, and a Norm 1e-4 off is still an error."""
+    rows = statistics_rows(
+        "Distributed.all_gather_single.0", 0, [0, 2], _gathered((23.477699279785156, 23.957759857177734), out_norm)
+    )
+    (row,) = rows
+    assert row.comparison.status == status, row.comparison.message
+    assert "RMS = root of the sum of the inputs' squared Norms" in row.comparison.message

@@ -1,5 +1,6 @@
-"""Sharded steps (DTensor: tensor parallelism, FSDP2) recorded by msprobe 26.2 on 2 gloo ranks: each rank's local
-call graded, each DTensor call graded as a whole in rank0's CSVs (``<call>.whole``), tests/data/sharded/."""
+"""Sharded steps (DTensor: tensor parallelism, FSDP2, FSDP2 over TP on a 2 x 2 mesh) recorded by msprobe 26.2 on
+gloo ranks: each rank's local call graded, each DTensor call graded as a whole in the CSVs of its mesh's first rank
+(``<call>.whole``), the _StridedShard msprobe leaves out rebuilt or its SKIP saying why, tests/data/sharded/."""
 
 import json
 import re
@@ -311,3 +312,72 @@ def test_one_ranks_dump_alone_skips_a_call_whose_partial_input_was_reduced_befor
     assert norm.forward == "SKIP" and "run_ut the step folder of every rank to grade it" in norm.message
     assert norm.details[0].comparison.reason == Reason.SKIP_MISSING_RANK
     assert {r.forward for name, r in rows.items() if name != "Torch.vector_norm.0"} == {"pass"}
+
+
+NORMS_2D = SHARDED / "fsdp2_tp_sp_norms_tensor_msprobe"  # FSDP2 over TP + SP, 2 x 2 mesh: the clipping's norms
+STRIDED = "_StridedShard(0, split_factor=2)"
+
+
+def test_fsdp_over_tps_strided_shards_are_rebuilt_and_the_whole_norms_graded(tmp_path):
+    """msprobe writes the weights TP and FSDP2 both shard on dim 0 as ``[Shard(0)]`` on the 2 x 2 mesh (it drops
+    their _StridedShard): the whole clipping norm was SKIP; rebuilt, it is graded, its Message saying so."""
+    rows = _rows_of(NORMS_2D, tmp_path, [f"rank{r}" for r in range(4)])
+    assert {v[0] for rank in rows.values() for v in rank.values()} == {"pass"}
+    calls = ("Torch._foreach_norm.0", "Torch.vector_norm.0", "Tensor.reciprocal.0")
+    assert sorted(rows["rank0"]) == sorted(f"{c}{w}" for c in calls for w in ("", ".whole"))
+    message = rows["rank0"]["Torch._foreach_norm.0.whole"][2]
+    assert f"input_args[0][0] ({STRIDED}, Shard(0))" in message
+    assert f"msprobe left out 1 of its 2 placements (it writes no _StridedShard): rebuilt as {STRIDED}" in message
+    assert "(and 6 more of its tensors alike)" in message
+
+
+def test_the_rebuilt_layout_puts_the_ranks_shards_where_dtensor_holds_them():
+    """Rank (dp d, tp t) of a weight TP shards on dim 0 and FSDP2 shards again holds rows t*L/2 + d*L/4 on: put
+    together by the rebuilt layout, the shards make the weight itself (concatenated in rank order, they do not)."""
+    from precheck.dump.sharding import decode_sharding
+    from precheck.execution.shards import Layout, put_together
+
+    weight = torch.arange(8 * 3, dtype=torch.float32).reshape(8, 3)
+    shards = {2 * d + t: weight[4 * t + 2 * d : 4 * t + 2 * d + 2] for d in (0, 1) for t in (0, 1)}
+    raw = {"shape": [2, 3], "device_mesh": [[0, 1], [2, 3]], "placements": [{"Shard": {"dim": 0}}]}
+    sharding = decode_sharding(raw, "input_args[0]")
+    assert [str(p) for p in sharding.placements] == [STRIDED, "Shard(0)"]
+    assert torch.equal(put_together(sharding, shards, Layout(0)), weight)
+    assert not torch.equal(torch.cat([shards[r] for r in range(4)]), weight)
+
+
+@pytest.mark.parametrize(
+    ("mesh", "kept", "said"),
+    [
+        ([[0, 1], [2, 3]], [{"Replicate": {}}], "and no _StridedShard fits"),
+        ([[[0, 1], [2, 3]], [[4, 5], [6, 7]]], [{"Replicate": {}}, {"Shard": {"dim": 0}}],
+         f"more than one layout fits: ({STRIDED}, Replicate(), Shard(0)) or (Replicate(), {STRIDED}, Shard(0)); "
+         "precheck does not guess which"),
+    ],
+)  # fmt: skip
+def test_a_left_out_placement_that_cannot_be_rebuilt_says_why(mesh, kept, said):
+    """No layout fits (nothing after the gap shards again), or several do (HSDP over TP on a 3-D mesh: the strided
+    shard on either data-parallel dimension): the layout stays unknown, and the whole call's SKIP says which."""
+    from precheck.dump.sharding import decode_sharding
+
+    sharding = decode_sharding({"shape": [2, 3], "device_mesh": mesh, "placements": kept}, "input_args[0]")
+    assert sharding.placements is None
+    assert f"on a mesh of {len(kept) + 1} dimensions: msprobe left out 1 of its {len(kept) + 1} placements" in (
+        sharding.problem
+    )
+    assert said in sharding.problem, sharding.problem
+
+
+def test_a_strided_shard_that_cannot_be_rebuilt_is_the_whole_calls_skip_and_its_shards_still_graded(tmp_path):
+    step = tmp_path / "step"
+    shutil.copytree(NORMS_2D, step)
+    for rank in range(4):
+        path = step / "step0" / f"rank{rank}" / "dump.json"
+        doc = json.loads(path.read_text())
+        doc["data"]["Torch._foreach_norm.0.forward"]["input_args"][0][0]["placements"] = [{"Replicate": {}}]
+        path.write_text(json.dumps(doc))
+    rows = _rows_of(step, tmp_path / "out", ["rank0"])
+    forward, _, message = rows["rank0"]["Torch._foreach_norm.0.whole"]
+    assert forward == "SKIP" and "input_args[0][0]: placements [{'Replicate': {}}] on a mesh of 2" in message
+    assert "no _StridedShard fits" in message
+    assert rows["rank0"]["Torch._foreach_norm.0"][0] == "pass"

@@ -153,3 +153,20 @@ def test_the_bad_sharded_matmul_is_named(capsys, tmp_path) -> None:
         assert summary["first_divergent"]["name"] == "Functional.linear.0.forward"
         assert summary["first_divergent"]["verdict"] == "suspect"
     capsys.readouterr()
+
+
+def test_fsdp2_over_tp_and_sp_on_a_2x2_mesh_has_no_error_and_skips_only_what_has_no_data() -> None:
+    """The 2-D step torchtitan users run (make_2d_steps.py, statistics task): no row where a side raised, no
+    error; a SKIP only where a tensor was saved without data (a statistics dump has no shards to put together for a
+    whole call, an AsyncCollectiveTensor none at all), never for a placement msprobe left out (_StridedShard)."""
+    summary = _graded("fsdp2_tp_sp_statistics_msprobe")
+    assert list(summary.ranks) == [f"rank{r}" for r in range(4)]
+    results = [r for run in summary.ranks.values() for r in run.results]
+    assert not [
+        (row.name, row.comparison.reason) for r in results for row in r.details if row.comparison.reason in RAISED
+    ]
+    assert not [r.name for r in results if ERROR in (r.forward, r.backward)]
+    skipped = [r for r in results if SKIP in (r.forward, r.backward)]
+    assert not [r.name for r in skipped if "no tensor file (a statistics dump)" not in r.message
+                and "without data" not in r.message]  # fmt: skip
+    assert sum(r.forward == PASS for r in results) >= 120  # 124 with filter_api (one call per signature)

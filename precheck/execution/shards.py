@@ -3,7 +3,9 @@
 A device mesh is a grid of ranks, one placement per grid dimension. Its dimensions are undone from the last to the
 first (DTensor shards a tensor by the first mesh dimension, then each piece by the next): along each one, the
 ranks that differ only there give their pieces to one, by the placement: ``Shard(d)`` concatenates along ``d``,
-``Replicate`` keeps the first rank's, ``Partial(op)`` reduces by ``op``. The result is cast back to the recorded
+``_StridedShard(d, split_factor=s)`` cuts each rank's piece into ``s`` along ``d`` and concatenates the ranks'
+``i``-th cuts for each ``i`` in turn (each rank held its chunk of each of ``s`` pieces), ``Replicate`` keeps the
+first rank's, ``Partial(op)`` reduces by ``op``. The result is cast back to the recorded
 dtype: the whole tensor as the ranks held it once redistributed.
 
 A norm's ``Partial`` is DTensor's ``_NormPartial``: each rank holds the norm of its shard, and the whole is the norm
@@ -121,9 +123,21 @@ def _wide(t: torch.Tensor) -> torch.Tensor:
 def _combine(placement: Placement, group: list[torch.Tensor], norm: float | None) -> torch.Tensor:
     if placement.kind == "shard":
         return torch.cat(group, dim=placement.dim)
+    if placement.kind == "strided":
+        return _strided(group, placement.dim, placement.split_factor)
     if placement.kind == "replicate":
         return group[0]
     stacked = torch.stack(group)
     if norm is not None and placement.reduce_op == "sum" and math.isfinite(norm) and norm > 0:
         return stacked.abs().pow(norm).sum(0).pow(1 / norm)
     return _REDUCE[placement.reduce_op](stacked)
+
+
+def _strided(group: list[torch.Tensor], dim: int, split: int) -> torch.Tensor:
+    """The ranks' ``_StridedShard(dim, split_factor=split)`` pieces put together: each holds its chunk of each of
+    ``split`` equal pieces of the whole; ValueError where a rank's piece does not cut into ``split`` equal ones
+    (DTensor's uneven strided layouts are not rebuilt)."""
+    if any(t.shape[dim] % split for t in group):
+        raise ValueError(f"a shard of {[t.shape[dim] for t in group]} along {dim} does not cut into {split} pieces")
+    cuts = [t.chunk(split, dim=dim) for t in group]
+    return torch.cat([cut[i] for i in range(split) for cut in cuts], dim=dim)

@@ -161,6 +161,7 @@ def _whole(
             row, f"whole call: precheck could not put it together: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT
         )
     said = f"whole call over ranks {mesh}: shards put together by their placements ({_layouts(case)})"
+    said += _rebuilt(case)
     if masks is not None:
         said += "; each rank's output rows of the ids outside its shard zeroed before the sum (DTensor's mask)"
     if is_loss_parallel(case):
@@ -296,6 +297,16 @@ def _layouts(case: Case) -> str:
         if _spec_sharding(leaf) is not None
     ]
     return clip(", ".join(laid), 300)
+
+
+def _rebuilt(case: Case) -> str:
+    """What the Message says of the placements precheck put back (precheck.dump.sharding): the first, and how many
+    more tensors were rebuilt alike; empty where none was."""
+    said = [s.rebuilt for s in shardings(case) if s.rebuilt]
+    if not said:
+        return ""
+    more = f" (and {len(said) - 1} more of its tensors alike)" if len(said) > 1 else ""
+    return f"; {clip(said[0], 300)}{more}"
 
 
 def _placements(placements: tuple | None) -> str:

@@ -36,14 +36,15 @@ class Attention(nn.Module):
         super().__init__()
         self.q, self.k = nn.Linear(DIM, DIM, bias=False), nn.Linear(DIM, DIM, bias=False)
         self.v, self.o = nn.Linear(DIM, DIM, bias=False), nn.Linear(DIM, DIM, bias=False)
+        self.heads = HEADS  # this rank's heads: HEADS / the tensor-parallel degree under a TP plan (make_2d_steps)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = (proj(x).view(b, t, HEADS, DIM // HEADS).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        q, k, v = (proj(x).view(b, t, self.heads, DIM // HEADS).transpose(1, 2) for proj in (self.q, self.k, self.v))
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o(att.transpose(1, 2).reshape(b, t, DIM))
+        return self.o(att.transpose(1, 2).reshape(b, t, self.heads * (DIM // HEADS)))
 
 
 class Layer(nn.Module):
