@@ -21,7 +21,7 @@ follows lands here too.
 
 from __future__ import annotations
 
-from precheck.ranks.cannot_grade import CannotGrade
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.ranks.collectives import Rank, grade_collectives, is_collective
 from precheck.ranks.p2p import grade_point_to_point, is_point_to_point
 from precheck.ranks.step import RanksSummary, run_step
