@@ -16,7 +16,9 @@ import os
 import re
 import shlex
 
-__all__ = ["escape", "unescape", "formula_safe", "unformula", "markdown", "markdown_code", "shell_command"]
+__all__ = ["clip", "escape", "unescape", "formula_safe", "unformula", "markdown", "markdown_code", "shell_command"]
+
+MAX_PROBLEM = 500  # characters of a problem quoting a recorded value (a message quoting a huge one is cut)
 
 # OWASP's CSV injection list (a spreadsheet starts a formula at =, +, -, @, tab or carriage return), and the
 # full-width forms that CJK spreadsheets also take as a formula.
@@ -25,6 +27,12 @@ _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity
 _ESCAPE = re.compile(r"\\(?:\\|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})")
 _MARKDOWN = re.compile(r"[\\`*_\[\]|~#!<>&]")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def clip(text: str, limit: int = MAX_PROBLEM) -> str:
+    """``text`` cut to ``limit`` characters, saying how many more there were: a message that quotes a recorded
+    value stays one readable line however large the value."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def _escaped(char: str) -> str:

@@ -9,10 +9,15 @@ step's can: a record is inherited from a peer rank when
 - it is a collective (or an all-to-all) and, on a rank of its group, the same record's inputs already differ
   (msprobe numbers each rank's calls, and the ranks of a group make the same collective calls in the same order:
   ``Distributed.all_to_all_single.2`` is one call on every rank that holds it);
-- it is a receive whose differing tensor, or a record whose differing input no record of its rank produced (a
-  receive msprobe wrote before its message arrived), has exactly the statistics of a tensor a peer's send or
-  collective gave while that tensor differed on the peer (the message, as the compare names a producer within one
-  rank: precheck.compare.divergence).
+- it is a receive whose differing tensor came from a send whose tensor already differed on its rank: the k-th
+  receive of a channel (group, sender, receiver, tag) is the k-th send of that channel (precheck.dump.p2p_calls
+  reads both ends, batch_isend_irecv's P2POps included, and pairs them as run_ut's step grades them), so two
+  messages of equal statistics, or a message the divergence changed, are told apart by where they travelled;
+- it is a record whose differing input no record of its rank produced (msprobe wrote the receive that got it
+  before its message arrived) and that input has exactly the statistics of what an earlier receive of its rank
+  got (that receive's send, paired as above) while it differed on the sender, or of a tensor a peer's collective
+  gave while it differed there (the message, as the compare names a producer within one rank:
+  precheck.compare.divergence).
 
 Such a record is no suspect: its verdict becomes inherited, naming the rank and the record it came through, in the
 rank's summary and records CSV. The step's verdict follows each rank's first divergence back to the rank where it
@@ -32,7 +37,9 @@ from precheck.compare.dumps import write_summary
 from precheck.compare.entries import DumpIndex, Item, open_dump
 from precheck.compare.record_log import mark_verdict
 from precheck.compare.summary import DumpComparison
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.index import RecordError
+from precheck.dump.p2p_calls import Channels, Op, read_calls
 from precheck.dump.record_names import call_of, is_collective, is_point_to_point, split_item
 from precheck.paths import claim_stamp
 from precheck.schema import COMPARE_STEP
@@ -130,23 +137,41 @@ def _source(dumps: _Dumps, rank: int, finding: Finding) -> tuple[int, str] | Non
                 return peer, finding.name
         return None
     if is_point_to_point(call) and finding.verdict in (SUSPECT, AMPLIFIED):
-        wanted = finding.worst_output
-    elif finding.verdict == INHERITED and finding.producer is None and finding.direction != "parameters_grad":
-        wanted = finding.worst_input
-    else:
-        return None
-    item = dumps.item(rank, finding.name, wanted)
+        op = dumps.op_of(rank, finding.name, finding.worst_output)
+        send = dumps.send_of(op) if op is not None and not op.sends else None
+        return (send.rank, _through(op, send)) if op is not None and send is not None else None
+    if finding.verdict == INHERITED and finding.producer is None and finding.direction != "parameters_grad":
+        return _received_earlier(dumps, rank, finding)
+    return None
+
+
+def _received_earlier(dumps: _Dumps, rank: int, finding: Finding) -> tuple[int, str] | None:
+    """Where a differing input no record of its rank produced came from: the latest earlier receive of the rank
+    whose send gave a tensor of exactly its statistics while that tensor differed on the sender, else a peer's
+    collective that did (the receive's own record may hold its buffer as given: msprobe wrote it too early)."""
+    item = dumps.item(rank, finding.name, finding.worst_input)
     mark = fingerprint(item) if item is not None else None
     if mark is None:
         return None
+    for op in dumps.receives_before(rank, finding.name):
+        send = dumps.send_of(op)
+        if send is not None and dumps.fingerprint(send) == mark:
+            return send.rank, _through(op, send)
     for peer in sorted(dumps.results):
         sent = dumps.sent_as(peer, mark) if peer != rank else None
         if sent is not None:
-            received = (
-                f"{finding.name} ({sent} of rank {peer})" if is_point_to_point(call) else f"{sent} of rank {peer}"
-            )
-            return peer, received
+            return peer, f"{sent} of rank {peer}"
     return None
+
+
+def _through(received: Op, sent: Op) -> str:
+    """A message as the step's verdict names it: ``Distributed.irecv.1.forward (Distributed.isend.1.forward of rank
+    0)``, a batch_isend_irecv's P2POp by its place in the list (``... op 1``)."""
+    return f"{_end(received)} ({_end(sent)} of rank {sent.rank})"
+
+
+def _end(op: Op) -> str:
+    return f"{op.name}.forward" + (f" op {op.index}" if op.batch else "")
 
 
 def _verdict(results: dict[int, DumpComparison]) -> StepVerdict:
@@ -171,6 +196,7 @@ class _Dumps:
     def __init__(self, results: dict[int, DumpComparison]) -> None:
         self.results = results
         self._index: dict[int, tuple[DumpIndex, dict[str, int]]] = {}
+        self._channels: Channels | None = None
 
     def differed(self, rank: int, record: str) -> bool:
         """Whether an input of ``record`` already differed on ``rank`` beyond its own dtype's rounding: a rank that
@@ -178,11 +204,16 @@ class _Dumps:
         kept = self.results[rank].divergence.exchanges.get(record)
         return kept is not None and (not kept[0].inputs_agree or bool(_inputs(kept[1])))
 
-    def _read(self, rank: int, record: str) -> Any:
+    def _at(self, rank: int) -> dict[str, int]:
+        """``rank``'s records and their places in its run (its target dump, indexed once)."""
         if rank not in self._index:
             index = open_dump(Path(self.results[rank].target))
             self._index[rank] = (index, {k: i for i, k in enumerate(index.keys)})
-        index, at = self._index[rank]
+        return self._index[rank][1]
+
+    def _read(self, rank: int, record: str) -> Any:
+        at = self._at(rank)
+        index = self._index[rank][0]
         if record not in at:
             return None
         try:
@@ -208,14 +239,58 @@ class _Dumps:
         return next((i for i in found.items if i.name == name), None)
 
     def sent_as(self, rank: int, mark: tuple) -> str | None:
-        """The record of ``rank`` (a send or a collective) that gave a tensor with the fingerprint ``mark`` while
-        that tensor already differed on ``rank``; None where none did."""
+        """The collective of ``rank`` that gave a tensor with the fingerprint ``mark`` while that tensor already
+        differed on ``rank``; None where none did (a send is found by its channel: ``send_of``)."""
         for record, (_, beyond) in self.results[rank].divergence.exchanges.items():
-            for name in _inputs(beyond):
+            for name in _inputs(beyond) if is_collective(call_of(record)) else []:
                 item = self.item(rank, record, name)
                 if item is not None and fingerprint(item) == mark:
                     return record
         return None
+
+    def channels(self) -> Channels:
+        """Every rank's sends and receives, read once, paired by channel and order."""
+        if self._channels is None:
+            world = max(self.results) + 1
+            calls, orders = {}, {}
+            for rank in self.results:
+                orders[rank] = {call_of(k): i for k, i in self._at(rank).items() if k.endswith(".forward")}
+                names = sorted((c for c in orders[rank] if is_point_to_point(c)), key=orders[rank].__getitem__)
+                calls[rank] = read_calls(rank, names, lambda call, r=rank: self._record(r, call), world)
+            self._channels = Channels(calls, orders, "the step folder")
+        return self._channels
+
+    def _record(self, rank: int, call: str) -> dict:
+        raw = self._read(rank, f"{call}.forward")
+        if not isinstance(raw, dict):
+            raise CannotGrade(f"rank {rank}: {call}.forward is not a record it can read")
+        return raw
+
+    def op_of(self, rank: int, record: str, item: str | None) -> Op | None:
+        """The message end of ``rank``'s record whose tensor, once the call had run, is ``item``."""
+        call = call_of(record)
+        ops = (o for o in self.channels().in_order.get(rank, []) if o.name == call)
+        return next((o for o in ops if f"{record}.{o.items[1]}" == item), None)
+
+    def send_of(self, received: Op) -> Op | None:
+        """The send a receive got (its channel's send of the same number), where that send's tensor already
+        differed on its rank; None where it agreed there, or the send is not known."""
+        try:
+            send = self.channels().other_end(received)
+        except CannotGrade:
+            return None
+        kept = self.results[send.rank].divergence.exchanges.get(f"{send.name}.forward")
+        return send if kept is not None and f"{send.name}.forward.{send.items[0]}" in kept[1] else None
+
+    def receives_before(self, rank: int, record: str) -> list[Op]:
+        """``rank``'s receives recorded before ``record``, the latest first."""
+        channels, place = self.channels(), self._at(rank).get(record, -1)
+        return [o for o in reversed(channels.in_order.get(rank, [])) if not o.sends and channels.order(o)[0] < place]
+
+    def fingerprint(self, op: Op) -> tuple | None:
+        """The statistics of the tensor a send gave, as its rank recorded it."""
+        item = self.item(op.rank, f"{op.name}.forward", f"{op.name}.forward.{op.items[0]}")
+        return fingerprint(item) if item is not None else None
 
 
 def _inputs(names: frozenset[str]) -> list[str]:

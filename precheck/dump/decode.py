@@ -18,6 +18,7 @@ from precheck.core.dtypes import MINDSPORE, NAMES
 from precheck.core.reasons import Reason
 from precheck.dump.index import RecordError
 from precheck.dump.sharding import DTENSOR_TYPES, UNSAVED_TYPES, Sharding, decode_sharding
+from precheck.escape import clip
 
 TENSOR_TYPES = frozenset(
     {
@@ -31,7 +32,6 @@ TENSOR_TYPES = frozenset(
 # msprobe's type of a FakeTensor: DTensor propagates shapes on them (loss_parallel's cross_entropy), and msprobe
 # records those calls too; a record holding one is of a call that computed no values
 FAKE_TYPES = frozenset({"torch._subclasses.fake_tensor.FakeTensor"})
-MAX_PROBLEM = 500  # characters of a decoding problem (a message quoting a huge recorded value is cut)
 MAX_ELEMENTS = 2**63 - 1  # torch sizes and element counts are int64
 
 # MindSpore spells dtypes its own way; torch's are matched against the installed torch.
@@ -136,10 +136,6 @@ def unreadable(stem: str, api: str, order: int, problem: str, backward: bool, re
     backward is SKIP too (msprobe's SKIP/SKIP), not blank."""
     return Case(name=stem, api=api, order=order, problem=problem, problem_reason=reason or Reason.SKIP_BAD_RECORD,
                 grad_outputs=() if backward else None)  # fmt: skip
-
-
-def clip(text: str, limit: int = MAX_PROBLEM) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def decode_case(stem: str, api: str, order: int, fwd: Any, bwd: Any) -> Case:

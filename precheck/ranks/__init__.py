@@ -10,10 +10,11 @@ are graded only from several ranks' records at once, and they live here:
   the words of ``stat_facts``); an all-to-all's rows by its split sizes (``all_to_all_splits``) and its statistics
   (``all_to_all_stats``);
 - ``p2p``: each receive graded against the matching send on its peer (``batch_isend_irecv``'s P2POps and pipeline
-  transfers included; their records read by ``p2p_records``, a statistics dump's compared by ``p2p_stats``);
+  transfers included; their records read and paired by precheck.dump.p2p_calls, a statistics dump's compared by
+  ``p2p_stats``);
 - ``whole_calls``: a DTensor call put together from its shards across the mesh and graded as one call;
-- ``cannot_grade``: the one exception all of them raise when a call cannot be graded across ranks (its rows are
-  SKIP with the reason).
+- ``CannotGrade`` (precheck.dump.cannot_grade): the one exception all of them raise when a call cannot be graded
+  across ranks (its rows are SKIP with the reason).
 
 Code outside this package reaches it by the names below; the pipeline, all-to-all and step-wide compare work that
 follows lands here too.
@@ -21,7 +22,7 @@ follows lands here too.
 
 from __future__ import annotations
 
-from precheck.ranks.cannot_grade import CannotGrade
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.ranks.collectives import Rank, grade_collectives, is_collective
 from precheck.ranks.p2p import grade_point_to_point, is_point_to_point
 from precheck.ranks.step import RanksSummary, run_step

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from precheck.core.reasons import Reason
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.decode import clip
-from precheck.ranks.cannot_grade import CannotGrade
-from precheck.ranks.collective_records import PLACES, recorded_input, recorded_output
+from precheck.dump.distributed_args import recorded_input, recorded_output
+from precheck.ranks.collective_records import PLACES
 
 __all__ = ["Chunk", "incoming"]
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from precheck.core.older_python import zip_strict
 from precheck.core.reasons import Reason
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.decode import TensorSpec
 from precheck.ranks.all_to_all_splits import Chunk, incoming
-from precheck.ranks.cannot_grade import CannotGrade
 from precheck.ranks.stat_facts import Fact, Group, Output, same, stat, tensor, within
 
 __all__ = ["all_to_all", "all_to_all_single"]

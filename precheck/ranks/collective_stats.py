@@ -31,10 +31,12 @@ from precheck.core.comparison import Comparison
 from precheck.core.older_python import zip_strict
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS
-from precheck.dump.decode import TensorSpec, clip
+from precheck.dump.cannot_grade import CannotGrade
+from precheck.dump.decode import TensorSpec
+from precheck.dump.distributed_args import recorded_input
+from precheck.escape import clip
 from precheck.ranks.all_to_all_stats import all_to_all, all_to_all_single
-from precheck.ranks.cannot_grade import CannotGrade
-from precheck.ranks.collective_records import PLACES, recorded_input, reduce_op, root
+from precheck.ranks.collective_records import PLACES, reduce_op, root
 from precheck.ranks.stat_facts import STATS, Fact, Group, Output, same, stat, tensor, within
 from precheck.results import DetailRow, Direction
 

@@ -19,23 +19,21 @@ import torch
 from precheck.core.older_python import zip_strict
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.decode import TensorSpec, clip, decode_value
+from precheck.dump.distributed_args import readable, recorded_input, recorded_output
 from precheck.dump.index import RecordError
 from precheck.dump.record_names import COLLECTIVES, is_collective
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputError, load_tree
 from precheck.ranks.all_to_all_splits import incoming
-from precheck.ranks.cannot_grade import CannotGrade
 from precheck.ranks.collective_records import (
     PLACES,
     NoValues,
     Rank,
     agreed,
     members,
-    readable,
-    recorded_input,
-    recorded_output,
     reduce_op,
     root,
     started_async,

@@ -4,12 +4,13 @@ one step.
 
 A receive's tensor holds what its peer sent, and the messages of one channel (group, sender, receiver, tag) arrive
 in the order they were sent: the k-th receive of a channel on its receiver is the k-th send of that channel on its
-sender (precheck.ranks.p2p_records reads both ends, a peer named by its group rank resolved through the group). Its
-recorded tensor must be that send's recorded tensor: in a tensor dump bit for bit (the values were copied, not
-computed), in a statistics dump statistic for statistic (precheck.ranks.p2p_stats). A send only reads its tensor:
-its row grades the tensor after the call against the one before where both are recorded, and otherwise says which
-receive got it (msprobe records no isend's tensor after the call), so a wrong transfer is an error on the receiving
-rank only. A transfer is sized before anything is loaded, as a collective is: above ``--max-memory`` it is SKIP.
+sender (precheck.dump.p2p_calls reads both ends, a peer named by its group rank resolved through the group, and
+pairs them; the step compare follows a divergence through the same pairs). Its recorded tensor must be that send's
+recorded tensor: in a tensor dump bit for bit (the values were copied, not computed), in a statistics dump statistic
+for statistic (precheck.ranks.p2p_stats). A send only reads its tensor: its row grades the tensor after the call
+against the one before where both are recorded, and otherwise says which receive got it (msprobe records no isend's
+tensor after the call), so a wrong transfer is an error on the receiving rank only. A transfer is sized before
+anything is loaded, as a collective is: above ``--max-memory`` it is SKIP.
 
 A receive whose sender left no dump, recorded no matching send, or named no source (``recv(src=None)`` takes any
 rank's) is SKIP saying why; so is every later receive whose place in its channel such a record leaves unknown. So is
@@ -26,15 +27,15 @@ from typing import Any
 from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS, SKIP
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.decode import TensorSpec, clip, decode_value
+from precheck.dump.distributed_args import readable
 from precheck.dump.index import RecordError
+from precheck.dump.p2p_calls import Channels, Op, read_calls
 from precheck.dump.record_names import is_point_to_point
 from precheck.execution.options import CheckOptions
 from precheck.grader.rows import RowGrader
-from precheck.ranks.cannot_grade import CannotGrade
-from precheck.ranks.collective_records import readable
 from precheck.ranks.collectives import CallRecord, Rank, load
-from precheck.ranks.p2p_records import Channel, Op, ops_of
 from precheck.ranks.p2p_stats import copied_statistics, same_statistics
 from precheck.results import ApiResult, DetailRow, Direction, graded, skipped
 
@@ -47,7 +48,8 @@ def grade_point_to_point(
     """Each rank's results of its sends and receives, by case name; ``missing`` says where a missing rank's dump
     was looked for."""
     world = max(ranks, default=-1) + 1
-    calls = {r: _read(rank, world) for r, rank in ranks.items()}
+    calls = {r: read_calls(r, sorted(rank.orders, key=rank.orders.__getitem__), rank.record, world)
+             for r, rank in ranks.items()}  # fmt: skip
     links = _Links(ranks, calls, missing)
     out: dict[int, dict[str, ApiResult]] = {r: {} for r in ranks}
     for r, named in calls.items():
@@ -60,66 +62,12 @@ def grade_point_to_point(
     return out
 
 
-def _read(rank: Rank, world: int) -> dict[str, list[Op] | CannotGrade]:
-    """Each send or receive call of ``rank``, in its run's order: its message ends, or why they cannot be read."""
-    found: dict[str, list[Op] | CannotGrade] = {}
-    for name in sorted((n for n in rank.orders if is_point_to_point(n)), key=rank.orders.__getitem__):
-        try:
-            record = rank.record(name)
-            with readable(name):
-                found[name] = ops_of(rank.rank, name, record, world)
-        except CannotGrade as e:
-            found[name] = e
-    return found
-
-
-class _Links:
-    """Which send each receive got: the k-th receive of a channel is the k-th send of that channel."""
+class _Links(Channels):
+    """Which send each receive got (precheck.dump.p2p_calls' Channels), and the ranks' dumps to grade it from."""
 
     def __init__(self, ranks: dict[int, Rank], calls: dict[int, dict[str, list[Op] | CannotGrade]], missing: str):
-        self.ranks, self.missing = ranks, missing
-        self.ends: dict[tuple[bool, Channel], list[Op]] = {}  # (sends, channel) -> its ops in their rank's order
-        self.unread: dict[int, str] = {}  # rank -> its first send or receive not read: later places are unknown
-        self.in_order: dict[int, list[Op]] = {r: [] for r in calls}
-        for r, named in calls.items():
-            for name, ops in named.items():
-                if isinstance(ops, CannotGrade):
-                    self.unread.setdefault(r, name)
-                    continue
-                for op in ops:
-                    self.ends.setdefault((op.sends, op.channel), []).append(op)
-                    self.in_order[r].append(op)
-
-    def _order(self, op: Op) -> tuple[int, int]:
-        return self.ranks[op.rank].orders[op.name], op.index
-
-    def _known(self, op: Op) -> None:
-        """CannotGrade where a record of ``op``'s rank before it was not read: its place in its channel is unknown."""
-        first = self.unread.get(op.rank)
-        if first is not None and self.ranks[op.rank].orders[first] < self.ranks[op.rank].orders[op.name]:
-            raise CannotGrade(f"rank {op.rank}'s {first} before {op.where} could not be read (its row says why): "
-                               "which message it is in its channel is unknown", Reason.SKIP_MISSING_RANK)  # fmt: skip
-
-    def other_end(self, op: Op) -> Op:
-        """The send a receive got, or the receive that got a send; CannotGrade saying why there is none."""
-        self._known(op)
-        peer, channel = op.peer, op.channel
-        if peer not in self.ranks:
-            raise CannotGrade(f"rank {peer} has no dump in {self.missing}: {op.where} is graded against its peer's",
-                               Reason.SKIP_MISSING_RANK)  # fmt: skip
-        k = next(i for i, o in enumerate(self.ends[(op.sends, channel)]) if o is op)
-        others = self.ends.get((not op.sends, channel), [])
-        if k >= len(others):
-            first = self.unread.get(peer)
-            raise CannotGrade(
-                f"rank {peer} recorded {len(others)} {'receives from' if op.sends else 'sends to'} rank {op.rank} "
-                f"(tag {channel[3]}, group {channel[0]}), so none matches {op.where}, its "
-                f"{'send' if op.sends else 'receive'} number {k + 1}"
-                + (f" (its {first} could not be read)" if first else ""),
-                Reason.SKIP_MISSING_RANK,
-            )
-        self._known(others[k])
-        return others[k]
+        super().__init__(calls, {r: rank.orders for r, rank in ranks.items()}, missing)
+        self.ranks = ranks
 
     def rewritten(self, op: Op, got: TensorSpec, send: Op) -> str:
         """Why a plain irecv's recorded tensor ``got`` is another message's, where it is: msprobe 26.2 rewrites the
@@ -127,11 +75,11 @@ class _Links:
         got, a later message from the same peer (``send``: the one this irecv got). Empty otherwise."""
         if op.batch or op.sends:
             return ""
-        after = [o for o in self.in_order[op.rank] if o.batch and not o.sends and self._order(o) > self._order(op)]
+        after = [o for o in self.in_order[op.rank] if o.batch and not o.sends and self.order(o) > self.order(op)]
         if not any(o.peer == op.peer for o in after):
             return ""
         for later in (o for o in self.in_order.get(op.peer, []) if o.sends and o.peer == op.rank):
-            if self._order(later) <= self._order(send):
+            if self.order(later) <= self.order(send):
                 continue
             try:
                 sent = _spec(later.before, later.where)

@@ -14,8 +14,8 @@ import math
 from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS, Status
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.decode import TensorSpec
-from precheck.ranks.cannot_grade import CannotGrade
 
 __all__ = ["copied_statistics", "same_statistics"]
 

@@ -19,13 +19,13 @@ from typing import Any
 import torch
 
 from precheck.core.reasons import Reason
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.decode import Case, Stats, TensorSpec, clip
 from precheck.dump.records import Dump
 from precheck.execution.runner import one_line
 from precheck.execution.shards import Layout, put_together, replicas_apart
 from precheck.execution.sizes import estimated_bytes
 from precheck.inputs.builder import InputError, iter_specs, load_tensor
-from precheck.ranks.cannot_grade import CannotGrade
 from precheck.walk import flatten, map_placed, placed
 
 __all__ = ["Assembly", "StepRank", "built", "load", "members", "need_bytes", "require_within", "shardings"]

@@ -12,9 +12,10 @@ from typing import Any
 
 import torch
 
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.decode import TensorSpec, decode_value
-from precheck.ranks.cannot_grade import CannotGrade
-from precheck.ranks.collective_records import PLACES, recorded_input, recorded_output
+from precheck.dump.distributed_args import recorded_input, recorded_output
+from precheck.ranks.collective_records import PLACES
 
 __all__ = ["STATS", "Fact", "Group", "Output", "rms", "same", "stat", "tensor", "within"]
 

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from precheck.core.reasons import Reason
+from precheck.dump.cannot_grade import CannotGrade
 from precheck.dump.decode import Case, TensorSpec, clip
 from precheck.dump.records import Dump
 from precheck.dump.selection import ApiLists
@@ -47,7 +48,6 @@ from precheck.execution.vocab_parallel import (
     is_masked_embedding,
     rows_outside_zeroed,
 )
-from precheck.ranks.cannot_grade import CannotGrade
 from precheck.ranks.shard_cases import Adjust, Assembly, StepRank, built, load, members, require_within, shardings
 from precheck.results import ApiResult, skipped
 from precheck.walk import flatten, placed

@@ -13,6 +13,10 @@ or by ``precheck.record``:
   ``isend(group_dst=)`` / ``irecv(group_src=)``.
 - pipeline_1f1b_statistics: the same model stepped by ``Schedule1F1B`` over 4 microbatches: its steady state sends
   and receives in one ``batch_isend_irecv`` of two ``P2POp``s.
+- pipeline_{gpipe,1f1b}_bug0_statistics: those steps with a bug on stage 0 alone (as moe_bug1_statistics has one on
+  rank 1): its first linear computes in bf16 (make_moe_steps' ``_low_precision``, patched before msprobe wraps the
+  API). Stage 1 runs the same code in both and receives stage 0's activations: tests/test_compare_steps_p2p.py
+  compares each with its clean twin, the bug named on rank 0 and reaching rank 1 through the receive.
 - p2p_calls_{statistics,tensor}: 4 ranks, every point-to-point spelling by hand, in the pipeline groups {0,2} and
   {1,3} (a group rank is not the global rank there): ``send``/``recv`` with ``dst``/``src``, ``isend``/``irecv``
   and ``send``/``recv`` with ``group_dst``/``group_src`` and a tag, ``batch_isend_irecv`` of ``P2POp``s both ways
@@ -37,6 +41,8 @@ What msprobe 26.2 records of them on gloo (precheck.ranks.p2p reads these as the
 stack.json and construct.json are left out (run_ut reads neither).
 """
 
+from __future__ import annotations
+
 import os
 import sys
 import tempfile
@@ -49,6 +55,7 @@ import torch.multiprocessing as mp
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from make_collective_steps import _Msprobe, keep_dump  # noqa: E402  (msprobe's debugger as its steps configure it)
+from make_moe_steps import _low_precision  # noqa: E402  (the MoE twin's bug: one linear in bf16)
 
 
 def _recorder(who: str, out: str, task: str, rank: int):
@@ -64,8 +71,11 @@ def _init(rank: int, world: int, port: int) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
 
 
-def pipeline(rank: int, out: str, task: str, schedule: str, port: int, who: str = "msprobe") -> None:
-    """Two pipeline stages of a small MLP, one per rank, run by torch.distributed.pipelining's ``schedule``."""
+def pipeline(
+    rank: int, out: str, task: str, schedule: str, port: int, who: str = "msprobe", bug: int | None = None
+) -> None:
+    """Two pipeline stages of a small MLP, one per rank, run by torch.distributed.pipelining's ``schedule``; on rank
+    ``bug`` the stage's first linear computes in bf16."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
     _init(rank, 2, port)
@@ -78,6 +88,8 @@ def pipeline(rank: int, out: str, task: str, schedule: str, port: int, who: str 
     runner = kind(stage, microbatches, loss_fn=lambda out, target: (out - target).pow(2).mean())
     torch.manual_seed(1)
     x, target = torch.randn(2 * microbatches, 4), torch.randn(2 * microbatches, 3)
+    if rank == bug:
+        _low_precision(stage_module[0].weight)
     with _recorder(who, out, task, rank):
         if rank == 0:
             runner.step(x)
@@ -119,6 +131,8 @@ def p2p_calls(rank: int, out: str, task: str, port: int, who: str = "msprobe") -
 STEPS = {
     "pipeline_gpipe_statistics": (pipeline, 2, ("statistics", "gpipe", 29671)),
     "pipeline_1f1b_statistics": (pipeline, 2, ("statistics", "1f1b", 29672)),
+    "pipeline_gpipe_bug0_statistics": (pipeline, 2, ("statistics", "gpipe", 29676, "msprobe", 0)),
+    "pipeline_1f1b_bug0_statistics": (pipeline, 2, ("statistics", "1f1b", 29677, "msprobe", 0)),
     "p2p_calls_statistics": (p2p_calls, 4, ("statistics", 29673)),
     "p2p_calls_tensor": (p2p_calls, 4, ("tensor", 29674)),
     "p2p_calls_precheck_statistics": (p2p_calls, 4, ("statistics", 29675, "precheck")),
