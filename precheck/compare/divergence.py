@@ -201,10 +201,13 @@ class Divergence:
     worst: tuple[float, str] | None = None  # the largest output deviation of a record that agrees, and its record
     coarsest: float = 0.0  # the largest tolerance of a matched item: the coarsest dtype the runs compared
     # A tensor dump's picks held to CARRIED are replayed (precheck.compare.localize) and cleared where rounding
-    # explains them; a statistics dump's cannot be: its finer outputs are held to the rounding the runs went
-    # through, as every coarser output is, and an output that sums terms of its largest input (a weight or bias
-    # gradient sums the batch) to that times the input's norm over its own: the deviation its terms carry, over
-    # what is left of them once they cancel.
+    # explains them; a statistics dump's cannot be. Its statistics do not show the deviation each element carries
+    # (a gradient's extremes sit where its incoming gradient's do not: RMSNorm's rsqrt backward, 0.022 from inputs
+    # whose statistics read 0.004), so its inputs are taken to carry the rounding the runs went through, and a finer
+    # output is held to CARRIED times that, as a tensor dump's to CARRIED times what its inputs carry; an output
+    # that sums terms of its largest input (a weight or bias gradient sums the batch) to that times the input's norm
+    # over its own: the deviation its terms carry, over what is left of them once they cancel. An output in the
+    # coarser dtype is held to that dtype's rounding, as before: a 6-bit bf16 GELU (0.02) is still named.
     replayable: bool = True
     # A step's collective, send and receive records (at most MAX_EXCHANGES, first seen kept), in execution order:
     # record -> (its finding, the names of its items beyond their tolerance), for precheck.compare.steps
@@ -238,8 +241,8 @@ class Divergence:
                 if i.name in deviations and overflows.get(i.name) != UNDERFLOW]  # fmt: skip
         self.coarsest = max([self.coarsest, *(tol for _, _, tol in outs)])
         finer = in_ok and record.direction != "parameters_grad" and any(tol < came for _, _, tol in outs)
-        if finer:  # a finer output carries what came in, CARRIED-fold (in a statistics dump, at least that rounding)
-            held = {i.name: 0.0 if self.replayable else came * _cancelled(record, i) for i in record.outputs}
+        if finer:  # a finer output carries what came in, CARRIED-fold (in a statistics dump, that rounding at least)
+            held = {i.name: 0.0 if self.replayable else CARRIED * came * _cancelled(record, i) for i in record.outputs}
             outs = [(n, dev, max(tol, CARRIED * carried, held[n]) if tol < came else tol) for n, dev, tol in outs]
         out_dev, worst_out, out_ok = _worst(outs)
         verdict = _verdict(record.direction, out_ok, in_ok, in_dev, out_dev)
