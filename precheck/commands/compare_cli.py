@@ -205,7 +205,7 @@ def _precheck(result: DumpComparison, out: Path, args: argparse.Namespace) -> No
 
 def describe(result: DumpComparison) -> str:
     """The compare's closing lines: counts, the first divergent record and why, the suspects, unmatched runs."""
-    from precheck.compare.divergence import UNDEFINED, agreement
+    from precheck.compare.divergence import UNDEFINED, agreement, precision_line
     from precheck.schema import CompareConst
 
     d = result.divergence
@@ -215,7 +215,7 @@ def describe(result: DumpComparison) -> str:
         f"{result.rows} rows, each tensor on its own: {counts} in {result.wall_seconds:.2f} s"
     ]
     first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
-    lines.append(first or f"  {agreement(d.rounding(), d.localization)}")
+    lines.append(first or f"  {precision_line(d.explained, d.localization) or agreement(d.rounding(), d.localization)}")
     lines += _rule(d.localization, named=d.first is not None)
     for f in d.suspects[:10]:
         if f is not d.first:

@@ -18,7 +18,16 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from precheck.compare.align import align, rejoin
-from precheck.compare.divergence import UNDEFINED, UNDERFLOW, UNMATCHED, UNREADABLE, Divergence, tolerance
+from precheck.compare.divergence import (
+    TOLERANCE,
+    UNDEFINED,
+    UNDERFLOW,
+    UNMATCHED,
+    UNREADABLE,
+    Divergence,
+    canonical,
+    tolerance,
+)
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump
 from precheck.compare.fused import Elements
 from precheck.compare.localize import REPLAY_BUDGET, localize
@@ -88,6 +97,7 @@ def compare_dumps(
             _compare_pair(result, out, sides, names, stacks, i, j)
     result.rows = out.table.rows
     localize(result, t, b, pairs, CheckOptions(max_memory=max_memory, timeout=timeout), replay_budget)
+    result.divergence.explain()
     result.unmatched = _unmatched_runs(pairs, t, b)
     result.wall_seconds = time.perf_counter() - start
     result.complete = True
@@ -211,9 +221,22 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
             t_rec.key, t_rec.direction, UNDEFINED, f"one run did not define its inputs; neither did on rank {peer}"
         )
         return
+    if result.divergence.across is None:
+        result.divergence.across = _precisions(t_rec, b_rec)
     out.log.finding(result.divergence.observe(t_rec, deviations, overflows))
     if result.first_overflow is None and _overflows(t_rec) and not _overflows(b_rec):
         result.first_overflow = t_rec.key
+
+
+def _precisions(t_rec: Record, b_rec: Record) -> tuple[str, str] | None:
+    """(the target's dtype, the bench's) of the record's first pair of float tensors whose dtypes differ: the runs
+    differ in precision (an autocast bf16 output against fp32); None where every pair agrees."""
+    for item, other in _item_pairs(t_rec, b_rec):
+        if other is not None and item.tensor and other.tensor:
+            mine, theirs = canonical(item.dtype), canonical(other.dtype)
+            if mine != theirs and mine in TOLERANCE and theirs in TOLERANCE:
+                return mine, theirs
+    return None
 
 
 def _undefined(record: Record, unknown: list[str], deviations: dict) -> bool:
