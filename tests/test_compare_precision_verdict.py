@@ -29,8 +29,8 @@ AGREE = "the runs agree within what the precision explains (bf16 against fp32)"
 NARROW = {"statistics": "Tensor.narrow.4.forward", "tensor": "Tensor.narrow.2.forward"}  # rank 1's stale narrow
 
 
-def _cli(capsys, target: Path, bench: Path, out: Path) -> tuple[int, str]:
-    code = main(["compare", "-target", str(target), "-bench", str(bench), "-o", str(out)])
+def _cli(capsys, target: Path, bench: Path, out: Path, *extra: str) -> tuple[int, str]:
+    code = main(["compare", "-target", str(target), "-bench", str(bench), "-o", str(out), *extra])
     stdout, err = capsys.readouterr()
     assert code == 0, err
     return code, stdout
@@ -60,7 +60,7 @@ def test_a_clean_fsdp2_bf16_step_against_its_fp32_twin_names_nothing(capsys, tmp
 
 def test_the_rsqrt_gradient_of_the_statistics_pair_is_explained_by_the_precision(capsys, tmp_path):
     pair = [SHARDED / f"fsdp2_{p}_statistics_msprobe" / "step0" for p in ("bf16", "fp32")]
-    _, out = _cli(capsys, *pair, tmp_path)
+    _, out = _cli(capsys, *pair, tmp_path, "--report")
     summary, records = _rank(tmp_path, 0)
     assert summary["first_divergent"] is None and summary["suspects"] == []
     explained = summary["explained"]
@@ -72,6 +72,8 @@ def test_the_rsqrt_gradient_of_the_statistics_pair_is_explained_by_the_precision
         "Tensor.__add__.10.backward, was carried from Torch.rsqrt.3.backward, whose own output is within bf16 "
         "rounding: explained by the precision"
     ) in out
+    page = next(tmp_path.glob("compare_report_rank0_*.html")).read_text(encoding="utf-8")
+    assert f'<p id="first">T{AGREE[1:]}: no record is suspect' in page
 
 
 def test_a_rank_compared_alone_still_names_its_stale_narrow(capsys, tmp_path):
