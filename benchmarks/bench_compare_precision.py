@@ -184,7 +184,13 @@ def pair_row(
     hit = named == "-" if expected is None else named.startswith(expected + ".")
     if expected and hit and named == clean:  # the clean pair's own headline: the bad kernel is not what named it
         hit = None
-    note = f"{first['rule']}" if first else "worst {worst} at {roundings} roundings".format(**summary["rounding"])
+    explained = summary.get("explained")
+    if first:
+        note = f"{first['rule']}"
+    elif explained:  # across precisions: the runs agree within what it explains (precheck.compare.divergence)
+        note = "explained by the precision: {deviation:.3g} at {record}".format(**explained)
+    else:
+        note = "worst {worst} at {roundings} roundings".format(**summary["rounding"])
     row = (f"{label:40} {expected or '-':22} {named:36} {_HIT[hit]:>5} {summary['rows']:5} "
            f"{where['candidates']:5} {where['replayed_calls']:6} {where['replay_seconds']:8.2f} {seconds:8.2f}  "
            f"{note}")  # fmt: skip

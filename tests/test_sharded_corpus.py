@@ -129,8 +129,8 @@ def test_fsdp2s_unfilled_all_gather_buffer_is_not_comparable(capsys, tmp_path, t
 
 def test_clean_fsdp2_tensor_pair_names_nothing_on_rank0(capsys, tmp_path) -> None:
     """bf16 against fp32, tensor task: rank 0 agrees within bf16 rounding once the unfilled buffer is left out.
-    (Rank 1's narrow.3 holds NaN in the bf16 run and a freed tensor's stale finite numbers in the fp32 run: no
-    statistic tells those from data, so it stays named.)"""
+    (Rank 1's narrow.2 holds NaN in the bf16 run and a freed tensor's stale finite numbers in the fp32 run: no
+    statistic tells those from data, rank 0's same narrow does: tests/test_compare_precision_verdict.py.)"""
     summary = _compare(tmp_path, "fsdp2_bf16_tensor_msprobe", "fsdp2_fp32_tensor_msprobe")["rank0"]
     assert summary["first_divergent"] is None and summary["suspects"] == []
     assert summary["rounding"]["dtype"] == "bfloat16"

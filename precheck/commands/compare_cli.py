@@ -17,6 +17,7 @@ from precheck.commands.values import positive_float, positive_int, size, stack_j
 from precheck.escape import escape
 
 if TYPE_CHECKING:
+    from precheck.compare.peers import Peers
     from precheck.compare.summary import DumpComparison
 
 
@@ -123,11 +124,12 @@ def _compare(args: argparse.Namespace) -> int:
         raise CompareInputError("give -target and -bench (two dumps), or -i compare.json")
     mapping = load_layer_mapping(args.layer_mapping) if args.layer_mapping else None
     compared = []
-    for pair in resolve(target, bench):
+    pairs = resolve(target, bench)
+    for pair in pairs:
         out = Path(args.out_path) / pair.folder
         result = compare_dumps(
             pair.target, pair.bench, out, layer_mapping=mapping, stack_path=stack, suffix=pair.suffix,
-            max_memory=args.max_memory, timeout=args.timeout, **_budget(args),
+            max_memory=args.max_memory, timeout=args.timeout, peers=_peers(pair, pairs), **_budget(args),
         )  # fmt: skip
         compared.append((pair, out, result))
     steps = _steps(compared)  # a step's ranks read as one before any rank's suspects are named
@@ -144,6 +146,16 @@ def _compare(args: argparse.Namespace) -> int:
     for path, verdict in steps:
         print("\n".join(escape(line) for line in [*verdict.lines(), f"  step:    {path}"]))
     return 0
+
+
+def _peers(pair, pairs: list) -> Peers | None:
+    """The other ranks of ``pair``'s step (precheck.compare.peers); None for a dump that is no rank of a step."""
+    from precheck.compare.peers import Peers
+
+    if pair.rank is None:
+        return None
+    ranks = [(p.rank, p.target, p.bench) for p in pairs if p.folder == pair.folder and p.rank not in (None, pair.rank)]
+    return Peers(ranks) if ranks else None
 
 
 def _steps(compared: list) -> list:
@@ -193,7 +205,7 @@ def _precheck(result: DumpComparison, out: Path, args: argparse.Namespace) -> No
 
 def describe(result: DumpComparison) -> str:
     """The compare's closing lines: counts, the first divergent record and why, the suspects, unmatched runs."""
-    from precheck.compare.divergence import UNDEFINED, agreement
+    from precheck.compare.divergence import UNDEFINED, agreement, precision_line
     from precheck.schema import CompareConst
 
     d = result.divergence
@@ -203,7 +215,7 @@ def describe(result: DumpComparison) -> str:
         f"{result.rows} rows, each tensor on its own: {counts} in {result.wall_seconds:.2f} s"
     ]
     first = f"  first divergent: {d.first.why()}{_v(result, d.first.name)}" if d.first else None
-    lines.append(first or f"  {agreement(d.rounding(), d.localization)}")
+    lines.append(first or f"  {precision_line(d.explained, d.localization) or agreement(d.rounding(), d.localization)}")
     lines += _rule(d.localization, named=d.first is not None)
     for f in d.suspects[:10]:
         if f is not d.first:
@@ -217,7 +229,8 @@ def describe(result: DumpComparison) -> str:
         shown = ", ".join(result.undefined[:3]) + (" ..." if len(result.undefined) > 3 else "")
         lines.append(
             f"  not comparable: {d.verdicts[UNDEFINED]} records whose tensors neither run defined (NaN, no "
-            f"statistics, or a Norm past float range, in both runs), not a divergence: {shown}"
+            f"statistics, or a Norm past float range, in both runs, or in one run where a peer rank's same record "
+            f"reads them in both), not a divergence: {shown}"
         )
     lines += [f"  csv:     {result.csv_path}", f"  records: {result.records_path}", f"  summary: {result.summary_path}"]
     if result.precheck_csv:

@@ -32,7 +32,10 @@ an honest kernel is explained by rounding and cleared, and the first pick not cl
 Only a pick whose outputs were held to CARRIED (finer than the rounding the runs went through) is replayed: in
 same-precision runs the tolerance's record stands as it is, and a compare that grades nothing stays torch-free.
 Where no record parts the runs, the summary says how far the worst record is, in roundings of the coarsest dtype
-the two runs compared."""
+the two runs compared. Across precisions (bf16, fp16 or autocast against fp32) no record is first divergent where
+none is suspect or amplified and every record that differs inherited a finite deviation that a record within
+rounding handed on: the runs agree within what the precision explains, and the summary's ``explained`` names the
+largest deviation and where it was carried from."""
 
 from __future__ import annotations
 
@@ -65,14 +68,15 @@ UNDERFLOW = "underflow"  # an item whose deviation the target dtype's range expl
 TOLERANCE_RULE, HONEST_RULE = "tolerance", "honest kernel"  # which rule named the first divergent record
 
 
-def _canonical(dtype: str | None) -> str:
+def canonical(dtype: str | None) -> str:
+    """A dtype as TOLERANCE names it, in either framework's spelling (torch.bfloat16, BFloat16, Float32, half)."""
     text = (dtype or "").lower().removeprefix("torch.").removeprefix("mindspore.")
     return {"half": "float16", "float": "float32", "double": "float64"}.get(text, text)
 
 
 def tolerance(npu: Item, bench: Item) -> float:
     """What rounding explains for this pair: the coarser float dtype's; nothing for integers and values."""
-    known = [TOLERANCE[d] for d in (_canonical(npu.dtype), _canonical(bench.dtype)) if d in TOLERANCE]
+    known = [TOLERANCE[d] for d in (canonical(npu.dtype), canonical(bench.dtype)) if d in TOLERANCE]
     return max(known) if known else 0.0
 
 
@@ -201,14 +205,25 @@ class Divergence:
     worst: tuple[float, str] | None = None  # the largest output deviation of a record that agrees, and its record
     coarsest: float = 0.0  # the largest tolerance of a matched item: the coarsest dtype the runs compared
     # A tensor dump's picks held to CARRIED are replayed (precheck.compare.localize) and cleared where rounding
-    # explains them; a statistics dump's cannot be: its finer outputs are held to the rounding the runs went
-    # through, as every coarser output is, and an output that sums terms of its largest input (a weight or bias
-    # gradient sums the batch) to that times the input's norm over its own: the deviation its terms carry, over
-    # what is left of them once they cancel.
+    # explains them; a statistics dump's cannot be. Its statistics do not show the deviation each element carries
+    # (a gradient's extremes sit where its incoming gradient's do not: RMSNorm's rsqrt backward, 0.022 from inputs
+    # whose statistics read 0.004), so its inputs are taken to carry the rounding the runs went through, and a finer
+    # output is held to CARRIED times that, as a tensor dump's to CARRIED times what its inputs carry; an output
+    # that sums terms of its largest input (a weight or bias gradient sums the batch) to that times the input's norm
+    # over its own: the deviation its terms carry, over what is left of them once they cancel. An output in the
+    # coarser dtype is held to that dtype's rounding, as before: a 6-bit bf16 GELU (0.02) is still named.
     replayable: bool = True
     # A step's collective, send and receive records (at most MAX_EXCHANGES, first seen kept), in execution order:
     # record -> (its finding, the names of its items beyond their tolerance), for precheck.compare.steps
     exchanges: dict[str, tuple[Finding, frozenset[str]]] = field(default_factory=dict)
+    # Across precisions (the first tensor pair whose float dtypes differ: target's, bench's), where no record is
+    # suspect and every record that differs only passed on what a record within rounding handed it, the runs agree
+    # within what the precision explains: :meth:`explain` moves the first divergent record out, and ``explained``
+    # says so (precision_line)
+    across: tuple[str, str] | None = None
+    explained: dict[str, Any] | None = None
+    carried: Finding | None = None  # the inherited finding with the largest output deviation
+    unexplained: bool = False  # an inherited finding no precision explains: inf or nan, or no record produced it
     _forward_inputs: dict[str, tuple[float, float]] = field(default_factory=dict)  # call -> (excess, deviation)
     _producers: OrderedDict = field(default_factory=OrderedDict)
 
@@ -238,8 +253,8 @@ class Divergence:
                 if i.name in deviations and overflows.get(i.name) != UNDERFLOW]  # fmt: skip
         self.coarsest = max([self.coarsest, *(tol for _, _, tol in outs)])
         finer = in_ok and record.direction != "parameters_grad" and any(tol < came for _, _, tol in outs)
-        if finer:  # a finer output carries what came in, CARRIED-fold (in a statistics dump, at least that rounding)
-            held = {i.name: 0.0 if self.replayable else came * _cancelled(record, i) for i in record.outputs}
+        if finer:  # a finer output carries what came in, CARRIED-fold (in a statistics dump, that rounding at least)
+            held = {i.name: 0.0 if self.replayable else CARRIED * came * _cancelled(record, i) for i in record.outputs}
             outs = [(n, dev, max(tol, CARRIED * carried, held[n]) if tol < came else tol) for n, dev, tol in outs]
         out_dev, worst_out, out_ok = _worst(outs)
         verdict = _verdict(record.direction, out_ok, in_ok, in_dev, out_dev)
@@ -270,6 +285,8 @@ class Divergence:
                 self.candidates.append(finding)
         if verdict == AGREE and graded and (self.worst is None or finding.output_deviation > self.worst[0]):
             self.worst = (finding.output_deviation, finding.name)
+        if verdict == INHERITED:
+            self._carry(finding)
         picked = verdict != AGREE and self.first is None
         if verdict in (SUSPECT, AMPLIFIED) and len(self.suspects) < MAX_SUSPECTS:
             self.suspects.append(finding)
@@ -279,6 +296,39 @@ class Divergence:
             self.candidates.append(finding)
             if finer:
                 self.clearable.add(finding.name)
+
+    def _carry(self, finding: Finding) -> None:
+        """Keep the largest deviation an inherited record carries, and whether precision can explain them all: a
+        finite deviation, no overflow, and a record of the dump that handed it on (a parameter's gradient is handed
+        by its module's backward)."""
+        finite = math.isfinite(finding.input_deviation) and math.isfinite(finding.output_deviation)
+        if not finite or finding.overflow or (finding.producer is None and finding.direction != "parameters_grad"):
+            self.unexplained = True
+        elif self.carried is None or finding.output_deviation > self.carried.output_deviation:
+            self.carried = finding
+
+    def explain(self) -> None:
+        """Across precisions, runs whose first divergent record only inherited what a record within rounding
+        handed it, with no suspect or amplified record and no deviation precision cannot explain, agree within what
+        the precision explains: the first divergent record is moved out and ``explained`` names the largest
+        deviation and where it was carried from. Called once the honest-kernel rule has settled the suspects."""
+        first = self.first
+        if self.across is None or first is None or self.suspects or self.unexplained or self.carried is None:
+            return
+        if first.verdict != INHERITED or first.from_rank is not None or first.producer is None:
+            return
+        dtype = _DTYPE_OF.get(self.coarsest)
+        largest = self.carried
+        self.explained = {
+            "record": largest.name,
+            "deviation": largest.output_deviation,
+            "dtype": dtype,
+            "roundings": round(largest.output_deviation / ROUNDING[dtype], 3) if dtype else None,
+            "first_inherited": first.name,
+            "carried_from": first.producer,
+            "precisions": list(self.across),
+        }
+        self.first = None
 
     def rounding(self) -> dict[str, Any] | None:
         """How far the worst record that agrees is from the bench, in unit roundoffs of the coarsest dtype the
@@ -342,20 +392,47 @@ def agreement(rounding: object, localization: object = None) -> str:
     """The one line of a compare where no record parts the runs, from the summary's ``rounding`` and, where the
     honest-kernel replay cleared records the tolerance would name, its ``localization`` (a summary JSON read back
     may hold anything there)."""
-    cleared = localization.get("cleared") if isinstance(localization, dict) else None
-    names = [str(c.get("record")) for c in cleared if isinstance(c, dict)] if isinstance(cleared, list) else []
-    beyond = (
-        f"; {len(names)} beyond the tolerance cleared by replay, no worse than an honest kernel on either side: "
-        f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''}"
-        if names
-        else ""
-    )
+    beyond = _cleared(localization)
     if not isinstance(rounding, dict) or not isinstance(rounding.get("roundings"), (int, float)):
         return f"the two runs agree everywhere{beyond}"
-    dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}.get(rounding.get("dtype"))
+    dtype = SHORT.get(str(rounding.get("dtype")))
     return (
         f"no record diverges beyond {dtype or 'its'} rounding (worst: {rounding.get('worst')} at "
         f"{rounding['roundings']:.3g} roundings){beyond}"
+    )
+
+
+SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
+
+
+def precision_line(explained: object, localization: object = None) -> str | None:
+    """The one line of a compare across precisions whose runs agree within what the precision explains
+    (Divergence.explain), from the summary's ``explained`` (a summary JSON read back may hold anything there);
+    None where it says nothing."""
+    if not isinstance(explained, dict) or not isinstance(explained.get("deviation"), (int, float)):
+        return None
+    sides = explained.get("precisions")
+    t, b = (SHORT.get(str(p), str(p)) for p in sides) if isinstance(sides, list) and len(sides) == 2 else ("?", "?")
+    dtype = SHORT.get(str(explained.get("dtype")), "its")
+    roundings = explained.get("roundings")
+    count = f" ({roundings:.3g} {dtype} roundings)" if isinstance(roundings, (int, float)) else ""
+    return (
+        f"the runs agree within what the precision explains ({t} against {b}): no record is suspect, and the largest "
+        f"deviation, {explained['deviation']:.3g}{count} at {explained.get('record')}, was carried from "
+        f"{explained.get('carried_from')}, whose own output is within {dtype} rounding: explained by the precision"
+        f"{_cleared(localization)}"
+    )
+
+
+def _cleared(localization: object) -> str:
+    """Where the honest-kernel replay cleared records the tolerance would name: how many, and the first three."""
+    cleared = localization.get("cleared") if isinstance(localization, dict) else None
+    names = [str(c.get("record")) for c in cleared if isinstance(c, dict)] if isinstance(cleared, list) else []
+    if not names:
+        return ""
+    return (
+        f"; {len(names)} beyond the tolerance cleared by replay, no worse than an honest kernel on either side: "
+        f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''}"
     )
 
 

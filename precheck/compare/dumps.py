@@ -18,7 +18,16 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from precheck.compare.align import align, rejoin
-from precheck.compare.divergence import UNDEFINED, UNDERFLOW, UNMATCHED, UNREADABLE, Divergence, tolerance
+from precheck.compare.divergence import (
+    TOLERANCE,
+    UNDEFINED,
+    UNDERFLOW,
+    UNMATCHED,
+    UNREADABLE,
+    Divergence,
+    canonical,
+    tolerance,
+)
 from precheck.compare.entries import DumpIndex, Item, Record, open_dump
 from precheck.compare.fused import Elements
 from precheck.compare.localize import REPLAY_BUDGET, localize
@@ -26,6 +35,7 @@ from precheck.compare.mapping import NameMap, torch_dtype
 from precheck.compare.metrics import TensorMetrics, load_elements, tensor_metrics
 from precheck.compare.modes import CompareMode, compare_mode
 from precheck.compare.overflow import incomparable, non_finite
+from precheck.compare.peers import Peers, one_sided
 from precheck.compare.record_log import RecordLog
 from precheck.compare.stacks import Stacks
 from precheck.compare.summary import DumpComparison
@@ -51,11 +61,13 @@ def compare_dumps(
     max_memory: int | None = None,
     timeout: float | None = None,
     replay_budget: float = REPLAY_BUDGET,
+    peers: Peers | None = None,
 ) -> DumpComparison:
     """Compare ``target`` with ``bench`` (dump.json files or their folders) and write the CSV and the summary.
     Raises CompareInputError (a dump or mapping that cannot be used) or OSError (the output cannot be written).
     ``max_memory`` (bytes) and ``timeout`` (seconds) bound each call the honest-kernel rule replays, as run_ut's
-    options do (None: run_ut's defaults); ``replay_budget`` (seconds) bounds all of them together."""
+    options do (None: run_ut's defaults); ``replay_budget`` (seconds) bounds all of them together. ``peers``: the
+    other ranks of the step (precheck.compare.peers), asked about a record whose inputs one run did not define."""
     start = time.perf_counter()
     t, b = open_dump(target), open_dump(bench)
     mode = compare_mode(t, b)
@@ -76,7 +88,7 @@ def compare_dumps(
         open(result.csv_path, "w", newline="", encoding="utf-8") as f,
         open(result.records_path, "w", newline="", encoding="utf-8") as g,
     ):
-        sides = _Sides(t, b, t_file, b_file)
+        sides = _Sides(t, b, t_file, b_file, peers)
         pairs = _pairs(sides, names)
         out = _Out(CompareCsv(f, mode.header(stacks.present)), RecordLog(g))
         result.records_total = len(pairs)
@@ -85,6 +97,7 @@ def compare_dumps(
             _compare_pair(result, out, sides, names, stacks, i, j)
     result.rows = out.table.rows
     localize(result, t, b, pairs, CheckOptions(max_memory=max_memory, timeout=timeout), replay_budget)
+    result.divergence.explain()
     result.unmatched = _unmatched_runs(pairs, t, b)
     result.wall_seconds = time.perf_counter() - start
     result.complete = True
@@ -106,6 +119,7 @@ class _Sides:
     b: DumpIndex
     t_file: BinaryIO
     b_file: BinaryIO
+    peers: Peers | None = None  # the step's other ranks (precheck.compare.peers)
 
     def target(self, i: int | None) -> Record | None:
         return None if i is None else self.t.record(i, self.t_file)
@@ -199,9 +213,30 @@ def _compare_pair(result, out: _Out, sides: _Sides, names, stacks, i, j) -> None
         result.not_comparable(t_rec.key)
         out.log.alone(t_rec.key, t_rec.direction, UNDEFINED, f"neither run defined {', '.join(unknown[:3])}")
         return
+    peer = sides.peers.undefined_at(t_rec.key) if sides.peers and one_sided(t_rec, b_rec) else None
+    if peer is not None:  # one run's NaN, the other's stale numbers: a buffer read before it is written
+        result.divergence.count(UNDEFINED)
+        result.not_comparable(t_rec.key)
+        out.log.alone(
+            t_rec.key, t_rec.direction, UNDEFINED, f"one run did not define its inputs; neither did on rank {peer}"
+        )
+        return
+    if result.divergence.across is None:
+        result.divergence.across = _precisions(t_rec, b_rec)
     out.log.finding(result.divergence.observe(t_rec, deviations, overflows))
     if result.first_overflow is None and _overflows(t_rec) and not _overflows(b_rec):
         result.first_overflow = t_rec.key
+
+
+def _precisions(t_rec: Record, b_rec: Record) -> tuple[str, str] | None:
+    """(the target's dtype, the bench's) of the record's first pair of float tensors whose dtypes differ: the runs
+    differ in precision (an autocast bf16 output against fp32); None where every pair agrees."""
+    for item, other in _item_pairs(t_rec, b_rec):
+        if other is not None and item.tensor and other.tensor:
+            mine, theirs = canonical(item.dtype), canonical(other.dtype)
+            if mine != theirs and mine in TOLERANCE and theirs in TOLERANCE:
+                return mine, theirs
+    return None
 
 
 def _undefined(record: Record, unknown: list[str], deviations: dict) -> bool:

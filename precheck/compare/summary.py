@@ -69,6 +69,7 @@ class DumpComparison:
             "records": dict(d.verdicts),
             "first_divergent": d.first.as_dict() | self._verdict(d.first.name) if d.first else None,
             "rounding": None if d.first else d.rounding(),
+            "explained": d.explained,  # across precisions: the runs agree within what it explains (divergence)
             "suspects": [f.as_dict() | self._verdict(f.name) for f in d.suspects],
             "localization": d.localization,
             "unmatched": self.unmatched,

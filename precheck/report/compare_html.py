@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy
 
-from precheck.compare.divergence import Finding, agreement
+from precheck.compare.divergence import Finding, agreement, precision_line
 from precheck.core.status import ERROR, PASS, SKIP, WARNING
 from precheck.frames.compare import compare_files, load_compare, load_records, read_summary
 from precheck.report.html import MAX_POINTS, PAD, esc, log_scale, page, table_shell
@@ -157,7 +157,9 @@ def _first(first: object, summary: dict) -> str:
         return "No compare_summary beside this CSV (msprobe's own compare writes none), so no record has a verdict."
     if summary.get("complete") is False:
         return "No divergent record among those compared before the compare stopped."
-    line = agreement(summary.get("rounding"), summary.get("localization"))
+    line = precision_line(summary.get("explained"), summary.get("localization")) or agreement(
+        summary.get("rounding"), summary.get("localization")
+    )
     return line[0].upper() + line[1:] + "."
 
 
