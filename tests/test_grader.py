@@ -725,6 +725,21 @@ def test_statistics_of_a_complex_output_are_graded_on_its_modulus():
     assert verdict.status == WARNING and "Max 6 vs golden 10" in verdict.message
 
 
+def test_statistics_none_of_which_can_be_compared_are_not_a_pass():
+    """A recorded output whose four statistics are blank (or infinite sums of msprobe's) graded nothing: its row
+    says so as a SKIP, never a pass."""
+    from precheck.core.status import SKIP
+    from precheck.dump.decode import Stats, TensorSpec
+    from precheck.execution.statistics import grade_statistics
+
+    golden = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    verdict = grade_statistics(TensorSpec(torch.float32, (3,), Stats(None, None, None, None)), golden)
+    assert verdict.status == SKIP and "not graded" in verdict.message and "left blank" in verdict.message
+    assert grade_statistics(TensorSpec(torch.float32, (3,), Stats(None, None, math.inf, None)), golden).status == ERROR
+    one = grade_statistics(TensorSpec(torch.float32, (3,), Stats(3.0, None, None, None)), golden)
+    assert one.status == PASS  # one number compared is a (weak) grade
+
+
 def test_the_details_csvs_metric_columns_are_the_metrics_first_fields_in_order():
     # schema.py names the 17 columns once (torch-free); Metrics must hold them first and in msprobe's order, or a
     # column of every details CSV would be filled from another field.

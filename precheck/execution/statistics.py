@@ -16,7 +16,7 @@ import torch
 
 from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
-from precheck.core.status import ERROR, PASS, WARNING, Status
+from precheck.core.status import ERROR, PASS, SKIP, WARNING, Status
 from precheck.dump.records import TensorSpec
 from precheck.grader.limits import limits_for
 from precheck.inputs.synth import max_below_min, odd_moments
@@ -64,10 +64,19 @@ def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdic
     theirs = _statistics(spec)
     scale = max(ours["Norm"] / math.sqrt(finite.numel()), 1e-30)
     tolerance = max(4 * limits_for(spec.dtype).rtol, 1e-3) if spec.dtype.is_floating_point else 0.0
-    off = []
-    for name, value in theirs.items():
-        if value is None or not math.isfinite(value):
-            continue
+    off, compared = [], [name for name, value in theirs.items() if value is not None and math.isfinite(value)]
+    if not compared:  # "pass" means graded: four blank or infinite numbers grade nothing
+        why = (
+            "left blank"
+            if all(value is None for value in theirs.values())
+            else "blank, or an infinite sum msprobe made"
+        )
+        return StatisticsVerdict(
+            SKIP, f"statistics only: not graded, none of Max/Min/Mean/Norm recorded to compare ({why})",
+            Reason.SKIP_RECORDED_OUTPUT,
+        )  # fmt: skip
+    for name in compared:
+        value = theirs[name]
         error = abs(value - ours[name]) / max(abs(ours[name]), scale)
         if error > tolerance:
             off.append(f"{name} {value:.6g} vs golden {ours[name]:.6g}")
