@@ -189,3 +189,21 @@ def test_a_malformed_batch_is_a_skip_row_and_no_later_transfer_is_misread(tmp_pa
         == Reason.SKIP_BAD_RECORD
     )
     assert not [key for key, row in _p2p(summary).items() if row["Status"] == "error"]
+
+
+@pytest.mark.parametrize("step", PIPELINES + ("pipeline_hand_statistics_msprobe",))
+def test_a_rank_run_alone_says_its_transfers_need_their_peers_not_that_msprobe_recorded_them_badly(tmp_path, step):
+    """One rank's dump.json alone cannot grade a send or receive. Its batch_isend_irecv (P2POps) and its
+    isend/irecv(group=) were SKIP "bad record: input_args[0][0]: argument has no 'type'" / "unsupported argument
+    type 'torch.ProcessGroup'" (issue 51's per-rank benchmark): msprobe's records are right, the rank is alone."""
+    from precheck.run_ut import run_ut
+
+    summary = run_ut(DATA / step / "step0" / "rank0" / "dump.json", tmp_path, device="cpu", workers=1)
+    rows = {row["API name"]: row for row in read_csv_rows(summary.result_path)[1]}
+    why = reasons.read(summary.details_path)
+    transfers = [name for name in rows if name.startswith("Distributed.")]
+    assert any("batch_isend_irecv" in name for name in transfers)
+    for name in transfers:
+        assert rows[name]["Forward Test Success"] == "SKIP", name
+        assert "needs a process group and its peer ranks" in rows[name]["Message"], (name, rows[name]["Message"])
+        assert why[f"{name}.forward.output.0"].reason == Reason.SKIP_UNSUPPORTED, name

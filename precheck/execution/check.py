@@ -138,6 +138,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) ->
     return _graded(case, call, builder, options, target, backward_problem, ran, reference)
 
 
+_NEEDS_PEERS = ("Distributed.", "MindSpeed.")  # why_unsupported's: what needs a process group and its peers
 _ONE_RANK = (
     "DTensor reduced its Partial input across the ranks before the kernel ran, and one rank's record holds only "
     "its own part: run_ut the step folder of every rank to grade it (precheck.ranks.whole_calls)"
@@ -156,6 +157,10 @@ _MASKED_IDS = (
 def preflight(case: Case, options: CheckOptions, target: Target) -> ApiResult | tuple[ApiEntry, str | None]:
     """The case's SKIP row when it cannot be checked here (a bad record, an unsupported API, another device's
     fused op, an uncheckable random call, too much memory); else its registry entry and why it is random."""
+    if case.problem and case.api.startswith(_NEEDS_PEERS) and lookup(case.api) is None:
+        # a rank's own pipeline transfer (a P2POp, isend(group=)) reads as no argument precheck rebuilds, but no
+        # rank alone could run it however well recorded: say that, not "bad record" of msprobe's valid record
+        return skipped(case, why_unsupported(case.api), Reason.SKIP_UNSUPPORTED)
     if case.problem:
         return skipped(case, case.problem, case.problem_reason)
     if reduced_before_kernel((case.args, case.kwargs), case.outputs):
