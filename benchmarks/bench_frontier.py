@@ -10,8 +10,8 @@ command a user types (a fresh -o folder each, wall time the median of N, default
 - precheck on the step folder: ``run_ut -api_info STEP/step0``, one run for every rank (its collectives, sends and
   receives are graded across the ranks only there), its rows per rank read from OUT/RANK/; its wall is the step's;
 - msprobe's acc_check on the rank alone, its device side on the CPU (tests/data/recipes/msprobe_cpu.py).
-Both tools run with the CPU kernels pinned to AVX2, as the fixtures were recorded. Each run's result CSV is counted
-by verdict (forward and backward each, a blank backward not counted): pass, flagged (warning or error), SKIP;
+Both tools run with the CPU kernels pinned to AVX2, as the fixtures were recorded. Each run's result CSV is counted by
+API row: flagged (its forward or backward a warning or error), else SKIP (either SKIP), else pass (both pass);
 the three commonest SKIP reasons (API names and numbers masked) and the APIs flagged are printed below the table.
 """
 
@@ -58,7 +58,7 @@ class Tally:
     """One run's result CSV for one rank: its verdicts, why its SKIPs are SKIP, which APIs it flags."""
 
     apis: int = 0
-    verdicts: Counter = field(default_factory=Counter)  # pass / flagged / SKIP / other, forward and backward
+    verdicts: Counter = field(default_factory=Counter)  # API rows: pass / flagged / SKIP / other (_row_status)
     reasons: Counter = field(default_factory=Counter)  # a SKIP row's message, masked -> APIs
     flagged: list = field(default_factory=list)  # API names with a warning or error
     wall: float | None = None
@@ -83,13 +83,22 @@ def tally(result_csv: Path, wall: float | None = None) -> Tally:
             out.apis += 1
             cells = [row.get("Forward Test Success", ""), row.get("Backward Test Success", "")]
             cells = [c.strip() for c in cells if c and c.strip()]
-            for status in cells:
-                out.verdicts["flagged" if status in FLAGGED else status] += 1
+            out.verdicts[_row_status(cells)] += 1
             if any(c in FLAGGED for c in cells):
                 out.flagged.append(row["API name"])
-            if "SKIP" in cells:
+            elif "SKIP" in cells:
                 out.reasons[reason(row.get("Message") or "")] += 1
     return out
+
+
+def _row_status(cells: list[str]) -> str:
+    """An API row's one status: flagged if either verdict is a warning or error, else SKIP if either is SKIP (its
+    forward graded and its backward not is not a whole check), else pass when every verdict is."""
+    if any(c in FLAGGED for c in cells):
+        return "flagged"
+    if "SKIP" in cells:
+        return "SKIP"
+    return "pass" if cells and all(c == "pass" for c in cells) else "/".join(cells) or "(none)"
 
 
 def _result_csv(folder: Path) -> Path:
@@ -100,14 +109,15 @@ def _result_csv(folder: Path) -> Path:
 
 
 def timed(cmd: list[str], repeat: int, scratch: Path) -> tuple[float, Path]:
-    """Median wall time of ``cmd + ['-o', OUT]``, a fresh OUT each run; the last OUT. A failing run ends it."""
+    """Median wall time of ``cmd + ['-o', OUT]``, a fresh OUT each run; the last OUT. A failing run ends it (exit 3
+    is precheck's "every API SKIP", a verdict like the others)."""
     walls = []
     for _ in range(repeat):
         out = Path(tempfile.mkdtemp(dir=scratch))
         start = time.perf_counter()
         proc = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, env=ENV, cwd=ROOT)
         walls.append(time.perf_counter() - start)
-        if proc.returncode != 0:
+        if proc.returncode not in (0, 3):
             sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
     return statistics.median(walls), out
 
@@ -213,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         twins = [(s, s.parent.parent / TWINS[s.parent.name] / s.name) for s in args.steps if s.parent.name in TWINS]
         compared = [twin_compare(step, twin, Path(scratch)) for step, twin in twins]
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"verdicts pass / flagged (warning or error) / SKIP, forward and backward; load average {load}")
+    print(f"API rows pass / flagged (warning or error) / SKIP; load average {load}")
     print(table(results))
     print(notes(results))
     print("\n".join(compared))

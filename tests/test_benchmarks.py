@@ -69,3 +69,36 @@ def test_the_device_check_records_replays_and_grades_on_the_cpu_where_no_gpu_is(
     ]  # fmt: skip
     assert all(int(r[2]) > 0 and int(r[6]) == 0 for r in rows[:2])  # every API graded, none SKIP
     assert rows[2][2:7] == ["3", "3", "0", "0", "0"]  # all_reduce, broadcast, all_gather graded across the ranks
+
+
+def test_the_frontier_bench_counts_each_rank_alone_and_in_its_step_folder_without_msprobe(capsys):
+    """bench_frontier.py without --msprobe-venv: precheck's two forms per rank, msprobe's columns empty. A rank of
+    the MoE step alone cannot grade its all_to_alls (SKIP); its step folder grades them across the ranks."""
+    bench = _module(ROOT / "benchmarks" / "bench_frontier.py")
+    assert bench.main([str(ROOT / "tests" / "data" / "sharded" / "moe_zero_a2a_tensor" / "step0")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| moe_zero")]
+    assert [r[1:4] + [r[5], r[7]] for r in rows] == [
+        ["rank0", "3", "0 / 0 / 3", "3 / 0 / 0", "-"], ["rank1", "3", "0 / 0 / 3", "3 / 0 / 0", "-"]
+    ]  # fmt: skip
+    assert "3 x distributed op <api>: needs a process group" in "\n".join(lines)
+
+
+def test_the_frontier_bench_reads_msprobes_result_csv_by_api_row(tmp_path):
+    """msprobe's result CSV (BOM, blank backward cells, its own SKIP messages) counted as precheck's: an API row is
+    flagged if either verdict is, else SKIP if either is; SKIP reasons with API names masked count together."""
+    bench = _module(ROOT / "benchmarks" / "bench_frontier.py")
+    csv = tmp_path / "accuracy_checking_result_1.csv"
+    csv.write_text(
+        "\ufeffAPI name,Forward Test Success,Backward Test Success,Message\n"
+        "Functional.linear.0,pass,pass\nTensor.max.0,pass,SKIP,Multiple backward is not supported.\n"
+        + "".join(
+            f"Distributed.all_to_all.{i},SKIP,SKIP,API Distributed.all_to_all.{i} not support for acc_check. SKIP.\n"
+            for i in (0, 1)
+        )
+        + "Torch.argsort.0,error, \n",
+        encoding="utf-8",
+    )
+    t = bench.tally(csv)
+    assert (t.apis, t.cell(), t.flagged) == (5, "1 / 1 / 3", ["Torch.argsort.0"])
+    assert t.reasons.most_common(1) == [("API <api> not support for acc_check. SKIP.", 2)]
