@@ -71,7 +71,7 @@ class Tally:
 
 def reason(message: str) -> str:
     """A SKIP message with its API names (<api>) and numbers (N) masked, rows skipped for one cause count together."""
-    text = NUMBER.sub("N", API_NAME.sub("<api>", message.strip())) or "(no message)"
+    text = NUMBER.sub("N", API_NAME.sub("<api>", " ".join(message.split()))) or "(no message)"
     return text if len(text) <= 90 else text[:87] + "..."
 
 
