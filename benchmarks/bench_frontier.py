@@ -44,11 +44,17 @@ STEPS = (
     "tp_vocab_tensor_msprobe",
     "loss_parallel_statistics_msprobe",
     "fsdp2_clip_tensor_msprobe",
+    "pipeline_gpipe_bug0_statistics",
+    "pipeline_1f1b_bug0_statistics",
 )
 AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 ENV = {**os.environ, **AVX2}  # run from ROOT: this checkout's precheck, not an installed one
 FLAGGED = ("warning", "error")
-TWINS = {"moe_bug1_statistics": "moe_statistics"}  # a bug twin -> its clean twin, held against it by compare
+TWINS = {  # a bug twin -> its clean twin, held against it by compare
+    "moe_bug1_statistics": "moe_statistics",
+    "pipeline_gpipe_bug0_statistics": "pipeline_gpipe_statistics",
+    "pipeline_1f1b_bug0_statistics": "pipeline_1f1b_statistics",
+}
 API_NAME = re.compile(r"\b(?:Functional|Torch|Tensor|Distributed|Aten|NPU|VF|Module)\.[\w.]*\w")
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
