@@ -123,6 +123,7 @@ def timed(cmd: list[str], repeat: int, scratch: Path) -> tuple[float, Path]:
         start = time.perf_counter()
         proc = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, env=ENV, cwd=ROOT)
         walls.append(time.perf_counter() - start)
+        out.with_suffix(".console").write_text(proc.stdout)  # beside OUT: what the run printed
         if proc.returncode not in (0, 3):
             sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
     return statistics.median(walls), out
@@ -188,7 +189,7 @@ def notes(results: dict[str, dict[str, dict[str, Tally]]]) -> str:
 
 def twin_compare(step: Path, twin: Path, scratch: Path) -> str:
     """``precheck compare`` of a bug twin's step folder against its clean twin's: each rank's first divergent
-    record and its verdict, and the step's (compare_summary_rank<R>_*.json, compare_step_*.json)."""
+    record and its verdict (compare_summary_rank<R>_*.json), and the step's verdict as the console says it."""
     cmd = [sys.executable, "-m", "precheck", "compare", "-target", str(step), "-bench", str(twin)]
     wall, out = timed(cmd, 1, scratch)
     lines = [f"{step.parent.name} against {twin.parent.name}, precheck compare ({wall:.1f} s):"]
@@ -196,11 +197,9 @@ def twin_compare(step: Path, twin: Path, scratch: Path) -> str:
         first = json.loads(summary.read_text()).get("first_divergent") or {}
         rank = summary.name.split("_")[2]
         lines.append(f"  {rank}: first divergent {first.get('name', '-')} ({first.get('verdict', 'none')})")
-    for path in out.glob("compare_step_*.json"):
-        step_said = json.loads(path.read_text())
-        first, reached = step_said.get("first") or {}, step_said.get("reached") or []
-        where = ", ".join(f"rank {r['rank']} through {r.get('through')}" for r in reached) or "no other rank"
-        lines.append(f"  step: first part on rank {first.get('rank')} at {first.get('record')}, reached {where}")
+    said = out.with_suffix(".console").read_text().splitlines()
+    step_block = next((i for i, line in enumerate(said) if line.startswith("step:")), len(said))
+    lines += [f"  {line}" for line in said[step_block:] if str(out) not in line]  # the step's verdict, no paths
     return "\n".join(lines)
 
 
