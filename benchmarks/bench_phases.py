@@ -14,6 +14,9 @@ exclusive wall time (a phase nested in another is counted once, in the inner one
 - CSV: the result and details rows written, the journal;
 - the rest: scheduling, preflight, what no phase above names.
 
+Each case's seconds are kept too, and split over two workers in the order a pool starts them (largest first): the
+busier worker's share bounds what ``-n 2`` can gain on the dump, start-up aside.
+
 Then the floor (``bench_heavy.py floor``: each call once in its dtypes and once in float64, both backwards, one
 cosine and max-abs pass per output) on the same dump with one thread. The table gives each phase's seconds and
 share of the run, and the run's ratio to the floor. The default target and ``--target recorded`` both.
@@ -81,6 +84,34 @@ def _instrument() -> None:
     del training_outputs  # recorded_rows is looked up in check
     for owner, name, phase in places:
         setattr(owner, name, _timed(phase, getattr(owner, name)))
+    from precheck.scheduling import inprocess
+
+    checked = inprocess.check_case
+
+    def per_case(case, data_dir, options):
+        start = time.perf_counter()
+        try:
+            return checked(case, data_dir, options)
+        finally:
+            _CASES[case.name] = time.perf_counter() - start
+
+    inprocess.check_case = per_case
+
+
+_CASES: dict[str, float] = {}  # the last run's seconds per case, for the pool's split
+
+
+def pool_split(dump: Path, seconds: dict[str, float], workers: int = 2) -> tuple[float, float]:
+    """(the busiest worker's seconds, the serial seconds) of ``workers`` processes taking the cases in the order
+    a pool starts them (scheduling.costs.largest_first), each case as long as it took in one process: what bounds
+    ``-n 2``'s speed-up on this dump before any start-up."""
+    from precheck.dump.records import load_dump
+    from precheck.scheduling.costs import largest_first
+
+    busy = [0.0] * workers
+    for case in largest_first(load_dump(dump).cases):
+        busy[busy.index(min(busy))] += seconds.get(case.name, 0.0)
+    return max(busy), sum(seconds.values())
 
 
 def startup_seconds() -> float:
@@ -153,6 +184,9 @@ def main() -> None:
                 seconds = statistics.median(p.get(phase, 0.0) for _, p in runs)
                 cells.append(f"{seconds:.2f} s ({seconds / wall:.0%})")
             print(f"| {target} | {wall:.2f} s | {wall / floor:.2f}x | " + " | ".join(cells) + " |")
+            busiest, serial = pool_split(dump, _CASES)
+            print(f"  ({target}: two workers taking the cases largest first: the busier {busiest:.2f} s of "
+                  f"{serial:.2f} s in cases, {serial / busiest:.2f}x over one, start-up aside)")  # fmt: skip
 
 
 if __name__ == "__main__":
