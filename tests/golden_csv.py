@@ -99,4 +99,10 @@ if __name__ == "__main__":
     ):
         os.environ.setdefault(name, isa)
     sys.path.insert(0, str(Path(__file__).parent.parent))
+    # the dumps' tensor folders and large dump.json files are archives (tests/data/fixtures.py): a fresh clone
+    # that runs this before any pytest session finds them unpacked
+    sys.path.insert(0, str(DATA))
+    import fixtures
+
+    fixtures.unpack()
     main()

@@ -1,4 +1,5 @@
-"""tests/data/fixtures.py: the tensor folders tracked as archives, unpacked safely and once, the manifest true."""
+"""tests/data/fixtures.py: the tensor folders and large dump.json files tracked as archives, unpacked safely and
+once, the manifest true."""
 
 from __future__ import annotations
 
@@ -120,6 +121,99 @@ def test_unpack_fills_a_missing_folder_replaces_a_stale_one_and_leaves_the_rest(
     shutil.rmtree(folder)
     assert fixtures.unpack(data) == [folder] and (folder / "t.pt").read_bytes() == b"new"
     assert sorted(p.name for p in folder.parent.iterdir()) == ["dump.json", "dump_tensor_data", archive.name]
+
+
+def _large_json(rank: Path, calls: int = 900) -> bytes:
+    """A dump.json over the threshold, written as msprobe writes one (indented, not sorted): the bytes, not the
+    JSON, must come back."""
+    doc = {"task": "statistics", "data": {f"Torch.add.{i}.forward": {"Max": i / 7, "Min": -i} for i in range(calls)}}
+    blob = json.dumps(doc, indent=1).encode() + b"\n"
+    assert len(blob) > fixtures.LARGE
+    (rank / "dump.json").write_bytes(blob)
+    return blob
+
+
+def test_a_large_dump_json_is_packed_beside_itself_and_unpacks_byte_identical(tmp_path):
+    data = _data(tmp_path)
+    folder = _dump(data, "runs/a", {"t.pt": b"1"})
+    blob = _large_json(folder.parent)
+    _dump(data, "runs/small", {"t.pt": b"2"})  # a dump.json of 2 bytes: stays plain
+    written = fixtures.pack(data, use_git=False)
+    json_xz = folder.parent / "dump.json.xz"
+    assert sorted(a.name for a in written) == ["dump.json.xz", "dump_tensor_data.tar.xz", "dump_tensor_data.tar.xz"]
+    assert lzma.decompress(json_xz.read_bytes()) == blob and fixtures.pack_bytes(folder.parent / "dump.json") == (
+        json_xz.read_bytes()
+    )
+    assert not (data / "runs/small/step0/rank0/dump.json.xz").exists()
+    assert (data / ".gitignore").read_text().splitlines()[-1] == "/runs/a/step0/rank0/dump.json"
+    entry = json.loads((data / fixtures.MANIFEST).read_text())["fixtures"]["runs/a"]["archives"]
+    assert entry["step0/rank0/dump.json.xz"]["files"] == 1 and entry["step0/rank0/dump.json.xz"]["bytes"] == len(blob)
+    (folder.parent / "dump.json").unlink()  # a fresh clone: the archive alone
+    assert fixtures.unpack(data) == [folder.parent / "dump.json"]
+    assert (folder.parent / "dump.json").read_bytes() == blob and fixtures.check(data) == []
+    assert fixtures.pack(data, use_git=False) == [] and fixtures.unpack(data) == []  # idempotent
+
+
+def test_a_stale_dump_json_archive_is_replaced_and_an_edit_in_place_is_reported(tmp_path):
+    data = _data(tmp_path)
+    rank = _dump(data, "runs/a", {"t.pt": b"1"}).parent
+    _large_json(rank)
+    fixtures.pack(data, use_git=False)
+    edited = _large_json(rank, calls=1000)  # re-recorded in place: left alone, but the archive no longer says so
+    assert fixtures.unpack(data) == [] and (rank / "dump.json").read_bytes() == edited
+    assert fixtures.check(data) == [
+        "runs/a/step0/rank0/dump.json: differs from its archive (re-pack: fixtures.py pack PATH, or delete it)"
+    ]
+    (tmp_path / "pulled").mkdir()
+    pulled = _large_json(tmp_path / "pulled", calls=1100)
+    (rank / "dump.json.xz").write_bytes(fixtures.pack_bytes(tmp_path / "pulled" / "dump.json"))  # a pulled commit
+    assert fixtures.unpack(data) == [rank / "dump.json"] and (rank / "dump.json").read_bytes() == pulled
+    assert not [p for p in rank.iterdir() if p.name.startswith(".")]  # nothing left of the atomic write
+    fixtures.pack(data, [rank / "dump.json"], use_git=False)  # named: re-packed, the manifest follows
+    assert fixtures.check(data) == []
+
+
+def _git(cwd: Path, *args: str) -> str:
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    return subprocess.run(["git", *ident, *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def test_check_reports_a_large_dump_json_tracked_plain_and_pack_untracks_it(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    data = _data(tmp_path)
+    rank = _dump(data, "runs/a", {}).parent
+    (rank / "dump_tensor_data").rmdir()
+    _large_json(rank)
+    _dump(data, "runs/small", {})
+    (data / "runs/small/step0/rank0/dump_tensor_data").rmdir()
+    _git(data, "init", "-q")
+    _git(data, "add", ".")
+    _git(data, "commit", "-q", "-m", "recorded")  # a branch that tracked a large dump.json as it is
+    assert "runs/a/step0/rank0/dump.json: not packed (run: python tests/data/fixtures.py pack)" in fixtures.check(data)
+    fixtures.pack(data)
+    assert fixtures.check(data) == []
+    assert _git(data, "ls-files", "runs").split() == [
+        "runs/a/step0/rank0/dump.json.xz",
+        "runs/small/step0/rank0/dump.json",  # small: tracked plain, readable in a diff
+    ]
+    assert _git(data, "status", "--porcelain", "--untracked-files=all", "runs").split() == [
+        "D", "runs/a/step0/rank0/dump.json", "A", "runs/a/step0/rank0/dump.json.xz"
+    ]  # fmt: skip
+    _git(data, "add", "-f", "runs/a/step0/rank0/dump.json")  # forced back in: check says so
+    assert fixtures.check(data) == [
+        "runs/a/step0/rank0/dump.json: tracked by git beside its archive (check it, then: fixtures.py pack PATH)"
+    ]
+    (data / ".gitignore").write_text("")
+    assert (
+        fixtures.check(data)[-1]
+        == ".gitignore: does not list each packed dump.json (run: python tests/data/fixtures.py pack)"
+    )
+
+
+def test_pack_names_a_path_it_cannot_pack_in_one_line(tmp_path, capsys):
+    assert fixtures.main(["pack", "--no-git", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"fixtures: {tmp_path}: not a dump_tensor_data/ folder or a dump.json file\n"
 
 
 def _unpack_in_child(data: str) -> int:
