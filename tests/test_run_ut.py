@@ -352,17 +352,18 @@ def _cut_short(tmp_path: Path, output: bool) -> Path:
 
 
 def test_a_dump_msprobe_cut_short_says_where_it_ends_and_why(tmp_path):
-    """msprobe's activation-checkpointing recompute leaves a forward record with no output and nothing more of the
-    step (about 33 calls per rank lost): it was graded as complete. The run says it ends early, where and why,
-    and its run record (and so its report) says it is partial."""
+    """A process killed mid-call leaves a forward record with no output and nothing more of the step: it was graded
+    as complete (msprobe's checkpoint recompute leaves such a forward too, backwards after it: test_sharded_corpus).
+    The run says it ends early, where and why, and its run record (and so its report) says it is partial."""
     dump = _cut_short(tmp_path / "cut", output=False)
     with pytest.warns(UserWarning) as told:
         summary = run_ut(dump, tmp_path / "out", workers=1, backend="inprocess")
     [said] = [str(w.message) for w in told if "ends early" in str(w.message)]
     assert said == (
-        f"{dump}: the dump ends early: its last record, Functional.gelu.0.forward, is a forward with no output, and "
-        "nothing of the step was recorded after it (msprobe stops so in activation checkpointing's recompute, "
-        "torch.utils.checkpoint; a process killed mid-call too): the calls after it are missing"
+        f"{dump}: the dump ends early: its last forward record, Functional.gelu.0.forward, has no output, and no "
+        "forward was recorded after it (msprobe 26.2 records no forward once a call raises, as activation "
+        "checkpointing's recompute does, torch.utils.checkpoint; a process killed mid-call leaves the same): the "
+        "forwards after it are missing"
     )
     assert summary.counts["pass"] == 3
     (sidecar,) = (tmp_path / "out").glob("*.run.json")

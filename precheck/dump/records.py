@@ -111,26 +111,34 @@ def load_dump(path: str | os.PathLike, framework: str | None = None, *, through_
 
 def ends_early(dump: Dump) -> str | None:
     """Why the dump stops mid-step, or None. msprobe writes a forward record's inputs when the call starts and its
-    output when it returns: a last record that is a forward with no output is a call that never returned to the
-    recorder, and nothing after it was recorded. msprobe 26.2 stops so in activation checkpointing's recompute
-    (torch.utils.checkpoint re-runs a block's forward during the backward; its dump ends there, about 33 calls per
-    rank of a LLaMA step lost); a process killed or crashed mid-call leaves the same. Only the last record is read."""
+    output when it returns: a last forward record with no output is a call that never returned to the recorder.
+    msprobe 26.2 counts such a call as still running, so every later forward is taken for a call inside it and left
+    out, while backward records go on: activation checkpointing's recompute (torch.utils.checkpoint stops it by
+    raising through a call) leaves a dump whose forwards end there, the rest of the backward recorded, the
+    clipping and the optimizer's step lost (make_ckpt_offload_steps.py's FSDP2 step); a process killed mid-call
+    leaves the last record so. Only the last forward record is read."""
     keys = dump.index.keys
-    if not keys or is_module(keys[-1]):
-        return None
-    parts = replay_key(keys[-1])
-    if parts is None or parts[2] != "forward":
+    last, after = None, 0
+    for i in range(len(keys) - 1, -1, -1):
+        parts = None if is_module(keys[i]) else replay_key(keys[i])
+        if parts is not None and parts[2] == "forward":
+            last = i
+            break
+        after += parts is not None
+    if last is None:
         return None
     try:
-        record = dump.index.read(len(keys) - 1)
+        record = dump.index.read(last)
     except RecordError:
         return None
     if not isinstance(record, dict) or "output" in record:
         return None
+    then = f", only {after} backward records" if after else ""
     return (
-        f"the dump ends early: its last record, {clip(shown_name(keys[-1]), 120)}, is a forward with no output, "
-        "and nothing of the step was recorded after it (msprobe stops so in activation checkpointing's recompute, "
-        "torch.utils.checkpoint; a process killed mid-call too): the calls after it are missing"
+        f"the dump ends early: its last forward record, {clip(shown_name(keys[last]), 120)}, has no output, and no "
+        f"forward was recorded after it{then} (msprobe 26.2 records no forward once a call raises, as activation "
+        "checkpointing's recompute does, torch.utils.checkpoint; a process killed mid-call leaves the same): the "
+        "forwards after it are missing"
     )
 
 
