@@ -46,6 +46,8 @@ STEPS = (
     "fsdp2_clip_tensor_msprobe",
     "pipeline_gpipe_bug0_statistics",
     "pipeline_1f1b_bug0_statistics",
+    "fsdp2_ckpt_offload_statistics_msprobe",
+    "fsdp2_ckpt_offload_statistics_precheck",
 )
 AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 ENV = {**os.environ, **AVX2}  # run from ROOT: this checkout's precheck, not an installed one

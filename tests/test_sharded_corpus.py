@@ -22,6 +22,7 @@ from helpers import DATA
 from precheck.commands.cli import main
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS, SKIP, WARNING
+from precheck.dump.records import ends_early, load_dump
 from precheck.dump.steps import find_dumps
 from precheck.ranks import RanksSummary, run_step
 
@@ -155,12 +156,11 @@ def test_the_bad_sharded_matmul_is_named(capsys, tmp_path) -> None:
     capsys.readouterr()
 
 
-def test_fsdp2_over_tp_and_sp_on_a_2x2_mesh_has_no_error_and_skips_only_what_has_no_data() -> None:
-    """The 2-D step torchtitan users run (make_2d_steps.py, statistics task): no row where a side raised, no
-    error; a SKIP only where a tensor was saved without data (a statistics dump has no shards to put together for a
-    whole call, an AsyncCollectiveTensor none at all), never for a placement msprobe left out (_StridedShard)."""
-    summary = _graded("fsdp2_tp_sp_statistics_msprobe")
-    assert list(summary.ranks) == [f"rank{r}" for r in range(4)]
+def _clean(summary: RanksSummary, ranks: int) -> list:
+    """A clean step as issue 51 holds it: no row where a side raised, no error (whole-call, collective and
+    point-to-point rows among them), a SKIP only where a tensor was saved without data (a statistics dump has no
+    shards to put together for a whole call, an AsyncCollectiveTensor none at all). Its results."""
+    assert list(summary.ranks) == [f"rank{r}" for r in range(ranks)]
     results = [r for run in summary.ranks.values() for r in run.results]
     assert not [
         (row.name, row.comparison.reason) for r in results for row in r.details if row.comparison.reason in RAISED
@@ -169,4 +169,61 @@ def test_fsdp2_over_tp_and_sp_on_a_2x2_mesh_has_no_error_and_skips_only_what_has
     skipped = [r for r in results if SKIP in (r.forward, r.backward)]
     assert not [r.name for r in skipped if "no tensor file (a statistics dump)" not in r.message
                 and "without data" not in r.message]  # fmt: skip
+    return results
+
+
+def test_fsdp2_over_tp_and_sp_on_a_2x2_mesh_has_no_error_and_skips_only_what_has_no_data() -> None:
+    """The 2-D step torchtitan users run (make_2d_steps.py, statistics task): clean (_clean), never a SKIP for a
+    placement msprobe left out (_StridedShard)."""
+    results = _clean(_graded("fsdp2_tp_sp_statistics_msprobe"), 4)
     assert sum(r.forward == PASS for r in results) >= 120  # 124 with filter_api (one call per signature)
+
+
+CKPT = "fsdp2_ckpt_offload_statistics"  # make_ckpt_offload_steps.py: FSDP2 + activation checkpointing + CPU offload
+
+
+@pytest.mark.parametrize("recorder", ["msprobe", "precheck"])
+def test_fsdp2_with_checkpointing_and_cpu_offload_is_clean(recorder: str) -> None:
+    """Issue 51's users' step, recorded by msprobe and by precheck record: clean on both ranks; precheck's twin
+    grades its 8 FSDP2 collectives a rank (all_gather_single, reduce_scatter_single: msprobe 26.2 wraps neither)
+    and SKIPs only the clipping's vector_norm, a call on a Partial DTensor whose shards a statistics dump lacks."""
+    summary = _graded(f"{CKPT}_{recorder}")
+    results = _clean(summary, 2)
+    for run in summary.ranks.values():
+        collectives = [r for r in run.results if r.name.startswith("Distributed.")]
+        assert [r.forward for r in collectives] == ([PASS] * 8 if recorder == "precheck" else [])
+        skipped = [r.name for r in run.results if SKIP in (r.forward, r.backward)]
+        assert skipped == (["Torch.vector_norm.0"] if recorder == "precheck" else [])
+    assert len(results) == 2 * (55 if recorder == "precheck" else 39)  # one call per signature (filter_api)
+
+
+def _names(recorder: str, rank: int) -> list[str]:
+    return list(
+        json.loads((SHARDED / f"{CKPT}_{recorder}" / "step0" / f"rank{rank}" / "dump.json").read_text())["data"]
+    )
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_msprobes_checkpointed_step_ends_early_and_precheck_records_it_whole_by_msprobes_names(rank: int) -> None:
+    """msprobe 26.2 records no forward after torch's checkpoint stops the first recompute by raising through a
+    linear: that record has no output, the backwards go on, 54 forwards are lost (the first layer's recompute, the
+    clipping, the optimizer's step). run_ut says the dump ends early, where and why (it said nothing: the dump's
+    last record is a backward). precheck record names every record msprobe wrote, in its order, leaves no record of
+    the call that raised, and records the rest of the step and the collectives msprobe does not wrap."""
+    dump = SHARDED / f"{CKPT}_msprobe" / "step0" / f"rank{rank}" / "dump.json"
+    said = ends_early(load_dump(dump))
+    assert said is not None and said.startswith(
+        "the dump ends early: its last forward record, Functional.linear.21.forward, has no output, and no forward "
+        "was recorded after it, only 59 backward records (msprobe 26.2 records no forward once a call raises"
+    )
+    assert ends_early(load_dump(SHARDED / f"{CKPT}_precheck" / "step0" / f"rank{rank}" / "dump.json")) is None
+    theirs, ours = _names("msprobe", rank), _names("precheck", rank)
+    cut = theirs.index("Functional.linear.21.forward")
+    mine = [
+        n for n in ours if not n.startswith(("Distributed.all_gather_single.", "Distributed.reduce_scatter_single."))
+    ]
+    assert len(ours) - len(mine) == 8
+    assert mine[:cut] == theirs[:cut]
+    lost = [n for n in mine[cut:] if n.endswith(".forward")]
+    assert [n for n in mine[cut:] if n.endswith(".backward")] == theirs[cut + 1 :]
+    assert len(lost) == 54 and lost[-1] == "Tensor.add_.20.forward" and "Torch._foreach_norm.0.forward" in lost
