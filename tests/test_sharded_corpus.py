@@ -1,7 +1,9 @@
 """run_ut and compare on sharded training steps as teams run them (issue 44's corpus, tests/data/sharded/, recorded
 by msprobe 26.2 through tests/data/sharded/make_sharded_steps.py): FSDP2 with a bf16 MixedPrecisionPolicy and its
 fp32 twin (tensor and statistics tasks), the bf16 step with a bad sharded matmul and with a gradient reduce-scatter
-that sums in bf16, ZeRO-1 with no_sync gradient accumulation, DDP on 4 ranks, FSDP1; 2-4 ranks on gloo.
+that sums in bf16, ZeRO-1 with no_sync gradient accumulation, DDP on 4 ranks, FSDP1; 2-4 ranks on gloo. And issue 51's
+FSDP2 over TP + SP (make_2d_steps.py) and FSDP2 with activation checkpointing and CPU offload
+(make_ckpt_offload_steps.py, recorded by msprobe and by precheck record).
 
 The issue's targets this file holds: run_ut on each step folder (every rank, CPU target) has no row where a side
 raised and no error; each rank writes its own CSVs; compare lists FSDP2's narrows of its unfilled all-gather buffer
