@@ -38,6 +38,7 @@ import torch.multiprocessing as mp
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import llama_model  # noqa: E402
+from make_2d_steps import _step  # noqa: E402  (forward, backward, clip_grad_norm_, the optimizer's step)
 from make_collective_steps import _recorder, keep_dump  # noqa: E402  (msprobe's debugger, precheck.record)
 
 STEPS = {  # step -> its recorder (statistics task)
@@ -79,15 +80,6 @@ def rank_main(rank: int, out: str, recorder: str | None) -> None:
     Path(out, f"loss{rank}.txt").write_text(f"{loss.hex()} {total.hex()}\n")
     dist.barrier()
     dist.destroy_process_group()
-
-
-def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ids: torch.Tensor, labels: torch.Tensor) -> float:
-    loss = model(ids, labels)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
-    optimizer.step()
-    optimizer.zero_grad()
-    return loss.item()
 
 
 def _trained(recorder: str | None) -> tuple[str, list[str]]:
