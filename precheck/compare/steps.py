@@ -12,7 +12,11 @@ step's can: a record is inherited from a peer rank when
 - it is a receive whose differing tensor came from a send whose tensor already differed on its rank: the k-th
   receive of a channel (group, sender, receiver, tag) is the k-th send of that channel (precheck.dump.p2p_calls
   reads both ends, batch_isend_irecv's P2POps included, and pairs them as run_ut's step grades them), so two
-  messages of equal statistics, or a message the divergence changed, are told apart by where they travelled;
+  messages of equal statistics, or a message the divergence changed, are told apart by where they travelled. A
+  plain irecv's record msprobe rewrote with a later message of its peer (the buffer reused before msprobe read it:
+  ``later_messages`` there) holds that message's statistics, within their rounding, and not its own send's: its
+  divergence is that later send's, inherited where it differed on the sender, and the record is named rewritten
+  (``rewritten_with`` in the summary; its row's Produced by) where it stays the rank's own;
 - it is a record whose differing input no record of its rank produced (msprobe wrote the receive that got it
   before its message arrived) and that input has exactly the statistics of what an earlier receive of its rank
   got (that receive's send, paired as above) while it differed on the sender, or of a tensor a peer's collective
