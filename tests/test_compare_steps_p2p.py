@@ -87,10 +87,7 @@ def _rewritten_step(tmp_path: Path) -> Path:
     def edit(rank: int, doc: dict) -> None:
         if rank == 0:
             _scaled(doc, "Functional.relu.4.forward", "output", 0, 1.25)
-            batch = doc["data"]["Distributed.batch_isend_irecv.6.forward"]
-            for field in ("input_args", "output"):
-                for stat in ("Max", "Min", "Mean", "Norm"):
-                    batch[field][0][0]["tensor"][stat] *= 1.25
+            _scaled_op(doc, "Distributed.batch_isend_irecv.6.forward", 1.25)
         else:
             _scaled(doc, "Distributed.irecv.0.forward", "output", 0, 1.25)
 
@@ -143,6 +140,14 @@ def _scaled(doc: dict, record: str, field: str, place: int, by: float) -> dict:
     return entry
 
 
+def _scaled_op(doc: dict, record: str, by: float) -> None:
+    """A batch_isend_irecv's op 0 tensor scaled, as given and once the call had run."""
+    for field in ("input_args", "output"):
+        tensor = doc["data"][record][field][0][0]["tensor"]
+        for stat in ("Max", "Min", "Mean", "Norm"):
+            tensor[stat] *= by
+
+
 def _edited(bench: Path, target: Path, edit) -> None:
     shutil.copytree(bench, target)
     for rank in (0, 1):
@@ -184,11 +189,7 @@ def test_an_input_a_batch_received_too_early_is_traced_to_the_batch_ops_send(cap
     def edit(rank: int, doc: dict) -> None:
         if rank == 0:
             _scaled(doc, "Functional.linear.1.forward", "output", 0, 1.25)
-            batch = doc["data"]["Distributed.batch_isend_irecv.0.forward"]
-            for field in ("input_args", "output"):
-                tensor = batch[field][0][0]["tensor"]
-                for stat in ("Max", "Min", "Mean", "Norm"):
-                    tensor[stat] *= 1.25
+            _scaled_op(doc, "Distributed.batch_isend_irecv.0.forward", 1.25)
         else:
             _scaled(doc, "Tensor.__mul__.0.forward", "input_args", 0, 1.25)
             _scaled(doc, "Tensor.__mul__.0.forward", "output", 0, 1.25)
