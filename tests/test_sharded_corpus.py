@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -217,3 +218,20 @@ def test_a_statistics_dumps_loss_parallel_gradient_is_graded_whole_with_target_r
         assert row.backward in (PASS, WARNING) and SYNTHESIZED in row.message, row.message
         (grad,) = [d for d in row.details if d.direction == Direction.BACKWARD]
         assert tuple(grad.comparison.shape) == (4, 8) and grad.comparison.standard == "statistics"
+
+
+def test_a_shard_with_null_statistics_leaves_the_synthesized_rank_rows_a_skip_naming_it(tmp_path) -> None:
+    """A shard msprobe saved without data (null statistics) generates nothing: each rank's row of the norm is SKIP
+    naming the rank and the place, as any statistics row with such an input is, never a pass on made-up values."""
+    step = tmp_path / "step"
+    shutil.copytree(SHARDED / "fsdp2_bf16_statistics_msprobe", step)
+    path = step / "step0" / "rank1" / "dump.json"
+    doc = json.loads(path.read_text())
+    doc["data"]["Torch.vector_norm.0.forward"]["input_args"][0].update(Max=None, Min=None, Mean=None, Norm=None)
+    path.write_text(json.dumps(doc))
+    summary = run_step(find_dumps(step / "step0"), tmp_path / "out", device="cpu", backend="inprocess", workers=1,
+                       filter_api=True)  # fmt: skip
+    for run in summary.ranks.values():
+        (row,) = [r for r in run.results if r.name == "Torch.vector_norm.0"]
+        said = "rank 1: Torch.vector_norm.0: input_args[0] saved by msprobe without data (null statistics, no file)"
+        assert row.forward == SKIP and said in row.message, row.message

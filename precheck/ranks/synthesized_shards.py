@@ -38,7 +38,13 @@ SAID = "inputs synthesized per shard from each rank's recorded statistics (seed 
 def generated(case: Case, spec: TensorSpec, rank: int, place: str, seed: int) -> torch.Tensor:
     """Rank ``rank``'s tensor ``spec`` at ``place`` of its record ``case``, generated from its own statistics with
     the fix-ups of the call's registry entry (class ids kept valid, int64 widening); CannotGrade where its
-    statistics generate nothing (blank ones)."""
+    statistics are all blank (an AsyncCollectiveTensor's: as in any statistics row, nothing to rebuild it from)."""
+    if all(v is None for v in (spec.stats.max, spec.stats.min, spec.stats.mean, spec.stats.norm)):
+        raise CannotGrade(
+            f"rank {rank}: {case.name}: {place} saved by msprobe without data (null statistics, no file): nothing "
+            f"to generate its shard from",
+            Reason.SKIP_INPUTS,
+        )
     named = case if _alike(spec) else replace(case, name=f"{case.name}@rank{rank}")  # a shard its own stream
     entry = lookup(case.api)
     no_files = Path(".")  # a spec with no file is generated, never read
