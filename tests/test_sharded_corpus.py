@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,7 +27,9 @@ from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS, SKIP, WARNING
 from precheck.dump.records import ends_early, load_dump
 from precheck.dump.steps import find_dumps
+from precheck.execution.options import CheckOptions
 from precheck.ranks import RanksSummary, run_step
+from precheck.results import Direction
 
 SHARDED = DATA / "sharded"
 CORPUS = sorted(p.name for p in SHARDED.glob("*_msprobe") if (p / "msprobe_config.json").is_file())
@@ -160,8 +163,8 @@ def test_the_bad_sharded_matmul_is_named(capsys, tmp_path) -> None:
 
 def _clean(summary: RanksSummary, ranks: int) -> list:
     """A clean step as issue 51 holds it: no row where a side raised, no error (whole-call, collective and
-    point-to-point rows among them), a SKIP only where a tensor was saved without data (a statistics dump has no
-    shards to put together for a whole call, an AsyncCollectiveTensor none at all). Its results."""
+    point-to-point rows among them), a SKIP only where a tensor was saved without data (an AsyncCollectiveTensor:
+    null statistics). Its results."""
     assert list(summary.ranks) == [f"rank{r}" for r in range(ranks)]
     results = [r for run in summary.ranks.values() for r in run.results]
     assert not [
@@ -169,33 +172,94 @@ def _clean(summary: RanksSummary, ranks: int) -> list:
     ]
     assert not [r.name for r in results if ERROR in (r.forward, r.backward)]
     skipped = [r for r in results if SKIP in (r.forward, r.backward)]
-    assert not [r.name for r in skipped if "no tensor file (a statistics dump)" not in r.message
-                and "without data" not in r.message]  # fmt: skip
+    assert not [r.name for r in skipped if "saved by msprobe without data" not in r.message]
     return results
 
 
 def test_fsdp2_over_tp_and_sp_on_a_2x2_mesh_has_no_error_and_skips_only_what_has_no_data() -> None:
     """The 2-D step torchtitan users run (make_2d_steps.py, statistics task): clean (_clean), never a SKIP for a
-    placement msprobe left out (_StridedShard)."""
+    placement msprobe left out (_StridedShard), nor for a call DTensor ran on more than its rank's shard (those are
+    graded on shards generated from each rank's statistics: the next test)."""
     results = _clean(_graded("fsdp2_tp_sp_statistics_msprobe"), 4)
+    assert any(SKIP in (r.forward, r.backward) for r in results)  # the AsyncCollectiveTensors
     assert sum(r.forward == PASS for r in results) >= 120  # 124 with filter_api (one call per signature)
 
 
 CKPT = "fsdp2_ckpt_offload_statistics"  # make_ckpt_offload_steps.py: FSDP2 + activation checkpointing + CPU offload
+SYNTHESIZED = "inputs synthesized per shard from each rank's recorded statistics (seed 0)"
+
+
+@pytest.mark.parametrize(
+    ("name", "call", "said"),
+    [
+        ("fsdp2_bf16_statistics_msprobe", "Torch.vector_norm.0", "its Partial inputs reduced across the ranks first"),
+        ("fsdp2_fp32_statistics_msprobe", "Torch.vector_norm.0", "its Partial inputs reduced across the ranks first"),
+        ("fsdp2_tp_sp_statistics_msprobe", "Torch.vector_norm.0", "its Partial inputs reduced across the ranks first"),
+        (f"{CKPT}_precheck", "Torch.vector_norm.0", "its Partial inputs reduced across the ranks first"),
+        ("fsdp2_tp_sp_statistics_msprobe", "Functional.embedding.0", "its ids masked to this rank's rows"),
+        ("loss_parallel_statistics_msprobe", "Functional.cross_entropy.0", "graded on the logits put together"),
+    ],
+)
+def test_a_statistics_dumps_rank_rows_of_calls_run_on_more_than_the_shard_are_graded_on_synthesized_shards(
+    name: str, call: str, said: str
+) -> None:
+    """clip_grad_norm_'s total norm (a Partial input DTensor reduced first), a vocab-parallel embedding (its ids
+    masked) and a loss_parallel cross-entropy (its logits put together) were each rank's SKIP in a statistics dump
+    ("shards need their values"): each is now graded on every rank as any statistics row, on inputs generated per
+    shard from that rank's own statistics, and its Message says so."""
+    summary = _graded(name)
+    rows = [r for run in summary.ranks.values() for r in run.results if r.name == call]
+    assert len(rows) == len(summary.ranks) >= 2
+    for row in rows:
+        assert row.forward == PASS and row.backward in (PASS, None), (row.name, row.message)
+        assert said in row.message and SYNTHESIZED in row.message and row.generated_inputs
+    messages = [r.message for run in summary.ranks.values() for r in run.results if SKIP in (r.forward, r.backward)]
+    assert not [m for m in messages if "shards need their values" in m]
+
+
+def test_a_statistics_dumps_loss_parallel_gradient_is_graded_whole_with_target_recorded(tmp_path) -> None:
+    """With --target recorded a statistics row grades its recorded statistics: the loss_parallel cross-entropy's
+    recorded gradient is each rank's shard of the logits' classes, and its row grades the whole logits' gradient,
+    the shards' statistics put together (the largest Max, the smallest Min, the Mean weighted, the Norms' root sum
+    of squares), never a shard's statistics against the whole's golden."""
+    options = CheckOptions(target="recorded")
+    summary = run_step(find_dumps(SHARDED / "loss_parallel_statistics_msprobe" / "step0"), tmp_path, device="cpu",
+                       backend="inprocess", workers=1, filter_api=True, options=options)  # fmt: skip
+    for run in summary.ranks.values():
+        (row,) = [r for r in run.results if r.name == "Functional.cross_entropy.0"]
+        assert row.backward in (PASS, WARNING) and SYNTHESIZED in row.message, row.message
+        (grad,) = [d for d in row.details if d.direction == Direction.BACKWARD]
+        assert tuple(grad.comparison.shape) == (4, 8) and grad.comparison.standard == "statistics"
+
+
+def test_a_shard_with_null_statistics_leaves_the_synthesized_rank_rows_a_skip_naming_it(tmp_path) -> None:
+    """A shard msprobe saved without data (null statistics) generates nothing: each rank's row of the norm is SKIP
+    naming the rank and the place, as any statistics row with such an input is, never a pass on made-up values."""
+    step = tmp_path / "step"
+    shutil.copytree(SHARDED / "fsdp2_bf16_statistics_msprobe", step)
+    path = step / "step0" / "rank1" / "dump.json"
+    doc = json.loads(path.read_text())
+    doc["data"]["Torch.vector_norm.0.forward"]["input_args"][0].update(Max=None, Min=None, Mean=None, Norm=None)
+    path.write_text(json.dumps(doc))
+    summary = run_step(find_dumps(step / "step0"), tmp_path / "out", device="cpu", backend="inprocess", workers=1,
+                       filter_api=True)  # fmt: skip
+    for run in summary.ranks.values():
+        (row,) = [r for r in run.results if r.name == "Torch.vector_norm.0"]
+        said = "rank 1: Torch.vector_norm.0: input_args[0] saved by msprobe without data (null statistics, no file)"
+        assert row.forward == SKIP and said in row.message, row.message
 
 
 @pytest.mark.parametrize("recorder", ["msprobe", "precheck"])
 def test_fsdp2_with_checkpointing_and_cpu_offload_is_clean(recorder: str) -> None:
     """Issue 51's users' step, recorded by msprobe and by precheck record: clean on both ranks; precheck's twin
     grades its 8 FSDP2 collectives a rank (all_gather_single, reduce_scatter_single: msprobe 26.2 wraps neither)
-    and SKIPs only the clipping's vector_norm, a call on a Partial DTensor whose shards a statistics dump lacks."""
+    and the clipping msprobe lost (its vector_norm on synthesized shards); no row is SKIP."""
     summary = _graded(f"{CKPT}_{recorder}")
     results = _clean(summary, 2)
+    assert not [r.name for r in results if SKIP in (r.forward, r.backward)]
     for run in summary.ranks.values():
         collectives = [r for r in run.results if r.name.startswith("Distributed.")]
         assert [r.forward for r in collectives] == ([PASS] * 8 if recorder == "precheck" else [])
-        skipped = [r.name for r in run.results if SKIP in (r.forward, r.backward)]
-        assert skipped == (["Torch.vector_norm.0"] if recorder == "precheck" else [])
     assert len(results) == 2 * (55 if recorder == "precheck" else 39)  # one call per signature (filter_api)
 
 

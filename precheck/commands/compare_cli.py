@@ -219,7 +219,8 @@ def describe(result: DumpComparison) -> str:
     lines += _rule(d.localization, named=d.first is not None)
     for f in d.suspects[:10]:
         if f is not d.first:
-            lines.append(f"  {f.verdict}: {f.name} (output deviation {f.output_deviation:.3g})" + _v(result, f.name))
+            deviation = f"(output deviation {f.output_deviation:.3g}){f.rewritten_note()}"
+            lines.append(f"  {f.verdict}: {f.name} {deviation}" + _v(result, f.name))
     for run in result.unmatched[:5]:
         span = run["first"] if run["count"] == 1 else f"{run['first']} .. {run['last']}"
         lines.append(f"  only in the {run['side']}: {span} ({run['count']} records)")

@@ -108,6 +108,8 @@ class Finding:
     # rank's collective, or the peer's send); its verdict is then INHERITED (precheck.compare.steps)
     from_rank: int | None = None
     through: str | None = None
+    # A receive whose record msprobe rewrote with a later message: that message (``<send> of rank R``)
+    rewritten: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +126,7 @@ class Finding:
             "honest_kernel": self.honest,
             "overflow": self.overflow,
             "inherited_from": None if self.from_rank is None else {"rank": self.from_rank, "through": self.through},
+            "rewritten_with": self.rewritten,
         }
 
     @classmethod
@@ -138,11 +141,12 @@ class Finding:
 
         peer = d.get("inherited_from") if isinstance(d.get("inherited_from"), dict) else {}
         rank = peer.get("rank") if isinstance(peer.get("rank"), int) else None
+        rewritten = d.get("rewritten_with") if isinstance(d.get("rewritten_with"), str) else None
         return cls(str(d.get("name", "")), str(d.get("direction", "")), str(d.get("verdict", "")),
                    bool(d.get("inputs_agree")), number(d.get("input_deviation")), number(d.get("output_deviation")),
                    d.get("worst_input"), d.get("worst_output"), d.get("produced_by"),
                    str(d.get("rule") or TOLERANCE_RULE), d.get("honest_kernel"), d.get("overflow"), rank,
-                   None if rank is None else str(peer.get("through")))  # fmt: skip
+                   None if rank is None else str(peer.get("through")), rewritten)  # fmt: skip
 
     def why(self) -> str:
         """Why the runs part at this record, in one sentence: the console and the report say the same."""
@@ -168,7 +172,7 @@ class Finding:
         if self.verdict == SUSPECT:
             return (
                 f"{self.name}: its inputs agree (deviation {self.input_deviation:.3g}, within rounding) and its "
-                f"outputs do not ({self.output_deviation:.3g}): the API is suspect"
+                f"outputs do not ({self.output_deviation:.3g}): the API is suspect{self.rewritten_note()}"
             )
         if self.verdict == AMPLIFIED:
             return (
@@ -185,6 +189,12 @@ class Finding:
             f"{self.name}: inherited: its input {self.worst_input} already differs ({self.input_deviation:.3g}), "
             f"{source}"
         )
+
+    def rewritten_note(self) -> str:
+        """What the console adds to a receive whose record msprobe rewrote: its outputs are another message's."""
+        if not self.rewritten:
+            return ""
+        return f" (its record holds {self.rewritten}: msprobe rewrote it with a later message)"
 
 
 def _number(x: float) -> float | str:

@@ -12,7 +12,11 @@ step's can: a record is inherited from a peer rank when
 - it is a receive whose differing tensor came from a send whose tensor already differed on its rank: the k-th
   receive of a channel (group, sender, receiver, tag) is the k-th send of that channel (precheck.dump.p2p_calls
   reads both ends, batch_isend_irecv's P2POps included, and pairs them as run_ut's step grades them), so two
-  messages of equal statistics, or a message the divergence changed, are told apart by where they travelled;
+  messages of equal statistics, or a message the divergence changed, are told apart by where they travelled. A
+  plain irecv's record msprobe rewrote with a later message of its peer (the buffer reused before msprobe read it:
+  ``later_messages`` there) holds that message's statistics, within their rounding, and not its own send's: its
+  divergence is that later send's, inherited where it differed on the sender, and the record is named rewritten
+  (``rewritten_with`` in the summary; its row's Produced by) where it stays the rank's own;
 - it is a record whose differing input no record of its rank produced (msprobe wrote the receive that got it
   before its message arrived) and that input has exactly the statistics of what an earlier receive of its rank
   got (that receive's send, paired as above) while it differed on the sender, or of a tensor a peer's collective
@@ -38,6 +42,7 @@ from precheck.compare.entries import DumpIndex, Item, open_dump
 from precheck.compare.record_log import mark_verdict
 from precheck.compare.summary import DumpComparison
 from precheck.dump.cannot_grade import CannotGrade
+from precheck.dump.copied_stats import recorded_copy
 from precheck.dump.index import RecordError
 from precheck.dump.p2p_calls import Channels, Op, read_calls
 from precheck.dump.record_names import call_of, is_collective, is_point_to_point, split_item
@@ -109,6 +114,8 @@ def step_verdict(results: dict[int, DumpComparison]) -> StepVerdict:
             source = _source(dumps, rank, finding)
             if source is not None:
                 _inherit(result, finding, *source)
+            elif finding.rewritten:
+                mark_verdict(result.records_path, finding.name, finding.verdict, f"rewritten with {finding.rewritten}")
     verdict = _verdict(results)
     for result in results.values():
         result.step = verdict.as_dict()
@@ -137,12 +144,28 @@ def _source(dumps: _Dumps, rank: int, finding: Finding) -> tuple[int, str] | Non
                 return peer, finding.name
         return None
     if is_point_to_point(call) and finding.verdict in (SUSPECT, AMPLIFIED):
-        op = dumps.op_of(rank, finding.name, finding.worst_output)
-        send = dumps.send_of(op) if op is not None and not op.sends else None
-        return (send.rank, _through(op, send)) if op is not None and send is not None else None
+        return _message(dumps, rank, finding)
     if finding.verdict == INHERITED and finding.producer is None and finding.direction != "parameters_grad":
         return _received_earlier(dumps, rank, finding)
     return None
+
+
+def _message(dumps: _Dumps, rank: int, finding: Finding) -> tuple[int, str] | None:
+    """Where a receive's differing tensor came from: the send it got, where that send's tensor already differed on
+    its rank. Where msprobe rewrote the receive's record with a later message (its recorded statistics are that later
+    send's and not its own send's), the record's divergence is that message's: inherited where that send's tensor
+    differed, else the rank's own still, but ``finding.rewritten`` names the message its record holds."""
+    op = dumps.op_of(rank, finding.name, finding.worst_output)
+    own = dumps.sent_to(op) if op is not None and not op.sends else None
+    if op is None or own is None:
+        return None
+    later = dumps.rewritten_with(op, own)
+    if later is None:
+        return (own.rank, _through(op, own)) if dumps.diverged(own) else None
+    finding.rewritten = f"{_end(later)} of rank {later.rank}"
+    if not dumps.diverged(later):
+        return None
+    return later.rank, f"{_end(op)} (its record rewritten by msprobe with {finding.rewritten})"
 
 
 def _received_earlier(dumps: _Dumps, rank: int, finding: Finding) -> tuple[int, str] | None:
@@ -272,15 +295,33 @@ class _Dumps:
         ops = (o for o in self.channels().in_order.get(rank, []) if o.name == call)
         return next((o for o in ops if f"{record}.{o.items[1]}" == item), None)
 
-    def send_of(self, received: Op) -> Op | None:
-        """The send a receive got (its channel's send of the same number), where that send's tensor already
-        differed on its rank; None where it agreed there, or the send is not known."""
+    def sent_to(self, received: Op) -> Op | None:
+        """The send a receive got (its channel's send of the same number); None where it is not known."""
         try:
-            send = self.channels().other_end(received)
+            return self.channels().other_end(received)
         except CannotGrade:
             return None
+
+    def diverged(self, send: Op) -> bool:
+        """Whether the tensor a send gave already differed on its rank."""
         kept = self.results[send.rank].divergence.exchanges.get(f"{send.name}.forward")
-        return send if kept is not None and f"{send.name}.forward.{send.items[0]}" in kept[1] else None
+        return kept is not None and f"{send.name}.forward.{send.items[0]}" in kept[1]
+
+    def send_of(self, received: Op) -> Op | None:
+        """The send a receive got, where that send's tensor already differed on its rank; None where it agreed
+        there, or the send is not known."""
+        send = self.sent_to(received)
+        return send if send is not None and self.diverged(send) else None
+
+    def rewritten_with(self, received: Op, send: Op) -> Op | None:
+        """The later message whose tensor a plain irecv's record holds in place of ``send``'s, the one it got
+        (precheck.dump.p2p_calls' later_messages: msprobe rewrote it): the first whose recorded statistics the
+        receive's are, within their rounding, where ``send``'s are not; None where the record is its own message's."""
+        if recorded_copy(received.after, send.before):
+            return None
+        return next(
+            (o for o in self.channels().later_messages(received, send) if recorded_copy(received.after, o.before)), None
+        )
 
     def receives_before(self, rank: int, record: str) -> list[Op]:
         """``rank``'s receives recorded before ``record``, the latest first."""

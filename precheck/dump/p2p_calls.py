@@ -142,6 +142,21 @@ class Channels:
         self._known(others[k])
         return others[k]
 
+    def later_messages(self, received: Op, send: Op) -> list[Op]:
+        """The messages a plain irecv's record may hold in place of ``send`` (the one it got), in their sender's
+        order: msprobe 26.2 rewrites a rank's last isend/irecv record when a later batch_isend_irecv's inner irecv
+        completes, with what that irecv got, so a plain irecv followed on its rank by a batch's receive from the
+        same peer may hold any later send of that peer to this rank (another tag's too); none otherwise."""
+        if received.batch or received.sends:
+            return []
+        after = (
+            o for o in self.in_order[received.rank] if o.batch and not o.sends and self.order(o) > self.order(received)
+        )
+        if not any(o.peer == received.peer for o in after):
+            return []
+        sent = (o for o in self.in_order.get(received.peer, []) if o.sends and o.peer == received.rank)
+        return [o for o in sent if self.order(o) > self.order(send)]
+
 
 def _plain(rank: int, name: str, record: dict, world: int) -> Op:
     arg = POINT_TO_POINT[name.split(".")[1]]

@@ -8,6 +8,7 @@ grade, result.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import replace
@@ -36,7 +37,7 @@ from precheck.execution.vocab_parallel import is_loss_parallel, is_masked_embedd
 from precheck.grader import stochastic
 from precheck.grader.rows import RowGrader
 from precheck.inputs.builder import InputBuilder, InputError, builder_for
-from precheck.results import ApiResult, Direction, failed, graded, skipped
+from precheck.results import ApiResult, DetailRow, Direction, failed, graded, skipped
 from precheck.walk import flatten
 
 # The working directory as a handle to return to: O_PATH (Linux) needs no read permission on it, so a run started
@@ -263,8 +264,9 @@ def _graded(
 ) -> ApiResult:
     """The graded rows of a call whose sides all ran, and the row's message: every non-pass reason and note."""
     honest = HonestRun(call, case, ran.at, ran.target if target.is_honest(case) else None)
+    max_abs = math.inf if builder.unwritten else options.max_abs  # no bound at a scale the inputs are not at
     grade = RowGrader(
-        options.standard, options.cosine, options.max_abs, call.entry.standard, options.keep_tensors, held_to(case)
+        options.standard, options.cosine, max_abs, call.entry.standard, options.keep_tensors, held_to(case)
     )
     reference_ok = reference is not None and not reference.error
     # Before grading frees the outputs; a canonical form rewrites indices into values, so no dtype is compared.
@@ -294,7 +296,7 @@ def _graded(
         if r.status != PASS and r.comparison.message
     ]
     problems += [backward_problem] if backward_problem else []
-    problems += [*notes, *builder.roundings, *odd]
+    problems += [*notes, *builder.roundings, *odd, *_unwritten(builder, forward + backward, options.max_abs)]
     if builder.generated:
         problems.append(builder.describe())
     if call.entry.nondeterministic and {WARNING, ERROR} & {r.status for r in forward + backward}:
@@ -310,6 +312,26 @@ def _graded(
     return graded(
         case, forward, backward, message, backward_status=backward_status, inputs=inputs, generated_inputs=generated
     )
+
+
+def _unwritten(builder: InputBuilder, rows: list[DetailRow], max_abs: float) -> list[str]:
+    """What the Message says of a call graded on inputs that read as memory no call wrote (inputs/unwritten.py),
+    where it changed a verdict: the default standard's max abs error bound, which is at the training's scale, was
+    not held against the rows it would have failed (an exact fp32 linear on 1.7e28 rounds by 1e20); the honest
+    kernel's verdict, scale-free, graded them (an error stays one). Elsewhere the call is graded as any other."""
+    waived = [
+        f"{r.short_name} {r.comparison.metrics.max_abs_err:.3g}"
+        for r in rows
+        if r.comparison.standard == "default"
+        and r.comparison.metrics is not None
+        and (r.comparison.metrics.max_abs_err or 0.0) >= max_abs
+    ]
+    if not builder.unwritten or not waived:
+        return []
+    return [
+        f"{'; '.join(builder.unwritten)}: max abs error ({', '.join(waived)}) not held to {max_abs:g}, a bound "
+        "at the training's scale; graded by the honest kernel's verdict, which holds at any scale"
+    ]
 
 
 def _random(

@@ -64,7 +64,7 @@ def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdic
     theirs = _statistics(spec)
     scale = max(ours["Norm"] / math.sqrt(finite.numel()), 1e-30)
     tolerance = max(4 * limits_for(spec.dtype).rtol, 1e-3) if spec.dtype.is_floating_point else 0.0
-    off, compared = [], [name for name, value in theirs.items() if value is not None and math.isfinite(value)]
+    off, compared = [], {name: value for name, value in theirs.items() if value is not None and math.isfinite(value)}
     if not compared:  # "pass" means graded: four blank or infinite numbers grade nothing
         why = (
             "left blank"
@@ -75,8 +75,7 @@ def grade_statistics(spec: TensorSpec, golden: torch.Tensor) -> StatisticsVerdic
             SKIP, f"statistics only: not graded, none of Max/Min/Mean/Norm recorded to compare ({why})",
             Reason.SKIP_RECORDED_OUTPUT,
         )  # fmt: skip
-    for name in compared:
-        value = theirs[name]
+    for name, value in compared.items():
         error = abs(value - ours[name]) / max(abs(ours[name]), scale)
         if error > tolerance:
             off.append(f"{name} {value:.6g} vs golden {ours[name]:.6g}")

@@ -21,6 +21,7 @@ from precheck.dump.records import Case, TensorSpec
 from precheck.dump.safe_files import DataFile, Missing, Refused, load_npy, open_file, reason, shown
 from precheck.errors import PrecheckError
 from precheck.inputs.synth import rng_for, synthesize
+from precheck.inputs.unwritten import unwritten
 from precheck.walk import flatten, map_placed
 
 STATISTICS_ONLY = "statistics mode: inputs must be regenerated"
@@ -186,6 +187,7 @@ class InputBuilder:
         self.generated = 0
         self.notes: list[str] = []
         self.roundings: list[str] = []  # files whose values the recorded dtype could not hold (load_tensor)
+        self.unwritten: list[str] = []  # inputs whose statistics read as memory no call wrote (inputs/unwritten.py)
         self.tensors: dict[str, torch.Tensor] = {}  # every tensor built, by argument place (error data, repro)
 
     def build(self, tree: Any, where: str) -> Any:
@@ -199,6 +201,9 @@ class InputBuilder:
 
     def _tensor(self, spec: TensorSpec, where: str) -> torch.Tensor:
         tensor = self._make(spec, where)
+        why = "" if where.endswith(".out") else unwritten(spec)  # an out= buffer is written, never read
+        if why:
+            self.unwritten.append(f"{where}: {why}")
         if where in self.long_args and tensor.dtype in (torch.int8, torch.int16, torch.int32):
             self.notes.append(f"{where}: {tensor.dtype} widened to int64")
             tensor = tensor.long()

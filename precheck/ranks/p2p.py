@@ -73,14 +73,7 @@ class _Links(Channels):
         """Why a plain irecv's recorded tensor ``got`` is another message's, where it is: msprobe 26.2 rewrites the
         rank's last isend/irecv record when a later batch_isend_irecv's inner irecv completes, with what that irecv
         got, a later message from the same peer (``send``: the one this irecv got). Empty otherwise."""
-        if op.batch or op.sends:
-            return ""
-        after = [o for o in self.in_order[op.rank] if o.batch and not o.sends and self.order(o) > self.order(op)]
-        if not any(o.peer == op.peer for o in after):
-            return ""
-        for later in (o for o in self.in_order.get(op.peer, []) if o.sends and o.peer == op.rank):
-            if self.order(later) <= self.order(send):
-                continue
+        for later in self.later_messages(op, send):
             try:
                 sent = _spec(later.before, later.where)
             except CannotGrade:

@@ -2,9 +2,10 @@
 shape and statistics are the sent tensor's.
 
 msprobe computes each rank's statistics of the same values the same way, so a copy's Max and Min are equal to the
-bit and its Mean and Norm equal within the rounding of a reduction taken in another order (a few float32 eps of
-their scale). A statistic that is not finite where the sent one is finite (or the reverse, or another non-finite
-value) is an error: the message says which statistic broke, as recorded on each side.
+bit and its Mean and Norm equal within the rounding of a reduction taken in another order (the rule of
+precheck.dump.copied_stats, which the step compare shares). A statistic that is not finite where the sent one is
+finite (or the reverse, or another non-finite value) is an error: the message says which statistic broke, as
+recorded on each side.
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from precheck.core.comparison import Comparison
 from precheck.core.reasons import Reason
 from precheck.core.status import ERROR, PASS, Status
 from precheck.dump.cannot_grade import CannotGrade
+from precheck.dump.copied_stats import STATS as _STATS
+from precheck.dump.copied_stats import copied_stat
 from precheck.dump.decode import TensorSpec
 
 __all__ = ["copied_statistics", "same_statistics"]
-
-_STATS = ("Max", "Min", "Mean", "Norm")
-_EPS32 = 2.0**-23
-_ROUNDING = 8  # eps of the statistic's scale a reduction in another order may move a Mean or a Norm
 
 
 def copied_statistics(target: TensorSpec, golden: TensorSpec, source: str) -> Comparison:
@@ -70,18 +69,8 @@ def _both_nan(a: float | None, b: float | None) -> bool:
 
 
 def _equal(stat: str, got: float | None, sent: float | None, golden: TensorSpec) -> bool:
-    """Whether a received statistic is the sent one: the same non-finite value, Max and Min to the bit, Mean and
-    Norm within a reduction's rounding."""
-    if got is None or sent is None:
-        return False
-    if not (math.isfinite(got) and math.isfinite(sent)):
-        return got == sent or _both_nan(got, sent)
-    if stat in ("Max", "Min"):
-        return got == sent
-    norm = _stat(golden, "Norm")
-    rms = norm / math.sqrt(golden.numel) if norm is not None and math.isfinite(norm) and golden.numel else 0.0
-    scale = abs(sent) if stat == "Norm" else abs(sent) + rms
-    return abs(got - sent) <= _ROUNDING * _EPS32 * scale
+    """Whether a received statistic is the sent one (precheck.dump.copied_stats)."""
+    return got is not None and sent is not None and copied_stat(stat, got, sent, _stat(golden, "Norm"), golden.numel)
 
 
 def _shown(spec: TensorSpec) -> str:

@@ -26,6 +26,7 @@ from precheck.execution.runner import one_line
 from precheck.execution.shards import Layout, put_together, replicas_apart
 from precheck.execution.sizes import estimated_bytes
 from precheck.inputs.builder import InputError, iter_specs, load_tensor
+from precheck.ranks.synthesized_shards import generated, recorded_together
 from precheck.walk import flatten, map_placed, placed
 
 __all__ = ["Assembly", "StepRank", "built", "load", "members", "need_bytes", "require_within", "shardings"]
@@ -33,6 +34,7 @@ __all__ = ["Assembly", "StepRank", "built", "load", "members", "need_bytes", "re
 # a case's trees, by the names msprobe's record gives them (the places messages say)
 TREES = {"args": "input_args", "kwargs": "input_kwargs", "outputs": "output", "grad_outputs": "backward.input",
          "grad_inputs": "backward.output"}  # fmt: skip
+_INPUTS = ("args", "kwargs")  # the trees a statistics dump's case generates (its gradients kept as records)
 # what a shard becomes before it is put together: (tree, place, rank, tensor) -> tensor
 Adjust = Callable[[str, str, int, torch.Tensor], torch.Tensor]
 
@@ -55,12 +57,14 @@ class StepRank:
 class Assembly:
     """How the case is made of the ranks' shards: ``layout`` puts each DTensor together (or, ``own_only``, keeps
     the layout's rank's shard: its local kernel's inputs), ``adjust`` changes a shard first (DTensor's masks),
-    ``limit`` bounds each file read (--max-memory)."""
+    ``limit`` bounds each file read (--max-memory); ``seed``, a statistics dump's: each input's shards generated
+    from their own statistics with it, the outputs and gradients kept as records (synthesized_shards)."""
 
     layout: Layout
     own_only: bool = False
     adjust: Adjust | None = None
     limit: int | None = None
+    seed: int | None = None
 
 
 def shardings(case: Case) -> list:
@@ -133,10 +137,12 @@ def built(
     def together(leaf: Any, place: str, tree: str) -> Any:
         if not isinstance(leaf, TensorSpec):
             return leaf
+        if assembly.seed is not None and tree not in _INPUTS:  # a statistics dump's records: never generated
+            specs = {r: s for r in cases if isinstance(s := leaves[r][tree].get(place), TensorSpec)}
+            return recorded_together(leaf, specs, layout, assembly.own_only)
         if leaf.sharding is None:
-            return _saved(
-                _load(own, leaf, ranks, layout.rank, assembly.limit, place), folder / f"{next(numbers)}.pt", leaf
-            )
+            value = _load(own, leaf, ranks, layout.rank, assembly, place)
+            return _saved(value, folder / f"{next(numbers)}.pt", leaf)
         if leaf.sharding.placements is None:
             raise CannotGrade(leaf.sharding.problem, Reason.SKIP_UNSUPPORTED)  # a gradient's (the forward's were read)
         shards = _shards(cases, leaves, tree, place, ranks, assembly)
@@ -168,7 +174,7 @@ def _shards(
         spec = leaves[r][tree].get(place)
         if not isinstance(spec, TensorSpec):
             raise CannotGrade(f"{place}: rank {r} recorded no tensor there", Reason.SKIP_BAD_RECORD)
-        shards[r] = _load(cases[r], spec, ranks, r, assembly.limit, place)
+        shards[r] = _load(cases[r], spec, ranks, r, assembly, place)
         if assembly.adjust is not None:
             shards[r] = assembly.adjust(tree, place, r, shards[r])
     return shards
@@ -196,12 +202,16 @@ def _replicas(leaf: TensorSpec, place: str, tree: str, shards: dict[int, torch.T
 def load(case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, limit: int | None) -> torch.Tensor:
     """Rank ``rank``'s recorded tensor ``spec`` of ``case``, a file whose storage needs more than ``limit`` bytes
     refused unread; CannotGrade where it cannot be read."""
-    return _load(case, spec, ranks, rank, limit)
+    return _load(case, spec, ranks, rank, Assembly(Layout(rank), limit=limit))
 
 
 def _load(
-    case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, limit: int | None, place: str = ""
+    case: Case, spec: TensorSpec, ranks: dict[int, StepRank], rank: int, assembly: Assembly, place: str = ""
 ) -> torch.Tensor:
+    """The tensor read, or generated from its statistics where ``assembly`` has a seed and its dump no file."""
+    limit = assembly.limit
+    if spec.data_name is None and assembly.seed is not None:
+        return generated(case, spec, rank, place, assembly.seed)
     if spec.data_name is None:
         raise CannotGrade(
             f"rank {rank}: {case.name}: {_unsaved(spec, ranks[rank].dump.task, place)}: shards need their values"

@@ -15,6 +15,9 @@ its ids masked to the rank's rows (DTensor's ``_MaskPartial``: precheck.executio
 output is the sum of the ranks' outputs with the rows of the ids outside each rank's shard zeroed.
 
 The case a row grades is made by precheck.ranks.shard_cases (shards read, put together, saved in a scratch folder).
+In a statistics dump those rank rows are graded as its every other row, on generated inputs: each rank's shard
+generated from that rank's own statistics, then reduced, masked or put together as above
+(precheck.ranks.synthesized_shards), its Message saying so.
 
 A statistics dump's DTensor calls have no whole row, and the run says so once (``ShardedRows.statistics_calls``): its
 shards hold no values, and a whole made of shards generated from their statistics grades nothing the ranks ran.
@@ -49,6 +52,7 @@ from precheck.execution.vocab_parallel import (
     rows_outside_zeroed,
 )
 from precheck.ranks.shard_cases import Adjust, Assembly, StepRank, built, load, members, require_within, shardings
+from precheck.ranks.synthesized_shards import SAID
 from precheck.results import ApiResult, skipped
 from precheck.walk import flatten, placed
 
@@ -175,8 +179,10 @@ def _rank_row(
     """Rank ``rank``'s call ``mine`` on its inputs as its kernel got them: the Partial ones reduced across the
     ranks, a vocab-parallel embedding's ids masked to the rank's rows, a loss-parallel cross-entropy's logits put
     together (DTensor computed it across the ranks' shards)."""
+    statistics = ranks[rank].dump.task == "statistics"
+    build = Assembly(Layout(rank), limit=options.max_memory, seed=options.seed if statistics else None)
     try:
-        case, said = _rank_case(mine, rank, cases, ranks, folder, options.max_memory)
+        case, said = _rank_case(mine, rank, cases, ranks, folder, build)
         result = check_case(case, folder, options)
     except CannotGrade as e:
         return skipped(mine, f"{e}", e.code)
@@ -184,43 +190,49 @@ def _rank_row(
         return skipped(
             mine, f"precheck could not rebuild its kernel's inputs: {one_line(e)}", Reason.SKIP_PRECHECK_FAULT
         )
+    if statistics:  # its inputs were written to files: say they were generated, as check_case says of its own
+        result = replace(result, generated_inputs=True)
+        said = f"{said}; {SAID.format(seed=options.seed)}"
     return _said(result, said)
 
 
 def _rank_case(
-    mine: Case, rank: int, cases: dict[int, Case], ranks: dict[int, StepRank], folder: Path, limit: int | None
+    mine: Case, rank: int, cases: dict[int, Case], ranks: dict[int, StepRank], folder: Path, build: Assembly
 ) -> tuple[Case, str]:
-    """The case of rank ``rank``'s call as DTensor ran it, and what its Message says of it."""
+    """The case of rank ``rank``'s call as DTensor ran it (``build``: the rank's layout, its limit and a statistics
+    dump's seed), and what its Message says of it."""
     if is_masked_embedding(mine):
-        assembly = Assembly(Layout(rank), own_only=True, adjust=_ids_masks(mine, cases), limit=limit)
+        assembly = replace(build, own_only=True, adjust=_ids_masks(mine, cases))
         case, _ = built(mine.name, cases, ranks, assembly, folder)
-        case, note = _whole_vocabulary_gradient(case, rank, cases)
+        case, note = _whole_vocabulary_gradient(case, rank, cases, statistics=build.seed is not None)
         said = "its ids masked to this rank's rows of the embedding first, as DTensor ran it"
         return case, "; ".join(filter(None, [said, note]))
     if is_loss_parallel(mine):
-        case, _ = built(mine.name, cases, ranks, Assembly(Layout(rank), limit=limit), folder)
-        own, _ = built(mine.name, cases, ranks, Assembly(Layout(rank), own_only=True, limit=limit), folder / "own")
+        case, _ = built(mine.name, cases, ranks, build, folder)
+        own, _ = built(mine.name, cases, ranks, replace(build, own_only=True), folder / "own")
         said = (
             "loss_parallel: DTensor computed it across the ranks' shards of the classes, so it is graded on the "
             "logits put together, this rank's recorded loss its output"
         )
         return replace(case, outputs=own.outputs, grads_of_inputs=True), said
     layout = Layout(rank, partial_only=True, norm=_norm_order(mine))
-    case, _ = built(mine.name, cases, ranks, Assembly(layout, limit=limit), folder)
+    case, _ = built(mine.name, cases, ranks, replace(build, layout=layout), folder)
     return case, "its Partial inputs reduced across the ranks first, as DTensor ran it"
 
 
-def _whole_vocabulary_gradient(case: Case, rank: int, cases: dict[int, Case]) -> tuple[Case, str]:
+def _whole_vocabulary_gradient(
+    case: Case, rank: int, cases: dict[int, Case], statistics: bool = False
+) -> tuple[Case, str]:
     """The rank's embedding case without a recorded weight gradient of the whole vocabulary (DTensor ran the
     backward on the replicated gradient and every id: msprobe saves it ``Replicate``, the whole weight's shape),
-    and what its Message says of it; the whole row grades it."""
+    and what its Message says of it; the whole row grades it (a ``statistics`` dump has none)."""
     own = _weights(cases[rank], cases)[rank][1]
     grads = [g for g in flatten(case.grad_inputs or ()) if isinstance(g, TensorSpec)]
     if not any(g.shape and g.shape[0] != own for g in grads):
         return case, ""
     said = (
         "backward: its recorded weight gradient is the whole vocabulary's (DTensor ran the backward on every id), "
-        "graded in the whole row"
+        + ("not graded here, and a statistics dump has no whole row" if statistics else "graded in the whole row")
     )
     return replace(case, grad_inputs=None), said
 
