@@ -30,6 +30,25 @@ class TreePeak:
 
 
 def tree_rss(root: int) -> int:
+    """The resident memory of ``root`` and its descendants. Walked down from ``root`` through each thread's
+    ``children`` file where the kernel has them: a scan of every process in /proc took 1.5 ms a sample, 7% of a
+    core at one sample per 20 ms, and on a 2-core machine that cost came out of ``-n 2``'s wall (0.8 s of 9)."""
+    if not Path(f"/proc/{root}/task/{root}/children").exists():
+        return _scanned_tree_rss(root)
+    total, todo, page = 0, [root], os.sysconf("SC_PAGE_SIZE")
+    while todo:
+        pid = todo.pop()
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+            for task in os.listdir(f"/proc/{pid}/task"):
+                todo.extend(int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except (OSError, IndexError, ValueError):  # it ended meanwhile
+            continue
+    return total
+
+
+def _scanned_tree_rss(root: int) -> int:
+    """tree_rss by a scan of every process's parent (a kernel without ``children`` files)."""
     parents, rss = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
