@@ -48,6 +48,8 @@ STEPS = (
     "pipeline_1f1b_bug0_statistics",
     "fsdp2_ckpt_offload_statistics_msprobe",
     "fsdp2_ckpt_offload_statistics_precheck",
+    "fsdp2_tp_sp_statistics_msprobe",
+    "fsdp2_tp_sp_norms_tensor_msprobe",
 )
 AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 ENV = {**os.environ, **AVX2}  # run from ROOT: this checkout's precheck, not an installed one
