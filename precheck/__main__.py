@@ -1,5 +1,3 @@
-import sys
+from precheck.commands.cli import program
 
-from precheck.commands.cli import main
-
-sys.exit(main())
+program()

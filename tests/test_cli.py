@@ -592,3 +592,24 @@ def test_warnings_of_the_replayed_calls_stay_off_the_console(tmp_path, capfd, ba
     assert main(argv) == 0
     out, err = capfd.readouterr()  # the descriptors: a worker process writes to them, not to sys.stderr
     assert "forward:  pass 1," in out and err == ""
+
+
+def test_main_returns_to_a_caller_in_its_own_process_and_the_program_ends_with_its_code(tmp_path):
+    """``precheck`` (the program) ends without the interpreter's teardown of torch once its rows are written;
+    ``main()`` called by someone's own script returns the code to it, whose program goes on."""
+    caller = (
+        "import atexit, sys\n"
+        "sys.argv = ['precheck', 'run_ut', '-api_info', sys.argv[1], '-o', sys.argv[2], '-q']\n"
+        "from precheck.commands.cli import main\n"
+        "atexit.register(lambda: print('exit handler ran'))\n"
+        "print('returned', main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", caller, str(GPT2), str(tmp_path / "a")], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and "returned 0" in done.stdout and "exit handler ran" in done.stdout, done.stderr
+    program = subprocess.run([sys.executable, "-m", "precheck", "run_ut", "-api_info", str(GPT2), "-o",
+                              str(tmp_path / "b"), "-q", "--fail-on", "error"], capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+    assert program.returncode == 1, program.stderr  # GPT-2's bf16 backward has errors: --fail-on's code, kept
+    rows = next((tmp_path / "b").glob("accuracy_checking_result_*.csv")).read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 48 and program.stdout.startswith("precheck run_ut: 47 APIs")  # every row, and the summary

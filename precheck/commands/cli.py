@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from typing import NoReturn
 
 from precheck.commands.parser import build_parser
 from precheck.commands.run_ut_cli import resume_command
@@ -20,7 +21,7 @@ from precheck.escape import escape
 from precheck.paths import write_problem
 from precheck.torch_range import check_torch
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "program"]
 
 # Each handler imports what it runs: `precheck --help`, an argument error and the commands that only read CSVs
 # (regress, api_precision_compare) never load torch.
@@ -59,25 +60,38 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(BUG_HINT, file=sys.stderr)
         code = BUG_EXIT_CODE
-    if argv is None:
+    if argv is None and _in_flight():
         _leave(code)
     return code
 
 
-def _leave(code: int) -> None:
-    """The program's end, once a command that loaded torch is done: its threads finished and its exit handlers
-    run, then the process ends at once with ``code``. The interpreter's own shutdown would take apart every module
-    torch loaded (0.3-0.9 s of the heavy bf16 step's run, after its last row was on disk), and would meet a case
-    still running on an in-process helper (a Ctrl-C or SIGTERM mid-case, or a case past its timeout) in torch's
-    C++ and end in std::terminate (exit -6). A command that never loaded torch ends as Python ends."""
-    if "torch" not in sys.modules:
-        return
+def program() -> NoReturn:
+    """The ``precheck`` program (its console script and ``python -m precheck``): :func:`main` on ``sys.argv``,
+    then the process's end. Once a command that loaded torch is done, its threads finished and its exit handlers
+    run, the process ends at once: the interpreter's own shutdown would take apart every module torch loaded,
+    0.3-0.9 s of the heavy bf16 step's run after its last row was on disk. ``main`` itself returns its code to a
+    caller in its own process (whose program goes on), but for a case still running in torch (below)."""
+    code = main()
+    if "torch" in sys.modules:
+        _leave(code)
+    sys.exit(code)
+
+
+def _in_flight() -> bool:
+    """A case still runs on an in-process helper (a Ctrl-C or SIGTERM mid-case, or a case past its timeout): the
+    interpreter's shutdown would meet it in torch's C++ and end in std::terminate (exit -6)."""
+    inprocess = sys.modules.get("precheck.scheduling.inprocess")  # not imported: no helper was ever started
+    return inprocess is not None and inprocess.in_flight()
+
+
+def _leave(code: int) -> NoReturn:
+    """The process's end with ``code``, without the interpreter's shutdown: the threads Python would wait for
+    joined (but for a case stuck in torch, which is not waited for), the exit handlers run, the streams flushed."""
     import atexit
     import os
     import threading
 
-    inprocess = sys.modules.get("precheck.scheduling.inprocess")
-    if inprocess is None or not inprocess.in_flight():  # nothing stuck in torch: wait for threads as Python does
+    if not _in_flight():
         for thread in threading.enumerate():
             if thread is not threading.current_thread() and not thread.daemon:
                 thread.join()
@@ -99,4 +113,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    program()
