@@ -13,9 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
+import torch.distributed as dist
 
 from precheck.recording.encode import data_names
+from precheck.recording.pending import Pending
 
 PROGRAM = """
 import sys, torch, precheck
@@ -66,3 +69,37 @@ def test_a_library_recorder_never_closed_is_closed_at_exit_with_the_programs_exi
         else:
             (result,) = (tmp_path / name).glob("accuracy_checking_result_*.csv")
             assert len(result.read_text(encoding="utf-8").splitlines()) == 1 + 6  # the step's six calls checked
+
+
+@pytest.fixture
+def world_of_one():
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="a gloo process group")
+def test_a_steps_end_leaves_no_callback_of_precheck_to_the_backends_thread(world_of_one: None) -> None:
+    """The program's ``wait()`` returns before its future's callbacks run on gloo's thread, which takes the GIL
+    for each. One still in flight when the interpreter finalizes is ended by ``pthread_exit`` inside torch's
+    callback guard: the process aborted after its last line ("terminate called without an active exception").
+    Here this thread keeps the GIL until it waits, as a loaded machine's starved backend thread would find it."""
+    pending = Pending()
+    pending.install()
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        work = dist.all_reduce(torch.ones(1_000_000), async_op=True)
+        pending.add([work], lambda: None)
+        future = pending._saved["get_future"][0](work)  # torch's: done before its callbacks run
+        while not future.done():  # the GIL kept: gloo's thread completes the work, and its callbacks wait
+            pass
+        pending._done(work, waiting=True)  # the record filled, as the program's wait() fills it
+        pending.finish(lambda e: None)
+        held = pending.held.count()
+    finally:
+        sys.setswitchinterval(saved)
+        pending.uninstall()
+    assert held == 0

@@ -11,11 +11,20 @@ returned. A work still running at the step's end is waited for there, but one wi
 recv), whose second wait() never returns: the program may wait for it after the step. ``Work.wait`` and
 ``Work.get_future`` are replaced only while a recording is installed, and put back after where they are still
 precheck's.
+
+precheck's callbacks run on the backend's thread, which takes the GIL for them, and again to release them (torch's
+guard of a Python callable, and the child future's Python value). A thread that takes the GIL once the interpreter
+is finalizing is ended by ``pthread_exit`` (CPython before 3.14), whose unwinding through that guard's destructor
+aborts the process: "terminate called without an active exception", exit 134, after the program's last line (the
+program's ``wait()`` returns before its future's callbacks run, so a program that ends right after it races its
+own exit; 8 of ~200 bare gloo runs of that shape aborted). The step's end therefore waits until the backend's
+threads hold none of precheck's callbacks (:class:`_Held`).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +45,44 @@ def works_of(out: Any) -> list:
     cls = _work_class()
     found = out if isinstance(out, list) else [out]
     return found if cls is not None and found and all(isinstance(w, cls) for w in found) else []
+
+
+SETTLE_SECONDS = 10.0  # the most a step's end waits for the backend's threads to let precheck's callbacks go
+
+
+class _Returned:
+    """What precheck's callback gives its future: an object whose release is seen (the future's value is let go on
+    the backend's thread too)."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _Held:
+    """precheck's callbacks (and their values) a backend's thread may still hold: each is counted until it is
+    released."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._refs: set[weakref.ref] = set()
+
+    def track(self, thing: Any) -> Any:
+        """``thing``, counted as held until it is released."""
+        with self._changed:
+            self._refs.add(weakref.ref(thing, self._released))
+        return thing
+
+    def _released(self, ref: weakref.ref) -> None:
+        with self._changed:
+            self._refs.discard(ref)
+            self._changed.notify_all()
+
+    def count(self) -> int:
+        return len(self._refs)
+
+    def wait(self, timeout: float) -> bool:
+        """Whether every one was released within ``timeout`` seconds (the GIL is let go while waiting)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._refs, timeout)
 
 
 class _Entry:
@@ -59,6 +106,7 @@ class Pending:
         self._cls: type | None = None
         self._original: Callable | None = None
         self._saved: dict[str, tuple[Callable, Callable]] = {}  # Work's method -> (torch's, precheck's)
+        self.held = _Held()  # precheck's future callbacks not yet let go by the backend's thread
 
     def install(self) -> None:
         """``Work.wait`` completes the records of the works it waits for before it returns, and the future of
@@ -78,7 +126,7 @@ class Pending:
             found = get_future(work)
             if id(work) not in pending._by_work:
                 return found
-            return found.then(lambda done: (pending._done(work, waiting=True), done.value())[1])
+            return found.then(pending.held.track(lambda done: (pending._done(work, waiting=True), done.value())[1]))
 
         for name, original, patch in (("wait", wait, waited), ("get_future", get_future, future)):
             patch.__name__, patch.__doc__ = name, original.__doc__
@@ -104,9 +152,18 @@ class Pending:
         get_future = self._saved["get_future"][0] if "get_future" in self._saved else type(works[0]).get_future
         for work in works:
             try:
-                get_future(work).then(lambda _, w=work: self._done(w, waiting=False))
+                get_future(work).then(self._completed(work))
             except Exception:  # a backend without futures (gloo's p2p): its wait() or the step's end completes it
                 entry.futureless.add(id(work))
+
+    def _completed(self, work: Any) -> Callable[[Any], _Returned]:
+        """The callback that completes ``work``'s record as its future completes, counted until released."""
+
+        def completed(_: Any) -> _Returned:
+            self._done(work, waiting=False)
+            return self.held.track(_Returned())
+
+        return self.held.track(completed)
 
     def _done(self, work: Any, waiting: bool) -> None:
         """``work`` has completed: its record is filled here if it was the last of its works; a ``wait()`` whose
@@ -156,3 +213,4 @@ class Pending:
             self._fill(entry)
         for entry in entries:
             entry.filled.wait()
+        self.held.wait(SETTLE_SECONDS)  # every future is done: its callbacks are let go within moments
