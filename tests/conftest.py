@@ -92,3 +92,15 @@ def write_dump(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def world_of_one():
+    """A gloo process group of this process alone (rank 0 of 1), destroyed after the test."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()

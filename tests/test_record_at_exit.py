@@ -71,15 +71,6 @@ def test_a_library_recorder_never_closed_is_closed_at_exit_with_the_programs_exi
             assert len(result.read_text(encoding="utf-8").splitlines()) == 1 + 6  # the step's six calls checked
 
 
-@pytest.fixture
-def world_of_one():
-    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.skipif(not dist.is_available(), reason="a gloo process group")
 def test_a_steps_end_leaves_no_callback_of_precheck_to_the_backends_thread(world_of_one: None) -> None:
     """The program's ``wait()`` returns before its future's callbacks run on gloo's thread, which takes the GIL

@@ -93,15 +93,6 @@ def test_a_program_importing_torchscript_code_trains_under_record_as_without_it(
     assert "Functional.linear.0.forward" in doc["data"] and "partial" not in doc
 
 
-@pytest.fixture
-def world_of_one():
-    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 def test_a_dtensor_argument_is_written_as_msprobe_writes_it(tmp_path: Path, world_of_one: None) -> None:
     """Before: the call was not recorded at all (its statistics raised), and a DTensor a call returned was typed
     torch.Tensor and saved as a DTensor object, which run_ut cannot load."""
