@@ -87,3 +87,14 @@ def llama_silu_bug(dt: torch.dtype):
     kernel under its own name, as it does for compare_record.py's wrong GELU."""
     F.silu = wrong_silu
     return llama(dt)
+
+
+def gpt2(dt: torch.dtype):
+    """(model, run) for make_dump.py: a real model at its real size, Hugging Face's GPT-2 small (12 layers, hidden
+    768, vocabulary 50,257; random weights: no download) on batch 2 x sequence 256, the step issue 54 measures
+    beside the LLaMA-style one. Needs transformers in msprobe's venv (``msprobe_venv.py --pip transformers``)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config()).to(dt)
+    ids = torch.randint(0, 50257, (BATCH, SEQ))
+    return model, lambda: model(input_ids=ids, labels=ids).loss
