@@ -4,11 +4,14 @@ Fixtures live in conftest.py; tests import these by name (``from helpers import 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +220,16 @@ def collective_rows(summary: Any) -> dict[tuple[str, str], dict[str, str]]:
         for row in read_csv_rows(run.result_path)[1]
         if row["API name"].startswith("Distributed.")
     }
+
+
+@contextmanager
+def without_collector() -> Iterator[None]:
+    """The cyclic garbage collector off: what is freed inside is freed by its last reference going, as a run's
+    memory needs it to be (a cycle holding a case's tensors lives until a collection happens to run)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()

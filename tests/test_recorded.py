@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import re
 import shutil
+import weakref
+from collections.abc import Callable
 
 import pytest
 import torch
-from helpers import inplace_dump, one_api_dump, real_dump_json
+from helpers import inplace_dump, one_api_dump, real_dump_json, without_collector
 
+from precheck.dump.records import Case, load_dump
+from precheck.execution.check import check_case
 from precheck.execution.options import CheckOptions
+from precheck.execution.sides import Side
+from precheck.results import ApiResult
 from precheck.run_ut import run_ut
 from precheck.support import would_skip
 
@@ -198,3 +204,59 @@ def test_a_bugged_inplace_output_is_an_error(tmp_path):
     rows = rows_of(run_ut(dump, tmp_path / "out", options=RECORDED, workers=1))
     for api in ("Functional.relu.0", "Tensor.add_.0", "Tensor.__iadd__.0"):
         assert rows[api][:2] == ("error", "pass"), rows[api]
+
+
+def check_composite_uncollected(after: Callable[[Case, ApiResult], None] = lambda case, result: None) -> None:
+    """Checks each record of the composite dump against its recorded outputs with the cyclic collector off
+    (helpers.without_collector), calling ``after`` with each case and its result as soon as it is checked."""
+    dump = load_dump(COMPOSITE)
+    with without_collector():
+        for case in dump.cases:
+            after(case, check_case(case, dump.data_dir, RECORDED))
+
+
+def test_no_tensor_of_a_case_outlives_its_check(monkeypatch):
+    """What a recorded-target check built (the golden's float64 copies, the gradients at the hooked node) is freed
+    when its row is made, not when the cyclic collector next runs: held past its case, lm_head's golden (0.4 GB on
+    a LLaMA step) was still alive through the cross_entropy after it, the run's peak."""
+    made, copies = Side.tensor, []
+
+    def watched(self, t):
+        copy = made(self, t)
+        copies.append(weakref.ref(copy))
+        return copy
+
+    def after(case, result):
+        assert copies, case.name
+        alive = [tuple(ref().shape) for ref in copies if ref() is not None]
+        assert not alive, (case.name, result.forward, alive)
+        copies.clear()
+
+    monkeypatch.setattr(Side, "tensor", watched)
+    check_composite_uncollected(after)
+
+
+def test_the_golden_gradients_no_recorded_gradient_pairs_with_are_freed_before_grading(monkeypatch):
+    """The recorded target grades the golden's gradients where msprobe's hook was (a linear's flattened
+    grad_output); the call's own input gradients it did not take (lm_head's float64 weight gradient, 0.26 GB on
+    a LLaMA step) are freed before the grading starts, not held through it."""
+    from precheck.execution import check, recorded
+
+    moved, graded_at = [], []
+    run, grade = recorded.recorded_run, check._graded
+
+    def recorded_run(case, builder, golden, no_node):
+        target, kept, at = run(case, builder, golden, no_node)
+        taken = {id(g) for g in (kept.grads or {}).values()}
+        moved.extend(weakref.ref(g) for g in (golden.grads or {}).values() if g is not None and id(g) not in taken)
+        return target, kept, at
+
+    def graded(case, *rest):
+        graded_at.append([tuple(ref().shape) for ref in moved if ref() is not None])
+        return grade(case, *rest)
+
+    monkeypatch.setattr(recorded, "recorded_run", recorded_run)
+    monkeypatch.setattr(check, "_graded", graded)
+    check_composite_uncollected()
+    assert moved, "no call of the dump had its golden gradients moved to the hooked node"
+    assert graded_at and not any(graded_at), graded_at

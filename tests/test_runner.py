@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
-from helpers import real_dump_json
+from helpers import real_dump_json, without_collector
 
 from api_registry import lookup
 from precheck.dump.records import DeviceArg, Stats, TensorSpec, load_dump
@@ -406,6 +408,29 @@ def test_flatten_tensors_keep_identity_and_order():
     a, b, c = torch.zeros(1), torch.ones(2), torch.zeros(3)
     out = flatten((a, [b, (c,)]))
     assert len(out) == 3 and out[0] is a and out[1] is b and out[2] is c
+
+
+def test_the_hooked_node_frees_the_sides_inputs_with_the_run(monkeypatch):
+    """--target recorded keeps the gradients at msprobe's hooked node; the side's float64 copies of the inputs
+    die with the run, without the cyclic collector (a hook referring back to its node through the probe held
+    lm_head's golden, 0.4 GB, into the next cases of a LLaMA step)."""
+    copies = []
+    made = Side.tensor
+
+    def watched(self, t):
+        copy = made(self, t)
+        copies.append(weakref.ref(copy))
+        return copy
+
+    monkeypatch.setattr(Side, "tensor", watched)
+    x, w = rand(2, 3, 4, seed=40), rand(5, 4, seed=41)
+    call = Call(lookup("Functional.linear"), specs((x, w), {id(x), id(w)}), {}, (x, w), {}, (rand(2, 3, 5, seed=42),))
+    with without_collector():
+        golden = run_side(call, GOLDEN, hook_node=True)
+        inputs = copies[:2]  # built first, in argument order
+        assert golden.error is None and golden.node is not None and golden.node.name, golden
+        assert any(g is not None and g.dtype == torch.float64 for g in golden.node.grads), golden.node
+        assert [ref() for ref in inputs] == [None, None]
 
 
 # --------------------------------------------------------------------------------------------- real dump

@@ -127,6 +127,7 @@ def _check(case: Case, data_dir: Path, options: CheckOptions, target: Target) ->
         return _random(case, call, builder, target, options, backward_problem)
     golden, call = _golden(case, call, target.hook_node)
     ran = target.outcome(call, case, builder, golden)
+    del golden  # the recorded target grades ran.golden; the gradients it moved elsewhere need not live on
     if isinstance(ran, ApiResult):
         return ran
     if ran.golden.error:
