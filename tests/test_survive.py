@@ -108,6 +108,27 @@ def test_crashing_apis_become_error_rows_hanging_ones_skip_rows_and_the_run_goes
     ]
 
 
+def test_a_case_queued_behind_one_that_kills_or_outlasts_its_worker_runs_in_the_next_worker(tmp_path, misbehaving):
+    """A busy worker has the next case queued behind its own (sent, not started): when its worker dies or is
+    stopped past the time limit, that case is neither lost nor blamed, and the next worker runs it."""
+    names = ["Torch.precheck_segfault.0", "Torch.tanh.0", "Torch.precheck_hang.0", "Torch.sigmoid.0", "Torch.tanh.1"]
+    summary = run_ut(
+        make_dump(tmp_path / "dump.json", names),
+        tmp_path / "out",
+        device="cpu",
+        workers=1,
+        backend="process",
+        options=CheckOptions(timeout=4),
+    )
+    got = {r.name: (r.forward, r.message) for r in summary.results}
+    assert got.pop("Torch.precheck_segfault.0") == ("error", "worker crashed: signal 11 (SIGSEGV)")
+    assert got.pop("Torch.precheck_hang.0") == ("SKIP", "timed out after 4 s; not graded")
+    assert {name: status for name, (status, _) in got.items()} == dict.fromkeys(
+        ["Torch.tanh.0", "Torch.sigmoid.0", "Torch.tanh.1"], "pass"
+    )
+    assert [r[0] for r in rows(summary.result_path)] == names  # every case has its row, in the dump's order
+
+
 def segfaulting_dump(into: Path) -> Path:
     """The MLP dump's gelu, softmax and layer_norm, with ``segment_reduce(x, "sum", lengths=[1e9, 1e9],
     unsafe=True)`` second: torch reads where the lengths point and segfaults (its lengths are a real tensor file)."""
