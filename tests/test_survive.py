@@ -574,3 +574,31 @@ def test_a_working_directory_that_cannot_be_opened_costs_no_row(tmp_path, monkey
     summary = run_ut(source, tmp_path / "out", device="cpu", workers=1, backend="inprocess", keep_results=True)
     got = {r.name: (r.forward, r.backward, r.message) for r in summary.results}
     assert got == {r.name: (r.forward, r.backward, r.message) for r in clean.results}
+
+
+def test_only_a_case_small_enough_to_wait_in_a_sockets_buffer_is_queued_behind_a_busy_worker():
+    """A queued case waits in the socket while its worker is busy: one larger than the buffer (macOS: 8 KiB) would
+    block the run's send, and the run would read no other worker's result meanwhile. It waits for a free worker."""
+    from collections import deque
+    from multiprocessing import Pipe
+
+    from precheck.dump.decode import Case
+    from precheck.scheduling.process import QUEUED_BYTES, Supervisor, _Worker
+
+    def case(name: str, size: int = 0) -> Case:
+        return Case(name=name, api="Torch.add", order=0, args=("x" * size,))
+
+    supervisor = object.__new__(Supervisor)  # no worker process: _queue only sends to their pipes
+    supervisor._large = None
+    ends = [Pipe() for _ in range(2)]
+    workers = [_Worker(process=None, conn=ours, case=case(f"running{i}")) for i, (ours, _) in enumerate(ends)]
+    large = case("large", QUEUED_BYTES)
+    pending = deque([large, case("next"), case("after")])
+    supervisor._queue(workers, pending, iter(()), ahead=3)
+    assert [w.queued for w in workers] == [None, None] and pending[0] is large
+    assert not any(theirs.poll() for _, theirs in ends)  # nothing sent
+    pending.popleft()  # taken by a free worker
+    pending.extend([case("third"), case("fourth")])  # one more than decoded ahead: a dead worker's case handed back
+    supervisor._queue(workers, pending, iter(()), ahead=3)
+    assert [w.queued.name for w in workers] == ["next", "after"]
+    assert [theirs.recv().name for _, theirs in ends] == ["next", "after"]  # each queued case sent, whole

@@ -141,7 +141,9 @@ def _die_with_parent() -> None:
         os._exit(0)
 
 
-QUEUED_BYTES = 32 * 2**10  # the most a queued case may take: it waits in the socket's buffer, never blocks a send
+# The most a queued case may take: it waits in the socket's buffer while its worker is busy, so its send must never
+# block (macOS gives a Unix socket 8 KiB). A heavy step's cases take 1.1-1.8 KB pickled.
+QUEUED_BYTES = 4 * 2**10
 
 
 @dataclass
@@ -158,6 +160,7 @@ class Supervisor:
 
     def __init__(self, data_dir: Path, body: Body, size: int) -> None:
         self.data_dir, self.body, self.size = data_dir, body, size
+        self._large: Case | None = None  # the next case, found too large to be queued
         self.context = worker_context()  # never a fork of this process, which runs torch threads
 
     def _start(self, wait: bool = True) -> _Worker:
@@ -210,7 +213,7 @@ class Supervisor:
                     w.case = pending.popleft()
                     w.deadline = time.monotonic() + self.body.start(w.case)
                     w.conn.send(w.case)
-                pending.extend(itertools.islice(source, ahead - len(pending)))
+                pending.extend(itertools.islice(source, max(0, ahead - len(pending))))
             self._queue(workers, pending, source, ahead)
             busy = [w for w in workers if w.case is not None]
             wait_for = min(w.deadline for w in busy) - time.monotonic()
@@ -232,16 +235,16 @@ class Supervisor:
                     pending.appendleft(w.queued)
                 yield result
 
-    @staticmethod
-    def _queue(workers: list[_Worker], pending: deque, source: Iterator[Case], ahead: int) -> None:
+    def _queue(self, workers: list[_Worker], pending: deque, source: Iterator[Case], ahead: int) -> None:
         """Queue a case behind each busy worker's while more cases remain than there are workers (the last ones go
-        to whichever worker is free first)."""
+        to whichever worker is free first); a case too large to wait in a socket's buffer is not queued."""
         for w in workers:
-            pending.extend(itertools.islice(source, ahead - len(pending)))
-            if w.case is None or w.queued is not None or len(pending) <= len(workers):
+            pending.extend(itertools.islice(source, max(0, ahead - len(pending))))
+            if w.case is None or w.queued is not None or len(pending) <= len(workers) or pending[0] is self._large:
                 continue
             payload = reduction.ForkingPickler.dumps(pending[0])  # what Connection.send writes
             if len(payload) > QUEUED_BYTES:
+                self._large = pending[0]  # pickled once: it waits for a free worker
                 continue
             case = pending.popleft()
             try:
